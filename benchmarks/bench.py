@@ -1,0 +1,115 @@
+"""sensviz benchmarks: ours vs. a naive baseline, in one run, printed as a table.
+
+    python benchmarks/bench.py            # full sizes
+    python benchmarks/bench.py --quick    # small sizes (CI)
+    python benchmarks/bench.py --only spectrum
+
+Each row times our implementation and a straightforward baseline on the same input and checks
+that both give the same numbers (the `agree` column). Timings are the best of `--repeat` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import sensviz as sv  # noqa: E402
+from sensviz import analysis, cube  # noqa: E402
+
+ROWS: list[dict] = []
+
+
+def best_time(fn, repeat: int) -> tuple[float, object]:
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def row(name: str, ours: float, baseline: float | None, agree: bool | None, note: str = "") -> None:
+    ROWS.append({"benchmark": name, "ours_s": ours, "baseline_s": baseline, "agree": agree, "note": note})
+
+
+def dense_character_avg_sensitivity(table: torch.Tensor) -> float:
+    """Baseline: lambda = chi^T f / 2^n with the dense 2^n x 2^n character matrix (the authors' approach)."""
+    n = table.numel().bit_length() - 1
+    x = 2.0 * cube.vertices(n).double() - 1.0
+    chi = torch.ones(2**n, 2**n, dtype=torch.float64)
+    for i in range(n):  # chi[x, P] = prod_{i in P} x_i
+        member = cube.vertices(n)[:, i].bool()
+        chi[:, member] *= x[:, i : i + 1]
+    coeffs = chi.T @ table / 2**n
+    return float((coeffs**2 * cube.hamming_weight(n)).sum())
+
+
+def bench_spectrum(sizes, dense_max, repeat):
+    for n in sizes:
+        table = sv.get_task(f"random:seed={n}").values_pm1(n)
+        ours_t, ours = best_time(lambda: cube.analyze(table).avg_sensitivity, repeat)
+        base_t, agree = None, None
+        if n <= dense_max:
+            base_t, base = best_time(lambda: dense_character_avg_sensitivity(table), 1)
+            agree = abs(base - ours) < 1e-9
+        row(f"spectrum + as_n, n={n}", ours_t, base_t, agree, "FWHT vs dense character matrix")
+
+
+def per_bit_model_sensitivity(model, n, batch_size=8192) -> float:
+    """Baseline: one forward pass per (input, bit) — 2^n (n+1) strings in all."""
+    bits = cube.vertices(n)
+    f = analysis.model_outputs(model, bits, batch_size)
+    total = torch.zeros(2**n, dtype=torch.float64)
+    for i in range(n):
+        g = analysis.model_outputs(model, cube.flip(bits, i), batch_size)
+        total += ((f.double() - g.double()) / 2) ** 2
+    return total.mean().item()
+
+
+def bench_model_sensitivity(sizes, repeat):
+    for n in sizes:
+        model = sv.build_model("encoder", d_model=32, n_layers=2, n_heads=2, max_len=n, seed=0).eval()
+        ours_t, ours = best_time(lambda: cube.analyze(analysis.cube_outputs(model, n).double()).avg_sensitivity, repeat)
+        base_t, base = best_time(lambda: per_bit_model_sensitivity(model, n), 1)
+        row(f"model s(f,x) on the cube, n={n}, d=32", ours_t, base_t, abs(ours - base) < 1e-6 * max(1, abs(base)),
+            "2^n passes + neighbour indexing vs 2^n(n+1) passes")
+
+
+SECTIONS = {
+    "spectrum": lambda q, r: bench_spectrum([10, 16] if q else [12, 16, 20], 10 if q else 12, r),
+    "model_sensitivity": lambda q, r: bench_model_sensitivity([8] if q else [10, 14], r),
+}
+
+
+def print_table() -> None:
+    header = f"{'benchmark':<46} {'ours (s)':>10} {'baseline (s)':>13} {'speedup':>9} {'agree':>6}  note"
+    print(header)
+    print("-" * len(header))
+    for r in ROWS:
+        base = f"{r['baseline_s']:.4f}" if r["baseline_s"] is not None else "-"
+        speed = f"{r['baseline_s'] / r['ours_s']:.1f}x" if r["baseline_s"] is not None else "-"
+        agree = {True: "yes", False: "NO", None: "-"}[r["agree"]]
+        print(f"{r['benchmark']:<46} {r['ours_s']:>10.4f} {base:>13} {speed:>9} {agree:>6}  {r['note']}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, for CI")
+    parser.add_argument("--only", choices=sorted(SECTIONS), action="append", help="run only these sections")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs of ours (best is reported)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(2)
+    for name in args.only or SECTIONS:
+        SECTIONS[name](args.quick, args.repeat)
+    print_table()
+    return 0 if all(r["agree"] is not False for r in ROWS) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

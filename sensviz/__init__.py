@@ -1,0 +1,53 @@
+"""sensviz: the loss-landscape theory of Hahn & Rofin (ACL 2024) on real models.
+
+Glossary (one code name per paper symbol):
+
+| code name          | paper symbol            | meaning                                                   |
+|--------------------|-------------------------|-----------------------------------------------------------|
+| `bits`             | x in {0,1}^n            | input strings `[batch, n]`; the ±1 view is 2*bits - 1     |
+| `sensitivity`      | s(f,x)                  | flips of one bit that change f (influence form if real)   |
+| `avg_sensitivity`  | as_n(f)                 | E_x s(f,x)                                                |
+| `influence`        | Inf_i(f)                | E_x ((f(x) - f(x^i)) / 2)^2                               |
+| `coefficients`     | lambda_P                | Fourier (Walsh–Hadamard) coefficients                     |
+| `degree_profile`   | d_k                     | sum of lambda_P^2 over |P| = k; as_n = sum_k k d_k       |
+| `ln_factor`        | N_i^(k)                 | 1 / sqrt(var(Y_i^(k)) + eps), what LayerNorm divides by   |
+| `tau`              | tau^(k)(x)              | max_w (1 + N_w^(k)(x))                                    |
+| `blowup`           | Blowup(x)               | prod_k tau^(k)(x)                                         |
+| `sharpness`        | L_{rho,n}(T)            | E_x E_{|Delta|=rho} (T_{theta+Delta}(x) - T_theta(x))^2   |
+| `param_norm`       | ||theta||               | L2 norm of all parameters except positional encodings     |
+| `d_model`, `n_layers`, `n_heads`, `n_bits` / `n` | d, L, H, n | sizes                               |
+
+Modules: `tasks` (target functions), `cube` (exact and sampled cube analysis), `formal` and
+`encoder` (the two architectures), `trace` and `hooks` (the instrumented forward pass),
+`models` (registry), `checkpoints` (safetensors I/O), `analysis` (a model on the cube), `cli`.
+"""
+
+from . import analysis, cube, tasks
+from .checkpoints import Checkpoint, CheckpointError, checkpoint_bytes, load_checkpoint, save_checkpoint
+from .encoder import EncoderConfig, EncoderTransformer
+from .formal import FormalConfig, FormalTransformer
+from .models import build_model
+from .tasks import PM1, ZERO_ONE, Task, get_task
+from .trace import Trace, TracedModel
+
+__all__ = [
+    "analysis",
+    "cube",
+    "tasks",
+    "Checkpoint",
+    "CheckpointError",
+    "checkpoint_bytes",
+    "load_checkpoint",
+    "save_checkpoint",
+    "EncoderConfig",
+    "EncoderTransformer",
+    "FormalConfig",
+    "FormalTransformer",
+    "build_model",
+    "PM1",
+    "ZERO_ONE",
+    "Task",
+    "get_task",
+    "Trace",
+    "TracedModel",
+]

@@ -1,0 +1,154 @@
+"""Checkpoint round trips, the authors' layout, and every bad file."""
+
+import io
+import json
+import struct
+
+import pytest
+import safetensors.torch
+import torch
+
+import sensviz as sv
+from sensviz import cube
+from sensviz.checkpoints import CheckpointError, convert_torch_file, load_checkpoint, save_checkpoint
+
+from reference import AuthorsModel
+
+
+def test_round_trip_is_bit_identical(tmp_path, any_model):
+    path = save_checkpoint(any_model, tmp_path / "m.safetensors", task="majority", n=7, encoding="pm1",
+                           training={"steps": 3}, extra={"note": "x"})
+    ck = load_checkpoint(path)
+    a, b = any_model.state_dict(), ck.model.state_dict()
+    assert list(a) == list(b) and all(torch.equal(a[k], b[k]) for k in a)
+    assert ck.config == any_model.config and ck.arch == any_model.arch
+    assert ck.task == sv.get_task("majority") and ck.n == 7 and ck.encoding is sv.PM1
+    assert ck.metadata["training"] == {"steps": 3} and ck.metadata["extra"] == {"note": "x"}
+    bits = cube.vertices(7)
+    with torch.no_grad():
+        assert torch.equal(ck.model(bits), any_model.eval()(bits))
+
+
+def test_bytes_and_file_objects_load_too(encoder_model):
+    data = sv.checkpoint_bytes(encoder_model, task="parity", n=4)
+    assert load_checkpoint(data).n == 4
+    assert load_checkpoint(io.BytesIO(data)).task == sv.get_task("parity")
+
+
+def test_overrides_replace_metadata(tmp_path, formal_model):
+    path = save_checkpoint(formal_model, tmp_path / "f.safetensors", task="parity", n=6)
+    ck = load_checkpoint(path, task="first", n=5, eps=0.0)
+    assert ck.task == sv.get_task("first") and ck.n == 5 and ck.config.eps == 0.0
+
+
+def _authors_file(tmp_path, n_layers=2, d=16, heads=2, max_len=10):
+    torch.manual_seed(4)
+    model = AuthorsModel(d, heads, n_layers, max_len=max_len).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.3)
+    path = tmp_path / "authors.safetensors"
+    safetensors.torch.save_file({k: v.contiguous() for k, v in model.state_dict().items()}, path)
+    return model, path
+
+
+def test_authors_state_dict_loads_and_reproduces_torch_outputs(tmp_path):
+    reference, path = _authors_file(tmp_path, n_layers=3, d=24, heads=3, max_len=11)
+    ck = load_checkpoint(path, n_heads=3, task="parity", n=8)
+    assert ck.layout == "authors" and ck.arch == "encoder"
+    assert (ck.config.d_model, ck.config.n_layers, ck.config.max_len, ck.config.d_ff) == (24, 3, 11, 24)
+    bits = cube.vertices(8)
+    with torch.no_grad():
+        assert torch.allclose(ck.model(bits), reference(bits), atol=1e-5)
+
+
+def test_authors_layout_needs_the_number_of_heads(tmp_path):
+    _, path = _authors_file(tmp_path)
+    with pytest.raises(CheckpointError, match="number of attention heads"):
+        load_checkpoint(path)
+
+
+def test_convert_reads_pt_with_weights_only_and_writes_safetensors(tmp_path):
+    reference, _ = _authors_file(tmp_path)
+    pt = tmp_path / "model.pt"
+    torch.save(reference.state_dict(), pt)
+    out = convert_torch_file(pt, tmp_path / "converted.safetensors", n_heads=2, task="first", n=6)
+    ck = load_checkpoint(out)
+    assert ck.layout == "sensviz" and ck.task == sv.get_task("first") and ck.n == 6
+    with torch.no_grad():
+        assert torch.allclose(ck.model(cube.vertices(6)), reference(cube.vertices(6)), atol=1e-5)
+
+
+def test_convert_refuses_pickled_objects(tmp_path):
+    pt = tmp_path / "evil.pt"
+    torch.save({"model": object.__new__(AuthorsModel)}, pt)
+    with pytest.raises(CheckpointError, match="cannot read"):
+        convert_torch_file(pt, tmp_path / "x.safetensors", n_heads=2)
+
+
+def _valid_bytes(model, **meta):
+    return sv.checkpoint_bytes(model, task="parity", n=6, **meta)
+
+
+def _rewrite(model, change):
+    """A checkpoint whose tensors went through `change(dict)` but keep the sensviz metadata."""
+    data = _valid_bytes(model)
+    tensors = safetensors.torch.load(data)
+    header_len = struct.unpack("<Q", data[:8])[0]
+    metadata = json.loads(data[8 : 8 + header_len])["__metadata__"]
+    change(tensors)
+    return safetensors.torch.save(tensors, metadata)
+
+
+BAD_FILES = {
+    "empty": lambda m: b"",
+    "not safetensors": lambda m: b"PK\x03\x04 this is a zip file, not a checkpoint" * 3,
+    "truncated": lambda m: _valid_bytes(m)[:-100],
+    "truncated header": lambda m: _valid_bytes(m)[:40],
+    "corrupt header": lambda m: (lambda d: d[:8] + b"{" * 8 + d[16:])(_valid_bytes(m)),
+    "missing tensor": lambda m: _rewrite(m, lambda t: t.pop("linear_head.bias")),
+    "unexpected tensor": lambda m: _rewrite(m, lambda t: t.__setitem__("extra.weight", torch.zeros(3))),
+    "wrong shape": lambda m: _rewrite(m, lambda t: t.__setitem__("linear_head.weight", torch.zeros(1, 7))),
+    "wrong dtype": lambda m: _rewrite(m, lambda t: t.__setitem__("linear_head.bias", torch.zeros(1, dtype=torch.int64))),
+    "nan": lambda m: _rewrite(m, lambda t: t["linear_head.weight"].fill_(float("nan"))),
+    "inf": lambda m: _rewrite(m, lambda t: t["embedding.weight"].__setitem__((0, 0), float("inf"))),
+    "unknown layout": lambda m: safetensors.torch.save({"w": torch.zeros(2)}),
+    "bad config json": lambda m: safetensors.torch.save(
+        {"w": torch.zeros(2)}, {"format": "sensviz", "arch": "encoder", "config": "{oops"}),
+    "unknown config field": lambda m: safetensors.torch.save(
+        {"w": torch.zeros(2)}, {"format": "sensviz", "arch": "encoder", "config": '{"width": 3}'}),
+    "unknown arch": lambda m: safetensors.torch.save(
+        {"w": torch.zeros(2)}, {"format": "sensviz", "arch": "rnn", "config": "{}"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_every_bad_file_gives_a_checkpoint_error(case, encoder_model, tmp_path):
+    data = BAD_FILES[case](encoder_model)
+    with pytest.raises(CheckpointError) as info:
+        load_checkpoint(data)
+    assert len(str(info.value)) > 20
+    path = tmp_path / "bad.safetensors"
+    path.write_bytes(data)
+    with pytest.raises(CheckpointError):
+        load_checkpoint(path)
+
+
+def test_size_cap_is_checked_before_reading(tmp_path, encoder_model):
+    path = save_checkpoint(encoder_model, tmp_path / "m.safetensors")
+    with pytest.raises(CheckpointError, match="size cap"):
+        load_checkpoint(path, size_cap=1000)
+    with pytest.raises(CheckpointError, match="size cap"):
+        load_checkpoint(path.read_bytes(), size_cap=1000)
+
+
+def test_missing_file_and_bad_arguments(tmp_path, encoder_model):
+    with pytest.raises(CheckpointError, match="no such file"):
+        load_checkpoint(tmp_path / "nope.safetensors")
+    data = _valid_bytes(encoder_model)
+    with pytest.raises(CheckpointError, match="positional range"):
+        load_checkpoint(data, n=50)
+    with pytest.raises(CheckpointError, match="unknown task"):
+        load_checkpoint(data, task="parody")
+    with pytest.raises(CheckpointError, match="target encoding"):
+        load_checkpoint(data, encoding="binary")

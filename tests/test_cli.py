@@ -1,0 +1,99 @@
+"""The `sensviz` command: JSON on stdout, readable errors on stderr, non-zero exit."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import sensviz as sv
+from sensviz.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if code == 0 else None), err
+
+
+def test_task_info_exact(capsys):
+    code, out, _ = run(capsys, "task-info", "--task", "parity", "--n", "6")
+    assert code == 0
+    assert out["avg_sensitivity"] == 6 and out["max_sensitivity"] == 6 and out["exact"] is True
+    assert out["degree_profile"] == [0, 0, 0, 0, 0, 0, 1]
+
+
+def test_task_info_above_the_exact_limit_is_labelled_an_estimate(capsys):
+    code, out, _ = run(capsys, "task-info", "--task", "majority", "--n", "25", "--samples", "2000", "--seed", "1")
+    assert code == 0 and out["exact"] is False and out["degree_profile"] is None
+    expected = sv.tasks.majority_avg_sensitivity(25)
+    assert abs(out["avg_sensitivity"] - expected) < 4 * out["stderr"]
+    assert out["n_samples"] == 2000
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["task-info", "--task", "parody", "--n", "4"], "unknown task"),
+    (["task-info", "--task", "table:0110", "--n", "3"], "only for n=2"),
+    (["task-info", "--task", "sparse_parity:k=5", "--n", "3"], "needs n >= k"),
+])
+def test_task_info_errors(capsys, argv, message):
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_inspect_sensviz_checkpoint_and_dump(capsys, tmp_path, encoder_model):
+    path = sv.save_checkpoint(encoder_model, tmp_path / "m.safetensors", task="parity", n=6)
+    dump = tmp_path / "d.npz"
+    code, out, _ = run(capsys, "inspect", str(path), "--dump", str(dump))
+    assert code == 0
+    for key in ("arch", "task", "n", "d_model", "n_layers", "n_heads", "n_params", "param_norm", "accuracy",
+                "avg_sensitivity", "avg_sensitivity_real", "degree_profile", "exact"):
+        assert key in out, key
+    assert out["arch"] == "encoder" and out["task"] == "parity" and out["n_params"] == encoder_model.n_params()
+    assert sum(out["degree_profile"]) == pytest.approx(1.0)
+    with np.load(dump) as arrays:
+        assert arrays["output"].shape == (64,)
+        assert arrays["attention"].shape == (64, 2, 2, 6, 6)
+        assert arrays["ln_factor"].shape == (64, 4, 6)
+        bits = sv.cube.vertices(6)
+        with torch.no_grad():
+            assert np.allclose(arrays["output"], encoder_model.eval()(bits).numpy(), atol=1e-6)
+
+
+def test_inspect_authors_file_needs_heads_and_length(capsys, tmp_path):
+    from reference import AuthorsModel
+    import safetensors.torch
+
+    path = tmp_path / "a.safetensors"
+    safetensors.torch.save_file(AuthorsModel(8, 2, 1, max_len=10).state_dict(), path)
+    code, _, err = run(capsys, "inspect", str(path))
+    assert code == 2 and "--n-heads" in err
+    code, _, err = run(capsys, "inspect", str(path), "--n-heads", "2")
+    assert code == 2 and "--n" in err
+    code, out, _ = run(capsys, "inspect", str(path), "--n-heads", "2", "--n", "5", "--task", "first")
+    assert code == 0 and out["layout"] == "authors" and 0 <= out["accuracy"] <= 1
+
+
+def test_inspect_bad_file(capsys, tmp_path):
+    path = tmp_path / "x.safetensors"
+    path.write_bytes(b"not a checkpoint at all")
+    code, _, err = run(capsys, "inspect", str(path))
+    assert code == 2 and "not a safetensors file" in err
+
+
+def test_console_script_runs_as_a_subprocess():
+    proc = subprocess.run([sys.executable, "-m", "sensviz.cli", "task-info", "--task", "first", "--n", "3"],
+                          capture_output=True, text=True, check=True)
+    assert json.loads(proc.stdout)["avg_sensitivity"] == 1.0
+
+
+def test_core_never_imports_streamlit():
+    code = (
+        "import importlib, pkgutil, sys, sensviz\n"
+        "for m in pkgutil.walk_packages(sensviz.__path__, 'sensviz.'): importlib.import_module(m.name)\n"
+        "print('streamlit' in sys.modules)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "False"

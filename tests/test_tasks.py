@@ -1,0 +1,65 @@
+import pytest
+import torch
+
+from sensviz import cube, tasks
+from sensviz.tasks import get_task
+
+
+def test_definitions_on_examples():
+    bits = torch.tensor([[1, 0, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1], [1, 1, 1, 1]])
+    assert get_task("parity")(bits).tolist() == [1, 0, 1, 0]
+    assert get_task("majority")(bits).tolist() == [1, 0, 0, 1]  # the tie 0011 gives 0
+    assert get_task("first")(bits).tolist() == [1, 0, 0, 1]
+    assert get_task("mean")(bits).tolist() == [0.75, 0.5, 0.25, 1.0]
+    assert not get_task("mean").boolean and get_task("parity").boolean
+
+
+def test_sparse_parity_uses_seeded_positions():
+    task = get_task("sparse_parity:k=3,seed=5")
+    positions = task.positions(10)
+    assert len(positions) == 3 and positions == task.positions(10)
+    bits = cube.vertices(10)
+    expected = bits[:, positions].sum(dim=1) % 2
+    assert torch.equal(task(bits), expected.float())
+
+
+def test_random_function_is_seeded_table_in_vertex_order():
+    task = get_task("random:seed=3")
+    table = task.values(6)
+    assert torch.equal(table, get_task("random:seed=3").values(6))
+    assert not torch.equal(table, get_task("random:seed=4").values(6))
+    assert set(table.unique().tolist()) == {0.0, 1.0}
+    # vertex 0b101101 has position 0 as its most significant bit
+    bits = torch.tensor([[1, 0, 1, 1, 0, 1]])
+    assert task(bits).item() == table[0b101101].item()
+
+
+def test_truth_table_task():
+    task = get_task("table:0110")
+    assert task.n == 2
+    assert task(cube.vertices(2)).tolist() == [0, 1, 1, 0]
+    with pytest.raises(ValueError, match="only for n=2"):
+        task.values(3)
+    with pytest.raises(ValueError, match="power of two"):
+        get_task("table:011")
+
+
+@pytest.mark.parametrize("label", ["parity", "majority", "first", "mean", "sparse_parity:k=2,seed=1", "random:seed=7", "table:1000"])
+def test_labels_and_specs_round_trip(label):
+    task = get_task(label)
+    assert task.label == label
+    assert tasks.task_from_spec(task.spec()) == task
+
+
+@pytest.mark.parametrize("label", ["parityy", "parity:k=2", "sparse_parity:k=x", "sparse_parity:q=1", "random:seed"])
+def test_bad_labels_give_value_errors(label):
+    with pytest.raises(ValueError):
+        get_task(label)
+
+
+def test_target_encodings():
+    out = torch.tensor([0.2, 0.7])
+    assert tasks.ZERO_ONE.to_pm1(out).tolist() == pytest.approx([-0.6, 0.4])
+    assert tasks.ZERO_ONE.decide(out).tolist() == [0, 1]
+    assert tasks.PM1.decide(torch.tensor([-0.1, 0.3])).tolist() == [0, 1]
+    assert tasks.PM1.encode(torch.tensor([0.0, 1.0])).tolist() == [-1, 1]
