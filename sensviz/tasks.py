@@ -292,9 +292,12 @@ def majority_avg_sensitivity(n: int) -> float:
 class TargetEncoding:
     """How a model's real output encodes a Boolean target.
 
-    `zero_one`: trained on targets in {0,1}, decision boundary 0.5 (the authors' default);
-    `pm1`: trained on targets in {-1,+1}, decision boundary 0. `to_pm1` maps an output to the
-    ±1 scale the analysis uses (a {0,1} output y becomes 2y-1).
+    `zero_one`: trained on targets in {0,1} (MSE), decision boundary 0.5 — the authors' default;
+    `pm1`: trained on targets in {-1,+1} (MSE), decision boundary 0;
+    `logit`: trained with binary cross-entropy on {0,1} targets, the output is a logit,
+    decision boundary 0.
+    `to_pm1` maps an output to the ±1 scale the analysis uses: 2y-1, y, and
+    2 sigmoid(y) - 1 = tanh(y/2) respectively.
     """
 
     name: str
@@ -302,12 +305,14 @@ class TargetEncoding:
 
     def encode(self, values01: torch.Tensor) -> torch.Tensor:
         """Training targets for task values in [0,1]."""
-        return values01 if self.name == "zero_one" else 2.0 * values01 - 1.0
+        return 2.0 * values01 - 1.0 if self.name == "pm1" else values01
 
     def to_pm1(self, output: torch.Tensor) -> torch.Tensor:
         """The output on the ±1 scale (float64)."""
         output = output.double()
-        return 2.0 * output - 1.0 if self.name == "zero_one" else output
+        if self.name == "zero_one":
+            return 2.0 * output - 1.0
+        return torch.tanh(output / 2) if self.name == "logit" else output
 
     def decide(self, output: torch.Tensor) -> torch.Tensor:
         """The Boolean decision in {0,1} (float32): output above the threshold."""
@@ -316,11 +321,12 @@ class TargetEncoding:
 
 ZERO_ONE = TargetEncoding("zero_one", 0.5)
 PM1 = TargetEncoding("pm1", 0.0)
-ENCODINGS = {e.name: e for e in (ZERO_ONE, PM1)}
+LOGIT = TargetEncoding("logit", 0.0)
+ENCODINGS = {e.name: e for e in (ZERO_ONE, PM1, LOGIT)}
 
 
 def get_encoding(name: str) -> TargetEncoding:
-    """`zero_one` or `pm1`, with a clear error otherwise."""
+    """`zero_one`, `pm1` or `logit`, with a clear error otherwise."""
     try:
         return ENCODINGS[name]
     except KeyError:

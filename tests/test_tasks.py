@@ -63,3 +63,19 @@ def test_target_encodings():
     assert tasks.ZERO_ONE.decide(out).tolist() == [0, 1]
     assert tasks.PM1.decide(torch.tensor([-0.1, 0.3])).tolist() == [0, 1]
     assert tasks.PM1.encode(torch.tensor([0.0, 1.0])).tolist() == [-1, 1]
+
+
+def test_logit_encoding_and_losses():
+    from sensviz import losses
+
+    out = torch.tensor([-2.0, 0.0, 3.0])
+    assert tasks.LOGIT.to_pm1(out).tolist() == pytest.approx((2 * torch.sigmoid(out.double()) - 1).tolist())
+    assert tasks.LOGIT.decide(out).tolist() == [0, 0, 1]
+    target = torch.tensor([0.0, 1.0, 1.0])
+    assert losses.loss_value(out, target, "mse").item() == pytest.approx(((out - target) ** 2).mean().item())
+    bce = torch.nn.functional.binary_cross_entropy_with_logits(out, target)
+    assert losses.loss_value(out, target, "bce").item() == pytest.approx(bce.item())
+    stacked = losses.loss_value(torch.stack([out, out + 1]), target, "mse")  # leading direction dimension
+    assert stacked.shape == (2,)
+    with pytest.raises(ValueError, match="does not fit"):
+        losses.check_loss("bce", tasks.ZERO_ONE)
