@@ -9,6 +9,7 @@ limit, sampled vertices and their neighbours give Monte Carlo estimates, labelle
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -70,6 +71,40 @@ def cube_trace(
     return Trace.concat(parts)
 
 
+def mean_attention(
+    model: TracedModel,
+    n: int,
+    exact_limit: int = 14,
+    n_samples: int = 4096,
+    seed: int = 0,
+    batch_size: int = 2048,
+    progress: Progress | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """Attention weights averaged over inputs, overall and by Hamming weight of the input.
+
+    Returns `(by_weight [n+1, layer, head, query, key], counts [n+1], exact)`: the mean over all
+    2**n inputs of each weight when n <= exact_limit, else over `n_samples` seeded uniform
+    inputs. The overall mean is `(by_weight * counts[:, None, None, None, None]).sum(0) / counts.sum()`.
+    """
+    exact = n <= exact_limit
+    bits = cube.vertices(n, limit=exact_limit) if exact else cube.sample(n, n_samples, seed)
+    c = model.config
+    sums = torch.zeros(n + 1, c.n_layers, c.n_heads, n, n, dtype=torch.float64)
+    counts = torch.zeros(n + 1, dtype=torch.float64)
+    chunks = bits.split(batch_size)
+    with torch.inference_mode():
+        for done, chunk in enumerate(chunks):
+            if progress:
+                progress(done / len(chunks))
+            weights = chunk.sum(dim=1)
+            sums.index_add_(0, weights, model.trace(chunk.to(model.device)).attention.double().cpu())
+            counts += torch.bincount(weights, minlength=n + 1).double()
+    if progress:
+        progress(1.0)
+    by_weight = sums / counts.clamp(min=1).view(-1, 1, 1, 1, 1)
+    return by_weight, counts, exact
+
+
 def sign_pm1(values_pm1: torch.Tensor) -> torch.Tensor:
     """The Boolean ±1 view: +1 where the value is above 0 (the decision boundary), else -1."""
     return torch.where(values_pm1 > 0, 1.0, -1.0).double()
@@ -78,6 +113,75 @@ def sign_pm1(values_pm1: torch.Tensor) -> torch.Tensor:
 def accuracy(outputs: torch.Tensor, targets01: torch.Tensor, encoding: TargetEncoding = ZERO_ONE) -> float:
     """Fraction of inputs where the thresholded output equals the {0,1} target."""
     return (encoding.decide(outputs) == targets01.to(outputs.device).float()).float().mean().item()
+
+
+@dataclass
+class SensitivityReport:
+    """A model and its target side by side on the cube at input length n.
+
+    `model` is the view the task's decisions use: the output thresholded at the decision
+    boundary (±1) for a Boolean task, the real output on the ±1 scale otherwise; `model_real` is
+    always the real output (influence form). Exact analyses over the cube when `exact`, else
+    Monte Carlo estimates from the same sampled vertices.
+    """
+
+    n: int
+    exact: bool
+    model: cube.CubeAnalysis | cube.CubeEstimate
+    model_real: cube.CubeAnalysis | cube.CubeEstimate
+    target: cube.CubeAnalysis | cube.CubeEstimate | None
+    outputs: torch.Tensor | None  # [2**n] raw outputs in vertex order (exact only)
+    accuracy: float | None  # over the cube (exact) or the sampled vertices; Boolean tasks only
+
+
+def sensitivity_report(
+    model: TracedModel,
+    n: int,
+    task: Task | None = None,
+    encoding: TargetEncoding = ZERO_ONE,
+    exact_limit: int = cube.EXACT_LIMIT,
+    n_samples: int = 4096,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> SensitivityReport:
+    """Sensitivity and spectrum of the model and of its task at length n (see `SensitivityReport`)."""
+    if task is not None:
+        task.check_n(n)
+    boolean = task is None or task.boolean
+    if n <= exact_limit:
+        outputs = cube_outputs(model, n, progress=progress, limit=exact_limit)
+        real = cube.analyze(encoding.to_pm1(outputs))
+        targets = task.values(n) if task is not None else None
+        return SensitivityReport(
+            n=n,
+            exact=True,
+            model=cube.analyze(sign_pm1(encoding.to_pm1(outputs))) if boolean else real,
+            model_real=real,
+            target=cube.analyze(2.0 * targets.double() - 1.0) if task is not None else None,
+            outputs=outputs,
+            accuracy=accuracy(outputs, targets, encoding) if task is not None and task.boolean else None,
+        )
+    views = {"real": encoding.to_pm1}
+    if boolean:
+        views["decided"] = lambda out: sign_pm1(encoding.to_pm1(out))
+    estimates = cube.estimate_views(lambda bits: model_outputs(model, bits), n, views, n_samples, seed)
+    target = acc = None
+    if task is not None:
+        target = cube.estimate(lambda bits: 2.0 * task(bits).double() - 1.0, n, n_samples, seed)
+        if task.boolean:
+            bits = cube.sample(n, n_samples, seed)
+            acc = accuracy(model_outputs(model, bits), task(bits), encoding)
+    if progress:
+        progress(1.0)
+    return SensitivityReport(
+        n=n,
+        exact=False,
+        model=estimates.get("decided", estimates["real"]),
+        model_real=estimates["real"],
+        target=target,
+        outputs=None,
+        accuracy=acc,
+    )
 
 
 def inspect_model(
@@ -98,43 +202,20 @@ def inspect_model(
     output), `degree_profile` (of the function `avg_sensitivity` describes; exact only),
     `task_avg_sensitivity`, and `exact`; estimates add `stderr`, `stderr_real` and `n_samples`.
     """
-    boolean = task is None or task.boolean
-    result = {"n": n, "n_params": model.n_params(), "param_norm": model.param_norm()}
-    if n <= exact_limit:
-        outputs = cube_outputs(model, n, progress=progress, limit=exact_limit)
-        real = cube.analyze(encoding.to_pm1(outputs))
-        decided = cube.analyze(sign_pm1(encoding.to_pm1(outputs))) if boolean else real
-        result.update(
-            avg_sensitivity=decided.avg_sensitivity,
-            avg_sensitivity_real=real.avg_sensitivity,
-            degree_profile=decided.degree_profile.tolist(),
-            exact=True,
-        )
-        if task is not None:
-            targets = task.values(n)
-            result["task_avg_sensitivity"] = cube.analyze(2.0 * targets.double() - 1.0).avg_sensitivity
-            if task.boolean:
-                result["accuracy"] = accuracy(outputs, targets, encoding)
-        return result
-
-    views = {"real": encoding.to_pm1}
-    if boolean:
-        views["decided"] = lambda out: sign_pm1(encoding.to_pm1(out))
-    estimates = cube.estimate_views(lambda bits: model_outputs(model, bits), n, views, n_samples, seed)
-    real, decided = estimates["real"], estimates.get("decided", estimates["real"])
-    result.update(
-        avg_sensitivity=decided.avg_sensitivity,
-        stderr=decided.stderr,
-        avg_sensitivity_real=real.avg_sensitivity,
-        stderr_real=real.stderr,
-        degree_profile=None,
-        n_samples=n_samples,
-        exact=False,
-    )
-    if task is not None:
-        target = cube.estimate(lambda bits: 2.0 * task(bits).double() - 1.0, n, n_samples, seed)
-        result["task_avg_sensitivity"] = target.avg_sensitivity
-        if task.boolean:
-            bits = cube.sample(n, n_samples, seed)
-            result["accuracy"] = accuracy(model_outputs(model, bits), task(bits), encoding)
+    report = sensitivity_report(model, n, task, encoding, exact_limit, n_samples, seed, progress)
+    result = {
+        "n": n,
+        "n_params": model.n_params(),
+        "param_norm": model.param_norm(),
+        "avg_sensitivity": report.model.avg_sensitivity,
+        "avg_sensitivity_real": report.model_real.avg_sensitivity,
+        "degree_profile": report.model.degree_profile.tolist() if report.exact else None,
+        "exact": report.exact,
+    }
+    if not report.exact:
+        result.update(stderr=report.model.stderr, stderr_real=report.model_real.stderr, n_samples=n_samples)
+    if report.target is not None:
+        result["task_avg_sensitivity"] = report.target.avg_sensitivity
+    if report.accuracy is not None:
+        result["accuracy"] = report.accuracy
     return result

@@ -181,6 +181,24 @@ def _decode_json(meta: dict, key: str, name: str):
         raise CheckpointError(f"{name}: the metadata field '{key}' is not valid JSON") from None
 
 
+def _decode_metadata(meta: dict, name: str) -> dict:
+    """The metadata with its JSON fields parsed."""
+    metadata = dict(meta)
+    for key in ("config", "task", "training", "extra"):
+        if key in metadata:
+            metadata[key] = _decode_json(meta, key, name)
+    return metadata
+
+
+def read_metadata(source, size_cap: int = SIZE_CAP) -> dict:
+    """A checkpoint's decoded metadata without building the model (empty for the authors' layout).
+
+    Raises `CheckpointError` for files that are not readable safetensors.
+    """
+    data, name = _read_source(source, size_cap)
+    return _decode_metadata(_parse_header(data, name).get("__metadata__") or {}, name)
+
+
 def _authors_config(tensors: dict[str, torch.Tensor], n_heads: int | None, name: str) -> dict:
     """Config fields of a state dict in the authors' layout, read from the shapes."""
     if n_heads is None:
@@ -289,10 +307,7 @@ def _build_checkpoint(tensors, meta, name, n_heads, task, n, encoding, device, c
     if device is not None:
         model.to(device)
 
-    metadata = dict(meta)
-    for key in ("config", "task", "training", "extra"):
-        if key in metadata:
-            metadata[key] = _decode_json(meta, key, name)
+    metadata = _decode_metadata(meta, name)
     if task is not None:
         task = get_task(task)
     elif "task" in metadata:

@@ -77,6 +77,30 @@ def hamming_weight(n: int, device=None) -> torch.Tensor:
     return weight
 
 
+def gray_grid(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A Karnaugh-map layout of the cube: grid (row, col) of every vertex, each `[2**n]` int64.
+
+    Positions 0..r-1 (r = ceil(n/2)) choose the row and the rest the column, each in reflected
+    Gray-code order, so vertices that differ in one bit sit in adjacent rows or columns
+    (adjacent modulo wrap-around at the edges).
+    """
+    _check_n(n)
+    rows_bits = (n + 1) // 2
+    index = torch.arange(2**n)
+    high, low = index >> (n - rows_bits), index & ((1 << (n - rows_bits)) - 1)
+    return _gray_rank(high, rows_bits), _gray_rank(low, n - rows_bits)
+
+
+def _gray_rank(code: torch.Tensor, bits: int) -> torch.Tensor:
+    """The position of each Gray code word in the reflected Gray sequence (inverse Gray code)."""
+    rank = code.clone()
+    shift = 1
+    while shift < max(bits, 1):
+        rank ^= rank >> shift
+        shift <<= 1
+    return rank
+
+
 def sample(n: int, count: int, seed: int | torch.Generator = 0, device=None) -> torch.Tensor:
     """`count` bit strings drawn uniformly and independently: int64 `[count, n]`."""
     generator = seed if isinstance(seed, torch.Generator) else torch.Generator().manual_seed(seed)
@@ -208,6 +232,8 @@ class CubeEstimate:
     influence_stderr: torch.Tensor  # [n]
     n_samples: int
     seed: int
+    sensitivity: torch.Tensor  # [n_samples] s(f,x) at each sampled vertex
+    weight: torch.Tensor  # [n_samples] Hamming weight of each sampled vertex
     exact: bool = False
 
     def summary(self) -> dict:
@@ -265,6 +291,8 @@ def estimate_views(
             influence_stderr=table.std(dim=0) / root,
             n_samples=n_samples,
             seed=seed,
+            sensitivity=sens,
+            weight=points.sum(dim=1),
         )
     return estimates
 
