@@ -19,8 +19,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
 import sensviz as sv  # noqa: E402
 from sensviz import analysis, cube  # noqa: E402
+from sensviz.training import Callback, TrainConfig, TrainingData, seeded, train, train_many  # noqa: E402
+from reference import AuthorsModel  # noqa: E402
 
 ROWS: list[dict] = []
 
@@ -81,9 +85,81 @@ def bench_model_sensitivity(sizes, repeat):
             "2^n passes + neighbour indexing vs 2^n(n+1) passes")
 
 
+class StepClock(Callback):
+    """Times the steps after the first (so that warm-up and evaluations at step 0 are left out)."""
+
+    def __init__(self):
+        self.start = self.end = None
+        self.losses = []
+
+    def on_step(self, state):
+        if state.member == 0:
+            if state.step == 1:
+                self.start = time.perf_counter()
+            self.end = time.perf_counter()
+            self.losses.append(state.loss)
+
+
+def torch_encoder_loop(model, config: TrainConfig, task) -> tuple[float, list[float]]:
+    """Baseline: a plain AdamW loop over `torch.nn.TransformerEncoder` on the same batches as ours.
+
+    Returns the seconds for steps 2..S (as `StepClock`) and the training losses."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    data = TrainingData(config)
+    losses, start = [], None
+    for step in range(config.steps):
+        bits = data.batch(config.n)
+        if step == 1:
+            start = time.perf_counter()
+        loss = ((model(bits) - task(bits)) ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return time.perf_counter() - start, losses
+
+
+def bench_training_throughput(sizes, steps):
+    task = sv.get_task("parity")
+    for d_model, n, batch in sizes:
+        config = TrainConfig(n=n, batch_size=batch, steps=steps, eval_interval=10**9, eval_size=256)
+        ours = sv.build_model("encoder", d_model=d_model, n_layers=2, n_heads=2, max_len=n, seed=0)
+        clock = StepClock()
+        train(ours, task, config, [clock])
+        torch.manual_seed(0)
+        theirs = AuthorsModel(d_model, 2, 2, max_len=n)  # the same initial weights as ours (seed 0)
+        base_s, base_losses = torch_encoder_loop(theirs, config, task)
+        timed = batch * (steps - 1)
+        agree = all(abs(a - b) <= 1e-3 * max(1.0, abs(b)) for a, b in zip(clock.losses, base_losses))
+        row(f"train d={d_model} n={n} batch={batch} ({steps} steps)", clock.end - clock.start, base_s, agree,
+            f"{timed / (clock.end - clock.start):,.0f} vs {timed / base_s:,.0f} samples/s; nn.TransformerEncoder loop")
+
+
+def bench_multi_seed(k, steps, d_model=32, n=8, batch=256):
+    config = TrainConfig(n=n, batch_size=batch, steps=steps, lr=9e-4, eval_interval=10**9, eval_size=256)
+    configs = seeded(config, range(k))
+
+    def models():
+        return [sv.build_model("encoder", d_model=d_model, n_layers=2, n_heads=2, max_len=n, seed=s) for s in range(k)]
+
+    batched = models()
+    start = time.perf_counter()
+    together = train_many(batched, "parity", configs)
+    ours_s = time.perf_counter() - start
+    separate = models()
+    start = time.perf_counter()
+    alone = [train(m, "parity", c) for m, c in zip(separate, configs)]
+    base_s = time.perf_counter() - start
+    agree = all(abs(a.final["eval_loss"] - b.final["eval_loss"]) <= 1e-4 for a, b in zip(together, alone))
+    row(f"{k} seeds, d={d_model} n={n} batch={batch} ({steps} steps)", ours_s, base_s, agree,
+        f"train_many (vmap) vs {k} train runs; {k * batch * steps / ours_s:,.0f} vs {k * batch * steps / base_s:,.0f} samples/s")
+
+
 SECTIONS = {
     "spectrum": lambda q, r: bench_spectrum([10, 16] if q else [12, 16, 20], 10 if q else 12, r),
     "model_sensitivity": lambda q, r: bench_model_sensitivity([8] if q else [10, 14], r),
+    "training": lambda q, r: bench_training_throughput([(128, 20, 1024), (32, 8, 256)], 4 if q else 30),
+    "multi_seed": lambda q, r: bench_multi_seed(8, 20 if q else 300),
 }
 
 

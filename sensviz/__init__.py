@@ -18,22 +18,33 @@ Glossary (one code name per paper symbol):
 | `d_model`, `n_layers`, `n_heads`, `n_bits` / `n` | d, L, H, n | sizes                               |
 
 Modules: `tasks` (target functions), `cube` (exact and sampled cube analysis), `formal` and
-`encoder` (the two architectures), `trace` and `hooks` (the instrumented forward pass),
-`models` (registry), `checkpoints` (safetensors I/O), `analysis` (a model on the cube), `cli`.
+`encoder` (the two architectures), `scratchpad` (the encoder-decoder of the scratchpad
+experiment), `trace` and `hooks` (the instrumented forward pass), `models` (registry),
+`checkpoints` (safetensors I/O), `analysis` (a model on the cube), `losses`, `training` (the
+trainer, multi-model batches), `monitor` (measurements while training), `generalization` (length
+generalization), `zoo` (the pretrained checkpoints), `cli`.
 """
 
-from . import analysis, cube, tasks
+from . import analysis, cube, generalization, monitor, scratchpad, tasks, training, zoo
 from .checkpoints import Checkpoint, CheckpointError, checkpoint_bytes, load_checkpoint, save_checkpoint
 from .encoder import EncoderConfig, EncoderTransformer
 from .formal import FormalConfig, FormalTransformer
 from .models import build_model
+from .monitor import MeasurementCallback
+from .scratchpad import ScratchpadConfig, ScratchpadTransformer
 from .tasks import PM1, ZERO_ONE, Task, get_task
 from .trace import Trace, TracedModel
+from .training import Callback, TrainConfig, TrainResult, train, train_many
 
 __all__ = [
     "analysis",
     "cube",
+    "generalization",
+    "monitor",
+    "scratchpad",
     "tasks",
+    "training",
+    "zoo",
     "Checkpoint",
     "CheckpointError",
     "checkpoint_bytes",
@@ -44,10 +55,18 @@ __all__ = [
     "FormalConfig",
     "FormalTransformer",
     "build_model",
+    "MeasurementCallback",
+    "ScratchpadConfig",
+    "ScratchpadTransformer",
     "PM1",
     "ZERO_ONE",
     "Task",
     "get_task",
     "Trace",
     "TracedModel",
+    "Callback",
+    "TrainConfig",
+    "TrainResult",
+    "train",
+    "train_many",
 ]

@@ -102,9 +102,26 @@ def checkpoint_metadata(
     return meta
 
 
+def _sorted_header(data: bytes) -> bytes:
+    """The same safetensors file with its JSON header's keys sorted.
+
+    safetensors writes the metadata in hash-map order, which changes from one call to the next;
+    sorting makes equal checkpoints equal byte for byte (so file hashes identify content). Tensor
+    offsets count from the end of the header, so they stay valid; the header is padded with
+    spaces to a multiple of 8 bytes, as safetensors does.
+    """
+    (length,) = struct.unpack("<Q", data[:8])
+    text = json.dumps(json.loads(data[8 : 8 + length]), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data[8 + length :]
+
+
 def checkpoint_bytes(model: TracedModel, **metadata) -> bytes:
-    """The checkpoint file's content (for downloads); same arguments as `save_checkpoint`."""
-    return safetensors.torch.save(_state_tensors(model), checkpoint_metadata(model, **metadata))
+    """The checkpoint file's content (for downloads); same arguments as `save_checkpoint`.
+
+    The same model and metadata always give the same bytes.
+    """
+    return _sorted_header(safetensors.torch.save(_state_tensors(model), checkpoint_metadata(model, **metadata)))
 
 
 def save_checkpoint(model: TracedModel, path, **metadata) -> Path:

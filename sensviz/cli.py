@@ -3,6 +3,9 @@
     sensviz task-info --task parity --n 10
     sensviz inspect checkpoints/encoder-parity-n8.safetensors [--n-heads H] [--task T] [--n N] [--dump F.npz]
     sensviz convert authors_model.pt out.safetensors --n-heads 2 [--task T] [--n N]
+    sensviz train --task parity --n 8 --arch encoder --d-model 32 --layers 2 --heads 2 --steps 2000 --out m.safetensors
+    sensviz zoo build [--dir checkpoints] [--only NAME ...]
+    sensviz zoo verify [--dir checkpoints]
 """
 
 from __future__ import annotations
@@ -14,9 +17,13 @@ import sys
 
 import numpy as np
 
-from . import analysis, cube
+from . import analysis, cube, zoo
 from .checkpoints import CheckpointError, convert_torch_file, load_checkpoint
+from .hooks import hook_names
+from .losses import LOSSES
+from .models import ARCHITECTURES, build_model, config_to_dict
 from .tasks import get_task
+from .training import PrintProgress, TrainConfig, train
 
 DUMP_CAP_BYTES = 2 * 2**30
 """Largest attention array `inspect --dump` writes (2 GiB)."""
@@ -88,7 +95,7 @@ def _inspect(args) -> dict:
 
 def _dump(ck, path: str) -> None:
     n, c = ck.n, ck.config
-    size = 4 * 2**n * c.n_layers * c.n_heads * n * n
+    size = 4 * 2**n * len(hook_names(ck.model, "hook_pattern")) * c.n_heads * n * n
     if n > cube.EXACT_LIMIT or size > DUMP_CAP_BYTES:
         raise UsageError(
             f"--dump stores attention for all 2**{n} inputs ({size / 2**30:.1f} GiB); "
@@ -111,6 +118,35 @@ def _dump(ck, path: str) -> None:
 def _convert(args) -> dict:
     path = convert_torch_file(args.source, args.out, n_heads=args.n_heads, task=args.task, n=args.n)
     return {"written": str(path)}
+
+
+def _train(args) -> dict:
+    config = TrainConfig(
+        n=args.n, min_n=args.min_n, batch_size=args.batch_size, steps=args.steps, lr=args.lr,
+        weight_decay=args.weight_decay, loss=args.loss, pm1_targets=args.pm1_targets, seed=args.seed,
+        train_size=args.train_size, eval_interval=args.eval_interval, target_accuracy=args.target_accuracy,
+        device=args.device,
+    )
+    model = build_model(args.arch, seed=args.seed, d_model=args.d_model, n_layers=args.layers, n_heads=args.heads,
+                        max_len=args.max_len or args.n, d_ff=args.d_ff, eps=args.eps)
+    result = train(model, args.task, config, [] if args.quiet else [PrintProgress()])
+    summary = {"arch": args.arch, "model_config": config_to_dict(model.config), "n_params": model.n_params(), **result.summary()}
+    if args.out:
+        summary["checkpoint"] = str(result.save(args.out))
+    return summary
+
+
+def _zoo_build(args) -> dict:
+    manifest = zoo.build(args.dir, only=args.only, log=lambda line: print(line, file=sys.stderr, flush=True))
+    return {"directory": args.dir, "entries": len(manifest["entries"]), "build_seconds": manifest["build_seconds"]}
+
+
+def _zoo_verify(args) -> dict:
+    rows = zoo.verify(args.dir)
+    bad = [row for row in rows if not row["ok"]]
+    if bad:
+        raise UsageError("; ".join(f"{row['file']}: {', '.join(row['problems'])}" for row in bad))
+    return {"directory": args.dir, "verified": len(rows), "entries": rows}
 
 
 def _positive(text: str) -> int:
@@ -149,6 +185,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", help="the task it was trained on")
     p.add_argument("--n", type=_positive, help="the input length it was trained on")
     p.set_defaults(run=_convert)
+
+    defaults = TrainConfig()
+    p = sub.add_parser("train", help="train a model; progress on stderr, a JSON summary on stdout")
+    p.add_argument("--task", required=True, help="the target function (see task-info)")
+    p.add_argument("--n", type=_positive, required=True, help="input length (the longest, with --min-n)")
+    p.add_argument("--min-n", type=_positive, help="mixed-length training over min-n..n")
+    p.add_argument("--arch", choices=sorted(ARCHITECTURES), default="encoder")
+    p.add_argument("--d-model", type=_positive, default=32)
+    p.add_argument("--layers", type=_positive, default=2, help="n_layers")
+    p.add_argument("--heads", type=_positive, default=2, help="n_heads")
+    p.add_argument("--max-len", type=_positive, help="positional range (default: n)")
+    p.add_argument("--d-ff", type=int, default=0, help="feed-forward width (0: d_model)")
+    p.add_argument("--eps", type=float, default=1e-5, help="LayerNorm eps")
+    p.add_argument("--steps", type=_positive, default=defaults.steps)
+    p.add_argument("--lr", type=float, default=defaults.lr)
+    p.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
+    p.add_argument("--batch-size", type=_positive, default=defaults.batch_size)
+    p.add_argument("--loss", choices=LOSSES, default="mse")
+    p.add_argument("--pm1-targets", action="store_true", help="MSE on ±1 targets instead of {0,1}")
+    p.add_argument("--seed", type=int, default=0, help="model initialisation and data stream")
+    p.add_argument("--train-size", type=_positive, help="train on this many fixed strings of the cube")
+    p.add_argument("--eval-interval", type=_positive, default=defaults.eval_interval)
+    p.add_argument("--target-accuracy", type=float, help="stop early once the evaluation accuracy reaches it")
+    p.add_argument("--device", help="cpu, cuda, ... (default cpu)")
+    p.add_argument("--out", metavar="PATH.safetensors", help="write the trained model here")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(run=_train)
+
+    p = sub.add_parser("zoo", help="the pretrained checkpoints: build them, or verify hashes and loading")
+    zoo_sub = p.add_subparsers(dest="zoo_command", required=True)
+    q = zoo_sub.add_parser("build", help="train every zoo checkpoint (deterministic) and write the manifest")
+    q.add_argument("--dir", default="checkpoints", help="where the checkpoints go")
+    q.add_argument("--only", nargs="+", metavar="NAME", help="rebuild only these entries (file stems)")
+    q.set_defaults(run=_zoo_build)
+    q = zoo_sub.add_parser("verify", help="re-check every manifest entry: hash, loading, recorded accuracy")
+    q.add_argument("--dir", default="checkpoints")
+    q.set_defaults(run=_zoo_verify)
     return parser
 
 

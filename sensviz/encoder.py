@@ -52,7 +52,12 @@ class EncoderConfig:
 
 
 class SelfAttention(nn.Module):
-    """Multi-head self-attention with `torch.nn.MultiheadAttention`'s parameters and init."""
+    """Multi-head attention with `torch.nn.MultiheadAttention`'s parameters and init.
+
+    `attn(h)` is self-attention; `causal=True` masks future keys (key j > query i) like
+    `nn.Transformer.generate_square_subsequent_mask`; `attn(h, memory)` is cross-attention, with
+    queries from `h` and keys and values from `memory` (the scratchpad decoder's encoder output).
+    """
 
     def __init__(self, d_model: int, n_heads: int):
         super().__init__()
@@ -65,11 +70,22 @@ class SelfAttention(nn.Module):
         nn.init.zeros_(self.out_proj.bias)
         self.hook_pattern = HookPoint()  # [batch, head, query, key]
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, memory: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
         batch, n, d = h.shape
-        qkv = (h @ self.in_proj_weight.T + self.in_proj_bias).view(batch, n, 3, self.n_heads, d // self.n_heads)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # [batch, head, n, d_head] each
-        scores = q @ k.transpose(-2, -1) / math.sqrt(d // self.n_heads)  # [batch, head, query, key]
+        d_head = d // self.n_heads
+        if memory is None:
+            qkv = (h @ self.in_proj_weight.T + self.in_proj_bias).view(batch, n, 3, self.n_heads, d_head)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4)  # [batch, head, n, d_head] each
+        else:
+            w_q, w_kv = self.in_proj_weight.split([d, 2 * d])
+            b_q, b_kv = self.in_proj_bias.split([d, 2 * d])
+            q = (h @ w_q.T + b_q).view(batch, n, self.n_heads, d_head).transpose(1, 2)  # [batch, head, n, d_head]
+            kv = (memory @ w_kv.T + b_kv).view(batch, memory.shape[1], 2, self.n_heads, d_head)
+            k, v = kv.permute(2, 0, 3, 1, 4)  # [batch, head, m, d_head] each
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d_head)  # [batch, head, query, key]
+        if causal:
+            future = torch.ones(n, k.shape[2], dtype=torch.bool, device=h.device).triu(1)
+            scores = scores.masked_fill(future, float("-inf"))
         pattern = self.hook_pattern(scores.softmax(dim=-1))
         mixed = (pattern @ v).transpose(1, 2).reshape(batch, n, d)
         return self.out_proj(mixed)

@@ -1,7 +1,8 @@
 """The model registry: build either architecture from its name and a config.
 
 `formal` is the paper's theoretical transformer (`sensviz.formal`), `encoder` the model of its
-experiments (`sensviz.encoder`). Configs are dataclasses; `config_from_dict` rebuilds one from the
+experiments (`sensviz.encoder`), `scratchpad` the encoder-decoder of its scratchpad experiment
+(`sensviz.scratchpad`). Configs are dataclasses; `config_from_dict` rebuilds one from the
 JSON stored in a checkpoint and rejects unknown fields with a readable message.
 """
 
@@ -13,11 +14,13 @@ import torch
 
 from .encoder import EncoderConfig, EncoderTransformer
 from .formal import FormalConfig, FormalTransformer
+from .scratchpad import ScratchpadConfig, ScratchpadTransformer
 from .trace import TracedModel
 
 ARCHITECTURES = {
     "formal": (FormalConfig, FormalTransformer),
     "encoder": (EncoderConfig, EncoderTransformer),
+    "scratchpad": (ScratchpadConfig, ScratchpadTransformer),
 }
 
 
@@ -53,7 +56,7 @@ def build_model(arch: str, config=None, *, seed: int | None = None, device=None,
         config = config_from_dict(arch, fields)
     elif fields:
         raise ValueError("pass either a config or its fields, not both")
-    elif not isinstance(config, config_cls):
+    elif type(config) is not config_cls:
         raise ValueError(f"{arch} needs a {config_cls.__name__}, got {type(config).__name__}")
     if seed is not None:
         with torch.random.fork_rng(devices=[]):

@@ -108,6 +108,20 @@ class TracedModel(nn.Module):
                 f"this model reads strings of length 1..{self.config.max_len} (max_len), got n={bits.shape[1]}"
             )
 
+    def check_task(self, task, n: int) -> None:
+        """Raise ValueError when the model cannot be trained on `task` at length n."""
+        task.check_n(n)
+        if n > self.config.max_len:
+            raise ValueError(f"n={n} is longer than the model's positional range (max_len={self.config.max_len})")
+
+    def training_outputs(self, bits: torch.Tensor) -> torch.Tensor:
+        """What the training loss compares with `training_values`: T(x) `[batch]`."""
+        return self(bits)
+
+    def training_values(self, task, bits: torch.Tensor) -> torch.Tensor:
+        """The task's values in [0,1] in the shape of `training_outputs`: `[batch]`."""
+        return task(bits)
+
     def layernorms(self) -> list[tuple[str, LayerNorm]]:
         """The model's LayerNorms, layer-major, with their names."""
         return [(name, m) for name, m in self.named_modules() if isinstance(m, LayerNorm)]

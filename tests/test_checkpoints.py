@@ -152,3 +152,10 @@ def test_missing_file_and_bad_arguments(tmp_path, encoder_model):
         load_checkpoint(data, task="parody")
     with pytest.raises(CheckpointError, match="target encoding"):
         load_checkpoint(data, encoding="binary")
+
+
+def test_the_same_checkpoint_is_the_same_bytes(encoder_model):
+    first = sv.checkpoint_bytes(encoder_model, task="parity", n=6, training={"a": 1, "b": [2]}, extra={"z": "ü"})
+    assert all(sv.checkpoint_bytes(encoder_model, task="parity", n=6, training={"a": 1, "b": [2]}, extra={"z": "ü"}) == first
+               for _ in range(5))
+    assert load_checkpoint(first).metadata["extra"] == {"z": "ü"}

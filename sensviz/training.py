@@ -1,0 +1,641 @@
+"""Training: AdamW on fresh uniform bit strings every step, with callbacks for everything else.
+
+The paper's setup (paper/experiments.md): minimise the empirical risk
+
+    L(theta) = E_{x ~ U({0,1}^n)} loss(T_theta(x), f(x))
+
+with AdamW (lr 3e-4, weight decay 0.1, batch 1024, no schedule, no clipping), drawing a fresh batch
+of uniform strings at every step (online learning); loss MSE on {0,1} targets (or ±1 targets, or
+binary cross-entropy on logits, `sensviz.losses`). Options: mixed lengths (one length per step,
+cycling through `min_n..n`), a restricted training set (a fixed seeded subset of the cube of a given
+size, sampled with replacement — the paper's generalization experiment), evaluation every
+`eval_interval` steps, early stopping at a target accuracy.
+
+`train(model, task, config, callbacks)` trains one model in place. `train_many(models, tasks,
+configs, callbacks)` trains K models of one architecture at once: their parameters stacked
+(`torch.func.stack_module_state`), one forward and backward for all of them
+(`torch.func.functional_call` under `torch.func.vmap`), and a stacked AdamW with a learning rate
+and weight decay per model; each model gets exactly the data stream its own `train` run would,
+so both give the same weights up to float rounding (tested).
+
+The loop knows nothing of the UI: `Callback`s see every step and every evaluation, and may ask a
+run to stop (the result keeps the weights learned so far). A non-finite loss ends the run with the
+reason in `stop_reason` and the last weights that gave a finite loss. Same model, task, config:
+same run, bit for bit on a CPU. Randomness: the data stream is seeded by `seed` (and the restricted
+set by `train_set_seed`), the evaluation sample by `eval_seed`; the model's initialisation is the
+caller's (`build_model(..., seed=...)`).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from . import cube
+from .checkpoints import save_checkpoint
+from .losses import LOSSES, default_encoding, loss_value
+from .tasks import Task, TargetEncoding, get_task
+from .trace import TracedModel
+
+HISTORY_METADATA_CAP = 64 * 1024
+"""Largest history (JSON bytes) kept in a checkpoint's metadata; above it, a side file."""
+
+_EVAL_CHUNK = 2048
+
+
+@dataclass
+class TrainConfig:
+    """How to train (the defaults are the paper's)."""
+
+    n: int = 8  # input length; the longest one for mixed-length training
+    min_n: int | None = None  # mixed-length training over min_n..n (one length per step, cycled)
+    batch_size: int = 1024  # strings per step
+    steps: int = 10_000  # optimizer steps
+    lr: float = 3e-4  # AdamW learning rate
+    weight_decay: float = 0.1  # AdamW (decoupled) weight decay
+    loss: str = "mse"  # "mse" or "bce" (sensviz.losses)
+    pm1_targets: bool = False  # MSE on ±1 targets instead of {0,1}
+    seed: int = 0  # the data stream (and the restricted set unless train_set_seed)
+    train_size: int | None = None  # restricted training set: this many fixed strings of the cube
+    train_set_seed: int | None = None  # which strings (None: seed)
+    eval_interval: int = 100  # evaluate every this many steps (and at step 0 and the end)
+    eval_size: int = 4096  # evaluation strings per length: the whole cube if 2**n <= eval_size
+    eval_seed: int = 0  # the evaluation sample
+    target_accuracy: float | None = None  # early stopping once the evaluation accuracy reaches it
+    device: str | None = None  # None: wherever the model is
+
+    def __post_init__(self):
+        def integer(name, low, value=None):
+            value = getattr(self, name) if value is None else value
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+        for name in ("n", "batch_size", "steps", "eval_interval", "eval_size"):
+            integer(name, 1)
+        for name in ("seed", "eval_seed"):
+            integer(name, -(2**63))
+        if self.min_n is not None:
+            integer("min_n", 1)
+            if self.min_n > self.n:
+                raise ValueError(f"min_n={self.min_n} is larger than n={self.n}")
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
+        if not (isinstance(self.weight_decay, (int, float)) and math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay!r}")
+        if self.loss not in LOSSES:
+            raise ValueError(f"unknown loss '{self.loss}'; use one of {LOSSES}")
+        if self.loss == "bce" and self.pm1_targets:
+            raise ValueError("bce trains logits against {0,1} targets; pm1_targets goes with mse")
+        if self.train_size is not None:
+            integer("train_size", 1)
+            if self.min_n not in (None, self.n):
+                raise ValueError("a restricted training set is a subset of one cube: use one length (no min_n)")
+            if self.n > cube.EXACT_LIMIT:
+                raise ValueError(f"a restricted training set needs n <= {cube.EXACT_LIMIT}, got n={self.n}")
+            if self.train_size > 2**self.n:
+                raise ValueError(f"train_size={self.train_size} is more than the 2**{self.n} = {2**self.n} strings of length {self.n}")
+        if self.train_set_seed is not None:
+            integer("train_set_seed", -(2**63))
+        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
+            raise ValueError(f"target_accuracy must be in (0, 1], got {self.target_accuracy}")
+        if self.device is not None:
+            try:
+                torch.device(self.device)
+            except RuntimeError:
+                raise ValueError(f"unknown device '{self.device}'") from None
+
+    @property
+    def encoding(self) -> TargetEncoding:
+        """How the model's output encodes the targets (`sensviz.losses.default_encoding`)."""
+        return default_encoding(self.loss, self.pm1_targets)
+
+    @property
+    def lengths(self) -> list[int]:
+        """The input lengths trained on, in the order the steps cycle through them."""
+        return list(range(self.min_n or self.n, self.n + 1))
+
+    def check(self, model: TracedModel, task: Task) -> None:
+        """Raise ValueError when this config cannot train `model` on `task`."""
+        for n in self.lengths:
+            model.check_task(task, n)
+        if self.target_accuracy is not None and not task.boolean:
+            raise ValueError(f"early stopping at an accuracy needs a Boolean task; {task.label} is real-valued")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _stream_seed(seed: int, stream: str) -> int:
+    """A seed for one named random stream of a run, so that streams are not correlated."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{stream}".encode()).digest()[:8], "little") >> 1
+
+
+class TrainingData:
+    """The strings one run trains on and is evaluated on, all drawn from seeded generators.
+
+    `batch(n)`: fresh uniform strings (or, with a restricted set, uniform draws with replacement
+    from it), `[batch_size, n]` int64 on the CPU. `eval_sets`: name -> strings per length.
+    """
+
+    def __init__(self, config: TrainConfig):
+        self.config = config
+        self.generator = torch.Generator().manual_seed(_stream_seed(config.seed, "data"))
+        self.train_set = self.heldout = None
+        if config.train_size is not None:
+            subset_seed = config.seed if config.train_set_seed is None else config.train_set_seed
+            order = torch.randperm(2**config.n, generator=torch.Generator().manual_seed(_stream_seed(subset_seed, "subset")))
+            self.train_set = order[: config.train_size]  # vertex indices
+            self.heldout = order[config.train_size : config.train_size + config.eval_size]
+
+    def batch(self, n: int) -> torch.Tensor:
+        size = self.config.batch_size
+        if self.train_set is not None:
+            picks = torch.randint(len(self.train_set), (size,), generator=self.generator)
+            return cube.vertex_bits(self.train_set[picks], n)
+        return torch.randint(0, 2, (size, n), generator=self.generator)
+
+    def eval_sets(self) -> dict[str, list[torch.Tensor]]:
+        """`eval`: the restricted set, or per length the whole cube (2**n <= eval_size) or a fixed
+        sample; `heldout` (restricted runs with strings left over): the rest of the cube, at most eval_size."""
+        c = self.config
+        if self.train_set is not None:
+            sets = {"eval": [cube.vertex_bits(self.train_set, c.n)]}
+            if len(self.heldout):
+                sets["heldout"] = [cube.vertex_bits(self.heldout, c.n)]
+            return sets
+        generator = torch.Generator().manual_seed(_stream_seed(c.eval_seed, "eval"))
+        return {
+            "eval": [
+                cube.vertices(n) if 2**n <= c.eval_size else torch.randint(0, 2, (c.eval_size, n), generator=generator)
+                for n in c.lengths
+            ]
+        }
+
+
+class RunState:
+    """What a callback sees of a run: the step, the last training loss, the history, the model.
+
+    `step` counts the optimizer steps done; `loss` is the training loss of the last step (at the
+    weights before its update) and `n` its input length; `member` is the model's index in a
+    `train_many` run (0 for `train`). `model` holds the current weights: read it, do not modify it.
+    """
+
+    def __init__(self, learner, member: int, config: TrainConfig, task: Task):
+        self._learner = learner
+        self.member = member
+        self.config = config
+        self.task = task
+        self.step = 0
+        self.steps = config.steps
+        self.n = config.n
+        self.loss: float | None = None
+        self.history: list[dict] = []
+        self.started = time.perf_counter()
+
+    @property
+    def model(self) -> TracedModel:
+        return self._learner.model(self.member)
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+
+class Callback:
+    """Hooks of the training loop; subclass and override what you need.
+
+    Called in this order: `on_start` once, then `on_eval` after every evaluation (step 0, every
+    `eval_interval` steps, the last step, and once more for weights restored or stopped between
+    evaluations), `on_step` after every step (before that step's evaluation), then `should_stop`
+    (True ends this model's run with "stopped by callback"); `on_end` once with the result.
+    """
+
+    def on_start(self, state: RunState) -> None:
+        pass
+
+    def on_step(self, state: RunState) -> None:
+        pass
+
+    def on_eval(self, state: RunState, record: dict) -> None:
+        pass
+
+    def should_stop(self, state: RunState) -> bool:
+        return False
+
+    def on_end(self, state: RunState, result: "TrainResult") -> None:
+        pass
+
+
+class PrintProgress(Callback):
+    """Prints one line per evaluation (to stderr by default): step, losses, accuracy, time."""
+
+    def __init__(self, prefix: str = "", stream=None):
+        self.prefix = prefix
+        self.stream = stream
+
+    def on_eval(self, state, record):
+        parts = [f"{self.prefix}{state.task.label} step {record['step']:>6}/{state.steps}"]
+        for key in ("train_loss", "eval_loss", "eval_accuracy", "heldout_accuracy"):
+            if record.get(key) is not None:
+                parts.append(f"{key} {record[key]:.4g}")
+        parts.append(f"{state.elapsed:.1f}s")
+        print("  ".join(parts), file=self.stream or sys.stderr, flush=True)
+
+
+@dataclass
+class TrainResult:
+    """A finished run: the model (trained in place) and how it went."""
+
+    model: TracedModel
+    task: Task
+    config: TrainConfig
+    history: list[dict]  # one record per evaluation: step, train_loss, eval_loss, eval_accuracy, param_norm, ...
+    stop_reason: str  # "completed", "early_stop", "stopped by callback" or "diverged: ..."
+    steps: int  # optimizer steps applied to the returned weights
+    wall_time: float  # seconds
+
+    @property
+    def final(self) -> dict:
+        """The last evaluation record, which is always of the returned weights."""
+        return self.history[-1]
+
+    def frame(self):
+        """The history as a pandas DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(self.history)
+
+    def summary(self, with_history: bool = False, with_time: bool = True) -> dict:
+        """JSON-compatible: config, task, stop_reason, steps, wall time, final metrics (and the history)."""
+        out = {
+            "trainer": "sensviz.training",
+            "torch": torch.__version__,
+            "task": self.task.label,
+            "config": self.config.to_dict(),
+            "stop_reason": self.stop_reason,
+            "steps": self.steps,
+            "final": self.final,
+            "final_accuracy": self.final.get("eval_accuracy"),
+        }
+        if with_time:
+            out["wall_time_s"] = round(self.wall_time, 3)
+        if with_history:
+            out["history"] = self.history
+        return out
+
+    def save(self, path, extra: dict | None = None, with_time: bool = True) -> Path:
+        """Write a sensviz checkpoint whose `training` metadata holds the summary and the history.
+
+        A history over `HISTORY_METADATA_CAP` bytes of JSON goes to `<path>.history.json` beside the
+        checkpoint instead, named (with its sha256) in the metadata. `with_time=False` leaves out
+        the wall time, so that the same run always writes the same bytes.
+        """
+        path = Path(path)
+        training = self.summary(with_history=True, with_time=with_time)
+        text = json.dumps(training.pop("history"))
+        if len(text) <= HISTORY_METADATA_CAP:
+            training["history"] = json.loads(text)
+        else:
+            side = path.with_name(path.name + ".history.json")
+            side.write_text(text)
+            training["history_file"] = {"name": side.name, "sha256": hashlib.sha256(text.encode()).hexdigest()}
+        return save_checkpoint(
+            self.model, path, task=self.task, n=self.config.n, encoding=self.config.encoding, training=training, extra=extra
+        )
+
+
+# --- learners: how K models take a step -------------------------------------------------------
+
+
+class _SingleLearner:
+    """One model, trained in place with `torch.optim.AdamW`."""
+
+    size = 1
+
+    def __init__(self, model: TracedModel, config: TrainConfig):
+        self._model = model
+        self._params = list(model.parameters())
+        self._optimizer = torch.optim.AdamW(self._params, lr=config.lr, weight_decay=config.weight_decay)
+        self._good = [p.detach().clone() for p in self._params]
+        self._loss = config.loss
+
+    def step(self, bits, targets, active) -> torch.Tensor:
+        output = self._model.training_outputs(bits[0])
+        loss = loss_value(output.reshape(-1), targets[0].reshape(-1), self._loss)
+        if not torch.isfinite(loss):
+            self.restore(0)
+        else:
+            with torch.no_grad():
+                torch._foreach_copy_(self._good, self._params)
+            self._optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self._optimizer.step()
+        return loss.detach().view(1)
+
+    @torch.no_grad()
+    def restore(self, member: int) -> None:
+        torch._foreach_copy_(self._params, self._good)
+
+    @torch.no_grad()
+    def outputs(self, bits) -> torch.Tensor:
+        return torch.cat([self._model.training_outputs(chunk) for chunk in bits[0].split(_EVAL_CHUNK)]).unsqueeze(0)
+
+    def model(self, member: int) -> TracedModel:
+        return self._model
+
+    def finish(self) -> None:
+        self._optimizer.zero_grad(set_to_none=True)
+
+
+class _TrainingView(nn.Module):
+    """`training_outputs` as a module's forward, for `torch.func.functional_call`."""
+
+    def __init__(self, model: TracedModel):
+        super().__init__()
+        self.model = model
+
+    def forward(self, bits):
+        return self.model.training_outputs(bits)
+
+
+class StackedAdamW:
+    """AdamW over parameters stacked along a leading model axis, with a learning rate and weight
+    decay per model: per element exactly `torch.optim.AdamW` (decoupled decay, bias correction).
+
+    `step(update)` changes only the models whose entry in `update[K]` is True.
+    """
+
+    def __init__(self, params: dict[str, torch.Tensor], lr: Sequence[float], weight_decay: Sequence[float],
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
+        device = next(iter(params.values())).device
+        self.params = params
+        self.lr = torch.tensor(lr, dtype=torch.float32, device=device)  # [K]
+        self.weight_decay = torch.tensor(weight_decay, dtype=torch.float32, device=device)  # [K]
+        self.betas, self.eps, self.t = betas, eps, 0
+        self.exp_avg = {k: torch.zeros_like(p) for k, p in params.items()}
+        self.exp_avg_sq = {k: torch.zeros_like(p) for k, p in params.items()}
+
+    @torch.no_grad()
+    def step(self, update: torch.Tensor) -> None:
+        self.t += 1
+        beta1, beta2 = self.betas
+        bias1, bias2_sqrt = 1 - beta1**self.t, math.sqrt(1 - beta2**self.t)
+        for name, p in self.params.items():
+            shape = (-1,) + (1,) * (p.dim() - 1)  # broadcast [K] over the parameter's own axes
+            lr, decay = self.lr.view(shape), self.weight_decay.view(shape)
+            m, v = self.exp_avg[name], self.exp_avg_sq[name]
+            m.lerp_(p.grad, 1 - beta1)
+            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+            new = p * (1 - lr * decay) - (lr / bias1) * m / (v.sqrt() / bias2_sqrt + self.eps)
+            p.copy_(torch.where(update.view(shape), new, p))
+
+
+class _StackedLearner:
+    """K models of one architecture and config, stacked and run under `torch.func.vmap`."""
+
+    def __init__(self, models: Sequence[TracedModel], configs: Sequence[TrainConfig]):
+        self._models = list(models)
+        self.size = len(models)
+        params, buffers = torch.func.stack_module_state(self._models)  # name -> [K, ...], leaves with grad
+        self._params = {"model." + k: v for k, v in params.items()}
+        self._buffers = {"model." + k: v for k, v in buffers.items()}
+        self._view = _TrainingView(copy.deepcopy(self._models[0]))
+        self._optimizer = StackedAdamW(self._params, [c.lr for c in configs], [c.weight_decay for c in configs])
+        self._good = {k: v.detach().clone() for k, v in self._params.items()}
+        self._loss = configs[0].loss
+        self._batched_loss = torch.func.vmap(self._member_loss)
+        self._batched_outputs = torch.func.vmap(self._member_outputs)
+
+    def _member_outputs(self, params, buffers, bits):
+        return torch.func.functional_call(self._view, (params, buffers), (bits,))
+
+    def _member_loss(self, params, buffers, bits, targets):
+        output = self._member_outputs(params, buffers, bits)
+        return loss_value(output.reshape(-1), targets.reshape(-1), self._loss)
+
+    def step(self, bits, targets, active) -> torch.Tensor:
+        losses = self._batched_loss(self._params, self._buffers, bits, targets)  # [K]
+        finite = torch.isfinite(losses.detach())
+        with torch.no_grad():
+            for name, p in self._params.items():
+                self._good[name][finite] = p[finite]
+        for p in self._params.values():
+            p.grad = None
+        torch.where(finite, losses, torch.zeros_like(losses)).sum().backward()
+        self._optimizer.step(active.to(finite.device) & finite)
+        for member in (~finite).nonzero().flatten().tolist():
+            self.restore(member)
+        return losses.detach()
+
+    @torch.no_grad()
+    def restore(self, member: int) -> None:
+        for name, p in self._params.items():
+            p[member] = self._good[name][member]
+
+    @torch.no_grad()
+    def outputs(self, bits) -> torch.Tensor:
+        parts = [self._batched_outputs(self._params, self._buffers, chunk) for chunk in bits.split(_EVAL_CHUNK, dim=1)]
+        return torch.cat(parts, dim=1)
+
+    @torch.no_grad()
+    def model(self, member: int) -> TracedModel:
+        """The member's model object, holding its current weights."""
+        model = self._models[member]
+        for name, p in model.named_parameters():
+            p.copy_(self._params["model." + name][member])
+        return model
+
+    def finish(self) -> None:
+        for member in range(self.size):
+            self.model(member)
+
+
+# --- the loop ----------------------------------------------------------------------------------
+
+
+def scores(outputs: torch.Tensor, values: torch.Tensor, encoding: TargetEncoding, loss: str) -> tuple[float, float]:
+    """(loss, accuracy) of training outputs against task values in [0,1] of the same shape.
+
+    The accuracy, `decide(output) == value`, means something only for Boolean tasks.
+    """
+    out, values = outputs.reshape(-1).float(), values.reshape(-1).to(outputs.device)
+    return loss_value(out, encoding.encode(values), loss).item(), (encoding.decide(out) == values).float().mean().item()
+
+
+@torch.no_grad()
+def evaluate(model: TracedModel, task: Task | str, bits: torch.Tensor, encoding: TargetEncoding, loss: str = "mse") -> dict:
+    """`loss` and (Boolean tasks) `accuracy` of the model's training outputs on `bits[batch, n]`."""
+    task = get_task(task)
+    outputs = torch.cat([model.training_outputs(chunk.to(model.device)) for chunk in bits.split(_EVAL_CHUNK)])
+    value, accuracy = scores(outputs, model.training_values(task, bits), encoding, loss)
+    return {"loss": value, "accuracy": accuracy if task.boolean else None}
+
+
+def _evaluate(learner, template: TracedModel, tasks, encoding, loss, eval_sets, device) -> list[dict]:
+    """Per member: `{name}_loss` and (Boolean tasks) `{name}_accuracy`, averaged over lengths."""
+    records = [{} for _ in tasks]
+    for name, per_length in eval_sets.items():
+        totals = torch.zeros(len(tasks), 2, dtype=torch.float64)  # [K, (loss, accuracy)]
+        for bits in per_length:  # [K, E, n]
+            outputs = learner.outputs(bits.to(device))  # [K, E, ...]
+            for k, task in enumerate(tasks):
+                totals[k] += torch.tensor(scores(outputs[k], template.training_values(task, bits[k]), encoding, loss))
+        totals /= len(per_length)
+        for k, task in enumerate(tasks):
+            records[k][f"{name}_loss"] = totals[k, 0].item()
+            records[k][f"{name}_accuracy"] = totals[k, 1].item() if task.boolean else None
+    return records
+
+
+def _run(learner, models, tasks, configs, callbacks) -> list[TrainResult]:
+    config = configs[0]  # the fields all members share
+    size = learner.size
+    device = models[0].device
+    template = models[0]
+    encoding = config.encoding
+    data = [TrainingData(c) for c in configs]
+    member_sets = [d.eval_sets() for d in data]
+    eval_sets = {name: [torch.stack([s[name][i] for s in member_sets]) for i in range(len(member_sets[0][name]))]
+                 for name in member_sets[0]}  # name -> per length [K, E, n]
+    states = [RunState(learner, k, c, t) for k, (c, t) in enumerate(zip(configs, tasks))]
+    reasons: list[str | None] = [None] * size
+    done = [0] * size  # optimizer steps in each member's current weights
+    windows: list[list[float]] = [[] for _ in range(size)]
+    lengths = config.lengths
+
+    def evaluate(members: list[int]) -> None:
+        metrics = _evaluate(learner, template, tasks, encoding, config.loss, eval_sets, device)
+        for k in members:
+            window = windows[k]
+            record = {"step": done[k], "train_loss": sum(window) / len(window) if window else None, **metrics[k],
+                      "param_norm": learner.model(k).param_norm()}
+            window.clear()
+            if not math.isfinite(record["eval_loss"]) and reasons[k] is None and done[k] > 0:
+                learner.restore(k)
+                done[k] -= 1
+                reasons[k] = (f"diverged: non-finite evaluation loss after step {done[k] + 1}; "
+                              f"weights restored to those after step {done[k]}, the last with a finite loss")
+                continue
+            states[k].history.append(record)
+            for cb in callbacks:
+                cb.on_eval(states[k], record)
+            if (reasons[k] is None and config.target_accuracy is not None
+                    and record["eval_accuracy"] >= config.target_accuracy):
+                reasons[k] = "early_stop"
+
+    for state in states:
+        for cb in callbacks:
+            cb.on_start(state)
+    evaluate(list(range(size)))
+    for step in range(1, config.steps + 1):
+        active = [r is None for r in reasons]
+        if not any(active):
+            break
+        n = lengths[(step - 1) % len(lengths)]
+        bits = torch.stack([d.batch(n) for d in data])  # [K, batch, n]
+        values = torch.stack([template.training_values(t, bits[k]) for k, t in enumerate(tasks)])  # [K, batch, ...]
+        losses = learner.step(bits.to(device), encoding.encode(values).to(device), torch.tensor(active)).tolist()
+        for k in (k for k in range(size) if active[k]):
+            if not math.isfinite(losses[k]):  # at the weights after step-1; the last finite loss was one step earlier
+                done[k] = max(step - 2, 0)
+                reasons[k] = (f"diverged: non-finite training loss ({losses[k]}) at step {step}; "
+                              f"weights restored to those after step {done[k]}, the last with a finite loss")
+                continue
+            done[k] = step
+            windows[k].append(losses[k])
+            states[k].step, states[k].n, states[k].loss = step, n, losses[k]
+            for cb in callbacks:
+                cb.on_step(states[k])
+        if step % config.eval_interval == 0 or step == config.steps:
+            evaluate([k for k in range(size) if active[k] and reasons[k] is None])
+        for k in range(size):
+            if reasons[k] is None and any(cb.should_stop(states[k]) for cb in callbacks):
+                reasons[k] = "stopped by callback"
+    stale = [k for k in range(size) if states[k].history[-1]["step"] != done[k]]
+    if stale:
+        evaluate(stale)  # the returned weights always have a final record
+    learner.finish()
+    results = []
+    for k in range(size):
+        state = states[k]
+        result = TrainResult(model=models[k], task=tasks[k], config=configs[k], history=state.history,
+                             stop_reason=reasons[k] or "completed", steps=done[k], wall_time=state.elapsed)
+        for cb in callbacks:
+            cb.on_end(state, result)
+        results.append(result)
+    return results
+
+
+def _prepare(model: TracedModel, task, config: TrainConfig) -> Task:
+    task = get_task(task)
+    config.check(model, task)
+    if config.device is not None:
+        model.to(config.device)
+    model.train()
+    return task
+
+
+def train(model: TracedModel, task: Task | str, config: TrainConfig, callbacks: Sequence[Callback] = ()) -> TrainResult:
+    """Train `model` in place on `task`; returns the `TrainResult` (see the module docstring)."""
+    task = _prepare(model, task, config)
+    result = _run(_SingleLearner(model, config), [model], [task], [config], list(callbacks))[0]
+    model.eval()
+    return result
+
+
+PER_MODEL_FIELDS = ("seed", "lr", "weight_decay", "train_set_seed")
+"""The `TrainConfig` fields that may differ between the models of one `train_many` run."""
+
+
+def train_many(
+    models: Sequence[TracedModel],
+    tasks: Task | str | Sequence[Task | str],
+    configs: TrainConfig | Sequence[TrainConfig],
+    callbacks: Sequence[Callback] = (),
+) -> list[TrainResult]:
+    """Train K models of one architecture and config at once; each like its own `train` run.
+
+    `tasks` and `configs` are one for all or one per model. Per model, the configs may differ only
+    in `PER_MODEL_FIELDS`; tasks may differ freely. Every model gets the data stream its own
+    `train` run would, so results equal K separate runs up to float rounding. Models are trained
+    in place; a model that stops early (target accuracy, divergence, a callback) keeps its
+    weights while the others go on. Callbacks see every model (`state.member`).
+    """
+    models = list(models)
+    if not models:
+        raise ValueError("train_many needs at least one model")
+    size = len(models)
+    tasks = [tasks] * size if isinstance(tasks, (str, Task)) else list(tasks)
+    configs = [configs] * size if isinstance(configs, TrainConfig) else list(configs)
+    if len(tasks) != size or len(configs) != size:
+        raise ValueError(f"got {size} models, {len(tasks)} tasks and {len(configs)} configs; give one or one per model")
+    first = models[0]
+    for model in models[1:]:
+        if model.arch != first.arch or model.config != first.config:
+            raise ValueError("train_many trains models of one architecture and config; "
+                             f"got {first.arch} {first.config} and {model.arch} {model.config}")
+    shared = [f.name for f in fields(TrainConfig) if f.name not in PER_MODEL_FIELDS]
+    for config in configs[1:]:
+        differ = [name for name in shared if getattr(config, name) != getattr(configs[0], name)]
+        if differ:
+            raise ValueError(f"the configs of one train_many run may differ only in {PER_MODEL_FIELDS}; they differ in {differ}")
+    tasks = [_prepare(m, t, c) for m, t, c in zip(models, tasks, configs)]
+    results = _run(_StackedLearner(models, configs), models, tasks, configs, list(callbacks))
+    for model in models:
+        model.eval()
+    return results
+
+
+def seeded(config: TrainConfig, seeds: Sequence[int]) -> list[TrainConfig]:
+    """Copies of `config` with the given data seeds (for `train_many`)."""
+    return [replace(config, seed=seed) for seed in seeds]

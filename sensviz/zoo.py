@@ -1,0 +1,239 @@
+"""The pretrained zoo: small checkpoints for the app and the paper's length-scaling figure.
+
+`RECIPES` says how every checkpoint is made: architecture and size, task, input length, seed and
+training config (the trainer of `sensviz.training`: AdamW on fresh uniform strings, MSE on {0,1}
+targets). `build(directory)` trains them deterministically — recipes that share an architecture,
+size and training config train together in one `train_many` batch — and writes
+`<name>.safetensors` (the recipe in the `extra` metadata, the training summary and history in
+`training`, no wall-clock times, so a rebuild on the same machine writes the same bytes) and
+`manifest.json`: per checkpoint the task, n, architecture and size, seed, training steps and stop
+reason, the accuracy over the whole cube (recomputed after training, not the last batch), the
+model's as_n next to the task's, the file's sha256 and size. PARITY at larger n may not reach 100 %
+in the budget; the manifest records the true accuracy.
+
+`verify(directory)` re-checks every entry: the file exists, its sha256 matches, it loads, its
+metadata agrees with the manifest, and its accuracy and as_n on the cube are what the manifest says.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+
+from . import cube
+from .analysis import inspect_model
+from .checkpoints import CheckpointError, file_hash, load_checkpoint
+from .models import build_model, config_to_dict
+from .scratchpad import ScratchpadTransformer, autoregressive_accuracy
+from .tasks import get_task
+from .training import PER_MODEL_FIELDS, PrintProgress, TrainConfig, TrainResult, train_many
+
+MANIFEST = "manifest.json"
+FORMAT = "sensviz-zoo"
+VERSION = 1
+
+
+@dataclass
+class Recipe:
+    """How one zoo checkpoint is made."""
+
+    name: str  # file stem, e.g. "encoder-parity-n8"
+    arch: str
+    model: dict  # config fields of the architecture
+    task: str
+    seed: int  # model initialisation and data stream
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "arch": self.arch, "model": self.model, "task": self.task, "seed": self.seed,
+                "train": self.train.to_dict()}
+
+    def batch_key(self) -> str:
+        """Recipes with the same key train together in one `train_many` batch."""
+        shared = {k: v for k, v in self.train.to_dict().items() if k not in PER_MODEL_FIELDS}
+        return json.dumps([self.arch, self.model, shared], sort_keys=True)
+
+
+TASKS = ("parity", "majority", "first", "mean")
+ENCODER_LENGTHS = (4, 6, 8, 10, 12, 16)
+ENCODER = {"d_model": 32, "n_layers": 2, "n_heads": 2}
+FORMAL = {"d_model": 16, "n_layers": 2, "n_heads": 2}
+FORMAL_LENGTHS = (4, 8)
+SCRATCHPAD_LENGTHS = (8, 16)
+
+
+def _encoder_steps(task: str, n: int) -> int:
+    """PARITY needs more steps the longer the input; the other tasks converge quickly."""
+    return {4: 1500, 6: 2000, 8: 3000, 10: 4000, 12: 5000, 16: 6000}[n] if task == "parity" else 1500
+
+
+def _recipes() -> list[Recipe]:
+    recipes = [
+        Recipe(f"encoder-{task}-n{n}", "encoder", {**ENCODER, "max_len": n}, task, seed=0,
+               train=TrainConfig(n=n, batch_size=256, steps=_encoder_steps(task, n), lr=9e-4, weight_decay=0.1))
+        for n in ENCODER_LENGTHS
+        for task in TASKS
+    ]
+    recipes += [
+        Recipe(f"formal-{task}-n{n}", "formal", {**FORMAL, "max_len": n}, task, seed=0,
+               train=TrainConfig(n=n, batch_size=256, steps=2000, lr=1e-3, weight_decay=0.1))
+        for n in FORMAL_LENGTHS
+        for task in TASKS
+    ]
+    recipes += [
+        Recipe(f"scratchpad-parity-n{n}", "scratchpad", {**ENCODER, "max_len": n}, "parity", seed=0,
+               train=TrainConfig(n=n, batch_size=128, steps=1500, lr=1e-3, weight_decay=0.1))
+        for n in SCRATCHPAD_LENGTHS
+    ]
+    return recipes
+
+
+RECIPES: tuple[Recipe, ...] = tuple(_recipes())
+"""The committed zoo, in manifest order."""
+
+
+def _select(only: Sequence[str] | None) -> list[Recipe]:
+    if not only:
+        return list(RECIPES)
+    known = {r.name: r for r in RECIPES}
+    unknown = sorted(set(only) - set(known))
+    if unknown:
+        raise ValueError(f"unknown zoo entries {unknown}; known: {sorted(known)}")
+    return [r for r in RECIPES if r.name in set(only)]
+
+
+def _measure(model, task, n: int, encoding) -> dict:
+    """What the manifest records about a trained model: accuracy and as_n on the cube."""
+    summary = inspect_model(model, n, task, encoding)
+    measured = {key: summary.get(key) for key in ("accuracy", "avg_sensitivity", "avg_sensitivity_real", "task_avg_sensitivity")}
+    if isinstance(model, ScratchpadTransformer):
+        measured.update(autoregressive_accuracy(model, cube.vertices(n), encoding))
+    return measured
+
+
+def _entry(recipe: Recipe, result: TrainResult, path: Path, seconds: float, batch: list[str]) -> dict:
+    model = result.model
+    return {
+        "file": path.name,
+        "name": recipe.name,
+        "arch": recipe.arch,
+        "task": result.task.label,
+        "n": result.config.n,
+        "config": config_to_dict(model.config),
+        "n_params": model.n_params(),
+        "seed": recipe.seed,
+        "train": result.config.to_dict(),
+        "steps": result.steps,
+        "stop_reason": result.stop_reason,
+        "final_eval_loss": result.final["eval_loss"],
+        **_measure(model, result.task, result.config.n, result.config.encoding),
+        "sha256": file_hash(path),
+        "bytes": path.stat().st_size,
+        "made_by": "sensviz zoo build (sensviz.zoo.RECIPES)",
+        "trained_with": batch,
+        "batch_seconds": round(seconds, 1),
+    }
+
+
+def _read_manifest(directory: Path) -> dict:
+    path = directory / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no zoo manifest (run `sensviz zoo build`)") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(manifest.get("entries"), list):
+        raise ValueError(f"{path}: not a sensviz zoo manifest")
+    return manifest
+
+
+def build(directory="checkpoints", only: Sequence[str] | None = None, log: Callable[[str], None] | None = None) -> dict:
+    """Train the zoo's recipes (or `only` the named ones) into `directory`; returns the manifest.
+
+    With `only`, the other entries of an existing manifest are kept.
+    """
+    directory = Path(directory)
+    recipes = _select(only)
+    entries = {}
+    if only and (directory / MANIFEST).exists():
+        entries = {e["name"]: e for e in _read_manifest(directory)["entries"]}
+    batches: dict[str, list[Recipe]] = {}
+    for recipe in recipes:
+        batches.setdefault(recipe.batch_key(), []).append(recipe)
+    start = time.perf_counter()
+    for batch in batches.values():
+        names = [r.name for r in batch]
+        if log:
+            log(f"training {', '.join(names)}")
+        began = time.perf_counter()
+        models = [build_model(r.arch, seed=r.seed, **r.model) for r in batch]
+        configs = [replace(r.train, seed=r.seed) for r in batch]
+        progress = [PrintProgress(prefix=f"[{batch[0].arch} n={configs[0].n}] ")] if log else []
+        results = train_many(models, [r.task for r in batch], configs, progress)
+        seconds = time.perf_counter() - began
+        for recipe, result in zip(batch, results):
+            path = result.save(directory / f"{recipe.name}.safetensors", extra={"zoo": recipe.to_dict()}, with_time=False)
+            entries[recipe.name] = _entry(recipe, result, path, seconds, names)
+            if log:
+                acc = entries[recipe.name]["accuracy"]
+                log(f"  {path.name}: {result.stop_reason} after {result.steps} steps, "
+                    f"accuracy {'-' if acc is None else f'{acc:.4f}'}")
+    order = [r.name for r in RECIPES]
+    manifest = {
+        "format": FORMAT,
+        "version": VERSION,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "build_seconds": round(time.perf_counter() - start, 1),
+        "entries": sorted(entries.values(), key=lambda e: order.index(e["name"]) if e["name"] in order else len(order)),
+    }
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def verify(directory="checkpoints", tolerance: float = 1e-6) -> list[dict]:
+    """Re-check every manifest entry; one row per file: `{"file", "ok", "problems"}`.
+
+    Files in the directory that the manifest does not list are reported as problems too.
+    """
+    directory = Path(directory)
+    manifest = _read_manifest(directory)
+    rows = []
+    for entry in manifest["entries"]:
+        rows.append({"file": entry["file"], "problems": _check_entry(directory, entry, tolerance)})
+    listed = {e["file"] for e in manifest["entries"]}
+    rows += [{"file": p.name, "problems": ["not in the manifest"]}
+             for p in sorted(directory.glob("*.safetensors")) if p.name not in listed]
+    for row in rows:
+        row["ok"] = not row["problems"]
+    return rows
+
+
+def _check_entry(directory: Path, entry: dict, tolerance: float) -> list[str]:
+    path = directory / entry["file"]
+    if not path.is_file():
+        return ["the file is missing"]
+    if file_hash(path) != entry["sha256"]:
+        return ["its sha256 differs from the manifest's"]
+    try:
+        ck = load_checkpoint(path)
+    except CheckpointError as err:
+        return [f"does not load: {err}"]
+    problems = []
+    recorded = {"arch": ck.arch, "task": ck.task.label if ck.task else None, "n": ck.n,
+                "config": config_to_dict(ck.config), "seed": ck.metadata.get("extra", {}).get("zoo", {}).get("seed")}
+    problems += [f"{key} is {value!r} in the file but {entry[key]!r} in the manifest"
+                 for key, value in recorded.items() if value != entry[key]]
+    if problems:
+        return problems
+    for key, value in _measure(ck.model, get_task(entry["task"]), ck.n, ck.encoding).items():
+        expected = entry.get(key)
+        if (value is None) != (expected is None) or (value is not None and abs(value - expected) > tolerance):
+            problems.append(f"{key} is {value} on the cube but {expected} in the manifest")
+    return problems
