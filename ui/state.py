@@ -74,8 +74,9 @@ def digest(data: bytes) -> str:
 
 
 @st.cache_data(show_spinner=False)
-def zoo_entries(folder: str, _mtime: float) -> list[dict]:
-    """Metadata of every checkpoint in `folder` (header only), sorted by file name."""
+def zoo_entries(folder: str, mtime: float) -> list[dict]:
+    """Metadata of every checkpoint in `folder` (header only), sorted by file name; `mtime` (the
+    newest file's modification time) renews the cache when files change."""
     entries = []
     for path in sorted(Path(folder).glob("*.safetensors")):
         try:
