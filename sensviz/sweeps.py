@@ -253,9 +253,11 @@ def _run_ray(pending, spec, job_fn, workers, address, out, collect) -> None:
     except ImportError:
         raise ValueError("the ray executor needs the `ray` package: pip install ray") from None
     started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(address=address, num_cpus=None if address else max(workers, 1), include_dashboard=False,
-                 log_to_driver=False)
+    if started_here and address:
+        ray.init(address=address, log_to_driver=False)  # the cluster's workers must have sensviz installed
+    elif started_here:  # a local instance whose workers see this process's import path
+        ray.init(num_cpus=max(workers, 1), include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}})
     try:
         remote = ray.remote(num_cpus=1)(_guarded)
         refs = {remote.remote(job_fn, spec.experiment, job, out): job for job in pending}
