@@ -71,6 +71,16 @@ def cube_trace(
     return Trace.concat(parts)
 
 
+@dataclass
+class AttentionAverage:
+    """Attention weights averaged over inputs, overall and by the inputs' Hamming weight."""
+
+    overall: torch.Tensor  # [layer, head, query, key] mean over all inputs
+    by_weight: torch.Tensor  # [n+1, layer, head, query, key] mean over inputs of weight w (0 where none)
+    counts: torch.Tensor  # [n+1] inputs of each weight that were averaged
+    exact: bool  # over the whole cube, or over a seeded uniform sample
+
+
 def mean_attention(
     model: TracedModel,
     n: int,
@@ -79,13 +89,9 @@ def mean_attention(
     seed: int = 0,
     batch_size: int = 2048,
     progress: Progress | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, bool]:
-    """Attention weights averaged over inputs, overall and by Hamming weight of the input.
-
-    Returns `(by_weight [n+1, layer, head, query, key], counts [n+1], exact)`: the mean over all
-    2**n inputs of each weight when n <= exact_limit, else over `n_samples` seeded uniform
-    inputs. The overall mean is `(by_weight * counts[:, None, None, None, None]).sum(0) / counts.sum()`.
-    """
+) -> AttentionAverage:
+    """Mean attention over all 2**n inputs when n <= exact_limit, else over `n_samples` seeded
+    uniform inputs, overall and grouped by Hamming weight."""
     exact = n <= exact_limit
     bits = cube.vertices(n, limit=exact_limit) if exact else cube.sample(n, n_samples, seed)
     c = model.config
@@ -101,8 +107,12 @@ def mean_attention(
             counts += torch.bincount(weights, minlength=n + 1).double()
     if progress:
         progress(1.0)
-    by_weight = sums / counts.clamp(min=1).view(-1, 1, 1, 1, 1)
-    return by_weight, counts, exact
+    return AttentionAverage(
+        overall=sums.sum(0) / counts.sum(),
+        by_weight=sums / counts.clamp(min=1).view(-1, 1, 1, 1, 1),
+        counts=counts,
+        exact=exact,
+    )
 
 
 def sign_pm1(values_pm1: torch.Tensor) -> torch.Tensor:
@@ -131,6 +141,7 @@ class SensitivityReport:
     model_real: cube.CubeAnalysis | cube.CubeEstimate
     target: cube.CubeAnalysis | cube.CubeEstimate | None
     outputs: torch.Tensor | None  # [2**n] raw outputs in vertex order (exact only)
+    targets: torch.Tensor | None  # [2**n] task values in [0,1] in vertex order (exact, task given)
     accuracy: float | None  # over the cube (exact) or the sampled vertices; Boolean tasks only
 
 
@@ -159,6 +170,7 @@ def sensitivity_report(
             model_real=real,
             target=cube.analyze(2.0 * targets.double() - 1.0) if task is not None else None,
             outputs=outputs,
+            targets=targets,
             accuracy=accuracy(outputs, targets, encoding) if task is not None and task.boolean else None,
         )
     views = {"real": encoding.to_pm1}
@@ -180,6 +192,7 @@ def sensitivity_report(
         model_real=estimates["real"],
         target=target,
         outputs=None,
+        targets=None,
         accuracy=acc,
     )
 

@@ -57,16 +57,15 @@ def test_inspect_model_summary(formal_model):
 
 def test_mean_attention_by_weight(any_model):
     n = 5
-    by_weight, counts, exact = analysis.mean_attention(any_model, n, batch_size=7)
-    assert exact and counts.tolist() == [math.comb(n, w) for w in range(n + 1)]
+    avg = analysis.mean_attention(any_model, n, batch_size=7)
+    assert avg.exact and avg.counts.tolist() == [math.comb(n, w) for w in range(n + 1)]
     with torch.no_grad():
         attention = any_model.trace(cube.vertices(n)).attention.double()
-    overall = (by_weight * counts.view(-1, 1, 1, 1, 1)).sum(0) / counts.sum()
-    assert torch.allclose(overall, attention.mean(0), atol=1e-6)
+    assert torch.allclose(avg.overall, attention.mean(0), atol=1e-6)
     weights = cube.vertices(n).sum(1)
-    assert torch.allclose(by_weight[2], attention[weights == 2].mean(0), atol=1e-6)
-    _, sampled_counts, sampled_exact = analysis.mean_attention(any_model, n, exact_limit=3, n_samples=100)
-    assert not sampled_exact and sampled_counts.sum() == 100
+    assert torch.allclose(avg.by_weight[2], attention[weights == 2].mean(0), atol=1e-6)
+    sampled = analysis.mean_attention(any_model, n, exact_limit=3, n_samples=100)
+    assert not sampled.exact and sampled.counts.sum() == 100
 
 
 def test_gray_grid_places_neighbours_next_to_each_other():

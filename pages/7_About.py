@@ -1,0 +1,58 @@
+"""About: the theory in brief, with its formulas, and what each chart shows."""
+
+import streamlit as st
+
+from ui import page
+
+page.setup("About", icon="📖", needs_model=False)
+
+st.markdown(
+    "Hahn & Rofin (ACL 2024) prove that a transformer's loss landscape is constrained by the **input-space "
+    "sensitivity** of the function it computes: fitting a sensitive function such as PARITY needs large "
+    "parameters or large LayerNorm blowup, and such minima are sharp. This explorer computes each quantity "
+    "of the theory for a real model."
+)
+
+st.subheader("Sensitivity and the Fourier spectrum")
+st.latex(r"s(f,x) = \sum_{i=1}^n \mathbf{1}\{f(x^{\oplus i}) \neq f(x)\}, \qquad \mathrm{as}_n(f) = \mathbb{E}_{x\in\{\pm1\}^n}\, s(f,x)")
+st.markdown("For a real-valued f (MEAN, a model's raw output) the influence form, equal to the count for ±1-valued f:")
+st.latex(r"s(f,x) = \sum_{i=1}^n \left(\frac{f(x) - f(x^{\oplus i})}{2}\right)^2")
+st.latex(r"f(x) = \sum_{P \subseteq [n]} \lambda_P \chi_P(x),\quad \chi_P(x) = \prod_{i\in P} x_i,\qquad "
+         r"\mathrm{as}_n(f) = \sum_P \lambda_P^2 |P| = \sum_{k=0}^n k\, d_k")
+st.markdown("PARITY has as_n = n with all weight on degree n; FIRST has as_n = 1; MEAN has 1/n; MAJORITY grows like √n.")
+
+st.subheader("The transformer and its LayerNorm factors")
+st.latex(r"y_i^{(0)} = e(x_i) + p_i,\quad a_{ij} = (K y_j)^\top Q y_i,\quad b_{i,h} = \sum_j \hat a_{ij} V y_j,\quad "
+         r"Y_i^{(k)} = f^{\mathrm{MLP}}\big(y_i^{(k-1)} + \textstyle\sum_h b_{i,h}\big)")
+st.latex(r"y_i^{(k)} = \mathrm{LayerNorm}(Y_i^{(k)}),\qquad N_i^{(k)} = \frac{1}{\sqrt{\sigma^2(Y_i^{(k)}) + \varepsilon}},\qquad "
+         r"T(x) = \nu_{\mathrm{out}}^\top y_n^{(L)}")
+st.latex(r"\tau^{(k)}(x) = \max_w \big(1 + N_w^{(k)}(x)\big),\qquad \mathrm{Blowup}(x) = \prod_k \tau^{(k)}(x)")
+st.markdown("The trade-off: a model of parameter constant C fitting f must have")
+st.latex(r"C \cdot \mathbb{E}\big[\mathrm{Blowup}(x)^2\big] \;\ge\; \frac{\mathrm{as}_n(f)}{\sqrt{n \log n}} - \frac{H}{n}")
+
+st.subheader("Sharpness")
+st.latex(r"L_{\rho,n}(T) = \mathbb{E}_{x}\,\mathbb{E}_{\|\Delta\|_2=\rho}\big(T_{\theta+\Delta}(x) - T_\theta(x)\big)^2,"
+         r"\qquad \lim_{\rho\to0}\liminf_{n\to\infty} L_{\rho,n}(T) \ge \liminf_{n\to\infty}\frac{\mathrm{as}_n(T_\theta)}{2n} - L\exp(-\Omega(d))")
+st.markdown("Δ is uniform on the sphere of radius ρ over all parameters except positional encodings. As ρ → 0, "
+            "L_ρ/ρ² tends to E_x‖∇_θ T(x)‖²/P, which sensviz computes exactly from per-example gradients.")
+
+st.subheader("Glossary: what each chart shows")
+st.markdown(
+    """
+| name | symbol | where |
+|---|---|---|
+| sensitivity | s(f,x) | Sensitivity: the cube map, the histogram, by Hamming weight |
+| avg_sensitivity | as_n(f) | sidebar summary; Sensitivity |
+| influence | Inf_i(f) = E((f(x) − f(x^i))/2)² | Sensitivity: per position |
+| degree_profile | d_k = Σ_{\\|P\\|=k} λ_P² | Sensitivity: Fourier degree profile |
+| attention | â_ij per layer and head | Attention |
+| ln_factor | N_i^(k) | LayerNorm: heatmap and distributions |
+| tau, blowup | τ^(k)(x), Blowup(x) | LayerNorm |
+| param_norm | ‖θ‖ without positional encodings | sidebar; LayerNorm trade-off |
+| sharpness | L_ρ,n | Landscape |
+
+Values of a Boolean model are read on the ±1 scale of its target encoding: an output y trained on {0,1}
+targets is 2y − 1 and its decision is y > 0.5. **Exact** numbers enumerate all 2^n inputs; above the
+explorer's exact limit, **estimates** come from seeded samples with standard errors, and are labelled so.
+"""
+)

@@ -1,0 +1,296 @@
+"""Declarative sweeps: a TOML spec expands to runs, an executor runs them, results become tables.
+
+A spec (TOML) names an experiment (a run function from `sensviz.experiments`) and its settings:
+
+    experiment = "length_scaling"
+    [defaults]                 # every run's settings
+    arch = "encoder"
+    d_model = 32
+    [grid]                     # the Cartesian product of these lists
+    task = ["parity", "first"]
+    n = [4, 6, 8]
+    seed = [0, 1, 2]
+    [random]                   # optional random search: `samples` draws per grid point
+    samples = 4
+    seed = 0
+    lr = {log_uniform = [1e-4, 5e-4]}
+    weight_decay = {uniform = [0.0, 0.4]}
+    [scales.paper]             # named overrides of the defaults: `--scale paper`
+    d_model = 128
+
+Each run's settings are a flat dict; its `run_id` is a hash of them, so rerunning a sweep skips
+runs that already finished (their results are files in `OUT/runs/`), retries failed ones, and an
+interrupted sweep loses nothing already finished. Runs that differ only in `seed` form one job, so
+an experiment can train those seeds together in one batched run. Results: `OUT/runs.parquet` (one
+row per run: settings, status, error, final metrics, wall time) and `OUT/history.parquet` (per-step
+measurements), each run's checkpoint in `OUT/checkpoints/`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import random
+import sys
+import time
+import tomllib
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+import pandas as pd
+
+RANDOM_KINDS = ("uniform", "log_uniform", "int_uniform", "choice")
+
+
+@dataclass
+class SweepSpec:
+    """A parsed sweep: the experiment's name and the settings of every run."""
+
+    experiment: str
+    runs: list[dict]
+    name: str = ""
+    source: str = ""
+    description: str = ""
+
+
+def run_id(settings: dict) -> str:
+    """A stable short id of a run's settings (sha256 of their sorted JSON, 12 hex digits)."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _draw(name: str, rule, rng: random.Random):
+    if not isinstance(rule, dict) or len(rule) != 1 or next(iter(rule)) not in RANDOM_KINDS:
+        raise ValueError(f"random.{name} must be one of {{{', '.join(RANDOM_KINDS)} = [...]}}, got {rule!r}")
+    kind, args = next(iter(rule.items()))
+    if kind == "choice":
+        return rng.choice(list(args))
+    low, high = args
+    if kind == "uniform":
+        return rng.uniform(low, high)
+    if kind == "log_uniform":
+        if low <= 0 or high <= 0:
+            raise ValueError(f"random.{name}: log_uniform bounds must be positive")
+        return math.exp(rng.uniform(math.log(low), math.log(high)))
+    return rng.randint(int(low), int(high))
+
+
+def expand(data: dict, scale: str | None = None) -> list[dict]:
+    """Every run's settings: defaults (with the scale's overrides), times the grid, times random draws."""
+    defaults = dict(data.get("defaults", {}))
+    if scale:
+        scales = data.get("scales", {})
+        if scale not in scales:
+            raise ValueError(f"unknown scale '{scale}'; this spec has {sorted(scales) or 'no scales'}")
+        defaults.update(scales[scale])
+    grid = data.get("grid", {})
+    for key, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise ValueError(f"grid.{key} must be a non-empty list")
+    points = [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())] or [{}]
+    search = dict(data.get("random", {}))
+    samples = int(search.pop("samples", 1 if not search else 0))
+    rng = random.Random(int(search.pop("seed", 0)))
+    if search and samples < 1:
+        raise ValueError("random search needs samples >= 1")
+    runs = []
+    for point in points:
+        for _ in range(samples if search else 1):
+            drawn = {name: _draw(name, rule, rng) for name, rule in search.items()}
+            runs.append({**defaults, **point, **drawn})
+    return runs
+
+
+def load_spec(path, scale: str | None = None) -> SweepSpec:
+    """Parse a TOML sweep spec; ValueError with the reason for a bad one."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such sweep spec") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"{path}: not valid TOML ({err})") from None
+    if "experiment" not in data:
+        raise ValueError(f"{path}: the spec must name its experiment (experiment = \"...\")")
+    return SweepSpec(
+        experiment=data["experiment"],
+        runs=expand(data, scale),
+        name=data.get("name", path.stem),
+        source=str(path),
+        description=data.get("description", ""),
+    )
+
+
+def jobs(runs: Iterable[dict]) -> list[list[dict]]:
+    """Runs grouped into jobs: runs whose settings differ only in `seed` share a job."""
+    groups: dict[str, list[dict]] = {}
+    for settings in runs:
+        key = json.dumps({k: v for k, v in settings.items() if k != "seed"}, sort_keys=True)
+        groups.setdefault(key, []).append(settings)
+    return list(groups.values())
+
+
+# ----------------------------------------------------------------------------- execution
+# A job function takes (experiment, list of run settings, out dir) and returns one result per run:
+# {"metrics": {...}, "history": [{...}, ...]} or {"error": "...", "traceback": "..."}.
+
+JobFunction = Callable[[str, list[dict], str], list[dict]]
+
+
+def _record(out: Path, settings: dict, result: dict, wall_s: float) -> None:
+    rid = run_id(settings)
+    record = {
+        "run_id": rid,
+        "settings": settings,
+        "status": "failed" if "error" in result else "finished",
+        "error": result.get("error"),
+        "traceback": result.get("traceback"),
+        "metrics": result.get("metrics", {}),
+        "history": result.get("history", []),
+        "wall_s": wall_s,
+    }
+    path = out / "runs" / f"{rid}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, default=float))
+    os.replace(tmp, path)
+
+
+def finished_ids(out: Path) -> set[str]:
+    """Ids of the runs in `out` that finished (failed runs are not finished: they are retried)."""
+    done = set()
+    for path in (out / "runs").glob("*.json"):
+        try:
+            if json.loads(path.read_text())["status"] == "finished":
+                done.add(path.stem)
+        except (json.JSONDecodeError, KeyError, OSError):
+            continue
+    return done
+
+
+def _guarded(job_fn: JobFunction, experiment: str, job: list[dict], out: str):
+    """Run a job in a worker; a crash becomes an error result for each of its runs."""
+    start = time.perf_counter()
+    try:
+        results = job_fn(experiment, job, out)
+    except Exception as err:  # a failing run must not stop the sweep
+        message = f"{type(err).__name__}: {err}"
+        results = [{"error": message, "traceback": traceback.format_exc()} for _ in job]
+    return results, (time.perf_counter() - start) / max(len(job), 1)
+
+
+def _init_worker(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def run_sweep(
+    spec: SweepSpec,
+    out,
+    job_fn: JobFunction,
+    executor: str = "local",
+    workers: int = 1,
+    address: str | None = None,
+    log=sys.stderr,
+) -> pd.DataFrame:
+    """Run every unfinished run of the spec and return the runs table (also written to `out`)."""
+    out = Path(out)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    (out / "checkpoints").mkdir(exist_ok=True)
+    (out / "spec.json").write_text(json.dumps({"experiment": spec.experiment, "name": spec.name,
+                                               "source": spec.source, "description": spec.description}, indent=2))
+    done = finished_ids(out)
+    todo = [s for s in spec.runs if run_id(s) not in done]
+    pending = jobs(todo)
+    print(f"sweep {spec.name}: {len(spec.runs)} runs, {len(spec.runs) - len(todo)} already finished, "
+          f"{len(todo)} to run in {len(pending)} jobs ({executor}, {workers} workers)", file=log, flush=True)
+    completed = 0
+
+    def collect(job: list[dict], results: list[dict], wall_s: float) -> None:
+        nonlocal completed
+        for settings, result in zip(job, results):
+            _record(out, settings, result, wall_s)
+            completed += 1
+            status = f"FAILED: {result['error']}" if "error" in result else "ok"
+            print(f"[{completed}/{len(todo)}] {run_id(settings)} {_short(settings)} {status}", file=log, flush=True)
+
+    if executor == "local":
+        _run_local(pending, spec, job_fn, workers, str(out), collect)
+    elif executor == "ray":
+        _run_ray(pending, spec, job_fn, workers, address, str(out), collect)
+    else:
+        raise ValueError(f"unknown executor '{executor}'; use 'local' or 'ray'")
+    return write_tables(out)
+
+
+def _short(settings: dict) -> str:
+    keys = ("task", "n", "arch", "d_model", "seed")
+    return " ".join(f"{k}={settings[k]}" for k in keys if k in settings)
+
+
+def _run_local(pending, spec, job_fn, workers, out, collect) -> None:
+    if workers <= 1:
+        for job in pending:
+            collect(job, *_guarded(job_fn, spec.experiment, job, out))
+        return
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    context = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(threads,)) as pool:
+        futures = {pool.submit(_guarded, job_fn, spec.experiment, job, out): job for job in pending}
+        for future in cf.as_completed(futures):
+            collect(futures[future], *future.result())
+
+
+def _run_ray(pending, spec, job_fn, workers, address, out, collect) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("the ray executor needs the `ray` package: pip install ray") from None
+    started_here = not ray.is_initialized()
+    if started_here and address:
+        ray.init(address=address, log_to_driver=False)  # the cluster's workers must have sensviz installed
+    elif started_here:  # a local instance whose workers see this process's import path
+        ray.init(num_cpus=max(workers, 1), include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}})
+    try:
+        remote = ray.remote(num_cpus=1)(_guarded)
+        refs = {remote.remote(job_fn, spec.experiment, job, out): job for job in pending}
+        while refs:
+            ready, _ = ray.wait(list(refs), num_returns=1)
+            for ref in ready:
+                collect(refs.pop(ref), *ray.get(ref))
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def write_tables(out) -> pd.DataFrame:
+    """Gather `out/runs/*.json` into `runs.parquet` and `history.parquet`; return the runs table."""
+    out = Path(out)
+    rows, history = [], []
+    for path in sorted((out / "runs").glob("*.json")):
+        record = json.loads(path.read_text())
+        rows.append({"run_id": record["run_id"], **record["settings"], "status": record["status"],
+                     "error": record["error"], **record["metrics"], "wall_s": record["wall_s"]})
+        history.extend({"run_id": record["run_id"], **step} for step in record["history"])
+    runs = pd.DataFrame(rows)
+    runs.to_parquet(out / "runs.parquet", index=False)
+    pd.DataFrame(history).to_parquet(out / "history.parquet", index=False)
+    return runs
+
+
+def read_results(out) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """A finished sweep's runs table, history table and spec summary."""
+    out = Path(out)
+    if not (out / "runs.parquet").is_file():
+        raise ValueError(f"{out}: not a sweep folder (no runs.parquet)")
+    spec = json.loads((out / "spec.json").read_text()) if (out / "spec.json").is_file() else {}
+    history_path = out / "history.parquet"
+    history = pd.read_parquet(history_path) if history_path.is_file() else pd.DataFrame()
+    return pd.read_parquet(out / "runs.parquet"), history, spec

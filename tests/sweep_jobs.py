@@ -1,0 +1,20 @@
+"""A tiny job function for sweep-machinery tests (importable by spawned worker processes)."""
+
+import json
+from pathlib import Path
+
+
+def toy_job(experiment: str, runs: list[dict], out: str) -> list[dict]:
+    calls = Path(out) / "calls.jsonl"
+    with calls.open("a") as f:
+        f.write(json.dumps([r.get("seed") for r in runs]) + "\n")
+    if any(r.get("crash") for r in runs):
+        raise RuntimeError("the whole job crashed")
+    results = []
+    for r in runs:
+        if r.get("fail"):
+            results.append({"error": f"run with n={r['n']} failed on purpose"})
+        else:
+            history = [{"step": s, "loss": 1.0 / (s + 1)} for s in range(3)]
+            results.append({"metrics": {"value": r["n"] * 10 + r.get("seed", 0)}, "history": history})
+    return results

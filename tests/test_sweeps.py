@@ -1,0 +1,134 @@
+"""Sweep specs, executors, resume and failure handling (with a toy job function)."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from sensviz import sweeps
+
+from sweep_jobs import toy_job
+
+SPEC = """
+experiment = "toy"
+description = "a toy sweep"
+[defaults]
+arch = "encoder"
+steps = 10
+[grid]
+n = [4, 6]
+seed = [0, 1]
+[scales.big]
+steps = 1000
+"""
+
+
+def write_spec(tmp_path, text=SPEC):
+    path = tmp_path / "spec.toml"
+    path.write_text(text)
+    return path
+
+
+def calls(out):
+    return [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
+
+
+def test_grid_expansion_scales_and_ids(tmp_path):
+    spec = sweeps.load_spec(write_spec(tmp_path))
+    assert spec.experiment == "toy" and len(spec.runs) == 4
+    assert {(r["n"], r["seed"]) for r in spec.runs} == {(4, 0), (4, 1), (6, 0), (6, 1)}
+    assert all(r["steps"] == 10 and r["arch"] == "encoder" for r in spec.runs)
+    assert all(r["steps"] == 1000 for r in sweeps.load_spec(write_spec(tmp_path), scale="big").runs)
+    ids = [sweeps.run_id(r) for r in spec.runs]
+    assert len(set(ids)) == 4 and ids == [sweeps.run_id(dict(reversed(list(r.items())))) for r in spec.runs]
+    groups = sweeps.jobs(spec.runs)
+    assert sorted(len(g) for g in groups) == [2, 2]
+    assert all(len({r["n"] for r in g}) == 1 for g in groups)
+
+
+def test_random_search_is_seeded_and_in_range(tmp_path):
+    text = """
+experiment = "toy"
+[grid]
+task = ["parity", "first"]
+[random]
+samples = 5
+seed = 3
+lr = {log_uniform = [1e-4, 5e-4]}
+weight_decay = {uniform = [0.0, 0.4]}
+n = {int_uniform = [4, 25]}
+"""
+    runs = sweeps.load_spec(write_spec(tmp_path, text)).runs
+    assert len(runs) == 10 and runs == sweeps.load_spec(write_spec(tmp_path, text)).runs
+    assert all(1e-4 <= r["lr"] <= 5e-4 and 0 <= r["weight_decay"] <= 0.4 and 4 <= r["n"] <= 25 for r in runs)
+    assert isinstance(runs[0]["n"], int)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("[grid]\nn = [1]", "must name its experiment"),
+    ("experiment = 'toy'\n[grid]\nn = 3", "non-empty list"),
+    ("experiment = 'toy'\n[random]\nsamples = 2\nlr = {gauss = [0, 1]}", "must be one of"),
+    ("experiment = 'toy'\n[grid\n", "not valid TOML"),
+])
+def test_bad_specs(tmp_path, text, message):
+    with pytest.raises(ValueError, match=message):
+        sweeps.load_spec(write_spec(tmp_path, text))
+
+
+def test_unknown_scale(tmp_path):
+    with pytest.raises(ValueError, match="unknown scale"):
+        sweeps.load_spec(write_spec(tmp_path), scale="huge")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_local_sweep_end_to_end_and_resume(tmp_path, workers):
+    spec = sweeps.load_spec(write_spec(tmp_path))
+    out = tmp_path / "out"
+    runs = sweeps.run_sweep(spec, out, toy_job, workers=workers)
+    assert len(runs) == 4 and set(runs["status"]) == {"finished"}
+    assert sorted(runs["value"]) == [40, 41, 60, 61]
+    history = pd.read_parquet(out / "history.parquet")
+    assert len(history) == 12 and set(history["run_id"]) == set(runs["run_id"])
+    assert sorted(len(c) for c in calls(out)) == [2, 2]  # seeds grouped into jobs
+    again = sweeps.run_sweep(spec, out, toy_job, workers=workers)
+    assert len(calls(out)) == 2  # nothing re-ran
+    assert again.sort_values("run_id")["value"].tolist() == runs.sort_values("run_id")["value"].tolist()
+
+
+def test_failures_are_recorded_and_the_rest_complete(tmp_path):
+    spec = sweeps.load_spec(write_spec(tmp_path))
+    spec.runs.append({"arch": "encoder", "steps": 10, "n": 8, "seed": 0, "fail": True})
+    spec.runs.append({"arch": "encoder", "steps": 10, "n": 9, "seed": 0, "crash": True})
+    out = tmp_path / "out"
+    runs = sweeps.run_sweep(spec, out, toy_job)
+    failed = runs[runs["status"] == "failed"].set_index("n")
+    assert set(failed.index) == {8, 9}
+    assert "failed on purpose" in failed.loc[8, "error"] and "whole job crashed" in failed.loc[9, "error"]
+    assert (runs["status"] == "finished").sum() == 4
+    before = len(calls(out))
+    sweeps.run_sweep(spec, out, toy_job)
+    assert len(calls(out)) == before + 2  # only the two failed runs are retried
+
+
+def test_read_results_and_bad_folder(tmp_path):
+    spec = sweeps.load_spec(write_spec(tmp_path))
+    sweeps.run_sweep(spec, tmp_path / "out", toy_job)
+    runs, history, meta = sweeps.read_results(tmp_path / "out")
+    assert len(runs) == 4 and len(history) == 12 and meta["experiment"] == "toy"
+    with pytest.raises(ValueError, match="not a sweep folder"):
+        sweeps.read_results(tmp_path)
+
+
+def test_ray_executor_runs_a_tiny_sweep_on_a_local_instance(tmp_path):
+    ray = pytest.importorskip("ray", reason="Ray is not installed (requirements-dev.txt installs it)")
+    try:
+        ray.init(num_cpus=1, include_dashboard=False)
+    except Exception as err:  # noqa: BLE001 - any failure to start means there is no Ray here
+        pytest.skip(f"Ray cannot start on this machine: {err}")
+    finally:
+        ray.shutdown()
+    spec = sweeps.load_spec(write_spec(tmp_path))
+    runs = sweeps.run_sweep(spec, tmp_path / "out", toy_job, executor="ray", workers=2)
+    assert len(runs) == 4 and set(runs["status"]) == {"finished"}
+    assert sorted(runs["value"]) == [40, 41, 60, 61]
+    assert not ray.is_initialized()  # the local instance it started is shut down

@@ -1,0 +1,317 @@
+"""The explorer's one link to Streamlit state: session-state keys, the model registry, and every
+cache wrapper around the `sensviz` core.
+
+Models are identified by `ModelRef`: where the model came from (zoo file, upload, trained in this
+session), the sha256 of its checkpoint bytes, and the loading overrides. Loaded checkpoints are
+`st.cache_resource` (read-only, shared by all sessions; never trained in place).
+
+Computed results live in one `st.cache_resource`-held LRU store keyed by the `ModelRef` and
+plain parameters, so a second visit with the same model and settings is immediate. (Not
+`st.cache_data`: it records every element a cached function touches and fails to replay a
+progress bar created outside it, and long computations here report progress through a callback.)
+Values in the store are shared between sessions: callers must not modify them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import streamlit as st
+import torch
+
+import sensviz as sv
+from sensviz import analysis, tables
+from sensviz.checkpoints import SIZE_CAP, read_metadata
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def checkpoint_dir() -> Path:
+    """Where pretrained checkpoints are listed from: checkpoints/, or $SENSVIZ_CHECKPOINT_DIR."""
+    return Path(os.environ.get("SENSVIZ_CHECKPOINT_DIR", ROOT / "checkpoints"))
+
+UPLOAD_CAP_MB = SIZE_CAP // 2**20
+"""Upload size cap; `.streamlit/config.toml` sets `server.maxUploadSize` to the same value."""
+MODEL_EXACT_LIMIT = 14
+"""Largest n the explorer analyses a model exactly (2**14 forward passes); sampled above."""
+DEFAULT_SAMPLES = 2048
+
+# Session-state keys (every key the app uses is defined here).
+SELECTED = "sv_selected"  # ModelRef of the selected model, or absent
+TRAINED = "sv_trained"  # {name: checkpoint bytes} of models trained in this session
+UPLOADED = "sv_uploaded"  # {digest: checkpoint bytes} of uploaded files
+ANALYSIS_N = "sv_analysis_n"  # {ModelRef: input length chosen for analysis}
+SOURCE = "sv_source"  # which model source the sidebar shows
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """Which model, identified by content: `kind` is "zoo", "upload" or "trained"."""
+
+    kind: str
+    name: str
+    digest: str
+    n_heads: int | None = None
+    task: str | None = None
+    n: int | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.kind})"
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# ----------------------------------------------------------------------------- the registry
+
+
+@st.cache_data(show_spinner=False)
+def zoo_entries(folder: str, mtime: float) -> list[dict]:
+    """Metadata of every checkpoint in `folder` (header only), sorted by file name; `mtime` (the
+    newest file's modification time) renews the cache when files change."""
+    entries = []
+    for path in sorted(Path(folder).glob("*.safetensors")):
+        try:
+            meta = read_metadata(path)
+        except sv.CheckpointError:
+            continue
+        config = meta.get("config", {})
+        task = meta.get("task")
+        entries.append(
+            {
+                "file": path.name,
+                "arch": meta.get("arch", "encoder"),
+                "task": sv.tasks.task_from_spec(task).label if task else "?",
+                "n": int(meta["n"]) if "n" in meta else None,
+                "d_model": config.get("d_model"),
+                "n_layers": config.get("n_layers"),
+                "n_heads": config.get("n_heads"),
+                "accuracy": (meta.get("training") or {}).get("final_accuracy"),
+            }
+        )
+    return entries
+
+
+def list_zoo() -> list[dict]:
+    folder = checkpoint_dir()
+    mtime = max((p.stat().st_mtime for p in folder.glob("*.safetensors")), default=0.0)
+    return zoo_entries(str(folder), mtime)
+
+
+def zoo_ref(file: str) -> ModelRef:
+    data = (checkpoint_dir() / file).read_bytes()
+    return ModelRef("zoo", file, digest(data))
+
+
+def register_upload(name: str, data: bytes, n_heads: int | None, task: str | None, n: int | None) -> ModelRef:
+    """Keep an uploaded file's bytes in the session and return its reference (not yet validated)."""
+    key = digest(data)
+    st.session_state.setdefault(UPLOADED, {})[key] = data
+    return ModelRef("upload", name, key, n_heads=n_heads, task=task or None, n=n)
+
+
+def register_trained(name: str, data: bytes) -> ModelRef:
+    """Keep a model trained in this session (its checkpoint bytes) and return its reference."""
+    st.session_state.setdefault(TRAINED, {})[name] = data
+    return ModelRef("trained", name, digest(data))
+
+
+def trained_refs() -> list[ModelRef]:
+    return [ModelRef("trained", name, digest(data)) for name, data in st.session_state.get(TRAINED, {}).items()]
+
+
+def _bytes_of(ref: ModelRef) -> bytes:
+    if ref.kind == "zoo":
+        return (checkpoint_dir() / ref.name).read_bytes()
+    if ref.kind == "upload":
+        return st.session_state[UPLOADED][ref.digest]
+    return st.session_state[TRAINED][ref.name]
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _load(ref: ModelRef, _data: bytes) -> sv.Checkpoint:
+    return sv.load_checkpoint(_data, n_heads=ref.n_heads, task=ref.task, n=ref.n)
+
+
+def load(ref: ModelRef) -> sv.Checkpoint:
+    """The loaded checkpoint (shared and read-only); raises `CheckpointError` for a bad file."""
+    return _load(ref, _bytes_of(ref))
+
+
+def checkpoint_bytes(ref: ModelRef) -> bytes:
+    """The checkpoint file of a model, for the download button."""
+    return _bytes_of(ref)
+
+
+def select(ref: ModelRef) -> None:
+    st.session_state[SELECTED] = ref
+
+
+def selected() -> ModelRef | None:
+    return st.session_state.get(SELECTED)
+
+
+def analysis_n(ref: ModelRef, ck: sv.Checkpoint) -> int:
+    """The input length the pages analyse for this model (its training length by default)."""
+    return st.session_state.setdefault(ANALYSIS_N, {}).get(ref, ck.n or min(8, ck.config.max_len))
+
+
+def set_analysis_n(ref: ModelRef, n: int) -> None:
+    st.session_state.setdefault(ANALYSIS_N, {})[ref] = n
+
+
+# ----------------------------------------------------------------------------- cached computations
+
+Progress = Callable[[float], None] | None
+
+
+class _Store:
+    """A thread-safe LRU mapping from keys to computed values."""
+
+    def __init__(self, max_entries: int):
+        self.max_entries = max_entries
+        self.values: OrderedDict = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get_or_compute(self, key, compute: Callable[[], object]):
+        with self.lock:
+            if key in self.values:
+                self.values.move_to_end(key)
+                return self.values[key]
+        value = compute()  # outside the lock: other sessions keep reading
+        with self.lock:
+            self.values[key] = value
+            while len(self.values) > self.max_entries:
+                self.values.popitem(last=False)
+        return value
+
+
+@st.cache_resource(show_spinner=False)
+def _store() -> _Store:
+    return _Store(max_entries=256)
+
+
+def cached(key: tuple, compute: Callable[[], object]):
+    """`compute()` once per key (shared by all sessions); later calls return the stored value."""
+    return _store().get_or_compute(key, compute)
+
+
+def sensitivity_report(
+    ref: ModelRef, ck: sv.Checkpoint, n: int, samples: int = DEFAULT_SAMPLES, seed: int = 0, progress: Progress = None
+) -> analysis.SensitivityReport:
+    """Model vs target on the cube at length n (exact up to MODEL_EXACT_LIMIT, sampled above)."""
+    return cached(
+        ("sensitivity", ref, n, samples, seed),
+        lambda: analysis.sensitivity_report(
+            ck.model, n, ck.task, ck.encoding, exact_limit=MODEL_EXACT_LIMIT, n_samples=samples, seed=seed,
+            progress=progress,
+        ),
+    )
+
+
+def mean_attention(ref: ModelRef, ck: sv.Checkpoint, n: int, samples: int = DEFAULT_SAMPLES, seed: int = 0,
+                   progress: Progress = None):
+    """Attention averaged over the cube (or a sample), by Hamming weight: (by_weight, counts, exact)."""
+    return cached(
+        ("mean_attention", ref, n, samples, seed),
+        lambda: analysis.mean_attention(ck.model, n, exact_limit=MODEL_EXACT_LIMIT, n_samples=samples, seed=seed,
+                                        progress=progress),
+    )
+
+
+def trace_one(ref: ModelRef, ck: sv.Checkpoint, bits: tuple[int, ...]) -> sv.Trace:
+    """The trace of one input string."""
+
+    def compute():
+        with torch.inference_mode():
+            return ck.model.trace(torch.tensor([bits], device=ck.model.device)).to("cpu")
+
+    return cached(("trace", ref, bits), compute)
+
+
+def summary(ref: ModelRef, ck: sv.Checkpoint, n: int, progress: Progress = None) -> dict:
+    """The selected model's summary at length n: task, sizes, accuracy, as_n of model vs target, param_norm."""
+    report = sensitivity_report(ref, ck, n, progress=progress)
+    c = ck.config
+    return {
+        "task": ck.task.label if ck.task else "unknown",
+        "n": n,
+        "trained_n": ck.n,
+        "arch": ck.arch,
+        "size": f"d={c.d_model}, L={c.n_layers}, H={c.n_heads}",
+        "n_params": ck.model.n_params(),
+        "accuracy": report.accuracy,
+        "as_model": report.model.avg_sensitivity,
+        "as_target": report.target.avg_sensitivity if report.target is not None else None,
+        "param_norm": ck.model.param_norm(),
+        "exact": report.exact,
+    }
+
+
+def bits_of_vertex(n: int, vertex: int) -> tuple[int, ...]:
+    """The bit string of a cube vertex (position 0 is the most significant bit)."""
+    return tuple(sv.cube.vertex_bits(torch.tensor([vertex]), n)[0].tolist())
+
+
+def vertex_of_bits(bits: tuple[int, ...]) -> int:
+    return int(sv.cube.vertex_index(torch.tensor([bits]))[0])
+
+
+def random_vertex(n: int, seed: int) -> int:
+    """A uniformly random vertex, reproducible from the seed."""
+    return vertex_of_bits(tuple(sv.cube.sample(n, 1, seed)[0].tolist()))
+
+
+def attention_tables(ref: ModelRef, ck: sv.Checkpoint, bits: tuple[int, ...], flip_position: int | None):
+    """Attention of one input as rows, and (with a position) its change when that bit flips."""
+    trace = trace_one(ref, ck, bits)
+    table = tables.attention_table(trace.attention[0])
+    if flip_position is None:
+        return table, None
+    flipped = list(bits)
+    flipped[flip_position] ^= 1
+    other = trace_one(ref, ck, tuple(flipped))
+    return table, tables.attention_change_table(trace.attention[0], other.attention[0])
+
+
+def mean_attention_table(ref: ModelRef, ck: sv.Checkpoint, n: int, weight: int | None, progress: Progress = None):
+    """Mean attention as rows, over all inputs (weight None) or inputs of one Hamming weight; and exactness."""
+    average = mean_attention(ref, ck, n, progress=progress)
+    values = average.overall if weight is None else average.by_weight[weight]
+    return tables.attention_table(values), average
+
+
+GRID_LIMIT = 12
+"""Largest n drawn as a cube grid (2**12 cells); larger cubes get histograms and weight views."""
+
+
+def sensitivity_tables(ref: ModelRef, ck: sv.Checkpoint, n: int, progress: Progress = None) -> dict:
+    """The Sensitivity page's tables: histogram, by_weight, influence, and (exact) vertices and degrees."""
+    report = sensitivity_report(ref, ck, n, progress=progress)
+
+    def compute():
+        found = {
+            "report": report,
+            "histogram": tables.sensitivity_histogram(report),
+            "by_weight": tables.by_weight_table(report),
+            "influence": tables.influence_table(report),
+        }
+        if report.exact:
+            found["degrees"] = tables.degree_table(report)
+            found["vertices"] = tables.vertex_table(report, ck.encoding)
+        return found
+
+    return cached(("sensitivity_tables", ref, n), compute)
+
+
+def flip_table(ref: ModelRef, ck: sv.Checkpoint, n: int, vertex: int):
+    """For one vertex: each single-bit flip, the model's output there, and whether it changes."""
+    return tables.flip_table(sensitivity_report(ref, ck, n), vertex, ck.encoding)
