@@ -94,8 +94,7 @@ def mean_attention(
     uniform inputs, overall and grouped by Hamming weight."""
     exact = n <= exact_limit
     bits = cube.vertices(n, limit=exact_limit) if exact else cube.sample(n, n_samples, seed)
-    c = model.config
-    sums = torch.zeros(n + 1, c.n_layers, c.n_heads, n, n, dtype=torch.float64)
+    sums = torch.zeros(n + 1, len(model.attention_names()), model.config.n_heads, n, n, dtype=torch.float64)
     counts = torch.zeros(n + 1, dtype=torch.float64)
     chunks = bits.split(batch_size)
     with torch.inference_mode():

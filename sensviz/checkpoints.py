@@ -134,6 +134,7 @@ def save_checkpoint(model: TracedModel, path, **metadata) -> Path:
     data = checkpoint_bytes(model, **metadata)
     with tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.name, suffix=".tmp", delete=False) as tmp:
         tmp.write(data)
+    os.chmod(tmp.name, 0o644)  # a temporary file is private (0600); a checkpoint is an ordinary file
     os.replace(tmp.name, path)
     return path
 

@@ -4,8 +4,8 @@
     sensviz inspect checkpoints/encoder-parity-n8.safetensors [--n-heads H] [--task T] [--n N] [--dump F.npz]
     sensviz convert authors_model.pt out.safetensors --n-heads 2 [--task T] [--n N]
     sensviz train --task parity --n 8 --arch encoder --d-model 32 --layers 2 --heads 2 --steps 2000 --out m.safetensors
-    sensviz zoo build [--dir checkpoints] [--only NAME ...]
-    sensviz zoo verify [--dir checkpoints]
+    sensviz zoo build [--dir checkpoints] [--only NAME ...] [--threads 1]
+    sensviz zoo verify [--dir checkpoints] [--recompute]
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ import argparse
 import json
 import math
 import sys
+import time
 
 import numpy as np
+import torch
 
 from . import analysis, cube, zoo
 from .checkpoints import CheckpointError, convert_torch_file, load_checkpoint
-from .hooks import hook_names
 from .losses import LOSSES
 from .models import ARCHITECTURES, build_model, config_to_dict
 from .tasks import get_task
@@ -95,7 +96,7 @@ def _inspect(args) -> dict:
 
 def _dump(ck, path: str) -> None:
     n, c = ck.n, ck.config
-    size = 4 * 2**n * len(hook_names(ck.model, "hook_pattern")) * c.n_heads * n * n
+    size = 4 * 2**n * len(ck.model.attention_names()) * c.n_heads * n * n
     if n > cube.EXACT_LIMIT or size > DUMP_CAP_BYTES:
         raise UsageError(
             f"--dump stores attention for all 2**{n} inputs ({size / 2**30:.1f} GiB); "
@@ -125,7 +126,7 @@ def _train(args) -> dict:
         n=args.n, min_n=args.min_n, batch_size=args.batch_size, steps=args.steps, lr=args.lr,
         weight_decay=args.weight_decay, loss=args.loss, pm1_targets=args.pm1_targets, seed=args.seed,
         train_size=args.train_size, eval_interval=args.eval_interval, target_accuracy=args.target_accuracy,
-        device=args.device,
+        target_loss=args.target_loss, device=args.device,
     )
     model = build_model(args.arch, seed=args.seed, d_model=args.d_model, n_layers=args.layers, n_heads=args.heads,
                         max_len=args.max_len or args.n, d_ff=args.d_ff, eps=args.eps)
@@ -137,12 +138,15 @@ def _train(args) -> dict:
 
 
 def _zoo_build(args) -> dict:
+    torch.set_num_threads(args.threads)  # the same thread count gives the same bytes on the same machine
+    start = time.perf_counter()
     manifest = zoo.build(args.dir, only=args.only, log=lambda line: print(line, file=sys.stderr, flush=True))
-    return {"directory": args.dir, "entries": len(manifest["entries"]), "build_seconds": manifest["build_seconds"]}
+    return {"directory": args.dir, "entries": len(manifest["entries"]), "built": args.only or "all",
+            "seconds": round(time.perf_counter() - start, 1)}
 
 
 def _zoo_verify(args) -> dict:
-    rows = zoo.verify(args.dir)
+    rows = zoo.verify(args.dir, recompute=args.recompute)
     bad = [row for row in rows if not row["ok"]]
     if bad:
         raise UsageError("; ".join(f"{row['file']}: {', '.join(row['problems'])}" for row in bad))
@@ -208,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--train-size", type=_positive, help="train on this many fixed strings of the cube")
     p.add_argument("--eval-interval", type=_positive, default=defaults.eval_interval)
     p.add_argument("--target-accuracy", type=float, help="stop early once the evaluation accuracy reaches it")
+    p.add_argument("--target-loss", type=float, help="stop early once the evaluation loss is at most this")
     p.add_argument("--device", help="cpu, cuda, ... (default cpu)")
     p.add_argument("--out", metavar="PATH.safetensors", help="write the trained model here")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -218,9 +223,12 @@ def build_parser() -> argparse.ArgumentParser:
     q = zoo_sub.add_parser("build", help="train every zoo checkpoint (deterministic) and write the manifest")
     q.add_argument("--dir", default="checkpoints", help="where the checkpoints go")
     q.add_argument("--only", nargs="+", metavar="NAME", help="rebuild only these entries (file stems)")
+    q.add_argument("--threads", type=_positive, default=1,
+                   help="CPU threads (default 1: reproducible, and robust on a busy machine)")
     q.set_defaults(run=_zoo_build)
-    q = zoo_sub.add_parser("verify", help="re-check every manifest entry: hash, loading, recorded accuracy")
+    q = zoo_sub.add_parser("verify", help="re-check every manifest entry: hash, loading, metadata")
     q.add_argument("--dir", default="checkpoints")
+    q.add_argument("--recompute", action="store_true", help="also recompute each recorded accuracy and as_n")
     q.set_defaults(run=_zoo_verify)
     return parser
 

@@ -122,6 +122,10 @@ class TracedModel(nn.Module):
         """The task's values in [0,1] in the shape of `training_outputs`: `[batch]`."""
         return task(bits)
 
+    def attention_names(self) -> list[str]:
+        """The attention modules whose weights `trace` stacks along its layer axis, in that order."""
+        return [name.removesuffix(".hook_pattern") for name in hook_names(self, "hook_pattern")]
+
     def layernorms(self) -> list[tuple[str, LayerNorm]]:
         """The model's LayerNorms, layer-major, with their names."""
         return [(name, m) for name, m in self.named_modules() if isinstance(m, LayerNorm)]

@@ -9,7 +9,8 @@ of uniform strings at every step (online learning); loss MSE on {0,1} targets (o
 binary cross-entropy on logits, `sensviz.losses`). Options: mixed lengths (one length per step,
 cycling through `min_n..n`), a restricted training set (a fixed seeded subset of the cube of a given
 size, sampled with replacement — the paper's generalization experiment), evaluation every
-`eval_interval` steps, early stopping at a target accuracy.
+`eval_interval` steps, early stopping at a target accuracy and/or loss (the paper counts a run as
+converged at evaluation MSE < 0.001).
 
 `train(model, task, config, callbacks)` trains one model in place. `train_many(models, tasks,
 configs, callbacks)` trains K models of one architecture at once: their parameters stacked
@@ -72,6 +73,7 @@ class TrainConfig:
     eval_size: int = 4096  # evaluation strings per length: the whole cube if 2**n <= eval_size
     eval_seed: int = 0  # the evaluation sample
     target_accuracy: float | None = None  # early stopping once the evaluation accuracy reaches it
+    target_loss: float | None = None  # early stopping once the evaluation loss is at most this (and the accuracy target met)
     device: str | None = None  # None: wherever the model is
 
     def __post_init__(self):
@@ -108,6 +110,8 @@ class TrainConfig:
             integer("train_set_seed", -(2**63))
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
             raise ValueError(f"target_accuracy must be in (0, 1], got {self.target_accuracy}")
+        if self.target_loss is not None and not (math.isfinite(self.target_loss) and self.target_loss > 0):
+            raise ValueError(f"target_loss must be a finite number > 0, got {self.target_loss}")
         if self.device is not None:
             try:
                 torch.device(self.device)
@@ -336,7 +340,8 @@ class _SingleLearner:
             self.restore(0)
         else:
             with torch.no_grad():
-                torch._foreach_copy_(self._good, self._params)
+                for good, p in zip(self._good, self._params):
+                    good.copy_(p)
             self._optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self._optimizer.step()
@@ -344,7 +349,8 @@ class _SingleLearner:
 
     @torch.no_grad()
     def restore(self, member: int) -> None:
-        torch._foreach_copy_(self._params, self._good)
+        for p, good in zip(self._params, self._good):
+            p.copy_(good)
 
     @torch.no_grad()
     def outputs(self, bits) -> torch.Tensor:
@@ -497,6 +503,16 @@ def _evaluate(learner, template: TracedModel, tasks, encoding, loss, eval_sets, 
     return records
 
 
+def _targets_reached(config: TrainConfig, record: dict) -> bool:
+    """Every early-stopping target of the config is met by this evaluation (False if there is none)."""
+    met = []
+    if config.target_accuracy is not None:
+        met.append(record["eval_accuracy"] >= config.target_accuracy)
+    if config.target_loss is not None:
+        met.append(record["eval_loss"] <= config.target_loss)
+    return bool(met) and all(met)
+
+
 def _run(learner, models, tasks, configs, callbacks) -> list[TrainResult]:
     config = configs[0]  # the fields all members share
     size = learner.size
@@ -529,8 +545,7 @@ def _run(learner, models, tasks, configs, callbacks) -> list[TrainResult]:
             states[k].history.append(record)
             for cb in callbacks:
                 cb.on_eval(states[k], record)
-            if (reasons[k] is None and config.target_accuracy is not None
-                    and record["eval_accuracy"] >= config.target_accuracy):
+            if reasons[k] is None and _targets_reached(config, record):
                 reasons[k] = "early_stop"
 
     for state in states:
@@ -580,7 +595,10 @@ def _prepare(model: TracedModel, task, config: TrainConfig) -> Task:
     task = get_task(task)
     config.check(model, task)
     if config.device is not None:
-        model.to(config.device)
+        try:
+            model.to(config.device)
+        except (RuntimeError, AssertionError) as err:  # e.g. CUDA asked for on a CPU-only build
+            raise ValueError(f"cannot use device '{config.device}': {err}") from None
     model.train()
     return task
 

@@ -97,3 +97,45 @@ def test_core_never_imports_streamlit():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "False"
+
+
+def test_train_writes_a_checkpoint_and_a_json_summary(capsys, tmp_path):
+    out = tmp_path / "m.safetensors"
+    code, summary, err = run(capsys, "train", "--task", "first", "--n", "4", "--d-model", "8", "--layers", "1",
+                             "--steps", "20", "--batch-size", "16", "--eval-interval", "10", "--lr", "3e-3",
+                             "--seed", "2", "--out", str(out))
+    assert code == 0
+    assert summary["stop_reason"] == "completed" and summary["steps"] == 20 and summary["checkpoint"] == str(out)
+    assert summary["config"]["lr"] == 3e-3 and summary["config"]["seed"] == 2 and summary["model_config"]["max_len"] == 4
+    assert "step     20/20" in err  # progress on stderr
+    ck = sv.load_checkpoint(out)
+    assert ck.task == sv.get_task("first") and ck.n == 4 and ck.metadata["training"]["final"] == summary["final"]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--lr", "0"], "lr must be a finite number > 0"),
+    (["--n", "10", "--max-len", "8"], "max_len=8"),
+    (["--task", "parody"], "unknown task"),
+    (["--arch", "scratchpad", "--task", "first"], "computes PARITY"),
+    (["--train-size", "100"], "more than the 2**6"),
+    (["--device", "toaster"], "unknown device"),
+])
+def test_train_bad_arguments_exit_2_with_a_clear_message(capsys, argv, message):
+    base = {"--task": "parity", "--n": "6", "--steps": "2", "--d-model": "8"}
+    for flag, value in zip(argv[::2], argv[1::2]):
+        base[flag] = value
+    code, _, err = run(capsys, "train", *[x for kv in base.items() for x in kv])
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_zoo_verify_and_build(capsys, tmp_path, monkeypatch):
+    from sensviz import zoo
+    from test_zoo import CHECKPOINTS, TINY
+
+    code, out, _ = run(capsys, "zoo", "verify", "--dir", str(CHECKPOINTS))
+    assert code == 0 and out["verified"] == len(zoo.RECIPES)
+    code, _, err = run(capsys, "zoo", "verify", "--dir", str(tmp_path))
+    assert code == 2 and "no zoo manifest" in err
+    monkeypatch.setattr(zoo, "RECIPES", TINY)
+    code, out, err = run(capsys, "zoo", "build", "--dir", str(tmp_path), "--threads", str(torch.get_num_threads()))
+    assert code == 0 and out["entries"] == len(TINY) and "training encoder-first-n3" in err

@@ -175,14 +175,20 @@ def test_a_diverging_model_in_a_batch_leaves_the_others_alone():
     assert results[0].final["eval_loss"] == pytest.approx(expected.final["eval_loss"], rel=1e-4, abs=1e-7)
 
 
-def test_early_stopping_at_the_target_accuracy():
+@pytest.mark.parametrize("targets", [{"target_accuracy": 1.0}, {"target_loss": 0.01},
+                                     {"target_accuracy": 1.0, "target_loss": 0.01}])
+def test_early_stopping_once_every_target_is_met(targets):
     model = small(n=4)
-    config = TrainConfig(n=4, batch_size=64, steps=3000, lr=3e-3, eval_interval=10, target_accuracy=1.0)
+    config = TrainConfig(n=4, batch_size=64, steps=3000, lr=3e-3, eval_interval=10, **targets)
     result = train(model, "first", config)
     assert result.stop_reason == "early_stop"
-    assert result.steps < 3000 and result.steps % 10 == 0
-    assert result.final["eval_accuracy"] == 1.0 and result.final["step"] == result.steps
-    assert all(r["eval_accuracy"] < 1.0 for r in result.history[:-1])
+    assert result.steps < 3000 and result.steps % 10 == 0 and result.final["step"] == result.steps
+
+    def met(record):
+        return (record["eval_accuracy"] >= targets.get("target_accuracy", 0)
+                and record["eval_loss"] <= targets.get("target_loss", math.inf))
+
+    assert met(result.final) and not any(met(r) for r in result.history[:-1])
 
 
 class InputRecorder(sv.EncoderTransformer):
@@ -248,6 +254,7 @@ def test_mixed_length_training_cycles_through_the_lengths():
     ({"train_size": 300}, "more than the 2**8"),
     ({"train_size": 10, "min_n": 4}, "one length"),
     ({"target_accuracy": 1.5}, "target_accuracy"),
+    ({"target_loss": 0.0}, "target_loss"),
     ({"loss": "hinge"}, "unknown loss"),
     ({"loss": "bce", "pm1_targets": True}, "pm1_targets goes with mse"),
     ({"device": "toaster"}, "unknown device"),

@@ -1,0 +1,106 @@
+"""The committed checkpoint zoo: the manifest matches the files, every entry loads, rebuilds are deterministic."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import sensviz as sv
+from sensviz import zoo
+from sensviz.training import TrainConfig
+
+CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+
+
+def manifest():
+    return json.loads((CHECKPOINTS / zoo.MANIFEST).read_text())
+
+
+def test_the_committed_zoo_verifies_every_entry():
+    rows = zoo.verify(CHECKPOINTS)  # hashes, loading, metadata against the manifest
+    assert [row for row in rows if not row["ok"]] == []
+    assert [row["file"] for row in rows] == [f"{r.name}.safetensors" for r in zoo.RECIPES]
+
+
+def test_recorded_accuracy_and_sensitivity_are_what_the_models_give():
+    for entry in manifest()["entries"]:
+        if entry["n"] <= 12:  # the larger ones: `sensviz zoo verify --recompute`
+            ck = sv.load_checkpoint(CHECKPOINTS / entry["file"])
+            measured = zoo.measure(ck.model, ck.task, ck.n, ck.encoding)
+            assert measured == pytest.approx({key: entry[key] for key in measured}, abs=1e-6), entry["name"]
+            if entry["task"] != "mean" and entry["n"] <= 10:
+                assert entry["accuracy"] == 1.0 and entry["avg_sensitivity"] == pytest.approx(entry["task_avg_sensitivity"])
+
+
+def test_the_zoo_covers_tasks_lengths_and_architectures():
+    entries = manifest()["entries"]
+    have = {(e["arch"], e["task"], e["n"]) for e in entries}
+    assert {("encoder", t, n) for t in zoo.TASKS for n in (4, 6, 8, 10, 12, 16)} <= have
+    assert {("formal", t, 8) for t in zoo.TASKS} <= have
+    assert any(arch == "scratchpad" for arch, _, _ in have)
+    assert (CHECKPOINTS / "encoder-parity-n8.safetensors").is_file()  # cited in the README
+    assert sum(e["bytes"] for e in entries) < 5 * 2**20
+
+
+def test_every_entry_records_how_it_was_made():
+    recipes = {r.name: r for r in zoo.RECIPES}
+    for entry in manifest()["entries"]:
+        recipe = recipes[entry["name"]]
+        ck = sv.load_checkpoint(CHECKPOINTS / entry["file"])
+        assert ck.metadata["extra"]["zoo"] == recipe.to_dict()
+        training = ck.metadata["training"]
+        assert training["config"] == entry["train"] == {**recipe.train.to_dict(), "seed": recipe.seed}
+        assert training["steps"] == entry["steps"] and training["stop_reason"] == entry["stop_reason"]
+        assert training["history"][-1]["step"] == entry["steps"]
+        assert entry["n_params"] == ck.model.n_params()
+
+
+TINY = (
+    zoo.Recipe("encoder-first-n3", "encoder", {"d_model": 8, "n_layers": 1, "n_heads": 2, "max_len": 3}, "first", 0,
+               TrainConfig(n=3, batch_size=16, steps=6, eval_interval=3)),
+    zoo.Recipe("encoder-parity-n3", "encoder", {"d_model": 8, "n_layers": 1, "n_heads": 2, "max_len": 3}, "parity", 1,
+               TrainConfig(n=3, batch_size=16, steps=6, eval_interval=3)),
+    zoo.Recipe("scratchpad-parity-n3", "scratchpad", {"d_model": 8, "n_layers": 1, "n_heads": 2, "max_len": 3},
+               "parity", 0, TrainConfig(n=3, batch_size=16, steps=4, eval_interval=2)),
+)
+
+
+def test_rebuilds_are_deterministic_and_verify(tmp_path, monkeypatch):
+    monkeypatch.setattr(zoo, "RECIPES", TINY)
+    lines = []
+    first = zoo.build(tmp_path / "a", log=lines.append)
+    second = zoo.build(tmp_path / "b")
+    assert [e["sha256"] for e in first["entries"]] == [e["sha256"] for e in second["entries"]]
+    assert first["entries"][0]["trained_with"] == ["encoder-first-n3", "encoder-parity-n3"]  # one batch
+    assert any("encoder-parity-n3.safetensors: completed after 6 steps" in line for line in lines)
+    assert all(row["ok"] for row in zoo.verify(tmp_path / "a", recompute=True))
+
+    zoo.build(tmp_path / "a", only=["encoder-first-n3"])  # one entry rebuilt, the others kept
+    kept = json.loads((tmp_path / "a" / zoo.MANIFEST).read_text())["entries"]
+    assert [e["name"] for e in kept] == [r.name for r in TINY]
+    assert [e["sha256"] for e in kept] == [e["sha256"] for e in first["entries"]]
+    with pytest.raises(ValueError, match="unknown zoo entries"):
+        zoo.build(tmp_path / "a", only=["nope"])
+
+
+def test_verify_reports_every_kind_of_problem(tmp_path, monkeypatch):
+    monkeypatch.setattr(zoo, "RECIPES", TINY)
+    zoo.build(tmp_path)
+    path = tmp_path / "encoder-first-n3.safetensors"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    (tmp_path / "encoder-parity-n3.safetensors").unlink()
+    shutil.copy(tmp_path / "scratchpad-parity-n3.safetensors", tmp_path / "stray.safetensors")
+    entries = json.loads((tmp_path / zoo.MANIFEST).read_text())
+    entries["entries"][2]["accuracy"] = 2.0
+    (tmp_path / zoo.MANIFEST).write_text(json.dumps(entries))
+    problems = {row["file"]: row["problems"] for row in zoo.verify(tmp_path, recompute=True)}
+    assert "sha256" in problems["encoder-first-n3.safetensors"][0]
+    assert problems["encoder-parity-n3.safetensors"] == ["the file is missing"]
+    assert problems["scratchpad-parity-n3.safetensors"][0].startswith("accuracy is")
+    assert problems["stray.safetensors"] == ["not in the manifest"]
+    (tmp_path / zoo.MANIFEST).write_text("{")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        zoo.verify(tmp_path)
