@@ -119,38 +119,41 @@ def torch_encoder_loop(model, config: TrainConfig, task) -> tuple[float, list[fl
     return time.perf_counter() - start, losses
 
 
-def bench_training_throughput(sizes, steps):
+def bench_training_throughput(sizes, steps, repeat):
+    """Our `train` vs a plain loop over `torch.nn.TransformerEncoder` from the same initial weights on
+    the same batches: seconds for steps 2..S (best of `repeat`), and whether the losses agree."""
     task = sv.get_task("parity")
     for d_model, n, batch in sizes:
         config = TrainConfig(n=n, batch_size=batch, steps=steps, eval_interval=10**9, eval_size=256)
-        ours = sv.build_model("encoder", d_model=d_model, n_layers=2, n_heads=2, max_len=n, seed=0)
-        clock = StepClock()
-        train(ours, task, config, [clock])
-        torch.manual_seed(0)
-        theirs = AuthorsModel(d_model, 2, 2, max_len=n)  # the same initial weights as ours (seed 0)
-        base_s, base_losses = torch_encoder_loop(theirs, config, task)
+        ours_s, base_s = float("inf"), float("inf")
+        for _ in range(repeat):
+            clock = StepClock()
+            train(sv.build_model("encoder", d_model=d_model, n_layers=2, n_heads=2, max_len=n, seed=0), task, config, [clock])
+            ours_s = min(ours_s, clock.end - clock.start)
+            torch.manual_seed(0)
+            theirs = AuthorsModel(d_model, 2, 2, max_len=n)  # the same initial weights as ours (seed 0)
+            seconds, base_losses = torch_encoder_loop(theirs, config, task)
+            base_s = min(base_s, seconds)
         timed = batch * (steps - 1)
         agree = all(abs(a - b) <= 1e-3 * max(1.0, abs(b)) for a, b in zip(clock.losses, base_losses))
-        row(f"train d={d_model} n={n} batch={batch} ({steps} steps)", clock.end - clock.start, base_s, agree,
-            f"{timed / (clock.end - clock.start):,.0f} vs {timed / base_s:,.0f} samples/s; nn.TransformerEncoder loop")
+        row(f"train d={d_model} n={n} batch={batch} ({steps} steps)", ours_s, base_s, agree,
+            f"{timed / ours_s:,.0f} vs {timed / base_s:,.0f} samples/s; nn.TransformerEncoder loop")
 
 
-def bench_multi_seed(k, steps, d_model=32, n=8, batch=256):
-    config = TrainConfig(n=n, batch_size=batch, steps=steps, lr=9e-4, eval_interval=10**9, eval_size=256)
+def bench_multi_seed(k, steps, repeat, d_model=32, n=8, batch=256):
+    """K seeds in one `train_many` run vs K `train` runs (best of `repeat`). They agree to float
+    rounding at first; once PARITY starts to be learned, rounding differences grow chaotically, so
+    `agree` compares the evaluations of the first 20 steps."""
+    config = TrainConfig(n=n, batch_size=batch, steps=steps, lr=9e-4, eval_interval=10, eval_size=256)
     configs = seeded(config, range(k))
 
     def models():
         return [sv.build_model("encoder", d_model=d_model, n_layers=2, n_heads=2, max_len=n, seed=s) for s in range(k)]
 
-    batched = models()
-    start = time.perf_counter()
-    together = train_many(batched, "parity", configs)
-    ours_s = time.perf_counter() - start
-    separate = models()
-    start = time.perf_counter()
-    alone = [train(m, "parity", c) for m, c in zip(separate, configs)]
-    base_s = time.perf_counter() - start
-    agree = all(abs(a.final["eval_loss"] - b.final["eval_loss"]) <= 1e-4 for a, b in zip(together, alone))
+    ours_s, together = best_time(lambda: train_many(models(), "parity", configs), repeat)
+    base_s, alone = best_time(lambda: [train(m, "parity", c) for m, c in zip(models(), configs)], repeat)
+    agree = all(abs(x["eval_loss"] - y["eval_loss"]) <= 1e-5
+                for a, b in zip(together, alone) for x, y in zip(a.history, b.history) if x["step"] <= 20)
     row(f"{k} seeds, d={d_model} n={n} batch={batch} ({steps} steps)", ours_s, base_s, agree,
         f"train_many (vmap) vs {k} train runs; {k * batch * steps / ours_s:,.0f} vs {k * batch * steps / base_s:,.0f} samples/s")
 
@@ -158,8 +161,8 @@ def bench_multi_seed(k, steps, d_model=32, n=8, batch=256):
 SECTIONS = {
     "spectrum": lambda q, r: bench_spectrum([10, 16] if q else [12, 16, 20], 10 if q else 12, r),
     "model_sensitivity": lambda q, r: bench_model_sensitivity([8] if q else [10, 14], r),
-    "training": lambda q, r: bench_training_throughput([(128, 20, 1024), (32, 8, 256)], 4 if q else 30),
-    "multi_seed": lambda q, r: bench_multi_seed(8, 20 if q else 300),
+    "training": lambda q, r: bench_training_throughput([(128, 20, 1024), (32, 8, 256)], 4 if q else 30, r),
+    "multi_seed": lambda q, r: bench_multi_seed(8, 20 if q else 300, r),
 }
 
 
