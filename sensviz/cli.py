@@ -110,14 +110,17 @@ def _landscape(ck, args) -> dict:
     bits, labels, loss, info = _measurement_data(ck, args)
     result = {
         "blowup": blowup.summary(),
-        "tradeoff": tradeoff(model, ck.task, n, args.exact_limit, args.samples, args.seed, blowup) if ck.task and n >= 2 else None,
+        "tradeoff": None,
         "landscape_inputs": info,
         "sharpness": sharpness(model, bits, args.rho, args.directions, args.seed).summary(),
         "sharpness_proxy": None,
         "hessian_top": None,
     }
+    if ck.task is not None and n >= 2:
+        result["tradeoff"] = tradeoff(model, ck.task, n, args.exact_limit, args.samples, args.seed, blowup)
     if labels is not None:
-        result["sharpness_proxy"] = sharpness_proxy(model, bits, labels, loss, n_draws=args.directions, seed=args.seed).summary()
+        proxy = sharpness_proxy(model, bits, labels, loss, n_draws=args.directions, seed=args.seed)
+        result["sharpness_proxy"] = proxy.summary()
         eigen = top_eigenvalues(model, bits, labels, loss, k=1, seed=args.seed)
         result["hessian_top"] = {
             "value": eigen.values[0].item(),
@@ -145,7 +148,7 @@ def _slice(args) -> dict:
     bits, labels, loss, info = _measurement_data(ck, args)
     alphas = None
     if args.to:
-        other = load_checkpoint(args.to, n_heads=args.n_heads or ck.config.n_heads)
+        other = load_checkpoint(args.to, n_heads=args.n_heads)
         directions = slices.line_direction(ck.model, other.model)
         span = 0.5 if args.span is None else args.span
         alphas = torch.linspace(-span, 1 + span, args.steps, dtype=torch.float64)

@@ -65,12 +65,6 @@ class LossHessian:
     def _chunk_loss(self, flat: torch.Tensor, rows: slice) -> torch.Tensor:
         return loss_value(self.space.output(flat, self.bits[rows]), self.targets[rows], self.loss)
 
-    def value(self) -> float:
-        """L(theta), the mean loss over the dataset."""
-        with torch.no_grad():
-            total = sum(self._chunk_loss(self.space.base, rows).double() * (rows.stop - rows.start) for rows in self.chunks)
-        return total.item() / self.bits.shape[0]
-
     def _hvp_one(self, vector: torch.Tensor) -> torch.Tensor:
         total = torch.zeros_like(self.space.base)
         for rows in self.chunks:

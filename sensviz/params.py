@@ -144,7 +144,9 @@ class ParamSpace:
                     result[rows, cols] = evaluate(block, bits[cols])
         return result
 
-    def per_example_gradients(self, bits: torch.Tensor, chunk_size: int | None = None) -> Iterator[tuple[slice, torch.Tensor]]:
+    def per_example_gradients(
+        self, bits: torch.Tensor, chunk_size: int | None = None
+    ) -> Iterator[tuple[slice, torch.Tensor]]:
         """grad_theta T(x) per input, in chunks: yields `(rows of bits, gradients[b, P])`.
 
         A chunk holds at most `chunk_size` inputs (default: as many as fit `GRADIENT_BUDGET`).

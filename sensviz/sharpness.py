@@ -120,22 +120,26 @@ def _mean_and_stderr(samples: torch.Tensor) -> tuple[float, float]:
     return samples.mean().item(), stderr
 
 
-def _check(bits: torch.Tensor, rho: float, n_directions: int) -> None:
+def _check(bits: torch.Tensor, rho: float = 1.0, count: int = 1, what: str = "n_directions") -> None:
     if bits.dim() != 2 or bits.shape[0] < 1:
         raise ValueError(f"bits must have shape [batch, n] with batch >= 1, got {tuple(bits.shape)}")
     if not rho > 0:
         raise ValueError(f"rho must be positive, got {rho}")
-    if n_directions < 1:
-        raise ValueError(f"n_directions must be at least 1, got {n_directions}")
+    if count < 1:
+        raise ValueError(f"{what} must be at least 1, got {count}")
 
 
-def output_changes(space: ParamSpace, bits: torch.Tensor, directions: torch.Tensor, chunk_size: int = CHUNK_SIZE) -> torch.Tensor:
+def output_changes(
+    space: ParamSpace, bits: torch.Tensor, directions: torch.Tensor, chunk_size: int = CHUNK_SIZE
+) -> torch.Tensor:
     """T_{theta+Delta_k}(x) - T_theta(x) for `directions[K, P]`: float64 `[K, batch]`."""
     base = space.base_output(bits).double()
     return space.outputs(bits, directions, chunk_size).double() - base
 
 
-def linear_output_changes(space: ParamSpace, bits: torch.Tensor, directions: torch.Tensor, chunk_size: int | None = None) -> torch.Tensor:
+def linear_output_changes(
+    space: ParamSpace, bits: torch.Tensor, directions: torch.Tensor, chunk_size: int | None = None
+) -> torch.Tensor:
     """The first-order prediction J_x Delta_k of the change, from per-example gradients: float64 `[K, batch]`."""
     directions = directions.to(space.device, torch.float64)
     result = torch.empty(directions.shape[0], bits.shape[0], dtype=torch.float64, device=space.device)
@@ -144,15 +148,28 @@ def linear_output_changes(space: ParamSpace, bits: torch.Tensor, directions: tor
     return result
 
 
-def _per_direction(model, bits, rho, n_directions, seed, changes) -> torch.Tensor:
-    """m_k for K sphere directions drawn in blocks: float64 `[K]`."""
+def _estimate(model, bits, rho, n_directions, seed, changes, estimator: str) -> Sharpness:
+    """mean_k m_k over K sphere directions drawn in blocks, m_k = mean_x changes(...)^2."""
+    _check(bits, rho, n_directions)
     space = ParamSpace(model)
     generator = make_generator(seed)
     parts = []
     for rows in chunked(n_directions, DIRECTION_BLOCK):
         directions = sphere_directions(space.size, rows.stop - rows.start, rho, generator)
         parts.append(changes(space, bits, directions).pow(2).mean(dim=1).cpu())
-    return torch.cat(parts)
+    per_direction = torch.cat(parts)  # [K] float64
+    value, stderr = _mean_and_stderr(per_direction)
+    return Sharpness(
+        value=value,
+        stderr=stderr,
+        n_directions=n_directions,
+        n_inputs=bits.shape[0],
+        rho=rho,
+        seed=_seed_of(seed),
+        limit=None,
+        estimator=estimator,
+        per_direction=per_direction,
+    )
 
 
 def sharpness(
@@ -168,20 +185,11 @@ def sharpness(
 
     With `limit`, also the exact small-rho limit of value / rho^2 (`sharpness_limit`).
     """
-    _check(bits, rho, n_directions)
     change = lambda space, x, d: output_changes(space, x, d, chunk_size)  # noqa: E731
-    per_direction = _per_direction(model, bits, rho, n_directions, seed, change)
-    value, stderr = _mean_and_stderr(per_direction)
-    return Sharpness(
-        value=value,
-        stderr=stderr,
-        n_directions=n_directions,
-        n_inputs=bits.shape[0],
-        rho=rho,
-        seed=_seed_of(seed),
-        limit=sharpness_limit(model, bits).value if limit else None,
-        per_direction=per_direction,
-    )
+    estimate = _estimate(model, bits, rho, n_directions, seed, change, "exact")
+    if limit:
+        estimate.limit = sharpness_limit(model, bits).value
+    return estimate
 
 
 def linearised_sharpness(
@@ -192,26 +200,12 @@ def linearised_sharpness(
     The first-order approximation of L_rho; its expectation over directions is rho^2 times the
     exact limit. Cost: one pass of per-example gradients per `DIRECTION_BLOCK` directions.
     """
-    _check(bits, rho, n_directions)
-    per_direction = _per_direction(model, bits, rho, n_directions, seed, linear_output_changes)
-    value, stderr = _mean_and_stderr(per_direction)
-    return Sharpness(
-        value=value,
-        stderr=stderr,
-        n_directions=n_directions,
-        n_inputs=bits.shape[0],
-        rho=rho,
-        seed=_seed_of(seed),
-        limit=None,
-        estimator="linearised",
-        per_direction=per_direction,
-    )
+    return _estimate(model, bits, rho, n_directions, seed, linear_output_changes, "linearised")
 
 
 def sharpness_limit(model: TracedModel, bits: torch.Tensor, chunk_size: int | None = None) -> SharpnessLimit:
     """The exact lim_{rho->0} L_{rho,n} / rho^2 = E_x ||grad_theta T(x)||^2 / P (no random directions)."""
-    if bits.dim() != 2 or bits.shape[0] < 1:
-        raise ValueError(f"bits must have shape [batch, n] with batch >= 1, got {tuple(bits.shape)}")
+    _check(bits)
     space = ParamSpace(model)
     norms = torch.empty(bits.shape[0], dtype=torch.float64)
     for rows, grads in space.per_example_gradients(bits, chunk_size):
@@ -268,7 +262,7 @@ def sharpness_proxy(
     """
     if eps is not None and rho is not None:
         raise ValueError("give eps or rho, not both")
-    _check(bits, 1.0, n_draws)
+    _check(bits, count=n_draws, what="n_draws")
     if targets.shape != bits.shape[:1]:
         raise ValueError(f"targets must have shape [{bits.shape[0]}], got {tuple(targets.shape)}")
     space = ParamSpace(model)
@@ -283,7 +277,8 @@ def sharpness_proxy(
     parts = []
     for rows in chunked(n_draws, DIRECTION_BLOCK):
         noise = gaussian_directions(space.size, rows.stop - rows.start, eps, generator)
-        parts.append((loss_value(space.outputs(bits, noise, chunk_size).double(), targets, loss) - base_loss).cpu())
+        losses = loss_value(space.outputs(bits, noise, chunk_size).double(), targets, loss)  # [draws]
+        parts.append((losses - base_loss).cpu())
     per_draw = torch.cat(parts)
     value, stderr = _mean_and_stderr(per_draw)
     return SharpnessProxy(

@@ -131,8 +131,10 @@ def _grid_points(directions: torch.Tensor, alphas, betas) -> tuple[pd.DataFrame,
     return pd.DataFrame({"alpha": coeffs[:, 0].numpy(), "beta": coeffs[:, 1].numpy()}), coeffs
 
 
-def _grid_outputs(model, bits, directions, coeffs, chunk_size) -> torch.Tensor:
-    """T at theta + sum_j coeffs[p, j] directions[j] for every grid point p: `[points, batch]`."""
+def _grid_outputs(model, bits, directions, alphas, betas, span, steps, chunk_size):
+    """The grid (alpha[, beta]; `grid(span, steps)` unless `alphas` is given) and T at
+    theta + sum_j coeffs[p, j] directions[j] for every grid point p: `(frame, outputs[points, batch])`."""
+    frame, coeffs = _grid_points(directions, grid(span, steps) if alphas is None else alphas, betas)
     space = ParamSpace(model, positional=True)
     directions = directions.to(space.device, torch.float64)
     if directions.shape[1] != space.size:
@@ -141,7 +143,7 @@ def _grid_outputs(model, bits, directions, coeffs, chunk_size) -> torch.Tensor:
     for rows in chunked(coeffs.shape[0], GRID_BLOCK):
         offsets = (coeffs[rows].to(space.device) @ directions).to(space.base.dtype)  # [block, P]
         parts.append(space.outputs(bits, offsets, chunk_size))
-    return torch.cat(parts)
+    return frame, torch.cat(parts)
 
 
 def loss_slice(
@@ -167,8 +169,8 @@ def loss_slice(
         raise ValueError(f"unknown loss '{loss}'; use one of {LOSSES}")
     if targets.shape != bits.shape[:1]:
         raise ValueError(f"targets must have shape [{bits.shape[0]}], got {tuple(targets.shape)}")
-    frame, coeffs = _grid_points(directions, grid(span, steps) if alphas is None else alphas, betas)
-    outputs = _grid_outputs(model, bits, directions, coeffs, chunk_size).double()  # [points, batch]
+    frame, outputs = _grid_outputs(model, bits, directions, alphas, betas, span, steps, chunk_size)
+    outputs = outputs.double()  # [points, batch]
     targets = targets.to(outputs.device).double()
     frame["loss"] = loss_value(outputs, targets, loss).cpu().numpy()
     frame["accuracy"] = (encoding.decide(outputs) == encoding.decide(targets)).double().mean(dim=1).cpu().numpy()
@@ -188,6 +190,6 @@ def output_slice(
     """T(x) on one input `x[n]` along `directions[1|2, P_all]`. Columns: alpha[, beta], output."""
     if x.dim() != 1:
         raise ValueError(f"x must be one bit string of shape [n], got {tuple(x.shape)}")
-    frame, coeffs = _grid_points(directions, grid(span, steps) if alphas is None else alphas, betas)
-    frame["output"] = _grid_outputs(model, x.unsqueeze(0), directions, coeffs, chunk_size)[:, 0].double().cpu().numpy()
+    frame, outputs = _grid_outputs(model, x.unsqueeze(0), directions, alphas, betas, span, steps, chunk_size)
+    frame["output"] = outputs[:, 0].double().cpu().numpy()
     return frame
