@@ -126,15 +126,21 @@ def bench_slice(d, n, steps, repeat):
     targets = sv.get_task("parity")(bits)
     directions = slices.random_directions(model, 2, "filter", seed=0)
     ours_t, frame = best_time(lambda: slices.loss_slice(model, bits, targets, directions, steps=steps), repeat)
+    _, coeffs = slices._grid_points(directions, slices.grid(1.0, steps), None)
+    offsets = (coeffs @ directions.double()).float()  # [steps^2, P]
 
     def loop():
-        _, coeffs = slices._grid_points(directions, slices.grid(1.0, steps), None)
-        offsets = (coeffs @ directions.double()).float()
         return loss_value(functional_loop(model, bits, offsets).double(), targets.double())
 
     base_t, base = best_time(loop, 1)
-    agree = bool(torch.allclose(torch.as_tensor(frame["loss"].to_numpy()), base, rtol=1e-5))
+    agree = bool(torch.allclose(torch.tensor(frame["loss"].to_numpy()), base, rtol=1e-5))
     row(f"2-D loss slice {steps}x{steps}, n={n}, d={d}", ours_t, base_t, agree, "vmapped grid vs functional_call per point")
+
+    one = bits[:1]
+    ours_t, frame = best_time(lambda: slices.output_slice(model, one[0], directions, steps=steps), repeat)
+    base_t, base = best_time(lambda: functional_loop(model, one, offsets)[:, 0].double(), 1)
+    agree = bool(torch.allclose(torch.tensor(frame["output"].to_numpy()), base, rtol=1e-5, atol=1e-6))
+    row(f"2-D output slice {steps}x{steps}, one input, d={d}", ours_t, base_t, agree, "the same, on one input")
 
 
 def bench_hessian(cases, repeat):

@@ -10,8 +10,10 @@ excluded parameters and any buffers held fixed; `ParamSpace(model, positional=Tr
 parameter (the straight line between two checkpoints moves the positional encodings too).
 
 A model is evaluated at theta + offset with `torch.func.functional_call` on a parameter dict built
-from the flat vector, batched over offsets with `torch.func.vmap` in memory-bounded chunks, so a
-measurement never touches the module's own parameters: its `state_dict()` stays bit-identical.
+from the flat vector, batched over offsets with `torch.func.vmap` in memory-bounded chunks. The
+calls run on a private copy of the module (functional_call swaps parameters in for the duration
+of a call), so the caller's model is never touched, not even while another thread uses it (a model
+shared by the app's sessions): its `state_dict()` stays bit-identical.
 Per-example gradients grad_theta T(x) come from `vmap(grad(...))` over inputs.
 
 Random directions are drawn one row at a time from a `torch.Generator` on the CPU, so the same
@@ -23,6 +25,7 @@ seed gives the same directions whatever the chunking and the device:
 
 from __future__ import annotations
 
+import copy
 from typing import Iterator
 
 import torch
@@ -38,7 +41,7 @@ MIN_OFFSETS_PER_CALL = 16
 """Offsets vmapped together at least (when there are that many), however many inputs there are."""
 
 GRADIENT_BUDGET = 2**24
-"""Largest number of floats of per-example gradients held at once (64 MiB in float32)."""
+"""Floats of per-example gradients computed at once (64 MiB in float32)."""
 
 
 def make_generator(seed: int | torch.Generator) -> torch.Generator:
@@ -79,7 +82,7 @@ class ParamSpace:
     """
 
     def __init__(self, model: TracedModel, positional: bool = False, dtype: torch.dtype | None = None):
-        self.model = model
+        self.module = copy.deepcopy(model)  # what functional_call runs; never the caller's model
         chosen = dict(model.named_parameters()) if positional else model.non_positional_parameters()
         cast = (lambda t: t.detach().to(dtype)) if dtype is not None else (lambda t: t.detach())
         self.names = tuple(chosen)
@@ -117,7 +120,7 @@ class ParamSpace:
 
     def output(self, flat: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
         """T_theta(x) at theta = `flat[P]` for `bits[batch, n]`: `[batch]`."""
-        return functional_call(self.model, {**self.fixed, **self.unflatten(flat)}, (bits,))
+        return functional_call(self.module, {**self.fixed, **self.unflatten(flat)}, (bits,))
 
     def base_output(self, bits: torch.Tensor) -> torch.Tensor:
         """T_theta(x) at the model's own theta: `[batch]` (no autograd)."""
@@ -146,14 +149,19 @@ class ParamSpace:
 
     def per_example_gradients(
         self, bits: torch.Tensor, chunk_size: int | None = None
-    ) -> Iterator[tuple[slice, torch.Tensor]]:
-        """grad_theta T(x) per input, in chunks: yields `(rows of bits, gradients[b, P])`.
+    ) -> Iterator[tuple[slice, dict[str, torch.Tensor]]]:
+        """grad_theta T(x) per input, in chunks: yields `(rows of bits, {name: gradient[b, *shape]})`.
 
         A chunk holds at most `chunk_size` inputs (default: as many as fit `GRADIENT_BUDGET`).
+        Gradients come per parameter tensor (no flat [b, P] copy: it would cost more memory
+        traffic than the gradients themselves).
         """
         bits = bits.to(self.device)
         size = chunk_size or max(1, min(CHUNK_SIZE, GRADIENT_BUDGET // self.size))
-        single = lambda flat, x: self.output(flat, x.unsqueeze(0)).squeeze(0)  # noqa: E731
+        single = lambda theta, x: functional_call(  # noqa: E731
+            self.module, {**self.fixed, **theta}, (x.unsqueeze(0),)
+        ).squeeze(0)
         per_example = vmap(grad(single), in_dims=(None, 0))
+        theta = self.unflatten(self.base)
         for rows in chunked(bits.shape[0], size):
-            yield rows, per_example(self.base, bits[rows])
+            yield rows, per_example(theta, bits[rows])

@@ -141,10 +141,11 @@ def linear_output_changes(
     space: ParamSpace, bits: torch.Tensor, directions: torch.Tensor, chunk_size: int | None = None
 ) -> torch.Tensor:
     """The first-order prediction J_x Delta_k of the change, from per-example gradients: float64 `[K, batch]`."""
-    directions = directions.to(space.device, torch.float64)
-    result = torch.empty(directions.shape[0], bits.shape[0], dtype=torch.float64, device=space.device)
+    parts = space.unflatten(directions.to(space.device, space.base.dtype))  # {name: [K, *shape]}
+    result = torch.zeros(directions.shape[0], bits.shape[0], dtype=torch.float64, device=space.device)
     for rows, grads in space.per_example_gradients(bits, chunk_size):
-        result[:, rows] = directions @ grads.double().T
+        for name, g in grads.items():  # J_x Delta = sum over tensors of <grad, Delta>
+            result[:, rows] += (parts[name].flatten(1) @ g.flatten(1).T).double()
     return result
 
 
@@ -209,7 +210,7 @@ def sharpness_limit(model: TracedModel, bits: torch.Tensor, chunk_size: int | No
     space = ParamSpace(model)
     norms = torch.empty(bits.shape[0], dtype=torch.float64)
     for rows, grads in space.per_example_gradients(bits, chunk_size):
-        norms[rows] = grads.double().pow(2).sum(dim=1).cpu()
+        norms[rows] = sum(g.flatten(1).pow(2).sum(dim=1).double() for g in grads.values()).cpu()
     return SharpnessLimit(
         value=norms.mean().item() / space.size, grad_norm_sq=norms, n_params=space.size, n_inputs=bits.shape[0]
     )

@@ -159,6 +159,14 @@ def test_bad_arguments_are_refused(encoder_model):
 def test_measurements_never_change_the_model(any_model):
     before = {k: v.clone() for k, v in any_model.state_dict().items()}
     flags = {k: p.requires_grad for k, p in any_model.named_parameters()}
+    own = dict(any_model.named_parameters())
+    swapped = []  # functional_call on the caller's module would swap its parameters while it runs
+
+    def check(module, _inputs):  # copies of the model carry the hook along: look at the model itself only
+        if module is any_model:
+            swapped.append(any(p is not own[k] for k, p in module.named_parameters()))
+
+    any_model.register_forward_pre_hook(check)
     bits = sv.cube.vertices(4)
     targets = sv.get_task("majority")(bits)
     other = sv.build_model(any_model.arch, any_model.config, seed=9)
@@ -177,3 +185,4 @@ def test_measurements_never_change_the_model(any_model):
     assert before.keys() == after.keys()
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert all(p.requires_grad == flags[k] and p.grad is None for k, p in any_model.named_parameters())
+    assert swapped and not any(swapped)  # the model ran (blowup traces it), always with its own parameters
