@@ -19,10 +19,13 @@ Glossary (one code name per paper symbol):
 
 Modules: `tasks` (target functions), `cube` (exact and sampled cube analysis), `formal` and
 `encoder` (the two architectures), `trace` and `hooks` (the instrumented forward pass),
-`models` (registry), `checkpoints` (safetensors I/O), `analysis` (a model on the cube), `cli`.
+`models` (registry), `checkpoints` (safetensors I/O), `analysis` (a model on the cube),
+`params` (the flat parameter space theta and T at perturbed parameters), `blowup` (tau, Blowup,
+the trade-off), `sharpness` (L_rho, its exact small-rho limit, the loss-space proxy), `slices`
+(the loss along directions in parameter space), `curvature` (Hessian eigenvalues and trace), `cli`.
 """
 
-from . import analysis, cube, tasks
+from . import analysis, blowup, cube, curvature, params, sharpness, slices, tasks
 from .checkpoints import Checkpoint, CheckpointError, checkpoint_bytes, load_checkpoint, save_checkpoint
 from .encoder import EncoderConfig, EncoderTransformer
 from .formal import FormalConfig, FormalTransformer
@@ -32,7 +35,12 @@ from .trace import Trace, TracedModel
 
 __all__ = [
     "analysis",
+    "blowup",
     "cube",
+    "curvature",
+    "params",
+    "sharpness",
+    "slices",
     "tasks",
     "Checkpoint",
     "CheckpointError",
