@@ -113,6 +113,7 @@ class BlowupSummary:
     per_ln: list  # [{name, eps, mean (E_x mean_w N), max (max_x max_w N), tau_mean (E_x tau)}]
     authors: dict  # the published code's aggregates (means over examples), labelled
     values: torch.Tensor = field(repr=False)  # [n_inputs] Blowup(x), vertex order when exact
+    factors: torch.Tensor | None = field(default=None, repr=False)  # [n_inputs, ln, position] N (keep_factors)
 
     def summary(self) -> dict:
         """JSON-compatible fields (without per-input values)."""
@@ -149,8 +150,12 @@ def blowup_summary(
     seed: int = 0,
     batch_size: int = 2048,
     progress=None,
+    keep_factors: bool = False,
 ) -> BlowupSummary:
-    """Blowup and LN-factor statistics of `model` at input length n (see the module docstring)."""
+    """Blowup and LN-factor statistics of `model` at input length n (see the module docstring).
+
+    With `keep_factors`, the summary also holds every input's N factors (float32), for distributions.
+    """
     exact = n <= exact_limit
     if not exact and n_samples < 2:
         raise ValueError("a sampled summary needs at least 2 samples")
@@ -162,6 +167,8 @@ def blowup_summary(
             trace = model.trace(bits)
             factor = trace.ln_factor.double()  # [batch, ln, position]
             per_example = {"tau": tau(trace), "ln_mean": factor.mean(dim=2), "ln_max": factor.amax(dim=2)}
+            if keep_factors:
+                per_example["factors"] = trace.ln_factor.float()
             per_example.update({f"authors_{k}": v for k, v in authors_per_example(trace).items()})
             parts.append({k: v.cpu() for k, v in per_example.items()})
             names, eps = trace.ln_names, trace.ln_eps
@@ -195,6 +202,7 @@ def blowup_summary(
         ],
         authors=_authors_summary({k[8:]: v for k, v in per_example.items() if k.startswith("authors_")}, names),
         values=values,
+        factors=per_example.get("factors"),
     )
 
 

@@ -28,6 +28,7 @@ DataFrames with columns alpha[, beta], loss, accuracy (or output).
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -193,3 +194,33 @@ def output_slice(
     frame, outputs = _grid_outputs(model, x.unsqueeze(0), directions, alphas, betas, span, steps, chunk_size)
     frame["output"] = outputs[:, 0].double().cpu().numpy()
     return frame
+
+
+def contour_segments(frame: pd.DataFrame, value: str = "loss", levels: int = 8) -> pd.DataFrame:
+    """Contour lines of a 2-D slice by marching squares: one row per segment.
+
+    `frame` has columns alpha, beta and `value` on a full regular grid (as `loss_slice` returns).
+    Levels are evenly spaced between the smallest and largest value (both excluded); each grid
+    cell contributes the segments where the level crosses its edges, by linear interpolation.
+    Columns: level, alpha, beta, alpha2, beta2.
+    """
+    table = frame.pivot(index="alpha", columns="beta", values=value).sort_index().sort_index(axis=1)
+    z = table.to_numpy(dtype=float)
+    xs, ys = table.index.to_numpy(dtype=float), table.columns.to_numpy(dtype=float)
+    finite = z[np.isfinite(z)]
+    if finite.size == 0 or finite.min() == finite.max():
+        return pd.DataFrame(columns=["level", "alpha", "beta", "alpha2", "beta2"])
+    rows = []
+    for level in np.linspace(finite.min(), finite.max(), levels + 2)[1:-1]:
+        for i in range(len(xs) - 1):
+            for j in range(len(ys) - 1):
+                corners = [(xs[i], ys[j], z[i, j]), (xs[i + 1], ys[j], z[i + 1, j]),
+                           (xs[i + 1], ys[j + 1], z[i + 1, j + 1]), (xs[i], ys[j + 1], z[i, j + 1])]
+                points = []
+                for (x1, y1, v1), (x2, y2, v2) in zip(corners, corners[1:] + corners[:1]):
+                    if np.isfinite(v1) and np.isfinite(v2) and (v1 - level) * (v2 - level) < 0:
+                        t = (level - v1) / (v2 - v1)
+                        points.append((x1 + t * (x2 - x1), y1 + t * (y2 - y1)))
+                for (a1, b1), (a2, b2) in zip(points[::2], points[1::2]):  # 2 or 4 crossings per cell
+                    rows.append({"level": level, "alpha": a1, "beta": b1, "alpha2": a2, "beta2": b2})
+    return pd.DataFrame(rows, columns=["level", "alpha", "beta", "alpha2", "beta2"])

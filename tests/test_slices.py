@@ -2,6 +2,8 @@
 
 import copy
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -141,3 +143,18 @@ def test_grid_and_bad_directions(encoder_model):
         slices.random_directions(encoder_model, 1, "batch")
     with pytest.raises(ValueError, match="unknown loss"):
         slices.loss_slice(encoder_model, bits, targets, slices.random_directions(encoder_model, 1), loss="l1")
+
+
+def test_contour_segments_trace_level_sets():
+    from sensviz.slices import contour_segments, grid
+
+    a, b = torch.meshgrid(grid(1.0, 41), grid(1.0, 41), indexing="ij")
+    frame = pd.DataFrame({"alpha": a.flatten().numpy(), "beta": b.flatten().numpy()})
+    frame["loss"] = frame["alpha"] ** 2 + frame["beta"] ** 2
+    segments = contour_segments(frame, "loss", levels=4)
+    assert len(segments) > 0 and segments["level"].nunique() == 4
+    for end in (("alpha", "beta"), ("alpha2", "beta2")):
+        radius2 = segments[end[0]] ** 2 + segments[end[1]] ** 2
+        assert np.allclose(radius2, segments["level"], atol=2e-3)  # on the circle, up to interpolation
+    flat = frame.assign(loss=1.0)
+    assert contour_segments(flat, "loss").empty
