@@ -22,7 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import sensviz as sv  # noqa: E402
-from sensviz import analysis, cube  # noqa: E402
+from sensviz import analysis, cube, curvature, slices  # noqa: E402
+from sensviz.losses import loss_value  # noqa: E402
+from sensviz.params import ParamSpace, make_generator, sphere_directions  # noqa: E402
+from sensviz.sharpness import sharpness, sharpness_limit  # noqa: E402
 from sensviz.training import Callback, TrainConfig, TrainingData, seeded, train, train_many  # noqa: E402
 from reference import AuthorsModel  # noqa: E402
 
@@ -158,11 +161,90 @@ def bench_multi_seed(k, steps, repeat, d_model=32, n=8, batch=256):
         f"train_many (vmap) vs {k} train runs; {k * batch * steps / ours_s:,.0f} vs {k * batch * steps / base_s:,.0f} samples/s")
 
 
+def landscape_model(d_model: int, n: int, seed: int = 0):
+    return sv.build_model("encoder", d_model=d_model, n_layers=2, n_heads=2, max_len=n, seed=seed)
+
+
+def functional_loop(model, bits, offsets) -> torch.Tensor:
+    """Baseline: one functional_call per parameter offset, as the paper's code does: `[K, batch]`."""
+    space = ParamSpace(model, positional=offsets.shape[1] != model.n_params())
+    with torch.no_grad():
+        return torch.stack([
+            torch.func.functional_call(model, {**space.fixed, **space.unflatten(space.base + o)}, (bits,)) for o in offsets
+        ])
+
+
+def loop_sharpness(model, bits, rho, n_directions, seed) -> tuple[float, float]:
+    """Baseline L_rho and its stderr: the same directions as `sharpness`, one forward per direction."""
+    directions = sphere_directions(model.n_params(), n_directions, rho, make_generator(seed))
+    with torch.no_grad():
+        base = model(bits).double()
+    per_direction = (functional_loop(model, bits, directions).double() - base).pow(2).mean(dim=1)
+    return per_direction.mean().item(), (per_direction.std() / n_directions**0.5).item()
+
+
+def bench_sharpness(widths, n, repeat):
+    bits, rho, k = cube.vertices(n), 0.01, 100
+    for d in widths:
+        model = landscape_model(d, n)
+        ours_t, ours = best_time(lambda: sharpness(model, bits, rho, k, seed=0, limit=False), repeat)
+        base_t, (base, base_err) = best_time(lambda: loop_sharpness(model, bits, rho, k, 0), 1)
+        row(f"sharpness, {k} dirs x {2**n} inputs, d={d}", ours_t, base_t, abs(ours.value - base) <= 1e-5 * base,
+            "vmapped chunks vs functional_call per direction")
+        limit_t, limit = best_time(lambda: sharpness_limit(model, bits), repeat)
+        row(f"exact small-rho limit, {2**n} inputs, d={d}", limit_t, base_t,
+            abs(base / rho**2 - limit.value) < 4 * base_err / rho**2,
+            f"vmap(grad) vs the {k}-direction loop (agree: within 4 stderr)")
+
+
+def bench_slice(d, n, steps, repeat):
+    model = landscape_model(d, n)
+    bits = cube.vertices(n)
+    targets = sv.get_task("parity")(bits)
+    directions = slices.random_directions(model, 2, "filter", seed=0)
+    ours_t, frame = best_time(lambda: slices.loss_slice(model, bits, targets, directions, steps=steps), repeat)
+    _, coeffs = slices._grid_points(directions, slices.grid(1.0, steps), None)
+    offsets = (coeffs @ directions.double()).float()  # [steps^2, P]
+
+    def loop():
+        return loss_value(functional_loop(model, bits, offsets).double(), targets.double())
+
+    base_t, base = best_time(loop, 1)
+    agree = bool(torch.allclose(torch.tensor(frame["loss"].to_numpy()), base, rtol=1e-5))
+    row(f"2-D loss slice {steps}x{steps}, n={n}, d={d}", ours_t, base_t, agree, "vmapped grid vs functional_call per point")
+
+    one = bits[:1]
+    ours_t, frame = best_time(lambda: slices.output_slice(model, one[0], directions, steps=steps), repeat)
+    base_t, base = best_time(lambda: functional_loop(model, one, offsets)[:, 0].double(), 1)
+    agree = bool(torch.allclose(torch.tensor(frame["output"].to_numpy()), base, rtol=1e-5, atol=1e-6))
+    row(f"2-D output slice {steps}x{steps}, one input, d={d}", ours_t, base_t, agree, "the same, on one input")
+
+
+def bench_hessian(cases, repeat):
+    for d, n, baseline in cases:
+        model = landscape_model(d, n)
+        bits = cube.vertices(n)
+        targets = sv.get_task("majority")(bits)
+        ours_t, ours = best_time(lambda: curvature.top_eigenvalues(model, bits, targets).values[0].item(), repeat)
+        if baseline == "dense":
+            base_t, base = best_time(lambda: torch.linalg.eigvalsh(curvature.dense_hessian(model, bits, targets))[-1].item(), 1)
+            agree, note = abs(ours - base) <= 1e-4 * abs(base), "Lanczos vs eigvalsh of the dense Hessian"
+        else:
+            power = lambda: curvature.top_eigenvalues(model, bits, targets, method="power", tol=1e-5, n_iter=1000)  # noqa: E731
+            base_t, eig = best_time(power, 1)
+            base = eig.values[0].item()
+            agree, note = abs(ours - base) <= 1e-3 * abs(base), "Lanczos vs power iteration"
+        row(f"top Hessian eigenvalue, P={model.n_params()}, n={n}", ours_t, base_t, agree, note)
+
+
 SECTIONS = {
     "spectrum": lambda q, r: bench_spectrum([10, 16] if q else [12, 16, 20], 10 if q else 12, r),
     "model_sensitivity": lambda q, r: bench_model_sensitivity([8] if q else [10, 14], r),
     "training": lambda q, r: bench_training_throughput([(128, 20, 1024), (32, 8, 256)], 4 if q else 30, r),
     "multi_seed": lambda q, r: bench_multi_seed(8, 20 if q else 300, r),
+    "sharpness": lambda q, r: bench_sharpness([32] if q else [32, 128], 8 if q else 10, r),
+    "slice": lambda q, r: bench_slice(32, 8 if q else 10, 11 if q else 41, r),
+    "hessian": lambda q, r: bench_hessian([(8, 6, "dense")] if q else [(16, 8, "dense"), (32, 10, "power")], r),
 }
 
 

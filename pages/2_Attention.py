@@ -10,21 +10,9 @@ if selection is None:
 ref, ck, n = selection.ref, selection.ck, selection.n
 
 st.subheader("One input")
-how = st.segmented_control("Choose the input", ["Toggle bits", "Cube index", "Random"], default="Toggle bits",
-                           key="sv_w_att_how") or "Toggle bits"
-if how == "Toggle bits":
-    chosen = st.pills("Bits set to 1 (position 0 first)", list(range(n)), selection_mode="multi", key=f"sv_w_att_bits_{n}")
-    bits = tuple(int(i in chosen) for i in range(n))
-elif how == "Cube index":
-    vertex = st.number_input(f"Vertex (0 … {2**n - 1}; position 0 is the most significant bit)", 0, 2**n - 1, 0,
-                             key=f"sv_w_att_vertex_{n}")
-    bits = state.bits_of_vertex(n, int(vertex))
-else:
-    seed = st.number_input("Seed", 0, 2**31 - 1, 0, key="sv_w_att_seed")
-    bits = state.bits_of_vertex(n, state.random_vertex(n, int(seed)))
+bits = page.choose_input(n, "sv_w_att")
 flip = st.selectbox("Also show the change when this bit flips", [None, *range(n)], key=f"sv_w_att_flip_{n}",
                     format_func=lambda i: "no flip" if i is None else f"position {i}")
-st.markdown(f"Input **x = {''.join(map(str, bits))}** (vertex {state.vertex_of_bits(bits)})")
 table, change = state.attention_tables(ref, ck, bits, flip)
 st.altair_chart(charts.attention_heatmaps(table, title="attention weights â_ij"))
 page.download(table, "attention.csv")

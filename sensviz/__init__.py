@@ -20,12 +20,16 @@ Glossary (one code name per paper symbol):
 Modules: `tasks` (target functions), `cube` (exact and sampled cube analysis), `formal` and
 `encoder` (the two architectures), `scratchpad` (the encoder-decoder of the scratchpad
 experiment), `trace` and `hooks` (the instrumented forward pass), `models` (registry),
-`checkpoints` (safetensors I/O), `analysis` (a model on the cube), `losses`, `training` (the
+`checkpoints` (safetensors I/O), `analysis` (a model on the cube), `losses`, `params` (the flat
+parameter space theta and T at perturbed parameters), `blowup` (tau, Blowup, the trade-off),
+`sharpness` (L_rho, its exact small-rho limit, the loss-space proxy), `slices` (the loss along
+directions in parameter space), `curvature` (Hessian eigenvalues and trace), `training` (the
 trainer, multi-model batches), `monitor` (measurements while training), `generalization` (length
 generalization), `zoo` (the pretrained checkpoints), `cli`.
 """
 
-from . import analysis, cube, generalization, monitor, scratchpad, tasks, training, zoo
+from . import (analysis, blowup, cube, curvature, generalization, monitor, params, scratchpad, sharpness, slices, tasks,
+               training, zoo)
 from .checkpoints import Checkpoint, CheckpointError, checkpoint_bytes, load_checkpoint, save_checkpoint
 from .encoder import EncoderConfig, EncoderTransformer
 from .formal import FormalConfig, FormalTransformer
@@ -38,10 +42,15 @@ from .training import Callback, TrainConfig, TrainResult, train, train_many
 
 __all__ = [
     "analysis",
+    "blowup",
     "cube",
+    "curvature",
     "generalization",
     "monitor",
+    "params",
     "scratchpad",
+    "sharpness",
+    "slices",
     "tasks",
     "training",
     "zoo",

@@ -22,13 +22,6 @@ Progress = Callable[[float], None]
 """A callback that receives the fraction of work done, in [0, 1]."""
 
 
-def _vertex_batches(n: int, batch_size: int, device):
-    total = 2**n
-    for start in range(0, total, batch_size):
-        index = torch.arange(start, min(start + batch_size, total), device=device)
-        yield start / total, cube.vertex_bits(index, n)
-
-
 def model_outputs(model: TracedModel, bits: torch.Tensor, batch_size: int = 8192) -> torch.Tensor:
     """T(x) for every row of `bits[batch, n]`, in inference mode: float32 `[batch]` on the CPU."""
     device = model.device
@@ -40,10 +33,9 @@ def cube_outputs(
     model: TracedModel, n: int, batch_size: int = 8192, progress: Progress | None = None, limit: int = cube.EXACT_LIMIT
 ) -> torch.Tensor:
     """T(x) for all 2**n vertices in vertex order: float32 `[2**n]` on the CPU."""
-    cube._check_n(n, limit)
     parts = []
     with torch.inference_mode():
-        for done, bits in _vertex_batches(n, batch_size, model.device):
+        for done, bits in cube.vertex_batches(n, batch_size, model.device, limit):
             if progress:
                 progress(done)
             parts.append(model(bits).float().cpu())
@@ -59,10 +51,9 @@ def cube_trace(
 
     Attention for all vertices takes 2**n * layers * heads * n * n floats, hence the lower limit.
     """
-    cube._check_n(n, limit)
     parts = []
     with torch.inference_mode():
-        for done, bits in _vertex_batches(n, batch_size, model.device):
+        for done, bits in cube.vertex_batches(n, batch_size, model.device, limit):
             if progress:
                 progress(done)
             parts.append(model.trace(bits).to("cpu"))

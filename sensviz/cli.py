@@ -2,6 +2,9 @@
 
     sensviz task-info --task parity --n 10
     sensviz inspect checkpoints/encoder-parity-n8.safetensors [--n-heads H] [--task T] [--n N] [--dump F.npz]
+                    [--rho R] [--directions K] [--inputs M] [--seed S]
+    sensviz slice CKPT --dims 1|2 [--steps S] [--span A] [--directions filter|layer|none] [--skip-bias-ln]
+                  [--to OTHER.safetensors | --hessian] [--seed S] --out FILE.csv
     sensviz convert authors_model.pt out.safetensors --n-heads 2 [--task T] [--n N]
     sensviz train --task parity --n 8 --arch encoder --d-model 32 --layers 2 --heads 2 --steps 2000 --out m.safetensors
     sensviz zoo build [--dir checkpoints] [--only NAME ...] [--threads 1]
@@ -19,10 +22,13 @@ import time
 import numpy as np
 import torch
 
-from . import analysis, cube, zoo
+from . import analysis, cube, slices, zoo
+from .blowup import blowup_summary, tradeoff
 from .checkpoints import CheckpointError, convert_torch_file, load_checkpoint
-from .losses import LOSSES
+from .curvature import top_eigenvalues
+from .losses import LOSSES, loss_for, targets
 from .models import ARCHITECTURES, build_model, config_to_dict
+from .sharpness import sharpness, sharpness_proxy
 from .tasks import get_task
 from .training import PrintProgress, TrainConfig, train
 
@@ -88,10 +94,96 @@ def _inspect(args) -> dict:
             ck.model, ck.n, ck.task, ck.encoding, n_samples=args.samples, seed=args.seed, exact_limit=args.exact_limit
         )
     )
+    result.update(_landscape(ck, args))
     if args.dump:
         _dump(ck, args.dump)
         result["dump"] = args.dump
     return result
+
+
+def _measurement_data(ck, args):
+    """The landscape measurements' inputs (cube or seeded sample) and, with a task, targets and loss."""
+    bits, exact = cube.measurement_inputs(ck.n, args.inputs, args.seed)
+    labels = targets(ck.task, bits, ck.encoding) if ck.task is not None else None
+    info = {"kind": "cube" if exact else "sample", "n_inputs": bits.shape[0], "seed": None if exact else args.seed}
+    return bits, labels, loss_for(ck.encoding), info
+
+
+def _landscape(ck, args) -> dict:
+    """Blowup, trade-off, sharpness (+ its limit), the loss-space proxy and the top Hessian eigenvalue."""
+    model, n = ck.model, ck.n
+    blowup = blowup_summary(model, n, args.exact_limit, args.samples, args.seed)
+    bits, labels, loss, info = _measurement_data(ck, args)
+    result = {
+        "blowup": blowup.summary(),
+        "tradeoff": None,
+        "landscape_inputs": info,
+        "sharpness": sharpness(model, bits, args.rho, args.directions, args.seed).summary(),
+        "sharpness_proxy": None,
+        "hessian_top": None,
+    }
+    if ck.task is not None and n >= 2:
+        result["tradeoff"] = tradeoff(model, ck.task, n, args.exact_limit, args.samples, args.seed, blowup)
+    if labels is not None:
+        proxy = sharpness_proxy(model, bits, labels, loss, n_draws=args.directions, seed=args.seed)
+        result["sharpness_proxy"] = proxy.summary()
+        eigen = top_eigenvalues(model, bits, labels, loss, k=1, seed=args.seed)
+        result["hessian_top"] = {
+            "value": eigen.values[0].item(),
+            "residual": eigen.residuals[0].item(),
+            "n_matvecs": eigen.n_matvecs,
+            "method": eigen.method,
+            "converged": eigen.converged,
+            "loss": loss,
+        }
+    return result
+
+
+def _slice(args) -> dict:
+    ck = _load(args)
+    if ck.n is None:
+        raise UsageError(f"{args.checkpoint}: the input length is not recorded in the file; pass --n")
+    if ck.task is None:
+        raise UsageError(f"{args.checkpoint}: a loss slice needs the task; pass --task")
+    if args.to and args.hessian:
+        raise UsageError("--to and --hessian are two different directions; pass one of them")
+    if args.to and args.dims != 1:
+        raise UsageError("--to gives one direction (the line to the other model): use --dims 1")
+    if args.span is not None and not args.span > 0:
+        raise UsageError(f"--span must be positive, got {args.span}")
+    bits, labels, loss, info = _measurement_data(ck, args)
+    alphas = None
+    if args.to:
+        other = load_checkpoint(args.to, n_heads=args.n_heads)
+        directions = slices.line_direction(ck.model, other.model)
+        span = 0.5 if args.span is None else args.span
+        alphas = torch.linspace(-span, 1 + span, args.steps, dtype=torch.float64)
+        kind = f"line to {args.to}"
+    elif args.hessian:
+        directions = slices.hessian_directions(ck.model, bits, labels, loss, args.dims, args.seed)
+        kind = "hessian"
+    else:
+        directions = slices.random_directions(ck.model, args.dims, args.directions, args.skip_bias_ln, args.seed)
+        kind = args.directions
+    span = 1.0 if args.span is None else args.span
+    frame = slices.loss_slice(
+        ck.model, bits, labels, directions, loss, ck.encoding, alphas=alphas, span=span, steps=args.steps
+    )
+    try:
+        frame.to_csv(args.out, index=False)
+    except OSError as err:
+        raise UsageError(f"cannot write {args.out}: {err}") from None
+    centre = frame.loc[(frame.drop(columns=["loss", "accuracy"]) == 0).all(axis=1), "loss"]
+    return {
+        "written": args.out,
+        "rows": len(frame),
+        "dims": args.dims,
+        "directions": kind,
+        "skip_bias_ln": args.skip_bias_ln,
+        "loss": loss,
+        "inputs": info,
+        "centre_loss": centre.iloc[0].item() if len(centre) else None,
+    }
 
 
 def _dump(ck, path: str) -> None:
@@ -160,6 +252,18 @@ def _positive(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {value}")
+    return value
+
+
+def _add_inputs(p) -> None:
+    p.add_argument("--inputs", type=_positive, default=1024,
+                   help="landscape inputs: the cube when 2**n <= this, else a seeded sample of this many (default 1024)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sensviz", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -180,7 +284,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
     p.add_argument("--exact-limit", type=_positive, default=cube.EXACT_LIMIT, help="largest n analysed exactly")
     p.add_argument("--dump", metavar="FILE.npz", help="write outputs, LN factors and attention for every vertex")
+    p.add_argument("--rho", type=_positive_float, default=0.01, help="radius of the sharpness directions (default 0.01)")
+    p.add_argument("--directions", type=_positive, default=64,
+                   help="random directions of sharpness and noise draws of the loss-space proxy (default 64)")
+    _add_inputs(p)
     p.set_defaults(run=_inspect)
+
+    p = sub.add_parser("slice", help="the loss along one or two directions in parameter space, as CSV")
+    p.add_argument("checkpoint")
+    p.add_argument("--dims", type=int, choices=(1, 2), default=1, help="1-D line or 2-D plane (default 1)")
+    p.add_argument("--steps", type=_positive, default=21, help="grid points per axis (default 21)")
+    p.add_argument("--span", type=float, help="alpha in [-span, span] (default 1); with --to, [-span, 1+span] (default 0.5)")
+    p.add_argument("--directions", choices=slices.NORMALIZATIONS, default="filter",
+                   help="random directions scaled per filter (default), per layer, or none (unit norm)")
+    p.add_argument("--skip-bias-ln", action="store_true", help="no movement of biases and LayerNorm parameters")
+    p.add_argument("--to", metavar="OTHER.safetensors", help="the straight line to another checkpoint of the same model")
+    p.add_argument("--hessian", action="store_true", help="along the top Hessian eigenvector(s) of the loss")
+    p.add_argument("--out", required=True, metavar="FILE.csv", help="where to write the slice")
+    p.add_argument("--n-heads", type=_positive, help="attention heads (needed for the authors' layout)")
+    p.add_argument("--task", help="task of a file without sensviz metadata (or to override it)")
+    p.add_argument("--n", type=_positive, help="input length (for files that do not record it)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the directions and the input sample")
+    _add_inputs(p)
+    p.set_defaults(run=_slice)
 
     p = sub.add_parser("convert", help="convert the authors' .pt state dict to a safetensors checkpoint")
     p.add_argument("source", help="a .pt file holding a state dict")

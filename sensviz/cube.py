@@ -52,6 +52,15 @@ def vertices(n: int, device=None, limit: int = EXACT_LIMIT) -> torch.Tensor:
     return vertex_bits(torch.arange(2**n, device=device), n)
 
 
+def vertex_batches(n: int, batch_size: int, device=None, limit: int = EXACT_LIMIT):
+    """All 2**n bit strings in vertex order, in consecutive batches: yields `(fraction done, bits[b, n])`."""
+    _check_n(n, limit)
+    total = 2**n
+    for start in range(0, total, batch_size):
+        index = torch.arange(start, min(start + batch_size, total), device=device)
+        yield start / total, vertex_bits(index, n)
+
+
 def vertex_index(bits: torch.Tensor) -> torch.Tensor:
     """The vertex index of each bit string: int64 `[batch]`."""
     return (bits.long() * bit_weights(bits.shape[-1], bits.device)).sum(dim=-1)
@@ -105,6 +114,16 @@ def sample(n: int, count: int, seed: int | torch.Generator = 0, device=None) -> 
     """`count` bit strings drawn uniformly and independently: int64 `[count, n]`."""
     generator = seed if isinstance(seed, torch.Generator) else torch.Generator().manual_seed(seed)
     return torch.randint(0, 2, (count, n), generator=generator).to(device)
+
+
+def measurement_inputs(n: int, max_inputs: int = 1024, seed: int = 0, device=None) -> tuple[torch.Tensor, bool]:
+    """Inputs for a measurement: `(bits, exact)`, the whole cube when 2**n <= max_inputs (vertex
+    order, exact=True), else `max_inputs` seeded uniform strings (exact=False)."""
+    if n < 1 or max_inputs < 1:
+        raise ValueError(f"n and max_inputs must be positive, got n={n}, max_inputs={max_inputs}")
+    if n <= EXACT_LIMIT and n < max_inputs.bit_length():  # 2**n <= max_inputs
+        return vertices(n, device), True
+    return sample(n, max_inputs, seed, device), False
 
 
 def _table(values) -> tuple[torch.Tensor, int]:

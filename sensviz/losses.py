@@ -30,6 +30,11 @@ def default_encoding(loss: str, pm1_targets: bool = False) -> TargetEncoding:
     return PM1 if pm1_targets else ZERO_ONE
 
 
+def loss_for(encoding: TargetEncoding) -> str:
+    """The loss a model with this target encoding was trained with: bce for logit, else mse."""
+    return "bce" if encoding is LOGIT else "mse"
+
+
 def targets(task: Task, bits: torch.Tensor, encoding: TargetEncoding) -> torch.Tensor:
     """Training targets for `bits[batch, n]`: float32 `[batch]` on the device of `bits`."""
     return encoding.encode(task(bits)).to(bits.device)

@@ -16,6 +16,11 @@ from .analysis import SensitivityReport
 from .tasks import TargetEncoding
 
 
+def ln_label(name: str) -> str:
+    """A short label of a LayerNorm's module name: `encoders.layers.1.norm2` -> `L1.norm2`."""
+    return name.replace("encoders.layers.", "L").replace("layers.", "L")
+
+
 def bit_string(bits) -> str:
     """`[1, 0, 1]` -> `"101"`."""
     return "".join(str(int(b)) for b in bits)
@@ -175,8 +180,65 @@ def ln_factor_table(ln_factor: torch.Tensor, ln_names: tuple[str, ...]) -> pd.Da
     return pd.DataFrame(
         {
             "ln": np.repeat(np.arange(k), n),
-            "ln_name": np.repeat(np.array(ln_names), n),
+            "ln_name": np.repeat(np.array([ln_label(name) for name in ln_names]), n),
             "position": np.tile(np.arange(n), k),
             "ln_factor": ln_factor.detach().double().cpu().numpy().ravel(),
         }
     )
+
+
+def _log10_histogram(values: torch.Tensor, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """Fractions of `values` (positive) in `bins` equal bins of log10: (fractions, edges)."""
+    logs = values.double().clamp(min=1e-300).log10().cpu().numpy().ravel()
+    low, high = float(logs.min()), float(logs.max())
+    edges = np.linspace(low, high if high > low else low + 1e-9, bins + 1)
+    counts, edges = np.histogram(logs, bins=edges)
+    return counts / len(logs), edges
+
+
+def ln_factor_histogram(factors: torch.Tensor, ln_names: tuple[str, ...], bins: int = 30) -> pd.DataFrame:
+    """Distribution of N_i^(k) over inputs and positions, per LayerNorm, in log10 bins:
+    ln, ln_name, log10_start, log10_end, fraction. `factors` is `[inputs, ln, position]`."""
+    frames = []
+    for k, name in enumerate(ln_names):
+        fractions, edges = _log10_histogram(factors[:, k], bins)
+        frames.append(pd.DataFrame({"ln": k, "ln_name": ln_label(name), "log10_start": edges[:-1], "log10_end": edges[1:],
+                                    "fraction": fractions}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def blowup_histogram(values: torch.Tensor, bins: int = 30) -> pd.DataFrame:
+    """Distribution of Blowup(x) over inputs in log10 bins: log10_start, log10_end, fraction."""
+    fractions, edges = _log10_histogram(values, bins)
+    return pd.DataFrame({"log10_start": edges[:-1], "log10_end": edges[1:], "fraction": fractions})
+
+
+def blowup_by_sensitivity(values: torch.Tensor, sensitivity: torch.Tensor, label: str, groups: int = 12) -> pd.DataFrame:
+    """Blowup(x) grouped by s(f,x) of the same inputs: function, s, count, mean, q10, median, q90.
+
+    Integer sensitivities (Boolean functions) form one group per value; real ones are cut into
+    `groups` quantile groups, labelled by their mean s.
+    """
+    frame = pd.DataFrame({"s": sensitivity.double().cpu().numpy(), "blowup": values.double().cpu().numpy()})
+    if not np.all(frame["s"] == np.round(frame["s"])):
+        bins = pd.qcut(frame["s"], q=min(groups, frame["s"].nunique()), duplicates="drop")
+        frame["s"] = frame.groupby(bins, observed=True)["s"].transform("mean")
+    grouped = frame.groupby("s")["blowup"]
+    table = pd.DataFrame({
+        "count": grouped.size(),
+        "mean": grouped.mean(),
+        "q10": grouped.quantile(0.1),
+        "median": grouped.median(),
+        "q90": grouped.quantile(0.9),
+    }).reset_index()
+    table.insert(0, "function", label)
+    return table
+
+
+def per_ln_table(summary) -> pd.DataFrame:
+    """A `BlowupSummary`'s per-LayerNorm statistics: ln, ln_name, eps, mean_N, max_N, tau_mean."""
+    return pd.DataFrame([
+        {"ln": k, "ln_name": ln_label(row["name"]), "eps": row["eps"], "mean_N": row["mean"], "max_N": row["max"],
+         "tau_mean": row["tau_mean"]}
+        for k, row in enumerate(summary.per_ln)
+    ])

@@ -139,3 +139,92 @@ def test_zoo_verify_and_build(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(zoo, "RECIPES", TINY)
     code, out, err = run(capsys, "zoo", "build", "--dir", str(tmp_path), "--threads", str(torch.get_num_threads()))
     assert code == 0 and out["entries"] == len(TINY) and "training encoder-first-n3" in err
+
+
+def test_inspect_reports_the_landscape(capsys, tmp_path, any_model):
+    path = sv.save_checkpoint(any_model, tmp_path / "m.safetensors", task="parity", n=5)
+    code, out, _ = run(capsys, "inspect", str(path), "--rho", "0.05", "--directions", "8", "--seed", "3")
+    assert code == 0
+    blowup = out["blowup"]
+    for key in ("mean", "mean_sq", "max", "log_mean", "per_ln", "authors"):
+        assert key in blowup, key
+    assert blowup["exact"] is True and blowup["n_inputs"] == 32 and len(blowup["per_ln"]) == len(any_model.layernorms())
+    assert blowup["mean_sq"] >= blowup["mean"] ** 2
+    assert out["tradeoff"]["param_norm"] == pytest.approx(any_model.param_norm())
+    assert out["tradeoff"]["blowup_mean_sq"] == blowup["mean_sq"]
+    sharp = out["sharpness"]
+    assert (sharp["rho"], sharp["n_directions"], sharp["n_inputs"], sharp["seed"]) == (0.05, 8, 32, 3)
+    assert sharp["value"] > 0 and sharp["stderr"] > 0 and sharp["limit"] > 0
+    expected = sv.sharpness.sharpness(any_model, sv.cube.vertices(5), 0.05, 8, 3)
+    assert sharp["value"] == pytest.approx(expected.value) and sharp["limit"] == pytest.approx(expected.limit)
+    assert out["sharpness_proxy"]["n_draws"] == 8 and out["sharpness_proxy"]["eps"] == 0.02
+    assert out["hessian_top"]["method"] == "lanczos" and out["hessian_top"]["residual"] >= 0
+    assert out["landscape_inputs"] == {"kind": "cube", "n_inputs": 32, "seed": None}
+
+
+def test_inspect_samples_the_landscape_inputs_above_the_cap(capsys, tmp_path, encoder_model):
+    path = sv.save_checkpoint(encoder_model, tmp_path / "m.safetensors", task="first", n=11)
+    code, out, _ = run(capsys, "inspect", str(path), "--directions", "4", "--inputs", "100", "--exact-limit", "9",
+                       "--samples", "200")
+    assert code == 0
+    assert out["landscape_inputs"] == {"kind": "sample", "n_inputs": 100, "seed": 0}
+    assert out["sharpness"]["n_inputs"] == 100
+    assert out["blowup"]["exact"] is False and out["blowup"]["n_inputs"] == 200
+    assert out["tradeoff"]["exact"] is False
+
+
+@pytest.mark.parametrize("dims,extra,rows", [
+    ("1", [], 7),
+    ("2", ["--directions", "layer", "--skip-bias-ln"], 49),
+    ("2", ["--hessian"], 49),
+])
+def test_slice_writes_a_tidy_csv(capsys, tmp_path, any_model, dims, extra, rows):
+    import pandas as pd
+
+    path = sv.save_checkpoint(any_model, tmp_path / "m.safetensors", task="parity", n=4)
+    out_csv = tmp_path / "slice.csv"
+    code, out, _ = run(capsys, "slice", str(path), "--dims", dims, "--steps", "7", "--span", "0.5", "--out",
+                       str(out_csv), *extra)
+    assert code == 0 and out["rows"] == rows
+    frame = pd.read_csv(out_csv)
+    assert list(frame.columns) == ["alpha", "beta", "loss", "accuracy"][: int(dims)] + ["loss", "accuracy"]
+    assert len(frame) == rows and frame.alpha.max() == pytest.approx(0.5)
+    bits = sv.cube.vertices(4)
+    with torch.no_grad():
+        own = ((any_model(bits).double() - sv.get_task("parity")(bits).double()) ** 2).mean().item()
+    assert out["centre_loss"] == pytest.approx(own, rel=1e-6)
+
+
+def test_slice_to_another_checkpoint(capsys, tmp_path, encoder_model):
+    import pandas as pd
+
+    path = sv.save_checkpoint(encoder_model, tmp_path / "a.safetensors", task="first", n=4)
+    other = sv.build_model("encoder", encoder_model.config, seed=5)
+    other_path = sv.save_checkpoint(other, tmp_path / "b.safetensors", task="first", n=4)
+    out_csv = tmp_path / "line.csv"
+    code, out, _ = run(capsys, "slice", str(path), "--to", str(other_path), "--steps", "5", "--out", str(out_csv))
+    assert code == 0
+    frame = pd.read_csv(out_csv)
+    assert frame.alpha.tolist() == pytest.approx([-0.5, 0.0, 0.5, 1.0, 1.5])
+    bits = sv.cube.vertices(4)
+    with torch.no_grad():
+        other_loss = ((other(bits).double() - bits[:, 0].double()) ** 2).mean().item()
+    assert frame.loss[3] == pytest.approx(other_loss, rel=1e-5)
+
+
+def test_slice_errors(capsys, tmp_path, encoder_model):
+    path = sv.save_checkpoint(encoder_model, tmp_path / "a.safetensors", task="first", n=4)
+    no_task = sv.save_checkpoint(encoder_model, tmp_path / "t.safetensors", n=4)
+    wider = sv.save_checkpoint(sv.build_model("encoder", d_model=8, max_len=12, seed=0), tmp_path / "w.safetensors")
+    out = str(tmp_path / "s.csv")
+    cases = [
+        (["slice", str(path), "--to", str(path), "--dims", "2", "--out", out], "use --dims 1"),
+        (["slice", str(path), "--to", str(path), "--hessian", "--out", out], "pass one of them"),
+        (["slice", str(no_task), "--out", out], "pass --task"),
+        (["slice", str(path), "--to", str(wider), "--out", out], "same architecture and config"),
+        (["slice", str(path), "--span", "-1", "--out", out], "--span must be positive"),
+        (["slice", str(path), "--out", str(tmp_path / "missing" / "s.csv")], "cannot write"),
+    ]
+    for argv, message in cases:
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and message in err and "Traceback" not in err, (argv, err)

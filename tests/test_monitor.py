@@ -5,7 +5,10 @@ import torch
 
 import sensviz as sv
 from sensviz import analysis, cube
+from sensviz.blowup import blowup, log_blowup
+from sensviz.losses import targets
 from sensviz.monitor import MeasurementCallback
+from sensviz.sharpness import sharpness, sharpness_limit, sharpness_proxy
 from sensviz.training import TrainConfig, evaluate, seeded, train, train_many
 
 
@@ -53,7 +56,7 @@ def test_degree_profile_shows_first_being_learned():
 def test_measuring_leaves_the_model_bit_identical():
     model = small()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    MeasurementCallback(every=1).measure(model, sv.get_task("parity"), TrainConfig(n=5), step=0)
+    MeasurementCallback(every=1, proxy_draws=3).measure(model, sv.get_task("parity"), TrainConfig(n=5), step=0)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
@@ -79,3 +82,35 @@ def test_a_measure_may_not_overwrite_a_recorded_name():
     monitor = MeasurementCallback(every=1, measures=[lambda model, bits: {"loss": 0.0}])
     with pytest.raises(ValueError, match="already recorded"):
         monitor.measure(small(), sv.get_task("parity"), TrainConfig(n=5), step=0)
+
+
+@pytest.mark.parametrize("arch", ["encoder", "scratchpad"])
+def test_landscape_measurements_are_the_landscape_functions_on_the_fixed_batch(arch):
+    monitor = MeasurementCallback(every=10, n_inputs=32, seed=4, rho=0.05, n_directions=8, proxy_draws=5)
+    model = sv.build_model(arch, d_model=8, n_layers=1, n_heads=2, max_len=5, seed=0)
+    train(model, "parity", TrainConfig(n=5, batch_size=32, steps=20, lr=3e-3, eval_interval=10), [monitor])
+    assert [r["step"] for r in monitor.records] == [0, 10, 20]
+    final = monitor.records[-1]
+    bits = cube.vertices(5)  # 2**5 <= n_inputs: the whole cube
+    expected = sharpness(model, bits, rho=0.05, n_directions=8, seed=4)
+    assert final["sharpness"] == pytest.approx(expected.value, rel=1e-9)
+    assert final["sharpness_stderr"] == pytest.approx(expected.stderr, rel=1e-9)
+    assert final["sharpness_limit"] == pytest.approx(sharpness_limit(model, bits).value, rel=1e-9)
+    proxy = sharpness_proxy(model, bits, targets(sv.get_task("parity"), bits, sv.ZERO_ONE), "mse", eps=0.02,
+                            n_draws=5, seed=4)
+    assert final["sharpness_proxy"] == pytest.approx(proxy.value, rel=1e-9)
+    trace = model.trace(bits)
+    assert final["blowup_mean"] == pytest.approx(blowup(trace).mean().item())
+    assert final["blowup_max"] == pytest.approx(blowup(trace).max().item())
+    assert final["log_blowup_mean"] == pytest.approx(log_blowup(trace).mean().item())
+    for k, name in enumerate(trace.ln_names):
+        assert final[f"ln_factor_max:{name}"] == pytest.approx(trace.ln_factor[:, k].max().item())
+    assert "sharpness" in monitor.frame()
+
+
+def test_small_rho_sharpness_approaches_its_limit():
+    monitor = MeasurementCallback(every=5, rho=1e-3, n_directions=256, n_inputs=64)
+    train(small(), "majority", TrainConfig(n=5, batch_size=32, steps=5, eval_interval=5), [monitor])
+    assert len(monitor.records) == 2
+    for record in monitor.records:  # L_rho / rho^2 -> E_x |grad T|^2 / P; 256 random directions: a few % noise
+        assert record["sharpness"] / record["sharpness_rho"] ** 2 == pytest.approx(record["sharpness_limit"], rel=0.3)

@@ -111,3 +111,124 @@ def ln_heatmap(table: pd.DataFrame, title: str) -> alt.Chart:
             tooltip=["ln_name:N", "position:O", alt.Tooltip("ln_factor:Q", format=".4g")],
         )
     )
+
+
+def log_histogram(table: pd.DataFrame, x_title: str, title: str, color: str | None = None) -> alt.Chart:
+    """Bars over log10 bins (`log10_start`, `log10_end`, `fraction`), optionally one colour per group."""
+    encoding = {
+        "x": alt.X("log10_start:Q", bin="binned", title=x_title),
+        "x2": "log10_end:Q",
+        "y": alt.Y("fraction:Q", title="fraction", stack=None),
+        "tooltip": [alt.Tooltip("log10_start:Q", format=".3f"), alt.Tooltip("log10_end:Q", format=".3f"),
+                    alt.Tooltip("fraction:Q", format=".4f")],
+    }
+    if color:
+        encoding["color"] = alt.Color(f"{color}:N", title="")
+        encoding["tooltip"] = [f"{color}:N"] + encoding["tooltip"]
+    return alt.Chart(table, title=title).mark_bar(opacity=0.6).encode(**encoding)
+
+
+def per_ln_bars(table: pd.DataFrame, title: str) -> alt.Chart:
+    """Mean and maximum of N per LayerNorm over the inputs."""
+    long = table.melt(id_vars=["ln", "ln_name"], value_vars=["mean_N", "max_N"], var_name="statistic", value_name="N")
+    return (
+        alt.Chart(long, title=title)
+        .mark_bar()
+        .encode(
+            x=alt.X("ln_name:N", sort=alt.SortField("ln"), title="LayerNorm k"),
+            xOffset="statistic:N",
+            y=alt.Y("N:Q", title="N_i^(k)"),
+            color=alt.Color("statistic:N", title=""),
+            tooltip=["ln_name:N", "statistic:N", alt.Tooltip("N:Q", format=".4g")],
+        )
+    )
+
+
+def blowup_vs_sensitivity(table: pd.DataFrame, title: str) -> alt.Chart:
+    """Blowup(x) of the inputs with each s(f,x): median point and the 10–90% range."""
+    base = alt.Chart(table, title=title).encode(
+        x=alt.X("s:Q", title="s(f,x) of the same input"),
+        color=alt.Color("function:N", scale=FUNCTION_COLORS, title=""),
+        tooltip=["function:N", alt.Tooltip("s:Q", format=".3f"), "count:Q", alt.Tooltip("mean:Q", format=".4g"),
+                 alt.Tooltip("q10:Q", format=".4g"), alt.Tooltip("median:Q", format=".4g"), alt.Tooltip("q90:Q", format=".4g")],
+    )
+    return base.mark_rule().encode(y=alt.Y("q10:Q", title="Blowup(x)"), y2="q90:Q") + base.mark_point(filled=True).encode(
+        y="median:Q"
+    )
+
+
+def tradeoff_scatter(table: pd.DataFrame, title: str) -> alt.Chart:
+    """Checkpoints by parameter norm against log E[Blowup²] (the paper's trade-off plane)."""
+    return (
+        alt.Chart(table, title=title)
+        .mark_point(filled=True, size=80)
+        .encode(
+            x=alt.X("log_blowup_mean_sq:Q", title="log E[Blowup(x)²]", scale=alt.Scale(zero=False)),
+            y=alt.Y("param_norm:Q", title="‖θ‖ (without positional encodings)", scale=alt.Scale(zero=False)),
+            color=alt.Color("task:N", title="task"),
+            shape=alt.Shape("arch:N", title="architecture"),
+            tooltip=["file:N", "task:N", "n:Q", "arch:N", "d_model:Q", alt.Tooltip("accuracy:Q", format=".3f"),
+                     alt.Tooltip("param_norm:Q", format=".3f"), alt.Tooltip("blowup_mean_sq:Q", format=".4g"),
+                     alt.Tooltip("bound_rhs:Q", format=".4f", title="as_n/√(n log n) − H/n")],
+        )
+    )
+
+
+def bound_by_length(table: pd.DataFrame, title: str) -> alt.Chart:
+    """The bound's right-hand side as_n(f)/√(n log n) − H/n of each checkpoint's task and length."""
+    return (
+        alt.Chart(table, title=title)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("n:Q", title="input length n"),
+            y=alt.Y("bound_rhs:Q", title="as_n(f)/√(n log n) − H/n"),
+            color=alt.Color("task:N", title="task"),
+            tooltip=["task:N", "n:Q", alt.Tooltip("bound_rhs:Q", format=".4f")],
+        )
+    )
+
+
+def sharpness_curve(table: pd.DataFrame, title: str) -> alt.Chart:
+    """L_rho/rho² ± stderr against rho (log axis), with the exact small-rho limit as a rule."""
+    band = table.assign(low=table["ratio"] - table["ratio_stderr"], high=table["ratio"] + table["ratio_stderr"])
+    x = alt.X("rho:Q", scale=alt.Scale(type="log"), title="ρ (radius of the perturbation)")
+    points = alt.Chart(band, title=title).mark_line(point=True).encode(
+        x=x, y=alt.Y("ratio:Q", title="L_ρ / ρ²"),
+        tooltip=[alt.Tooltip("rho:Q", format=".4g"), alt.Tooltip("ratio:Q", format=".5g"),
+                 alt.Tooltip("ratio_stderr:Q", format=".3g"), alt.Tooltip("limit:Q", format=".5g")],
+    )
+    bars = alt.Chart(band).mark_errorbar().encode(x=x, y=alt.Y("low:Q", title="L_ρ / ρ²"), y2="high:Q")
+    limit = alt.Chart(band.head(1)).mark_rule(strokeDash=[6, 4], color="#d62728").encode(
+        y="limit:Q", tooltip=[alt.Tooltip("limit:Q", format=".5g", title="exact limit E‖∇T‖²/P")]
+    )
+    return points + bars + limit
+
+
+def slice_line(table: pd.DataFrame, title: str, x_title: str = "α (step along the direction)") -> alt.Chart:
+    """Loss (and accuracy) along a 1-D slice."""
+    base = alt.Chart(table, title=title).encode(x=alt.X("alpha:Q", title=x_title))
+    tooltip = [alt.Tooltip("alpha:Q", format=".3f"), alt.Tooltip("loss:Q", format=".5g"), alt.Tooltip("accuracy:Q", format=".3f")]
+    loss = base.mark_line(point=True).encode(y=alt.Y("loss:Q", title="loss"), tooltip=tooltip)
+    accuracy = base.mark_line(strokeDash=[4, 3], color="#2ca02c").encode(
+        y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])), tooltip=tooltip
+    )
+    return alt.layer(loss, accuracy).resolve_scale(y="independent")
+
+
+def contour_chart(table: pd.DataFrame, segments: pd.DataFrame, title: str) -> alt.Chart:
+    """A 2-D slice as filled squares with contour segments on a continuous α, β plane."""
+    steps = table["alpha"].nunique()
+    half = (table["alpha"].max() - table["alpha"].min()) / max(steps - 1, 1) / 2
+    cells = table.assign(a0=table["alpha"] - half, a1=table["alpha"] + half, b0=table["beta"] - half,
+                         b1=table["beta"] + half)
+    x, y = alt.X("a0:Q", title="α (first direction)"), alt.Y("b0:Q", title="β (second direction)")
+    heat = alt.Chart(cells, title=title).mark_rect().encode(
+        x=x, x2="a1:Q", y=y, y2="b1:Q",
+        color=alt.Color("loss:Q", scale=alt.Scale(scheme="viridis"), title="loss"),
+        tooltip=[alt.Tooltip("alpha:Q", format=".3f"), alt.Tooltip("beta:Q", format=".3f"),
+                 alt.Tooltip("loss:Q", format=".5g"), alt.Tooltip("accuracy:Q", format=".3f")],
+    )
+    lines = alt.Chart(segments).mark_rule(color="white", strokeWidth=1.2).encode(
+        x="alpha:Q", y="beta:Q", x2="alpha2:Q", y2="beta2:Q", tooltip=[alt.Tooltip("level:Q", format=".4g", title="loss level")]
+    )
+    return (heat + lines).properties(width=480, height=480)

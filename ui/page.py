@@ -65,6 +65,24 @@ def exactness_note(exact: bool, n: int, samples: int | None = None, seed: int | 
         )
 
 
+def choose_input(n: int, key: str) -> tuple[int, ...]:
+    """Widgets to pick one input string: toggled bits, a cube index, or a seeded random draw."""
+    how = st.segmented_control("Choose the input", ["Toggle bits", "Cube index", "Random"], default="Toggle bits",
+                               key=f"{key}_how") or "Toggle bits"
+    if how == "Toggle bits":
+        chosen = st.pills("Bits set to 1 (position 0 first)", list(range(n)), selection_mode="multi", key=f"{key}_bits_{n}")
+        bits = tuple(int(i in chosen) for i in range(n))
+    elif how == "Cube index":
+        vertex = st.number_input(f"Vertex (0 … {2**n - 1}; position 0 is the most significant bit)", 0, 2**n - 1, 0,
+                                 key=f"{key}_vertex_{n}")
+        bits = state.bits_of_vertex(n, int(vertex))
+    else:
+        seed = st.number_input("Seed", 0, 2**31 - 1, 0, key=f"{key}_seed")
+        bits = state.bits_of_vertex(n, state.random_vertex(n, int(seed)))
+    st.markdown(f"Input **x = {''.join(map(str, bits))}** (vertex {state.vertex_of_bits(bits)})")
+    return bits
+
+
 # ----------------------------------------------------------------------------- the sidebar
 
 

@@ -15,6 +15,7 @@ Values in the store are shared between sessions: callers must not modify them.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import threading
 from collections import OrderedDict
@@ -22,11 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import pandas as pd
 import streamlit as st
 import torch
 
 import sensviz as sv
-from sensviz import analysis, tables
+from sensviz import analysis, losses, tables
 from sensviz.checkpoints import SIZE_CAP, read_metadata
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -315,3 +317,158 @@ def sensitivity_tables(ref: ModelRef, ck: sv.Checkpoint, n: int, progress: Progr
 def flip_table(ref: ModelRef, ck: sv.Checkpoint, n: int, vertex: int):
     """For one vertex: each single-bit flip, the model's output there, and whether it changes."""
     return tables.flip_table(sensitivity_report(ref, ck, n), vertex, ck.encoding)
+
+
+# ----------------------------------------------------------------------------- LayerNorm
+
+
+def blowup_summary(ref: ModelRef, ck: sv.Checkpoint, n: int, progress: Progress = None):
+    """Blowup over the cube (exact up to MODEL_EXACT_LIMIT, else sampled), with every input's N."""
+    return cached(
+        ("blowup", ref, n),
+        lambda: sv.blowup.blowup_summary(ck.model, n, exact_limit=MODEL_EXACT_LIMIT, n_samples=DEFAULT_SAMPLES,
+                                         progress=progress, keep_factors=True),
+    )
+
+
+def layernorm_tables(ref: ModelRef, ck: sv.Checkpoint, n: int, progress: Progress = None) -> dict:
+    """The LayerNorm page's tables: per-LN statistics, distributions of N and Blowup, and (exact)
+    Blowup grouped by the sensitivity of the model and of the target at the same inputs."""
+    summary = blowup_summary(ref, ck, n, progress)
+    report = sensitivity_report(ref, ck, n) if summary.exact else None
+
+    def compute():
+        names = tuple(row["name"] for row in summary.per_ln)
+        found = {
+            "summary": summary,
+            "per_ln": tables.per_ln_table(summary),
+            "ln_histogram": tables.ln_factor_histogram(summary.factors, names),
+            "blowup_histogram": tables.blowup_histogram(summary.values),
+        }
+        if report is not None:
+            groups = [tables.blowup_by_sensitivity(summary.values, report.model.sensitivity, "model")]
+            if report.target is not None:
+                groups.append(tables.blowup_by_sensitivity(summary.values, report.target.sensitivity, "target"))
+            found["by_sensitivity"] = pd.concat(groups, ignore_index=True)
+        return found
+
+    return cached(("layernorm_tables", ref, n), compute)
+
+
+def ln_factor_table(ref: ModelRef, ck: sv.Checkpoint, bits: tuple[int, ...]):
+    """N_i^(k) of one input as rows (LayerNorm x position)."""
+    trace = trace_one(ref, ck, bits)
+    return tables.ln_factor_table(trace.ln_factor[0], trace.ln_names)
+
+
+def zoo_tradeoff(progress: Progress = None) -> pd.DataFrame:
+    """param_norm, E[Blowup^2] and the bound's right-hand side for every pretrained checkpoint."""
+    entries = [e for e in list_zoo() if e["n"] and e["task"] != "?"]
+    rows = []
+    for i, entry in enumerate(entries):
+        if progress:
+            progress(i / max(len(entries), 1))
+        ref = zoo_ref(entry["file"])
+        ck = load(ref)
+        if ck.task is None or not ck.task.boolean or ck.n < 2:
+            continue
+        summary = blowup_summary(ref, ck, ck.n)
+        values = cached(("tradeoff", ref), lambda: sv.blowup.tradeoff(ck.model, ck.task, ck.n, summary=summary,
+                                                                    exact_limit=MODEL_EXACT_LIMIT))
+        rows.append({"file": entry["file"], "task": entry["task"], "n": ck.n, "arch": ck.arch,
+                     "d_model": ck.config.d_model, "accuracy": entry["accuracy"],
+                     "param_norm": values["param_norm"], "blowup_mean_sq": values["blowup_mean_sq"],
+                     "log_blowup_mean_sq": math.log(values["blowup_mean_sq"]), "bound_rhs": values["bound_rhs"]})
+    if progress:
+        progress(1.0)
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- Landscape
+
+LANDSCAPE_INPUTS = 512
+"""Inputs of the landscape measurements: the cube when 2**n <= this, else a seeded sample."""
+
+
+def _dataset(ck: sv.Checkpoint, n: int, inputs: int, seed: int):
+    bits, exact = sv.cube.measurement_inputs(n, inputs, seed)
+    targets = losses.targets(ck.task, bits, ck.encoding) if ck.task is not None else None
+    return bits, targets, exact
+
+
+def sharpness(ref: ModelRef, ck: sv.Checkpoint, n: int, rho: float, directions: int, inputs: int, seed: int):
+    """The paper's L_rho with its stderr and exact small-rho limit, and whether the inputs are the cube."""
+    bits, _, exact = _dataset(ck, n, inputs, seed)
+    result = cached(("sharpness", ref, n, rho, directions, inputs, seed),
+                    lambda: sv.sharpness.sharpness(ck.model, bits, rho, directions, seed))
+    return result, exact, len(bits)
+
+
+def sharpness_curve(ref: ModelRef, ck: sv.Checkpoint, n: int, directions: int, inputs: int, seed: int) -> pd.DataFrame:
+    """L_rho / rho^2 over rho = 1e-3 .. 1, beside the exact limit."""
+    bits, _, _ = _dataset(ck, n, inputs, seed)
+    rhos = [10 ** (e / 2) for e in range(-6, 1)]
+    return cached(("sharpness_curve", ref, n, directions, inputs, seed),
+                  lambda: sv.sharpness.sharpness_curve(ck.model, bits, rhos, directions, seed))
+
+
+def loss_slice(ref: ModelRef, ck: sv.Checkpoint, n: int, dims: int, normalization: str, skip_bias_ln: bool,
+               hessian: bool, span: float, steps: int, inputs: int, seed: int) -> pd.DataFrame:
+    """A 1-D or 2-D slice of the loss through the checkpoint (random or Hessian directions)."""
+    bits, targets, _ = _dataset(ck, n, inputs, seed)
+    loss = losses.loss_for(ck.encoding)
+
+    def compute():
+        if hessian:
+            directions = sv.slices.hessian_directions(ck.model, bits, targets, loss, count=dims, seed=seed)
+        else:
+            directions = sv.slices.random_directions(ck.model, dims, normalization, skip_bias_ln, seed)
+        return sv.slices.loss_slice(ck.model, bits, targets, directions, loss, ck.encoding, span=span, steps=steps)
+
+    return cached(("loss_slice", ref, n, dims, normalization, skip_bias_ln, hessian, span, steps, inputs, seed), compute)
+
+
+def contours(frame: pd.DataFrame, levels: int = 8) -> pd.DataFrame:
+    return sv.slices.contour_segments(frame, "loss", levels)
+
+
+def hessian_top(ref: ModelRef, ck: sv.Checkpoint, n: int, k: int, inputs: int, seed: int) -> pd.DataFrame:
+    """The k largest eigenvalues of the loss Hessian (Lanczos) with their residuals."""
+    bits, targets, _ = _dataset(ck, n, inputs, seed)
+
+    def compute():
+        eigen = sv.curvature.top_eigenvalues(ck.model, bits, targets, losses.loss_for(ck.encoding), k=k, seed=seed)
+        return pd.DataFrame({"k": range(1, k + 1), "eigenvalue": eigen.values.numpy(),
+                             "residual": eigen.residuals.numpy(), "converged": eigen.converged})
+
+    return cached(("hessian_top", ref, n, k, inputs, seed), compute)
+
+
+def line_between(ref: ModelRef, ck: sv.Checkpoint, other: ModelRef, other_ck: sv.Checkpoint, n: int,
+                 inputs: int, seed: int) -> pd.DataFrame:
+    """The loss on the straight line from one checkpoint (alpha=0) to another (alpha=1)."""
+    bits, targets, _ = _dataset(ck, n, inputs, seed)
+    alphas = torch.linspace(-0.25, 1.25, 31, dtype=torch.float64)
+
+    def compute():
+        direction = sv.slices.line_direction(ck.model, other_ck.model)
+        return sv.slices.loss_slice(ck.model, bits, targets, direction, losses.loss_for(ck.encoding), ck.encoding,
+                                    alphas=alphas)
+
+    return cached(("line", ref, other, n, inputs, seed), compute)
+
+
+def compatible_refs(ref: ModelRef, ck: sv.Checkpoint) -> list[ModelRef]:
+    """Other models of the same architecture and config (zoo and this session's), for comparisons."""
+    candidates = [zoo_ref(e["file"]) for e in list_zoo()] + trained_refs()
+    found = []
+    for other in candidates:
+        if other.digest == ref.digest:
+            continue
+        try:
+            other_ck = load(other)
+        except sv.CheckpointError:
+            continue
+        if other_ck.arch == ck.arch and other_ck.config == ck.config:
+            found.append(other)
+    return found

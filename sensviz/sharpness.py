@@ -1,0 +1,296 @@
+"""Sharpness: how much the model's output moves under small random changes of its parameters.
+
+The paper's average directional sharpness (paper/summary.txt, theta without positional encodings):
+
+    L_{rho,n}(T) = E_x E_{||Delta||_2 = rho} (T_{theta+Delta}(x) - T_theta(x))^2
+
+- `sharpness`: Delta uniform on the sphere of radius rho in R^P (P = number of non-positional
+  parameters), K seeded directions, averaged over the given inputs (the cube or a sample).
+  Per direction k, m_k = mean_x (T_{theta+Delta_k}(x) - T_theta(x))^2; the value is mean_k m_k and
+  its standard error is std_k(m_k) / sqrt(K) (the spread over directions, for the given inputs).
+- Its exact small-rho limit, without random directions: since T(theta+Delta) - T(theta) =
+  g_x . Delta + O(rho^2) with g_x = grad_theta T(x), and E_Delta (g . Delta)^2 = rho^2 ||g||^2 / P
+  for Delta uniform on the sphere, lim_{rho->0} L_rho / rho^2 = E_x ||g_x||^2 / P
+  (`sharpness_limit`, from per-example gradients).
+- `linearised_sharpness`: the first-order prediction J Delta for the same seeded directions (no
+  extra forward pass per direction), and `sharpness_curve`: L_rho / rho^2 over a sweep of rho,
+  which tends to the limit as rho shrinks.
+- `sharpness_proxy`: the estimator of the paper's experiments, in loss space: the mean over draws
+  of L(theta + Delta) - L(theta) with Delta ~ N(0, eps^2) per non-positional coordinate (eps =
+  0.02, or eps = rho / sqrt(P)); about (eps^2 / 2) tr(Hessian of the loss) for small eps. The
+  paper's plots show 4x this value for MSE on {0,1} targets (the ±1 scale). Unlike the
+  published code, a different seed gives different draws.
+
+Every estimate is evaluated with `functional_call` + `vmap` over directions (`sensviz.params`),
+accumulated in float64; the model is never modified.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+
+from .losses import loss_value
+from .params import CHUNK_SIZE, ParamSpace, chunked, gaussian_directions, make_generator, sphere_directions
+from .trace import TracedModel
+
+DIRECTION_BLOCK = 256
+"""Directions materialised at once (DIRECTION_BLOCK x P floats)."""
+
+
+@dataclass
+class Sharpness:
+    """An estimate of L_{rho,n} over `n_inputs` inputs from `n_directions` directions."""
+
+    value: float  # mean_k m_k, m_k = mean_x (T_{theta+Delta_k}(x) - T_theta(x))^2
+    stderr: float  # std_k(m_k) / sqrt(K)
+    n_directions: int
+    n_inputs: int
+    rho: float
+    seed: int | None
+    limit: float | None  # exact lim_{rho->0} L_rho / rho^2 = E_x ||grad T(x)||^2 / P, if computed
+    estimator: str = "exact"  # "exact" (T evaluated at theta + Delta) or "linearised" (J Delta)
+    per_direction: torch.Tensor = field(default=None, repr=False)  # [K] m_k, float64
+
+    def summary(self) -> dict:
+        """JSON-compatible fields (without the per-direction values)."""
+        return {
+            "rho": self.rho,
+            "value": self.value,
+            "stderr": self.stderr,
+            "n_directions": self.n_directions,
+            "n_inputs": self.n_inputs,
+            "limit": self.limit,
+            "seed": self.seed,
+            "estimator": self.estimator,
+        }
+
+
+@dataclass
+class SharpnessLimit:
+    """lim_{rho->0} L_rho / rho^2 = E_x ||grad_theta T(x)||^2 / P, exactly, over the given inputs."""
+
+    value: float
+    grad_norm_sq: torch.Tensor  # [batch] ||grad_theta T(x)||^2 per input, float64
+    n_params: int  # P
+    n_inputs: int
+
+
+@dataclass
+class SharpnessProxy:
+    """The paper's experiments' loss-space sharpness: mean_r L(theta + Delta_r) - L(theta)."""
+
+    value: float
+    stderr: float  # std over draws / sqrt(n_draws)
+    n_draws: int
+    n_inputs: int
+    eps: float  # std of the Gaussian noise per coordinate
+    rho: float  # eps * sqrt(P), the typical ||Delta||
+    loss: str
+    base_loss: float  # L(theta)
+    seed: int | None
+    label: str = "loss-space proxy: mean L(theta+Delta) - L(theta), Delta ~ N(0, eps^2) per non-positional coordinate"
+    per_draw: torch.Tensor = field(default=None, repr=False)  # [n_draws] float64
+
+    def summary(self) -> dict:
+        return {
+            "value": self.value,
+            "stderr": self.stderr,
+            "n_draws": self.n_draws,
+            "n_inputs": self.n_inputs,
+            "eps": self.eps,
+            "rho": self.rho,
+            "loss": self.loss,
+            "base_loss": self.base_loss,
+            "seed": self.seed,
+            "label": self.label,
+        }
+
+
+def _seed_of(seed) -> int | None:
+    return None if isinstance(seed, torch.Generator) else int(seed)
+
+
+def _mean_and_stderr(samples: torch.Tensor) -> tuple[float, float]:
+    count = samples.numel()
+    stderr = (samples.std() / math.sqrt(count)).item() if count > 1 else float("nan")
+    return samples.mean().item(), stderr
+
+
+def _check(bits: torch.Tensor, rho: float = 1.0, count: int = 1, what: str = "n_directions") -> None:
+    if bits.dim() != 2 or bits.shape[0] < 1:
+        raise ValueError(f"bits must have shape [batch, n] with batch >= 1, got {tuple(bits.shape)}")
+    if not rho > 0:
+        raise ValueError(f"rho must be positive, got {rho}")
+    if count < 1:
+        raise ValueError(f"{what} must be at least 1, got {count}")
+
+
+def output_changes(
+    space: ParamSpace, bits: torch.Tensor, directions: torch.Tensor, chunk_size: int = CHUNK_SIZE
+) -> torch.Tensor:
+    """T_{theta+Delta_k}(x) - T_theta(x) for `directions[K, P]`: float64 `[K, batch]`."""
+    base = space.base_output(bits).double()
+    return space.outputs(bits, directions, chunk_size).double() - base
+
+
+def linear_output_changes(
+    space: ParamSpace, bits: torch.Tensor, directions: torch.Tensor, chunk_size: int | None = None
+) -> torch.Tensor:
+    """The first-order prediction J_x Delta_k of the change, from per-example gradients: float64 `[K, batch]`."""
+    parts = space.unflatten(directions.to(space.device, space.base.dtype))  # {name: [K, *shape]}
+    result = torch.zeros(directions.shape[0], bits.shape[0], dtype=torch.float64, device=space.device)
+    for rows, grads in space.per_example_gradients(bits, chunk_size):
+        for name, g in grads.items():  # J_x Delta = sum over tensors of <grad, Delta>
+            result[:, rows] += (parts[name].flatten(1) @ g.flatten(1).T).double()
+    return result
+
+
+def _estimate(model, bits, rho, n_directions, seed, changes, estimator: str) -> Sharpness:
+    """mean_k m_k over K sphere directions drawn in blocks, m_k = mean_x changes(...)^2."""
+    _check(bits, rho, n_directions)
+    space = ParamSpace(model)
+    generator = make_generator(seed)
+    parts = []
+    for rows in chunked(n_directions, DIRECTION_BLOCK):
+        directions = sphere_directions(space.size, rows.stop - rows.start, rho, generator)
+        parts.append(changes(space, bits, directions).pow(2).mean(dim=1).cpu())
+    per_direction = torch.cat(parts)  # [K] float64
+    value, stderr = _mean_and_stderr(per_direction)
+    return Sharpness(
+        value=value,
+        stderr=stderr,
+        n_directions=n_directions,
+        n_inputs=bits.shape[0],
+        rho=rho,
+        seed=_seed_of(seed),
+        limit=None,
+        estimator=estimator,
+        per_direction=per_direction,
+    )
+
+
+def sharpness(
+    model: TracedModel,
+    bits: torch.Tensor,
+    rho: float = 0.01,
+    n_directions: int = 64,
+    seed: int | torch.Generator = 0,
+    chunk_size: int = CHUNK_SIZE,
+    limit: bool = True,
+) -> Sharpness:
+    """L_{rho,n} on `bits[batch, n]` from `n_directions` seeded directions on the sphere of radius rho.
+
+    With `limit`, also the exact small-rho limit of value / rho^2 (`sharpness_limit`).
+    """
+    change = lambda space, x, d: output_changes(space, x, d, chunk_size)  # noqa: E731
+    estimate = _estimate(model, bits, rho, n_directions, seed, change, "exact")
+    if limit:
+        estimate.limit = sharpness_limit(model, bits).value
+    return estimate
+
+
+def linearised_sharpness(
+    model: TracedModel, bits: torch.Tensor, rho: float = 0.01, n_directions: int = 64, seed: int | torch.Generator = 0
+) -> Sharpness:
+    """mean_k mean_x (J_x Delta_k)^2 for the same directions `sharpness` draws with this seed.
+
+    The first-order approximation of L_rho; its expectation over directions is rho^2 times the
+    exact limit. Cost: one pass of per-example gradients per `DIRECTION_BLOCK` directions.
+    """
+    return _estimate(model, bits, rho, n_directions, seed, linear_output_changes, "linearised")
+
+
+def sharpness_limit(model: TracedModel, bits: torch.Tensor, chunk_size: int | None = None) -> SharpnessLimit:
+    """The exact lim_{rho->0} L_{rho,n} / rho^2 = E_x ||grad_theta T(x)||^2 / P (no random directions)."""
+    _check(bits)
+    space = ParamSpace(model)
+    norms = torch.empty(bits.shape[0], dtype=torch.float64)
+    for rows, grads in space.per_example_gradients(bits, chunk_size):
+        norms[rows] = sum(g.flatten(1).pow(2).sum(dim=1).double() for g in grads.values()).cpu()
+    return SharpnessLimit(
+        value=norms.mean().item() / space.size, grad_norm_sq=norms, n_params=space.size, n_inputs=bits.shape[0]
+    )
+
+
+def sharpness_curve(
+    model: TracedModel,
+    bits: torch.Tensor,
+    rhos,
+    n_directions: int = 64,
+    seed: int = 0,
+    chunk_size: int = CHUNK_SIZE,
+) -> pd.DataFrame:
+    """L_rho / rho^2 for each rho, one row per rho, next to the exact limit.
+
+    Every rho uses the same seed, hence the same unit directions scaled by rho, so the curve is
+    smooth in rho and its small-rho end tends to the linearised value of those directions.
+    Columns: rho, value (L_rho), stderr, ratio (L_rho / rho^2), ratio_stderr, limit.
+    """
+    exact_limit = sharpness_limit(model, bits).value
+    rows = []
+    for rho in rhos:
+        est = sharpness(model, bits, float(rho), n_directions, seed, chunk_size, limit=False)
+        rows.append({
+            "rho": est.rho,
+            "value": est.value,
+            "stderr": est.stderr,
+            "ratio": est.value / est.rho**2,
+            "ratio_stderr": est.stderr / est.rho**2,
+            "limit": exact_limit,
+        })
+    return pd.DataFrame(rows)
+
+
+def sharpness_proxy(
+    model: TracedModel,
+    bits: torch.Tensor,
+    targets: torch.Tensor,
+    loss: str = "mse",
+    eps: float | None = None,
+    rho: float | None = None,
+    n_draws: int = 10,
+    seed: int | torch.Generator = 0,
+    chunk_size: int = CHUNK_SIZE,
+) -> SharpnessProxy:
+    """mean over `n_draws` of L(theta + Delta) - L(theta), Delta ~ N(0, eps^2) per non-positional coordinate.
+
+    Give `eps` (default 0.02, the paper's) or `rho` (then eps = rho / sqrt(P)), not both. `loss`
+    is "mse" or "bce" against `targets[batch]` (see `sensviz.losses`).
+    """
+    if eps is not None and rho is not None:
+        raise ValueError("give eps or rho, not both")
+    _check(bits, count=n_draws, what="n_draws")
+    if targets.shape != bits.shape[:1]:
+        raise ValueError(f"targets must have shape [{bits.shape[0]}], got {tuple(targets.shape)}")
+    space = ParamSpace(model)
+    if rho is not None:
+        eps = rho / math.sqrt(space.size)
+    eps = 0.02 if eps is None else eps
+    if not eps > 0:
+        raise ValueError(f"eps must be positive, got {eps}")
+    targets = targets.to(space.device).double()
+    base_loss = loss_value(space.base_output(bits).double(), targets, loss).item()
+    generator = make_generator(seed)
+    parts = []
+    for rows in chunked(n_draws, DIRECTION_BLOCK):
+        noise = gaussian_directions(space.size, rows.stop - rows.start, eps, generator)
+        losses = loss_value(space.outputs(bits, noise, chunk_size).double(), targets, loss)  # [draws]
+        parts.append((losses - base_loss).cpu())
+    per_draw = torch.cat(parts)
+    value, stderr = _mean_and_stderr(per_draw)
+    return SharpnessProxy(
+        value=value,
+        stderr=stderr,
+        n_draws=n_draws,
+        n_inputs=bits.shape[0],
+        eps=eps,
+        rho=eps * math.sqrt(space.size),
+        loss=loss,
+        base_loss=base_loss,
+        seed=_seed_of(seed),
+        per_draw=per_draw,
+    )
