@@ -3,6 +3,7 @@
 import json
 import math
 import re
+from dataclasses import replace
 
 import pytest
 import torch
@@ -54,6 +55,8 @@ def test_a_few_hundred_steps_learn_first_at_n6_to_100_percent():
     assert analysis.accuracy(analysis.cube_outputs(model, 6), sv.get_task("first").values(6)) == 1.0
     assert [r["step"] for r in result.history] == [0, 50, 100, 150, 200, 250, 300]
     assert result.history[0]["eval_loss"] > 10 * result.final["eval_loss"]
+    frame = result.frame()
+    assert list(frame["step"]) == [0, 50, 100, 150, 200, 250, 300] and frame["eval_accuracy"].iloc[-1] == 1.0
 
 
 @pytest.mark.parametrize("loss,pm1", [("mse", True), ("bce", False)])
@@ -72,16 +75,12 @@ def test_same_seed_same_run_bit_for_bit():
     runs = []
     for seed in (3, 3, 4):
         model = small(seed=seed)
-        runs.append((model, train(model, "majority", replace_seed(config, seed))))
+        runs.append((model, train(model, "majority", replace(config, seed=seed))))
     (a, ra), (b, rb), (c, rc) = runs
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
     assert ra.history == rb.history
     assert not all(torch.equal(p, q) for p, q in zip(a.parameters(), c.parameters()))
     assert ra.history != rc.history
-
-
-def replace_seed(config, seed):
-    return seeded(config, [seed])[0]
 
 
 def test_data_streams_are_seeded_and_distinct():
@@ -111,7 +110,7 @@ def test_train_many_equals_separate_runs(arch):
     tasks = ["parity", "parity", "parity"] if arch == "scratchpad" else ["parity", "majority", "first"]
     base = TrainConfig(n=n, batch_size=32, steps=40, lr=3e-3, weight_decay=0.1, eval_interval=10)
     configs = seeded(base, [0, 1, 2])
-    configs[2] = training.replace(configs[2], lr=1e-3, weight_decay=0.3)  # per-model lr and weight decay
+    configs[2] = replace(configs[2], lr=1e-3, weight_decay=0.3)  # per-model lr and weight decay
     together = [small(arch, seed=s) for s in range(3)]
     results = train_many(together, tasks, configs)
     bits = cube.vertices(n)
@@ -165,7 +164,7 @@ def test_divergence_ends_cleanly_with_the_last_good_weights():
 
 def test_a_diverging_model_in_a_batch_leaves_the_others_alone():
     configs = seeded(TrainConfig(n=5, batch_size=32, steps=30, lr=3e-3, eval_interval=10), [0, 1])
-    configs[1] = training.replace(configs[1], lr=1e5)
+    configs[1] = replace(configs[1], lr=1e5)
     models = [small(seed=0), small(seed=1)]
     results = train_many(models, "first", configs)
     assert results[0].stop_reason == "completed" and results[1].stop_reason.startswith("diverged")
@@ -213,7 +212,7 @@ def test_a_restricted_training_set_is_all_the_model_ever_trains_on():
     seen = torch.cat(model.seen)
     assert len(seen) == 60 * 32
     assert set(seen.tolist()) == set(train_set.tolist())  # only those, and (in 1920 draws) all of them
-    assert torch.equal(TrainingData(training.replace(config, seed=9)).train_set, train_set)  # fixed by train_set_seed
+    assert torch.equal(TrainingData(replace(config, seed=9)).train_set, train_set)  # fixed by train_set_seed
     assert {"eval_accuracy", "heldout_accuracy", "heldout_loss"} <= set(result.final)
     data = TrainingData(config)
     assert not set(data.heldout.tolist()) & set(train_set.tolist()) and len(data.heldout) == 2**n - size
