@@ -242,3 +242,35 @@ def per_ln_table(summary) -> pd.DataFrame:
          "tau_mean": row["tau_mean"]}
         for k, row in enumerate(summary.per_ln)
     ])
+
+
+TRAINING_METRICS = {
+    "loss": "loss",
+    "accuracy": "accuracy",
+    "sharpness": "sharpness L_ρ",
+    "log_blowup_mean": "E[log Blowup]",
+    "param_norm": "‖θ‖",
+    "avg_sensitivity": "as_n(model)",
+}
+"""Measurements of a training run shown over the steps, with their display names."""
+
+
+def training_table(records: list[dict]) -> pd.DataFrame:
+    """Measurement records of a run in long form: step, metric (display name), value, stderr."""
+    rows = []
+    for record in records:
+        for key, title in TRAINING_METRICS.items():
+            if record.get(key) is not None:
+                rows.append({"step": record["step"], "metric": title, "value": record[key],
+                             "stderr": record.get(f"{key}_stderr")})
+    return pd.DataFrame(rows, columns=["step", "metric", "value", "stderr"])
+
+
+def degree_history_table(records: list[dict]) -> pd.DataFrame:
+    """The model's Fourier degree profile over training: step, degree, weight (exact records only)."""
+    rows = [
+        {"step": record["step"], "degree": k, "weight": weight}
+        for record in records
+        for k, weight in enumerate(record.get("degree_profile") or ())
+    ]
+    return pd.DataFrame(rows, columns=["step", "degree", "weight"])

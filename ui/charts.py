@@ -232,3 +232,32 @@ def contour_chart(table: pd.DataFrame, segments: pd.DataFrame, title: str) -> al
         x="alpha:Q", y="beta:Q", x2="alpha2:Q", y2="beta2:Q", tooltip=[alt.Tooltip("level:Q", format=".4g", title="loss level")]
     )
     return (heat + lines).properties(width=480, height=480)
+
+
+def training_curves(table: pd.DataFrame, title: str) -> alt.Chart:
+    """Each measurement over the training steps, one small panel per metric."""
+    base = alt.Chart(table).encode(
+        x=alt.X("step:Q", title="training step"),
+        tooltip=["metric:N", "step:Q", alt.Tooltip("value:Q", format=".5g"), alt.Tooltip("stderr:Q", format=".3g")],
+    )
+    line = base.mark_line(point=True).encode(y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)))
+    return (
+        line.properties(width=300, height=170)
+        .facet(facet=alt.Facet("metric:N", title=None), columns=3)
+        .resolve_scale(y="independent")
+        .properties(title=title)
+    )
+
+
+def degree_history(table: pd.DataFrame, title: str) -> alt.Chart:
+    """The Fourier degree profile d_k of the model over training (which degrees are learned when)."""
+    return (
+        alt.Chart(table, title=title)
+        .mark_rect()
+        .encode(
+            x=alt.X("step:O", title="training step"),
+            y=alt.Y("degree:O", title="degree k", sort="descending"),
+            color=alt.Color("weight:Q", scale=alt.Scale(scheme="greens"), title="d_k"),
+            tooltip=["step:O", "degree:O", alt.Tooltip("weight:Q", format=".4f")],
+        )
+    )

@@ -50,6 +50,7 @@ TRAINED = "sv_trained"  # {name: checkpoint bytes} of models trained in this ses
 UPLOADED = "sv_uploaded"  # {digest: checkpoint bytes} of uploaded files
 ANALYSIS_N = "sv_analysis_n"  # {ModelRef: input length chosen for analysis}
 SOURCE = "sv_source"  # which model source the sidebar shows
+TRAIN_RUN = "sv_train_run"  # the Train page's current or last run: name, records, weights, status
 
 
 @dataclass(frozen=True)
