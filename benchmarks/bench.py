@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 
 import sensviz as sv  # noqa: E402
 from sensviz import analysis, cube, curvature, slices  # noqa: E402
@@ -237,6 +237,33 @@ def bench_hessian(cases, repeat):
         row(f"top Hessian eigenvalue, P={model.n_params()}, n={n}", ours_t, base_t, agree, note)
 
 
+def bench_pages(file: str, pages: list[str]):
+    """Each page of the explorer with a pretrained checkpoint selected, under AppTest: the first
+    render on empty caches (the "baseline" column) and a re-render with the same settings (cached)."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from ui import state
+
+    for page in pages:
+        st.cache_data.clear()
+        st.cache_resource.clear()
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
+        at.session_state[state.SELECTED] = state.zoo_ref(file)
+        at.switch_page(page)
+        start = time.perf_counter()
+        at.run()
+        first = time.perf_counter() - start
+        start = time.perf_counter()
+        at.run()
+        cached = time.perf_counter() - start
+        name = Path(page).stem.split("_", 1)[-1]
+        row(f"page {name}, {file.removesuffix('.safetensors')}", cached, first, None if not at.exception else False,
+            "cached re-render vs first render (AppTest)")
+
+
+PAGES = ["app.py"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "pages").glob("*.py"))
+
 SECTIONS = {
     "spectrum": lambda q, r: bench_spectrum([10, 16] if q else [12, 16, 20], 10 if q else 12, r),
     "model_sensitivity": lambda q, r: bench_model_sensitivity([8] if q else [10, 14], r),
@@ -245,6 +272,8 @@ SECTIONS = {
     "sharpness": lambda q, r: bench_sharpness([32] if q else [32, 128], 8 if q else 10, r),
     "slice": lambda q, r: bench_slice(32, 8 if q else 10, 11 if q else 41, r),
     "hessian": lambda q, r: bench_hessian([(8, 6, "dense")] if q else [(16, 8, "dense"), (32, 10, "power")], r),
+    "pages": lambda q, r: bench_pages("encoder-parity-n6.safetensors" if q else "encoder-parity-n10.safetensors",
+                                      PAGES[:3] if q else PAGES),
 }
 
 
