@@ -240,11 +240,14 @@ def bench_hessian(cases, repeat):
 def bench_pages(file: str, pages: list[str]):
     """Each page of the explorer with a pretrained checkpoint selected, under AppTest: the first
     render on empty caches (the "baseline" column) and a re-render with the same settings (cached)."""
+    import logging
+
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
     from ui import state
 
+    logging.getLogger("streamlit").setLevel(logging.ERROR)  # AppTest runs without a server: quiet its warnings
     for page in pages:
         st.cache_data.clear()
         st.cache_resource.clear()

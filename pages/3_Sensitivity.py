@@ -31,11 +31,16 @@ if "vertices" in found:
             options.update({"target": "s_target", "model − target": "s_difference"})
         options["model output (±1 scale)"] = "output_pm1"
         shown = st.segmented_control("Colour by", list(options), default="model", key="sv_w_sens_colour") or "model"
-        st.altair_chart(
-            charts.cube_grid(vertices, options[shown], f"s(f,x) on the 2^{n} inputs (Karnaugh map: neighbours adjacent)",
+        event = st.altair_chart(
+            charts.cube_grid(vertices, options[shown], f"{shown} on the 2^{n} inputs",
                              diverging=shown in ("model − target", "model output (±1 scale)")),
+            width="content", on_select="rerun", key=f"sv_w_sens_grid_{n}",
         )
-        st.caption("Rows and columns follow the Gray code, so inputs one bit apart are adjacent (with wrap-around).")
+        picked = event.selection.get(charts.PICK) or []
+        if picked:
+            st.session_state[f"sv_w_sens_vertex_{n}"] = int(picked[0]["vertex"])
+        st.caption("Rows and columns follow the Gray code, so inputs one bit apart are adjacent (with wrap-around). "
+                   "Click a cell to look at that input below.")
     else:
         st.caption(f"n = {n} has {2**n:,} inputs — too many to draw one cell each; see the distributions below.")
     page.download(vertices, "cube_sensitivity.csv", "Download every vertex (CSV)")

@@ -187,30 +187,36 @@ def ln_factor_table(ln_factor: torch.Tensor, ln_names: tuple[str, ...]) -> pd.Da
     )
 
 
-def _log10_histogram(values: torch.Tensor, bins: int) -> tuple[np.ndarray, np.ndarray]:
-    """Fractions of `values` (positive) in `bins` equal bins of log10: (fractions, edges)."""
+def _log10_edges(values: torch.Tensor, bins: int) -> np.ndarray:
+    """`bins` equal bins spanning log10 of the (positive) values."""
+    logs = values.double().clamp(min=1e-300).log10()
+    low, high = logs.min().item(), logs.max().item()
+    return np.linspace(low, high if high > low else low + 1e-9, bins + 1)
+
+
+def _log10_fractions(values: torch.Tensor, edges: np.ndarray) -> np.ndarray:
     logs = values.double().clamp(min=1e-300).log10().cpu().numpy().ravel()
-    low, high = float(logs.min()), float(logs.max())
-    edges = np.linspace(low, high if high > low else low + 1e-9, bins + 1)
-    counts, edges = np.histogram(logs, bins=edges)
-    return counts / len(logs), edges
+    return np.histogram(logs, bins=edges)[0] / len(logs)
 
 
 def ln_factor_histogram(factors: torch.Tensor, ln_names: tuple[str, ...], bins: int = 30) -> pd.DataFrame:
-    """Distribution of N_i^(k) over inputs and positions, per LayerNorm, in log10 bins:
-    ln, ln_name, log10_start, log10_end, fraction. `factors` is `[inputs, ln, position]`."""
-    frames = []
-    for k, name in enumerate(ln_names):
-        fractions, edges = _log10_histogram(factors[:, k], bins)
-        frames.append(pd.DataFrame({"ln": k, "ln_name": ln_label(name), "log10_start": edges[:-1], "log10_end": edges[1:],
-                                    "fraction": fractions}))
-    return pd.concat(frames, ignore_index=True)
+    """Distribution of N_i^(k) over inputs and positions, per LayerNorm, in log10 bins shared by
+    all LayerNorms: ln, ln_name, log10_start, log10_end, fraction. `factors` is `[inputs, ln, position]`."""
+    edges = _log10_edges(factors, bins)
+    return pd.concat(
+        [
+            pd.DataFrame({"ln": k, "ln_name": ln_label(name), "log10_start": edges[:-1], "log10_end": edges[1:],
+                          "fraction": _log10_fractions(factors[:, k], edges)})
+            for k, name in enumerate(ln_names)
+        ],
+        ignore_index=True,
+    )
 
 
 def blowup_histogram(values: torch.Tensor, bins: int = 30) -> pd.DataFrame:
     """Distribution of Blowup(x) over inputs in log10 bins: log10_start, log10_end, fraction."""
-    fractions, edges = _log10_histogram(values, bins)
-    return pd.DataFrame({"log10_start": edges[:-1], "log10_end": edges[1:], "fraction": fractions})
+    edges = _log10_edges(values, bins)
+    return pd.DataFrame({"log10_start": edges[:-1], "log10_end": edges[1:], "fraction": _log10_fractions(values, edges)})
 
 
 def blowup_by_sensitivity(values: torch.Tensor, sensitivity: torch.Tensor, label: str, groups: int = 12) -> pd.DataFrame:

@@ -97,7 +97,7 @@ def check_page(page, name: str) -> None:
 
 
 def test_every_page_opens_cold(server, browser):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page = browser.new_page(viewport={"width": 1400, "height": 2400})
     page.goto(server + "/", wait_until="domcontentloaded")
     check_page(page, "cold-home")
     for name in PAGES:
@@ -107,11 +107,12 @@ def test_every_page_opens_cold(server, browser):
 
 
 def test_every_page_with_a_pretrained_checkpoint(server, browser):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page = browser.new_page(viewport={"width": 1400, "height": 2400})
     page.goto(server + "/", wait_until="domcontentloaded")
     wait_until_done(page)
     page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="Checkpoint").click()
-    page.get_by_role("option").filter(has_text="n=6").first.click()
+    page.keyboard.type("parity · n=6 · encoder")  # the list is long: filter it as a user would
+    page.get_by_role("option").filter(has_text="parity · n=6 · encoder").first.click()
     page.get_by_text("Analyse at input length n").wait_for(timeout=60_000)
     check_page(page, "selected-home")
     for name in PAGES:

@@ -38,40 +38,55 @@ def cube_grid(table: pd.DataFrame, value: str, title: str, diverging: bool = Fal
     tooltip = ["vertex:Q", "bits:N", "weight:Q", alt.Tooltip("output:Q", format=".4f"), alt.Tooltip("s_model:Q", format=".3f")]
     if "s_target" in table:
         tooltip += ["target:Q", alt.Tooltip("s_target:Q", format=".3f")]
+    rows, cols = int(table["row"].max()) + 1, int(table["col"].max()) + 1
+    cell = max(6, min(48, 520 // max(rows, cols)))
     return (
         alt.Chart(table, title=title)
-        .mark_rect()
+        .mark_rect(stroke="white", strokeWidth=0.5 if cell > 8 else 0, cursor="pointer")
         .encode(
-            x=alt.X("col:O", title="column (Gray order of the last ⌊n/2⌋ bits)", axis=alt.Axis(labels=False, ticks=False)),
-            y=alt.Y("row:O", title="row (Gray order of the first ⌈n/2⌉ bits)", axis=alt.Axis(labels=False, ticks=False)),
+            x=alt.X("col:O", title="column: Gray order of the last ⌊n/2⌋ bits", axis=alt.Axis(labels=False, ticks=False)),
+            y=alt.Y("row:O", title="row: Gray order of the first ⌈n/2⌉ bits", axis=alt.Axis(labels=False, ticks=False)),
             color=alt.Color(f"{value}:Q", scale=scale, title=value),
             tooltip=tooltip,
         )
-        .properties(height=420)
+        .add_params(alt.selection_point(name=PICK, fields=["vertex"], on="click"))
+        .properties(width=cols * cell, height=rows * cell)
     )
+
+
+PICK = "pick"
+"""Name of the click selection of `cube_grid` (the vertex a user clicked)."""
 
 
 def histogram(table: pd.DataFrame, title: str) -> alt.Chart:
-    """Fractions of inputs per bin of s(f,x), model and target side by side."""
-    return (
-        alt.Chart(table, title=title)
-        .mark_bar(opacity=0.7)
-        .encode(
-            x=alt.X("bin_start:Q", bin="binned", title="s(f,x)"),
-            x2="bin_end:Q",
-            y=alt.Y("fraction:Q", title="fraction of inputs", stack=None),
-            color=alt.Color("function:N", scale=FUNCTION_COLORS, title=""),
-            tooltip=["function:N", alt.Tooltip("bin_start:Q", format=".3f"), alt.Tooltip("bin_end:Q", format=".3f"),
-                     alt.Tooltip("fraction:Q", format=".4f")],
-        )
+    """Fractions of inputs per bin of s(f,x): the model as filled bars, the target as outlined
+    bars on top (both stay visible where they coincide)."""
+    encoding = {
+        "x": alt.X("bin_start:Q", bin="binned", title="s(f,x)"),
+        "x2": "bin_end:Q",
+        "y": alt.Y("fraction:Q", title="fraction of inputs", stack=None),
+        "color": alt.Color("function:N", scale=FUNCTION_COLORS, title=""),
+        "tooltip": ["function:N", alt.Tooltip("bin_start:Q", format=".3f"), alt.Tooltip("bin_end:Q", format=".3f"),
+                    alt.Tooltip("fraction:Q", format=".4f")],
+    }
+    model = alt.Chart(table[table["function"] == "model"], title=title).mark_bar(opacity=0.75).encode(**encoding)
+    target = alt.Chart(table[table["function"] == "target"]).mark_bar(fillOpacity=0, strokeWidth=2).encode(
+        **{**encoding, "stroke": alt.Stroke("function:N", scale=FUNCTION_COLORS, legend=None)}
     )
+    return model + target
+
+
+def _x_axis(table: pd.DataFrame, x: str, title: str) -> alt.X:
+    """A quantitative x axis; integer columns (positions, weights, degrees) get integer ticks."""
+    integer = pd.api.types.is_integer_dtype(table[x])
+    return alt.X(f"{x}:Q", title=title, axis=alt.Axis(tickMinStep=1, format="d") if integer else alt.Undefined)
 
 
 def lines(table: pd.DataFrame, x: str, y: str, x_title: str, y_title: str, title: str, color: str = "function",
           error: str | None = None) -> alt.Chart:
     """A line per `color` group with points (and error bars of ± `error` when given)."""
     base = alt.Chart(table, title=title).encode(
-        x=alt.X(f"{x}:Q", title=x_title),
+        x=_x_axis(table, x, x_title),
         color=alt.Color(f"{color}:N", scale=FUNCTION_COLORS if color == "function" else alt.Undefined, title=""),
     )
     tooltip = [f"{color}:N", f"{x}:Q", alt.Tooltip(f"{y}:Q", format=".4g")]
@@ -114,18 +129,20 @@ def ln_heatmap(table: pd.DataFrame, title: str) -> alt.Chart:
 
 
 def log_histogram(table: pd.DataFrame, x_title: str, title: str, color: str | None = None) -> alt.Chart:
-    """Bars over log10 bins (`log10_start`, `log10_end`, `fraction`), optionally one colour per group."""
-    encoding = {
-        "x": alt.X("log10_start:Q", bin="binned", title=x_title),
-        "x2": "log10_end:Q",
-        "y": alt.Y("fraction:Q", title="fraction", stack=None),
-        "tooltip": [alt.Tooltip("log10_start:Q", format=".3f"), alt.Tooltip("log10_end:Q", format=".3f"),
-                    alt.Tooltip("fraction:Q", format=".4f")],
-    }
-    if color:
-        encoding["color"] = alt.Color(f"{color}:N", title="")
-        encoding["tooltip"] = [f"{color}:N"] + encoding["tooltip"]
-    return alt.Chart(table, title=title).mark_bar(opacity=0.6).encode(**encoding)
+    """A distribution over log10 bins (`log10_start`, `log10_end`, `fraction`): bars, or one step
+    line per group when `color` names a grouping column."""
+    tooltip = [alt.Tooltip("log10_start:Q", format=".3f"), alt.Tooltip("log10_end:Q", format=".3f"),
+               alt.Tooltip("fraction:Q", format=".4f")]
+    chart = alt.Chart(table, title=title)
+    if color is None:
+        return chart.mark_bar().encode(
+            x=alt.X("log10_start:Q", bin="binned", title=x_title), x2="log10_end:Q",
+            y=alt.Y("fraction:Q", title="fraction"), tooltip=tooltip,
+        )
+    return chart.mark_line(interpolate="step-after", point=True).encode(
+        x=alt.X("log10_start:Q", title=x_title), y=alt.Y("fraction:Q", title="fraction"),
+        color=alt.Color(f"{color}:N", title=""), tooltip=[f"{color}:N"] + tooltip,
+    )
 
 
 def per_ln_bars(table: pd.DataFrame, title: str) -> alt.Chart:
