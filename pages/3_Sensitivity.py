@@ -46,7 +46,8 @@ if "vertices" in found:
     page.download(vertices, "cube_sensitivity.csv", "Download every vertex (CSV)")
 
     st.subheader("One input")
-    vertex = st.number_input(f"Vertex (0 … {2**n - 1})", 0, 2**n - 1, 0, key=f"sv_w_sens_vertex_{n}")
+    st.session_state.setdefault(f"sv_w_sens_vertex_{n}", 0)  # set by a click on the cube above
+    vertex = st.number_input(f"Vertex (0 … {2**n - 1})", 0, 2**n - 1, key=f"sv_w_sens_vertex_{n}")
     row = vertices.iloc[int(vertex)]
     cols = st.columns(4)
     cols[0].metric("input x", row["bits"])

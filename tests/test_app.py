@@ -111,6 +111,7 @@ def test_train_a_tiny_model_then_it_is_selected():
     assert any("completed after 30 steps" in s.value for s in at.success)
     selected = at.session_state["sv_selected"]
     assert selected.kind == "trained"
+    assert at.sidebar.segmented_control(key="sv_source").value == "Trained here"
     for page in PAGES:
         at.switch_page(page).run()
         assert not at.exception, page

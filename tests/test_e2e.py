@@ -120,3 +120,25 @@ def test_every_page_with_a_pretrained_checkpoint(server, browser):
         page.wait_for_selector(f'h1:has-text("{name}")', timeout=60_000)
         check_page(page, f"selected-{name}")
     page.close()
+
+
+def test_train_live_and_upload_in_the_browser(server, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1400, "height": 2400})
+    page.goto(server + "/Train", wait_until="domcontentloaded")
+    wait_until_done(page)
+    steps = page.get_by_label("Steps", exact=True)
+    steps.fill("200")
+    steps.press("Enter")
+    page.get_by_role("button", name="Train").click()
+    page.get_by_text("completed after 200 steps").wait_for(timeout=120_000)
+    check_page(page, "trained-Train")
+    assert page.get_by_text("measurements during training").count() > 0
+
+    broken = tmp_path / "broken.safetensors"
+    broken.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
+    page.locator('[data-testid="stSidebar"] button').filter(has_text="Upload").click()
+    wait_until_done(page)
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(broken))
+    page.get_by_text("cannot be used").wait_for(timeout=60_000)
+    check_page(page, "upload-corrupt")
+    page.close()

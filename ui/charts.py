@@ -259,7 +259,7 @@ def training_curves(table: pd.DataFrame, title: str) -> alt.Chart:
     )
     line = base.mark_line(point=True).encode(y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)))
     return (
-        line.properties(width=300, height=170)
+        line.properties(width=240, height=160)
         .facet(facet=alt.Facet("metric:N", title=None), columns=3)
         .resolve_scale(y="independent")
         .properties(title=title)

@@ -100,7 +100,7 @@ def run(request: TrainRequest, show, progress) -> state.ModelRef:
 def _keep(snapshot: dict, data: bytes, reason: str, steps: int, seconds: float | None) -> state.ModelRef:
     name = _unique(snapshot["name"])
     ref = state.register_trained(name, data)
-    state.select(ref)
+    state.select(ref, show=True)
     st.session_state[state.TRAIN_RUN] = {**snapshot, "name": name, "status": "finished", "reason": reason,
                                          "step": steps, "seconds": seconds, "bytes": data}
     return ref

@@ -146,6 +146,7 @@ def _choose_trained() -> state.ModelRef | None:
 
 
 SOURCES = {"Pretrained": _choose_zoo, "Upload": _choose_upload, "Trained here": _choose_trained}
+SOURCE_OF_KIND = {"zoo": "Pretrained", "upload": "Upload", "trained": "Trained here"}
 
 
 def sidebar() -> Selection | None:
@@ -153,8 +154,11 @@ def sidebar() -> Selection | None:
     with st.sidebar:
         st.header("Model")
         current = state.selected()
-        default = {"zoo": "Pretrained", "upload": "Upload", "trained": "Trained here"}.get(current.kind if current else "zoo")
-        source = st.segmented_control("Source", list(SOURCES), default=default, key=state.SOURCE) or default
+        default = SOURCE_OF_KIND[current.kind if current else "zoo"]
+        if st.session_state.pop(state.SHOW_SOURCE, None):  # a model was selected elsewhere (the Train page)
+            st.session_state[state.SOURCE] = default
+        st.session_state.setdefault(state.SOURCE, default)
+        source = st.segmented_control("Source", list(SOURCES), key=state.SOURCE) or default
         ref = SOURCES[source]()
         if ref is not None:
             try:

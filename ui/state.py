@@ -51,6 +51,7 @@ UPLOADED = "sv_uploaded"  # {digest: checkpoint bytes} of uploaded files
 ANALYSIS_N = "sv_analysis_n"  # {ModelRef: input length chosen for analysis}
 SOURCE = "sv_source"  # which model source the sidebar shows
 TRAIN_RUN = "sv_train_run"  # the Train page's current or last run: name, records, weights, status
+SHOW_SOURCE = "sv_show_source"  # a model source the sidebar switches to on its next run
 
 
 @dataclass(frozen=True)
@@ -154,8 +155,11 @@ def checkpoint_bytes(ref: ModelRef) -> bytes:
     return _bytes_of(ref)
 
 
-def select(ref: ModelRef) -> None:
+def select(ref: ModelRef, show: bool = False) -> None:
+    """Make `ref` the selected model; with `show`, the sidebar also switches to its source."""
     st.session_state[SELECTED] = ref
+    if show:
+        st.session_state[SHOW_SOURCE] = ref.kind
 
 
 def selected() -> ModelRef | None:
