@@ -53,6 +53,7 @@ def test_summary_metrics_match_the_core():
     report = sv.analysis.sensitivity_report(ck.model, 6, ck.task, ck.encoding)
     assert metrics["accuracy"] == f"{report.accuracy:.1%}"
     assert metrics["as_n target"] == f"{report.target.avg_sensitivity:.3f}"
+    assert metrics["mean Blowup"] == f"{sv.blowup.blowup_summary(ck.model, 6).mean:.4g}"
 
 
 def test_attention_page_input_choices():

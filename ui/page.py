@@ -198,6 +198,7 @@ def _summary(ref: state.ModelRef, ck: sv.Checkpoint) -> Selection:
     right.metric("param_norm", f"{info['param_norm']:.2f}")
     left.metric("as_n model", f"{info['as_model']:.3f}", help="average sensitivity of the model (thresholded)")
     right.metric("as_n target", "—" if info["as_target"] is None else f"{info['as_target']:.3f}")
+    left.metric("mean Blowup", f"{info['blowup_mean']:.4g}", help="E_x Blowup(x) = E_x Π_k max_w (1 + N_w^(k)(x))")
     st.caption(
         f"**{info['task']}** · {info['arch']} · {info['size']} · {info['n_params']:,} parameters · trained at "
         f"n={info['trained_n']} · {'exact' if info['exact'] else 'sampled'} at n={n}"

@@ -245,8 +245,10 @@ def trace_one(ref: ModelRef, ck: sv.Checkpoint, bits: tuple[int, ...]) -> sv.Tra
 
 
 def summary(ref: ModelRef, ck: sv.Checkpoint, n: int, progress: Progress = None) -> dict:
-    """The selected model's summary at length n: task, sizes, accuracy, as_n of model vs target, param_norm."""
-    report = sensitivity_report(ref, ck, n, progress=progress)
+    """The selected model's summary at length n: task, sizes, accuracy, as_n of model vs target,
+    param_norm, mean Blowup."""
+    report = sensitivity_report(ref, ck, n, progress=(lambda f: progress(f / 2)) if progress else None)
+    blowup = blowup_summary(ref, ck, n, progress=(lambda f: progress(0.5 + f / 2)) if progress else None)
     c = ck.config
     return {
         "task": ck.task.label if ck.task else "unknown",
@@ -259,6 +261,7 @@ def summary(ref: ModelRef, ck: sv.Checkpoint, n: int, progress: Progress = None)
         "as_model": report.model.avg_sensitivity,
         "as_target": report.target.avg_sensitivity if report.target is not None else None,
         "param_norm": ck.model.param_norm(),
+        "blowup_mean": blowup.mean,
         "exact": report.exact,
     }
 
