@@ -201,6 +201,7 @@ def _dump(ck, path: str) -> None:
         "ln_variance": tr.ln_variance.numpy(),  # [2**n, ln, position]
         "attention": tr.attention.numpy(),  # [2**n, layer, head, query, key]
         "ln_names": np.array(tr.ln_names),
+        "attention_names": np.array(tr.attention_names),
         "ln_eps": np.array(tr.ln_eps),
     }
     if ck.task is not None:

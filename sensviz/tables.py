@@ -17,8 +17,12 @@ from .tasks import TargetEncoding
 
 
 def ln_label(name: str) -> str:
-    """A short label of a LayerNorm's module name: `encoders.layers.1.norm2` -> `L1.norm2`."""
-    return name.replace("encoders.layers.", "L").replace("layers.", "L")
+    """A short label of a module name: `encoders.layers.1.norm2` -> `L1.norm2`,
+    `model.decoder.layers.0.multihead_attn` -> `dec0.multihead_attn`."""
+    for long, short in (("model.encoder.layers.", "enc"), ("model.decoder.layers.", "dec"), ("model.encoder.", "enc."),
+                        ("model.decoder.", "dec."), ("encoders.layers.", "L"), ("layers.", "L")):
+        name = name.replace(long, short)
+    return name
 
 
 def bit_string(bits) -> str:
@@ -150,13 +154,16 @@ def degree_table(report: SensitivityReport) -> pd.DataFrame:
     )
 
 
-def attention_table(attention: torch.Tensor) -> pd.DataFrame:
-    """Attention weights `[layer, head, query, key]` as rows: layer, head, query, key, weight."""
+def attention_table(attention: torch.Tensor, names: tuple[str, ...]) -> pd.DataFrame:
+    """Attention weights `[layer, head, query, key]` as rows: layer, block (the attention module's
+    short name), head, query, key, weight."""
     layers, heads, n, _ = attention.shape
     grid = np.stack(np.meshgrid(np.arange(layers), np.arange(heads), np.arange(n), np.arange(n), indexing="ij"))
+    labels = np.array([f"{k}: {ln_label(name)}" for k, name in enumerate(names)])
     return pd.DataFrame(
         {
             "layer": grid[0].ravel(),
+            "block": labels[grid[0].ravel()],
             "head": grid[1].ravel(),
             "query": grid[2].ravel(),
             "key": grid[3].ravel(),
@@ -165,10 +172,10 @@ def attention_table(attention: torch.Tensor) -> pd.DataFrame:
     )
 
 
-def attention_change_table(before: torch.Tensor, after: torch.Tensor) -> pd.DataFrame:
+def attention_change_table(before: torch.Tensor, after: torch.Tensor, names: tuple[str, ...]) -> pd.DataFrame:
     """Attention `[layer, head, query, key]` of an input and of the input with one bit flipped:
     the rows of `attention_table` with `weight_flipped` and `change` = flipped - original."""
-    table = attention_table(before)
+    table = attention_table(before, names)
     table["weight_flipped"] = after.detach().double().cpu().numpy().ravel()
     table["change"] = table["weight_flipped"] - table["weight"]
     return table

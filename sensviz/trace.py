@@ -58,6 +58,7 @@ class Trace:
 
     output: torch.Tensor  # [batch] T(x)
     attention: torch.Tensor  # [batch, layer, head, query, key] softmax weights
+    attention_names: tuple[str, ...]  # [layer] attention modules, e.g. "encoders.layers.0.self_attn"
     ln_variance: torch.Tensor  # [batch, ln, position] population variance of the LN input Y
     ln_factor: torch.Tensor  # [batch, ln, position] N = 1/sqrt(var + eps)
     ln_eps: tuple[float, ...]  # [ln] each LayerNorm's own eps
@@ -77,7 +78,8 @@ class Trace:
             key: torch.cat([getattr(t, key) for t in traces])
             for key in ("output", "attention", "ln_variance", "ln_factor")
         }
-        return Trace(**joined, ln_eps=first.ln_eps, ln_names=first.ln_names, d_model=first.d_model)
+        return Trace(**joined, attention_names=first.attention_names, ln_eps=first.ln_eps, ln_names=first.ln_names,
+                     d_model=first.d_model)
 
 
 class TracedModel(nn.Module):
@@ -123,7 +125,8 @@ class TracedModel(nn.Module):
         return task(bits)
 
     def attention_names(self) -> list[str]:
-        """The attention modules whose weights `trace` stacks along its layer axis, in that order."""
+        """The attention modules whose weights `trace` stacks along its layer axis, in that order
+        (one per layer; the scratchpad has encoder self-, decoder self- and cross-attention)."""
         return [name.removesuffix(".hook_pattern") for name in hook_names(self, "hook_pattern")]
 
     def layernorms(self) -> list[tuple[str, LayerNorm]]:
@@ -140,6 +143,7 @@ class TracedModel(nn.Module):
         return Trace(
             output=output.detach(),
             attention=torch.stack([cache[p] for p in patterns], dim=1),
+            attention_names=tuple(p.removesuffix(".hook_pattern") for p in patterns),
             ln_variance=torch.stack([cache[f"{n}.hook_variance"] for n, _ in norms], dim=1),
             ln_factor=torch.stack([cache[f"{n}.hook_scale"] for n, _ in norms], dim=1),
             ln_eps=tuple(float(m.eps) for _, m in norms),

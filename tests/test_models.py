@@ -125,8 +125,10 @@ def test_trace_shapes_and_layer_major_order(any_model):
     if any_model.arch == "encoder":
         assert tr.ln_names == ("encoders.layers.0.norm1", "encoders.layers.0.norm2",
                                "encoders.layers.1.norm1", "encoders.layers.1.norm2")
+        assert tr.attention_names == ("encoders.layers.0.self_attn", "encoders.layers.1.self_attn")
     else:
         assert tr.ln_names == ("layers.0.norm", "layers.1.norm")
+        assert tr.attention_names == ("layers.0.attn", "layers.1.attn")
     assert torch.equal(tr.output, any_model(bits).detach())
 
 

@@ -23,11 +23,11 @@ def attention_heatmaps(table: pd.DataFrame, value: str = "weight", title: str = 
             x=alt.X("key:O", title="key position j"),
             y=alt.Y("query:O", title="query position i"),
             color=alt.Color(f"{value}:Q", scale=scale, title="Δ weight" if diverging else "â_ij"),
-            tooltip=["layer:O", "head:O", "query:O", "key:O", alt.Tooltip(f"{value}:Q", format=".4f")]
+            tooltip=["block:N", "head:O", "query:O", "key:O", alt.Tooltip(f"{value}:Q", format=".4f")]
             + ([alt.Tooltip("weight:Q", format=".4f"), alt.Tooltip("weight_flipped:Q", format=".4f")] if diverging else []),
         )
         .properties(width=170, height=170)
-        .facet(row=alt.Row("layer:O", title="layer"), column=alt.Column("head:O", title="head"))
+        .facet(row=alt.Row("block:N", title="layer", sort=alt.SortField("layer")), column=alt.Column("head:O", title="head"))
         .properties(title=title)
     )
 

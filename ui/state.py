@@ -283,20 +283,20 @@ def random_vertex(n: int, seed: int) -> int:
 def attention_tables(ref: ModelRef, ck: sv.Checkpoint, bits: tuple[int, ...], flip_position: int | None):
     """Attention of one input as rows, and (with a position) its change when that bit flips."""
     trace = trace_one(ref, ck, bits)
-    table = tables.attention_table(trace.attention[0])
+    table = tables.attention_table(trace.attention[0], trace.attention_names)
     if flip_position is None:
         return table, None
     flipped = list(bits)
     flipped[flip_position] ^= 1
     other = trace_one(ref, ck, tuple(flipped))
-    return table, tables.attention_change_table(trace.attention[0], other.attention[0])
+    return table, tables.attention_change_table(trace.attention[0], other.attention[0], trace.attention_names)
 
 
 def mean_attention_table(ref: ModelRef, ck: sv.Checkpoint, n: int, weight: int | None, progress: Progress = None):
     """Mean attention as rows, over all inputs (weight None) or inputs of one Hamming weight; and exactness."""
     average = mean_attention(ref, ck, n, progress=progress)
     values = average.overall if weight is None else average.by_weight[weight]
-    return tables.attention_table(values), average
+    return tables.attention_table(values, tuple(ck.model.attention_names())), average
 
 
 GRID_LIMIT = 12
