@@ -28,6 +28,10 @@ import torch
 
 EXACT_LIMIT = 20
 """Default largest n for exact enumeration of the cube (2**20 vertices)."""
+SAMPLED_LIMIT = 2048
+"""Largest n for Monte Carlo estimates: each sampled input needs its n neighbours evaluated."""
+_ELEMENT_BUDGET = 2**22
+"""Bits (int64) of neighbourhoods built at once by `estimate_views` (32 MiB)."""
 
 
 def _check_n(n: int, limit: int = EXACT_LIMIT) -> None:
@@ -285,9 +289,12 @@ def estimate_views(
     """
     if n_samples < 2:
         raise ValueError("a Monte Carlo estimate needs at least 2 samples")
+    if not 1 <= n <= SAMPLED_LIMIT:
+        raise ValueError(f"sampled sensitivity needs 1 <= n <= {SAMPLED_LIMIT} (every sampled input is evaluated "
+                         f"with its n neighbours), got n={n}")
     points = sample(n, n_samples, seed)
     per_point = {name: torch.empty(n_samples, n, dtype=torch.float64) for name in views}  # ((f(x)-f(x^i))/2)^2
-    chunk = max(1, batch_size // (n + 1))
+    chunk = max(1, min(batch_size // (n + 1), _ELEMENT_BUDGET // ((n + 1) * n)))
     for start in range(0, n_samples, chunk):
         x = points[start : start + chunk]  # [b, n]
         flips = x.unsqueeze(1).repeat(1, n, 1)  # [b, n, n]: row i has bit i flipped

@@ -149,6 +149,13 @@ def test_estimate_views_share_one_evaluation():
     assert set(out) == {"real", "sign"} and out["real"].avg_sensitivity != out["sign"].avg_sensitivity
 
 
+def test_sampling_limit_is_explained():
+    with pytest.raises(ValueError, match="sampled sensitivity needs"):
+        cube.estimate(lambda bits: bits[:, 0].double(), cube.SAMPLED_LIMIT + 1, n_samples=10)
+    est = cube.estimate(lambda bits: 2.0 * bits[:, 0].double() - 1.0, 1500, n_samples=4, seed=0)  # FIRST at n=1500
+    assert est.avg_sensitivity == 1.0
+
+
 def test_limits_and_bad_tables():
     with pytest.raises(ValueError, match="exact enumeration"):
         cube.vertices(cube.EXACT_LIMIT + 1)
