@@ -105,8 +105,10 @@ def summarise(runs: pd.DataFrame, by: list[str], metrics: dict[str, str]) -> pd.
 
 def panels(table: pd.DataFrame, x: str, x_title: str, color: str, color_title: str, order: list[str],
            x_scale: alt.Scale | None = None, columns: int = 3) -> alt.FacetChart:
-    """One panel per metric (independent y axes): mean ± stderr against x, a line per colour."""
-    x_enc = alt.X(f"{x}:Q", title=x_title, scale=x_scale or alt.Scale(zero=False))
+    """One panel per metric (independent y axes): mean ± stderr against x, a line per colour; the x
+    axis is labelled at the measured values of x."""
+    x_enc = alt.X(f"{x}:Q", title=x_title, scale=x_scale or alt.Scale(zero=False),
+                  axis=alt.Axis(values=sorted(table[x].unique().tolist())))
     base = alt.Chart().encode(x=x_enc, color=alt.Color(f"{color}:N", title=color_title))
     lines = base.mark_line(point=True).encode(
         y=alt.Y("mean:Q", title=None, scale=alt.Scale(zero=False)),
