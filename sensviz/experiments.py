@@ -178,9 +178,26 @@ def _new_model(s: dict) -> TracedModel:
                        max_len=s["max_len"] or s["n"], d_ff=s["d_ff"])
 
 
+POSITIVE = ("batch_models", "measure_inputs", "proxy_draws", "directions", "exact_limit", "measure_every",
+            "completions", "retrain_steps")
+"""Integer settings that must be at least 1 (checked before training, not after it)."""
+
+
+def _check_measuring(s: dict) -> None:
+    for key in POSITIVE:
+        value = s.get(key, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{key} must be an integer >= 1, got {value!r}")
+    for key in ("proxy_eps", "rho"):
+        value = s[key]
+        if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise ValueError(f"{key} must be a positive number, got {value!r}")
+
+
 def prepare(experiment: str, settings: dict) -> Run:
     """Build the run's model, task and config; ValueError with the reason for a setting that cannot work."""
     s = resolve(experiment, settings)
+    _check_measuring(s)
     task = get_task(s["task"] or f"random:seed={s['seed']}")
     config = _train_config(s, train_size=s["train_size"]) if experiment == "generalization" else _train_config(s)
     model = _new_model(s)
@@ -204,16 +221,16 @@ def run_job(experiment: str, runs: list[dict], out: str) -> list[dict]:
     for i, run in prepared:
         key = repr(sorted((k, v) for k, v in run.resolved.items() if k not in TRAIN_TOGETHER))
         groups.setdefault(key, []).append((i, run))
-    chunks = [group[start : start + group[0][1].resolved["batch_models"]]
-              for group in groups.values() for start in range(0, len(group), group[0][1].resolved["batch_models"])]
-    for chunk in chunks:
-        indices, batch = zip(*chunk)
-        try:
-            found = RUNNERS[experiment](experiment, list(batch), Path(out))
-        except Exception as err:  # one failing batch does not stop the others
-            found = [_failure(err)] * len(batch)
-        for i, result in zip(indices, found):
-            results[i] = result
+    for group in groups.values():
+        size = group[0][1].resolved["batch_models"]
+        for start in range(0, len(group), size):
+            indices, batch = zip(*group[start : start + size])
+            try:
+                found = RUNNERS[experiment](experiment, list(batch), Path(out))
+            except Exception as err:  # one failing batch does not stop the others
+                found = [_failure(err)] * len(batch)
+            for i, result in zip(indices, found):
+                results[i] = result
     return results
 
 

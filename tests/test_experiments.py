@@ -80,7 +80,7 @@ def test_an_invalid_run_fails_alone_even_inside_a_batch(tmp_path):
 def test_batched_training_gives_the_runs_of_separate_jobs(tmp_path):
     runs = [{**TINY, "task": "majority", "seed": s} for s in (0, 1)]
     together = experiments.run_job("length_scaling", runs, str(tmp_path))
-    apart = [experiments.run_job("length_scaling", [r], str(tmp_path))[0] for r in runs]
+    apart = experiments.run_job("length_scaling", [{**r, "batch_models": 1} for r in runs], str(tmp_path))
     for a, b in zip(together, apart):
         for key in ("param_norm", "eval_loss", "sharpness_limit", "blowup_mean"):
             assert a["metrics"][key] == pytest.approx(b["metrics"][key], rel=1e-4)
@@ -96,6 +96,11 @@ def test_settings_are_checked_before_anything_runs():
     with pytest.raises(ValueError, match=r"needs \['train_size'\]"):
         experiments.check_spec("generalization", [TINY])
     experiments.check_spec("dynamics", [TINY])  # the task defaults to parity
+    for bad, message in ((dict(proxy_draws=0), "proxy_draws must be an integer >= 1"),
+                         (dict(rho=-0.1), "rho must be a positive number"),
+                         (dict(batch_models=1.5), "batch_models must be an integer >= 1")):
+        with pytest.raises(ValueError, match=message):
+            experiments.prepare("length_scaling", {**TINY, "task": "first", **bad})
     assert experiments.run_job("nonsense", [TINY], "unused")[0]["error"].startswith("ValueError: unknown experiment")
 
 
