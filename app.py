@@ -28,6 +28,7 @@ Then look at it on the pages:
 | **Sensitivity** | s(f,x) on every vertex of the Hamming cube, model vs. target; the Fourier degree profile |
 | **LayerNorm** | the factors N_i^(k), their blowup, and the paper's norm/blowup trade-off |
 | **Landscape** | sharpness with error bars, loss slices, Hessian curvature |
+| **Experiments** | the paper's experiments as sweeps: shipped quick-scale results or your own, as figures and data |
 | **About** | the theory in brief and the glossary |
 """
 )

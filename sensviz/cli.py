@@ -9,6 +9,9 @@
     sensviz train --task parity --n 8 --arch encoder --d-model 32 --layers 2 --heads 2 --steps 2000 --out m.safetensors
     sensviz zoo build [--dir checkpoints] [--only NAME ...] [--threads 1]
     sensviz zoo verify [--dir checkpoints] [--recompute]
+    sensviz sweep experiments/length_scaling.toml --out results/ls [--executor local|ray] [--workers N]
+                  [--address ADDR] [--scale paper] [--threads T]
+    sensviz report results/ls --out report.html
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ import json
 import math
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from . import analysis, cube, slices, zoo
+from . import analysis, cube, experiments, slices, sweeps, zoo
 from .blowup import blowup_summary, tradeoff
 from .checkpoints import CheckpointError, convert_torch_file, load_checkpoint
 from .curvature import top_eigenvalues
@@ -246,6 +250,36 @@ def _zoo_verify(args) -> dict:
     return {"directory": args.dir, "verified": len(rows), "entries": rows}
 
 
+def _sweep(args) -> dict:
+    spec = sweeps.load_spec(args.spec, args.scale)
+    experiments.check_spec(spec.experiment, spec.runs)
+    if args.executor == "local" and args.address:
+        raise UsageError("--address names a Ray cluster: use it with --executor ray")
+    start = time.perf_counter()
+    runs = sweeps.run_sweep(spec, args.out, experiments.run_job, executor=args.executor, workers=args.workers,
+                            address=args.address, batch=spec.batch or experiments.BATCH_FIELDS[spec.experiment],
+                            threads=args.threads, log=sys.stderr)
+    failed = runs[runs["status"] == "failed"]
+    return {
+        "experiment": spec.experiment,
+        "name": spec.name,
+        "scale": args.scale or "default",
+        "out": args.out,
+        "runs": len(runs),
+        "finished": int((runs["status"] == "finished").sum()),
+        "failed": len(failed),
+        "errors": sorted(set(failed["error"])),
+        "seconds": round(time.perf_counter() - start, 1),
+        "tables": [str(Path(args.out) / "runs.parquet"), str(Path(args.out) / "history.parquet")],
+    }
+
+
+def _report(args) -> dict:
+    from . import report  # Altair and vl-convert: only for this command
+
+    return report.write_report(args.folder, args.out)
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -357,6 +391,22 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--dir", default="checkpoints")
     q.add_argument("--recompute", action="store_true", help="also recompute each recorded accuracy and as_n")
     q.set_defaults(run=_zoo_verify)
+
+    p = sub.add_parser("sweep", help="run a sweep spec (TOML) of the paper's experiments; resumable")
+    p.add_argument("spec", help="a sweep spec, e.g. experiments/length_scaling.toml")
+    p.add_argument("--out", required=True, metavar="DIR", help="results folder (rerun with the same folder to resume)")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local: process pool on this machine (default); ray: Ray tasks")
+    p.add_argument("--workers", type=_positive, default=1, help="parallel jobs (default 1: in this process)")
+    p.add_argument("--address", help="Ray cluster address (default: start a local Ray instance)")
+    p.add_argument("--scale", help="a named scale of the spec, e.g. paper (default: the spec's quick defaults)")
+    p.add_argument("--threads", type=_positive, help="torch threads per local worker (default: CPUs / workers)")
+    p.set_defaults(run=_sweep)
+
+    p = sub.add_parser("report", help="a standalone HTML report with every figure of a sweep folder (or of its subfolders)")
+    p.add_argument("folder", help="a sweep folder (holding runs.parquet), or a folder of sweep folders")
+    p.add_argument("--out", required=True, metavar="REPORT.html", help="where to write the report")
+    p.set_defaults(run=_report)
     return parser
 
 

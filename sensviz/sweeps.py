@@ -3,6 +3,7 @@
 A spec (TOML) names an experiment (a run function from `sensviz.experiments`) and its settings:
 
     experiment = "length_scaling"
+    batch = ["seed", "task"]   # optional: settings that may differ within one job (default: the caller's)
     [defaults]                 # every run's settings
     arch = "encoder"
     d_model = 32
@@ -17,13 +18,20 @@ A spec (TOML) names an experiment (a run function from `sensviz.experiments`) an
     weight_decay = {uniform = [0.0, 0.4]}
     [scales.paper]             # named overrides of the defaults: `--scale paper`
     d_model = 128
+    [scales.paper.grid]        # a scale may also replace grid lists (and [scales.NAME.random] rules)
+    n = [4, 8, 12, 16, 20, 25, 30]
+
+`[[grid]]` (an array of tables) instead of `[grid]` gives several grids whose runs are pooled,
+e.g. one per architecture with its own lengths; a scale's `grid` then replaces the whole array.
 
 Each run's settings are a flat dict; its `run_id` is a hash of them, so rerunning a sweep skips
 runs that already finished (their results are files in `OUT/runs/`), retries failed ones, and an
 interrupted sweep loses nothing already finished. Runs that differ only in `seed` form one job, so
-an experiment can train those seeds together in one batched run. Results: `OUT/runs.parquet` (one
-row per run: settings, status, error, final metrics, wall time) and `OUT/history.parquet` (per-step
-measurements), each run's checkpoint in `OUT/checkpoints/`.
+an experiment can train those seeds together in one batched run; `run_sweep(..., batch=...)` (or
+the spec's `batch`) names more settings that may differ within a job, e.g. the learning rates of a
+random search. Results: `OUT/runs.parquet` (one row per run: settings, status, error, final
+metrics, wall time) and `OUT/history.parquet` (per-step measurements), each run's checkpoint in
+`OUT/checkpoints/`.
 """
 
 from __future__ import annotations
@@ -58,6 +66,7 @@ class SweepSpec:
     name: str = ""
     source: str = ""
     description: str = ""
+    batch: tuple[str, ...] | None = None  # the spec's `batch`: settings that may differ within a job
 
 
 def run_id(settings: dict) -> str:
@@ -81,20 +90,39 @@ def _draw(name: str, rule, rng: random.Random):
     return rng.randint(int(low), int(high))
 
 
-def expand(data: dict, scale: str | None = None) -> list[dict]:
-    """Every run's settings: defaults (with the scale's overrides), times the grid, times random draws."""
-    defaults = dict(data.get("defaults", {}))
-    if scale:
-        scales = data.get("scales", {})
-        if scale not in scales:
-            raise ValueError(f"unknown scale '{scale}'; this spec has {sorted(scales) or 'no scales'}")
-        defaults.update(scales[scale])
-    grid = data.get("grid", {})
+def _grid_points(grid) -> list[dict]:
+    """The points of one grid table (the Cartesian product of its lists), or of an array of them (pooled)."""
+    if isinstance(grid, list):
+        return [point for table in grid for point in _grid_points(table)]
+    if not isinstance(grid, dict):
+        raise ValueError(f"grid must be a table ([grid]) or an array of tables ([[grid]]), got {grid!r}")
     for key, values in grid.items():
         if not isinstance(values, list) or not values:
             raise ValueError(f"grid.{key} must be a non-empty list")
-    points = [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())] or [{}]
-    search = dict(data.get("random", {}))
+    return [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())]
+
+
+def _with_scale(data: dict, scale: str) -> tuple[dict, object, dict]:
+    """Defaults, grid and random rules with the scale's overrides applied."""
+    scales = data.get("scales", {})
+    if scale not in scales:
+        raise ValueError(f"unknown scale '{scale}'; this spec has {sorted(scales) or 'no scales'}")
+    overrides = dict(scales[scale])
+    grid, search = data.get("grid", {}), dict(data.get("random", {}))
+    if "grid" in overrides:
+        new = overrides.pop("grid")
+        grid = {**grid, **new} if isinstance(grid, dict) and isinstance(new, dict) else new
+    search.update(overrides.pop("random", {}))
+    return {**data.get("defaults", {}), **overrides}, grid, search
+
+
+def expand(data: dict, scale: str | None = None) -> list[dict]:
+    """Every run's settings: defaults (with the scale's overrides), times the grid, times random draws."""
+    if scale:
+        defaults, grid, search = _with_scale(data, scale)
+    else:
+        defaults, grid, search = dict(data.get("defaults", {})), data.get("grid", {}), dict(data.get("random", {}))
+    points = _grid_points(grid) or [{}]
     samples = int(search.pop("samples", 1 if not search else 0))
     rng = random.Random(int(search.pop("seed", 0)))
     if search and samples < 1:
@@ -118,20 +146,25 @@ def load_spec(path, scale: str | None = None) -> SweepSpec:
         raise ValueError(f"{path}: not valid TOML ({err})") from None
     if "experiment" not in data:
         raise ValueError(f"{path}: the spec must name its experiment (experiment = \"...\")")
+    batch = data.get("batch")
+    if batch is not None and (not isinstance(batch, list) or not all(isinstance(b, str) for b in batch)):
+        raise ValueError(f"{path}: batch must be a list of setting names, got {batch!r}")
     return SweepSpec(
         experiment=data["experiment"],
         runs=expand(data, scale),
         name=data.get("name", path.stem),
         source=str(path),
         description=data.get("description", ""),
+        batch=tuple(batch) if batch is not None else None,
     )
 
 
-def jobs(runs: Iterable[dict]) -> list[list[dict]]:
-    """Runs grouped into jobs: runs whose settings differ only in `seed` share a job."""
+def jobs(runs: Iterable[dict], batch: Iterable[str] = ("seed",)) -> list[list[dict]]:
+    """Runs grouped into jobs: runs whose settings differ only in the `batch` fields share a job."""
+    batch = set(batch)
     groups: dict[str, list[dict]] = {}
     for settings in runs:
-        key = json.dumps({k: v for k, v in settings.items() if k != "seed"}, sort_keys=True)
+        key = json.dumps({k: v for k, v in settings.items() if k not in batch}, sort_keys=True)
         groups.setdefault(key, []).append(settings)
     return list(groups.values())
 
@@ -198,8 +231,15 @@ def run_sweep(
     workers: int = 1,
     address: str | None = None,
     log=sys.stderr,
+    batch: Iterable[str] = ("seed",),
+    threads: int | None = None,
 ) -> pd.DataFrame:
-    """Run every unfinished run of the spec and return the runs table (also written to `out`)."""
+    """Run every unfinished run of the spec and return the runs table (also written to `out`).
+
+    `batch`: the settings that may differ between the runs of one job (`jobs`); `threads`: torch
+    threads per local worker process (default: the CPU count divided by `workers`), and of this
+    process when it runs the jobs itself (`workers` = 1).
+    """
     out = Path(out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     (out / "checkpoints").mkdir(exist_ok=True)
@@ -207,7 +247,7 @@ def run_sweep(
                                                "source": spec.source, "description": spec.description}, indent=2))
     done = finished_ids(out)
     todo = [s for s in spec.runs if run_id(s) not in done]
-    pending = jobs(todo)
+    pending = jobs(todo, batch)
     print(f"sweep {spec.name}: {len(spec.runs)} runs, {len(spec.runs) - len(todo)} already finished, "
           f"{len(todo)} to run in {len(pending)} jobs ({executor}, {workers} workers)", file=log, flush=True)
     completed = 0
@@ -221,7 +261,7 @@ def run_sweep(
             print(f"[{completed}/{len(todo)}] {run_id(settings)} {_short(settings)} {status}", file=log, flush=True)
 
     if executor == "local":
-        _run_local(pending, spec, job_fn, workers, str(out), collect)
+        _run_local(pending, spec, job_fn, workers, str(out), collect, threads)
     elif executor == "ray":
         _run_ray(pending, spec, job_fn, workers, address, str(out), collect)
     else:
@@ -234,12 +274,14 @@ def _short(settings: dict) -> str:
     return " ".join(f"{k}={settings[k]}" for k in keys if k in settings)
 
 
-def _run_local(pending, spec, job_fn, workers, out, collect) -> None:
+def _run_local(pending, spec, job_fn, workers, out, collect, threads=None) -> None:
     if workers <= 1:
+        if threads:
+            _init_worker(threads)
         for job in pending:
             collect(job, *_guarded(job_fn, spec.experiment, job, out))
         return
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    threads = threads or max(1, (os.cpu_count() or 1) // workers)
     context = multiprocessing.get_context("spawn")
     with cf.ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(threads,)) as pool:
         futures = {pool.submit(_guarded, job_fn, spec.experiment, job, out): job for job in pending}

@@ -228,3 +228,64 @@ def test_slice_errors(capsys, tmp_path, encoder_model):
     for argv, message in cases:
         code, _, err = run(capsys, *argv)
         assert code == 2 and message in err and "Traceback" not in err, (argv, err)
+
+
+TINY_SPEC = """
+experiment = "length_scaling"
+[defaults]
+d_model = 8
+steps = 10
+eval_interval = 5
+measure_inputs = 16
+proxy_draws = 2
+directions = 2
+n = 4
+[grid]
+task = ["parity", "first"]
+"""
+
+
+def test_sweep_and_report_happy_path(capsys, tmp_path):
+    spec = tmp_path / "tiny.toml"
+    spec.write_text(TINY_SPEC)
+    out = tmp_path / "out"
+    code, summary, err = run(capsys, "sweep", str(spec), "--out", str(out))
+    assert code == 0, err
+    assert summary["experiment"] == "length_scaling" and summary["runs"] == 2 and summary["finished"] == 2
+    assert summary["failed"] == 0 and summary["errors"] == []
+    assert "[2/2]" in err and (out / "runs.parquet").is_file() and len(list((out / "checkpoints").iterdir())) == 2
+    code, again, err = run(capsys, "sweep", str(spec), "--out", str(out))
+    assert code == 0 and "2 already finished, 0 to run" in err
+    code, written, err = run(capsys, "report", str(out), "--out", str(tmp_path / "r.html"))
+    assert code == 0, err
+    assert written["sweeps"] == ["length_scaling"] and written["figures"] == 1
+    assert "Length scaling" in (tmp_path / "r.html").read_text()
+
+
+@pytest.mark.parametrize("text,argv,message", [
+    (None, [], "no such sweep spec"),
+    ("experiment = 'length_scaling'\n[grid]\nn = [4]\ntask = ['parity']\nweight_decy = [0.1]", [],
+     "unknown settings ['weight_decy']"),
+    ("experiment = 'lenght_scaling'\n[grid]\nn = [4]", [], "unknown experiment 'lenght_scaling'"),
+    (TINY_SPEC, ["--scale", "paper"], "unknown scale 'paper'"),
+    (TINY_SPEC, ["--address", "10.0.0.1:6379"], "--address names a Ray cluster"),
+    ("experiment = 'length_scaling'\n[grid\n", [], "not valid TOML"),
+])
+def test_sweep_errors(capsys, tmp_path, text, argv, message):
+    spec = tmp_path / "spec.toml"
+    if text is not None:
+        spec.write_text(text)
+    code, _, err = run(capsys, "sweep", str(spec), "--out", str(tmp_path / "out"), *argv)
+    assert code == 2 and message in err and "Traceback" not in err
+    assert not (tmp_path / "out" / "runs.parquet").exists()
+
+
+def test_sweep_and_report_argument_errors(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["sweep", "spec.toml", "--out", str(tmp_path), "--workers", "0"])
+    assert exit_info.value.code == 2 and "must be a positive integer" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["sweep", "spec.toml", "--out", str(tmp_path), "--executor", "slurm"])
+    assert "invalid choice: 'slurm'" in capsys.readouterr().err
+    code, _, err = run(capsys, "report", str(tmp_path), "--out", str(tmp_path / "r.html"))
+    assert code == 2 and "no sweep results here" in err

@@ -132,3 +132,66 @@ def test_ray_executor_runs_a_tiny_sweep_on_a_local_instance(tmp_path):
     assert len(runs) == 4 and set(runs["status"]) == {"finished"}
     assert sorted(runs["value"]) == [40, 41, 60, 61]
     assert not ray.is_initialized()  # the local instance it started is shut down
+
+
+def test_grid_arrays_pool_their_runs_and_scales_replace_grids(tmp_path):
+    text = """
+experiment = "toy"
+batch = ["seed", "lr"]
+[defaults]
+steps = 10
+[[grid]]
+arch = ["encoder"]
+n = [4, 6]
+[[grid]]
+arch = ["scratchpad"]
+n = [8, 16, 32]
+[scales.big]
+steps = 99
+[[scales.big.grid]]
+arch = ["formal"]
+n = [5]
+"""
+    spec = sweeps.load_spec(write_spec(tmp_path, text))
+    assert [(r["arch"], r["n"]) for r in spec.runs] == [
+        ("encoder", 4), ("encoder", 6), ("scratchpad", 8), ("scratchpad", 16), ("scratchpad", 32)]
+    assert spec.batch == ("seed", "lr")
+    big = sweeps.load_spec(write_spec(tmp_path, text), scale="big").runs
+    assert big == [{"steps": 99, "arch": "formal", "n": 5}]
+
+
+def test_a_scale_overrides_grid_lists_and_random_rules(tmp_path):
+    text = SPEC + """
+[scales.wide.grid]
+n = [10, 20, 30]
+[scales.wide.random]
+samples = 2
+lr = {choice = [0.1, 0.2]}
+"""
+    wide = sweeps.load_spec(write_spec(tmp_path, text), scale="wide").runs
+    assert len(wide) == 3 * 2 * 2  # n x seed (kept from the spec's grid) x samples
+    assert {r["n"] for r in wide} == {10, 20, 30} and {r["lr"] for r in wide} <= {0.1, 0.2}
+    assert all(r["steps"] == 10 for r in wide)
+    with pytest.raises(ValueError, match="batch must be a list"):
+        sweeps.load_spec(write_spec(tmp_path, 'experiment = "toy"\nbatch = "seed"'))
+
+
+def test_jobs_group_runs_by_everything_but_the_batch_fields():
+    runs = [{"n": n, "lr": lr, "seed": s} for n in (4, 6) for lr in (0.1, 0.2) for s in (0, 1)]
+    assert sorted(len(j) for j in sweeps.jobs(runs)) == [2, 2, 2, 2]
+    grouped = sweeps.jobs(runs, batch=("seed", "lr"))
+    assert sorted(len(j) for j in grouped) == [4, 4]
+    assert all(len({r["n"] for r in job}) == 1 for job in grouped)
+    assert len(sweeps.jobs(runs, batch=("seed", "lr", "n"))) == 1
+
+
+def test_threads_of_an_in_process_sweep(tmp_path):
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        sweeps.run_sweep(sweeps.load_spec(write_spec(tmp_path)), tmp_path / "out", toy_job, threads=1)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

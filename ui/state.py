@@ -28,7 +28,7 @@ import streamlit as st
 import torch
 
 import sensviz as sv
-from sensviz import analysis, losses, tables
+from sensviz import analysis, figures, losses, sweeps, tables
 from sensviz.checkpoints import SIZE_CAP, read_metadata
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -480,3 +480,49 @@ def compatible_refs(ref: ModelRef, ck: sv.Checkpoint) -> list[ModelRef]:
         if other_ck.arch == ck.arch and other_ck.config == ck.config:
             found.append(other)
     return found
+
+
+# ----------------------------------------------------------------------------- Experiments
+
+
+def results_dir() -> Path:
+    """Where the shipped quick-scale sweep results live: experiments/results/, or $SENSVIZ_RESULTS_DIR."""
+    return Path(os.environ.get("SENSVIZ_RESULTS_DIR", ROOT / "experiments" / "results"))
+
+
+def shipped_results() -> dict[str, str]:
+    """The shipped sweep folders by name (subfolders of `results_dir()` holding runs.parquet)."""
+    return {p.parent.name: str(p.parent) for p in sorted(results_dir().glob("*/runs.parquet"))}
+
+
+def _results_mtime(folder: str) -> float:
+    path = Path(folder).expanduser() / "runs.parquet"
+    if not path.is_file():
+        raise ValueError(f"{folder}: not a sweep folder (no runs.parquet; run `sensviz sweep SPEC --out {folder}`)")
+    return max(p.stat().st_mtime for p in path.parent.glob("*.parquet"))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _read_results(folder: str, mtime: float):
+    return sweeps.read_results(folder)
+
+
+def experiment_results(folder: str) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """A sweep folder's runs table, history table and spec (ValueError if it is not one); the
+    cache is renewed when its tables change (a sweep still running, or resumed)."""
+    folder = str(Path(folder).expanduser())
+    return _read_results(folder, _results_mtime(folder))
+
+
+def experiment_figures(folder: str) -> list:
+    """The paper-style figures of a sweep folder (`sensviz.figures.Figure`), cached per table version."""
+    folder = str(Path(folder).expanduser())
+    mtime = _results_mtime(folder)
+
+    def compute():
+        runs, history, spec = _read_results(folder, mtime)
+        if not spec.get("experiment"):
+            raise ValueError(f"{folder}: its spec.json is missing or names no experiment")
+        return figures.figures(spec["experiment"], runs, history)
+
+    return cached(("experiment_figures", folder, mtime), compute)

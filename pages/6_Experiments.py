@@ -1,0 +1,62 @@
+"""Experiments: the paper's experiments as sweeps — the shipped quick-scale results or a sweep folder of your own."""
+
+import streamlit as st
+
+from ui import page, state
+
+page.setup("Experiments", icon="🧪", needs_model=False)
+st.markdown(
+    "The paper's five experiments — **length scaling**, the **norm/blowup trade-off**, **training dynamics**, "
+    "the **scratchpad** and **low-sensitivity generalization** — run as declarative sweeps "
+    "(`sensviz sweep experiments/<name>.toml --out DIR`). The shipped results are the quick scale (small models, "
+    "a few minutes each on two CPU cores); `--scale paper` runs the paper's sizes. Every figure keeps the runs "
+    "that pass the paper's convergence filter and says how many it dropped; sharpness is on the ±1 scale "
+    "(×4 for MSE on {0,1} targets) and error bars are ± one standard error over seeds."
+)
+
+SHIPPED, FOLDER = "Shipped results", "A sweep folder"
+source = st.segmented_control("Results", [SHIPPED, FOLDER], default=SHIPPED, key="sv_w_exp_source") or SHIPPED
+if source == SHIPPED:
+    shipped = state.shipped_results()
+    if not shipped:
+        st.info("No shipped results in `experiments/results/`. Run a sweep, e.g. "
+                "`sensviz sweep experiments/length_scaling.toml --out experiments/results/length_scaling`.")
+        st.stop()
+    name = st.selectbox("Experiment", list(shipped), key="sv_w_exp_name", format_func=lambda k: k.replace("_", " "))
+    folder = shipped[name]
+else:
+    folder = st.text_input("Sweep folder (the --out of `sensviz sweep`)", key="sv_w_exp_folder",
+                           placeholder="e.g. results/length_scaling").strip()
+    if not folder:
+        st.info("Enter the folder a sweep wrote its results to (it holds runs.parquet).")
+        st.stop()
+
+try:
+    runs, history, spec = state.experiment_results(folder)
+    found = state.experiment_figures(folder)
+except ValueError as err:
+    st.error(str(err))
+    st.stop()
+
+finished = int((runs["status"] == "finished").sum())
+about = [f"**{spec.get('experiment')}**", spec.get("description"),
+         f"{len(runs)} runs, {finished} finished, {len(runs) - finished} failed",
+         f"spec `{spec['source']}`" if spec.get("source") else None]
+st.caption(" · ".join(part for part in about if part))
+for fig in found:
+    st.subheader(fig.title)
+    st.markdown(fig.explanation)
+    st.caption(fig.note)
+    st.altair_chart(fig.chart)
+    page.download(fig.data, f"{fig.key}.csv", "Download the data behind this figure (CSV)")
+
+st.subheader("Every run")
+left, right = st.columns(2)
+with left:
+    page.download(runs, "runs.csv", "Download the runs table (CSV)")
+with right:
+    page.download(history, "history.csv", "Download the per-step history (CSV)")
+failed = runs[runs["status"] == "failed"]
+if len(failed):
+    with st.expander(f"{len(failed)} failed run(s)"):
+        st.dataframe(failed[["run_id", "error"]], hide_index=True)

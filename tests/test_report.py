@@ -1,0 +1,80 @@
+"""The standalone HTML report: every figure, inline JavaScript, nothing from the internet."""
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sensviz import report
+
+from test_figures import length_runs
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+def sweep_folder(path: Path, experiment: str, runs: pd.DataFrame) -> Path:
+    path.mkdir(parents=True)
+    runs.assign(wall_s=1.0).to_parquet(path / "runs.parquet")
+    pd.DataFrame({"run_id": ["x"], "step": [0]}).to_parquet(path / "history.parquet")
+    (path / "spec.json").write_text(json.dumps({"experiment": experiment, "name": path.name,
+                                                "description": "a <fixed> table"}))
+    return path
+
+
+@pytest.fixture
+def results(tmp_path) -> Path:
+    sweep_folder(tmp_path / "results" / "ls", "length_scaling", length_runs())
+    sweep_folder(tmp_path / "results" / "to", "tradeoff", length_runs())
+    return tmp_path / "results"
+
+
+def test_report_has_every_figure_inline_and_no_remote_resources(results, tmp_path):
+    summary = report.write_report(results, tmp_path / "r.html")
+    assert summary["sweeps"] == ["length_scaling", "tradeoff"] and summary["figures"] == 3
+    page = (tmp_path / "r.html").read_text()
+    assert summary["bytes"] == len(page.encode())
+    assert page.count('<div class="chart" id="chart-') == 3
+    assert "<script src" not in page and "<link" not in page and "@import" not in page
+    assert "a &lt;fixed&gt; table" in page and "7 of 8 finished runs kept" in page
+    specs = json.loads(re.search(r"const specs = (.*);\n", page).group(1))
+    assert [s["facet"]["field"] for s in specs[:1]] == ["metric"] and len(specs) == 3
+    assert "vegaEmbed" in page and "actions: false" in page
+    assert report.render(results)[0] == page  # the same inputs give the same bytes
+
+
+def test_one_sweep_folder_and_bad_folders(results, tmp_path):
+    assert report.write_report(results / "ls", tmp_path / "one.html")["sweeps"] == ["length_scaling"]
+    with pytest.raises(ValueError, match="no sweep results here"):
+        report.write_report(tmp_path / "nowhere", tmp_path / "x.html")
+    sweep_folder(tmp_path / "toy", "toy", length_runs())
+    page = report.render(tmp_path / "toy")[0]
+    assert "no figures for experiment" in page  # an experiment without figures is said so, not a crash
+
+
+def test_the_report_renders_offline_in_a_browser(results, tmp_path):
+    if not Path(CHROMIUM).exists():
+        pytest.skip("the browser check needs Debian's chromium (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    report.write_report(results, tmp_path / "r.html")
+    remote, errors = [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox"])
+        page = browser.new_page()
+
+        def route(request_route):
+            if request_route.request.url.startswith("file:"):
+                return request_route.continue_()
+            remote.append(request_route.request.url)
+            return request_route.abort()
+
+        page.route("**/*", route)
+        page.on("pageerror", lambda err: errors.append(str(err)))
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        page.goto((tmp_path / "r.html").as_uri())
+        page.wait_for_function("document.querySelectorAll('div.chart svg.marks').length == 3", timeout=30_000)
+        browser.close()
+    assert remote == [] and errors == []
