@@ -1,4 +1,4 @@
-"""Shared fixtures: small seeded models of both architectures."""
+"""Shared fixtures: small seeded models of both architectures; a Ray that can start here."""
 
 import pytest
 import torch
@@ -21,3 +21,17 @@ def formal_model():
 @pytest.fixture(params=["encoder", "formal"])
 def any_model(request, encoder_model, formal_model):
     return encoder_model if request.param == "encoder" else formal_model
+
+
+@pytest.fixture
+def ray():
+    """The ray module, once a local Ray instance has been seen to start (and shut down again);
+    the test is skipped, saying why, only when Ray is missing or cannot start on this machine."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (requirements-dev.txt installs it)")
+    try:
+        ray.init(num_cpus=1, include_dashboard=False)
+    except Exception as err:  # noqa: BLE001 - any failure to start means there is no Ray here
+        pytest.skip(f"Ray cannot start on this machine: {err}")
+    finally:
+        ray.shutdown()
+    return ray

@@ -164,14 +164,7 @@ def test_scratchpad_runs_use_the_autoregressive_filter(tmp_path):
     assert pd.isna(table.loc[sweeps.run_id(runs[1]), "autoregressive_accuracy"])
 
 
-def test_ray_executor_runs_the_experiments(tmp_path):
-    ray = pytest.importorskip("ray", reason="Ray is not installed (requirements-dev.txt installs it)")
-    try:
-        ray.init(num_cpus=1, include_dashboard=False)
-    except Exception as err:  # noqa: BLE001 - any failure to start means there is no Ray here
-        pytest.skip(f"Ray cannot start on this machine: {err}")
-    finally:
-        ray.shutdown()
+def test_ray_executor_runs_the_experiments(tmp_path, ray):
     runs = [{**TINY, "task": "first", "seed": s} for s in (0, 1)] + [{**TINY, "task": "parity", "n": 5}]
     table, _ = sweep("length_scaling", runs, tmp_path, executor="ray", workers=2)
     assert len(table) == 3 and set(table["status"]) == {"finished"}

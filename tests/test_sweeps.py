@@ -119,14 +119,7 @@ def test_read_results_and_bad_folder(tmp_path):
         sweeps.read_results(tmp_path)
 
 
-def test_ray_executor_runs_a_tiny_sweep_on_a_local_instance(tmp_path):
-    ray = pytest.importorskip("ray", reason="Ray is not installed (requirements-dev.txt installs it)")
-    try:
-        ray.init(num_cpus=1, include_dashboard=False)
-    except Exception as err:  # noqa: BLE001 - any failure to start means there is no Ray here
-        pytest.skip(f"Ray cannot start on this machine: {err}")
-    finally:
-        ray.shutdown()
+def test_ray_executor_runs_a_tiny_sweep_on_a_local_instance(tmp_path, ray):
     spec = sweeps.load_spec(write_spec(tmp_path))
     runs = sweeps.run_sweep(spec, tmp_path / "out", toy_job, executor="ray", workers=2)
     assert len(runs) == 4 and set(runs["status"]) == {"finished"}
