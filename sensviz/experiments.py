@@ -102,8 +102,8 @@ REQUIRED = {"task": None, "n": None}
 DEFAULTS = {
     "length_scaling": {**TRAINING, **MEASURING, **REQUIRED},
     "tradeoff": {**TRAINING, **MEASURING, **REQUIRED},
-    "scratchpad": {**TRAINING, **MEASURING, **REQUIRED, "task": "parity"},
     "dynamics": {**TRAINING, **MEASURING, **REQUIRED, "task": "parity", "measure_every": 100, "measure_inputs": 256},
+    "scratchpad": {**TRAINING, **MEASURING, **REQUIRED, "task": "parity"},
     "generalization": {
         **TRAINING, **MEASURING, "n": None,
         "task": None,  # None: the random function random:seed=<seed>
@@ -126,6 +126,7 @@ TRAIN_TOGETHER = ("seed", "task", "lr", "weight_decay")
 """Settings that may differ between the models of one `train_many` run (at most `batch_models` of them)."""
 
 EXPERIMENTS = tuple(DEFAULTS)
+"""The experiments in the order the README, the app and the report present them."""
 
 
 # ----------------------------------------------------------------------------- settings

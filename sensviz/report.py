@@ -18,6 +18,7 @@ from pathlib import Path
 import altair as alt
 
 from . import figures
+from .experiments import EXPERIMENTS
 from .sweeps import read_results
 
 STYLE = """
@@ -31,14 +32,16 @@ nav li { margin: 0.15em 0; }
 
 
 def sweep_folders(folder) -> list[Path]:
-    """The sweep folder itself, or its subfolders that hold results, sorted; ValueError if none."""
+    """The sweep folder itself, or its subfolders that hold results (folders named after an
+    experiment first, in the order of `EXPERIMENTS`, then the others by name); ValueError if none."""
     folder = Path(folder)
     if (folder / "runs.parquet").is_file():
         return [folder]
-    found = sorted(p.parent for p in folder.glob("*/runs.parquet")) if folder.is_dir() else []
+    found = [p.parent for p in folder.glob("*/runs.parquet")] if folder.is_dir() else []
     if not found:
         raise ValueError(f"{folder}: no sweep results here (a sweep folder holds runs.parquet)")
-    return found
+    order = {name: i for i, name in enumerate(EXPERIMENTS)}
+    return sorted(found, key=lambda f: (order.get(f.name, len(order)), f.name))
 
 
 def _vegalite_version() -> str:

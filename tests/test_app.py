@@ -167,6 +167,9 @@ def test_experiments_page_shows_every_shipped_result():
     at = fresh()
     at.switch_page("pages/6_Experiments.py").run()
     assert not at.exception, at.exception
+    # in the order of sensviz.experiments.EXPERIMENTS, length scaling first
+    assert at.selectbox(key="sv_w_exp_name").options == [
+        "length scaling", "tradeoff", "dynamics", "scratchpad", "generalization"]
     for name in SHIPPED:
         at.selectbox(key="sv_w_exp_name").set_value(name).run()
         assert not at.exception, (name, at.exception)

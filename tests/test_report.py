@@ -78,3 +78,11 @@ def test_the_report_renders_offline_in_a_browser(results, tmp_path):
         page.wait_for_function("document.querySelectorAll('div.chart svg.marks').length == 3", timeout=30_000)
         browser.close()
     assert remote == [] and errors == []
+
+
+def test_sweep_folders_come_in_the_order_of_the_experiments(tmp_path):
+    for name in ("zeta", "tradeoff", "alpha", "length_scaling", "generalization"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "runs.parquet").write_bytes(b"")
+    assert [f.name for f in report.sweep_folders(tmp_path)] == [
+        "length_scaling", "tradeoff", "generalization", "alpha", "zeta"]

@@ -28,7 +28,7 @@ import streamlit as st
 import torch
 
 import sensviz as sv
-from sensviz import analysis, figures, losses, sweeps, tables
+from sensviz import analysis, figures, losses, report, sweeps, tables
 from sensviz.checkpoints import SIZE_CAP, read_metadata
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -491,8 +491,12 @@ def results_dir() -> Path:
 
 
 def shipped_results() -> dict[str, str]:
-    """The shipped sweep folders by name (subfolders of `results_dir()` holding runs.parquet)."""
-    return {p.parent.name: str(p.parent) for p in sorted(results_dir().glob("*/runs.parquet"))}
+    """The shipped sweep folders by name (subfolders of `results_dir()` holding runs.parquet), in
+    the report's order: the experiments of `sensviz.experiments.EXPERIMENTS` first."""
+    try:
+        return {f.name: str(f) for f in report.sweep_folders(results_dir())}
+    except ValueError:  # no results there
+        return {}
 
 
 def _results_mtime(folder: str) -> float:
