@@ -3,9 +3,12 @@
     python benchmarks/bench.py            # full sizes
     python benchmarks/bench.py --quick    # small sizes (CI)
     python benchmarks/bench.py --only spectrum
+    python benchmarks/bench.py --device cuda --only sharpness --only slice   # on a GPU
 
 Each row times our implementation and a straightforward baseline on the same input and checks
 that both give the same numbers (the `agree` column). Timings are the best of `--repeat` runs.
+Models, inputs and training run on `--device` (default cpu); the spectrum rows are tensor math on
+the CPU and the page rows are Streamlit's AppTest, so those two sections always run on the CPU.
 """
 
 from __future__ import annotations
@@ -30,13 +33,22 @@ from sensviz.training import Callback, TrainConfig, TrainingData, seeded, train,
 from reference import AuthorsModel  # noqa: E402
 
 ROWS: list[dict] = []
+DEVICE = torch.device("cpu")
+"""Where models, inputs and training live (`--device`)."""
+
+
+def synchronize() -> None:
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize(DEVICE)
 
 
 def best_time(fn, repeat: int) -> tuple[float, object]:
     best, result = float("inf"), None
     for _ in range(repeat):
+        synchronize()
         start = time.perf_counter()
         result = fn()
+        synchronize()
         best = min(best, time.perf_counter() - start)
     return best, result
 
@@ -81,7 +93,7 @@ def per_bit_model_sensitivity(model, n, batch_size=8192) -> float:
 
 def bench_model_sensitivity(sizes, repeat):
     for n in sizes:
-        model = sv.build_model("encoder", d_model=32, n_layers=2, n_heads=2, max_len=n, seed=0).eval()
+        model = sv.build_model("encoder", d_model=32, n_layers=2, n_heads=2, max_len=n, seed=0).eval().to(DEVICE)
         ours_t, ours = best_time(lambda: cube.analyze(analysis.cube_outputs(model, n).double()).avg_sensitivity, repeat)
         base_t, base = best_time(lambda: per_bit_model_sensitivity(model, n), 1)
         row(f"model s(f,x) on the cube, n={n}, d=32", ours_t, base_t, abs(ours - base) < 1e-6 * max(1, abs(base)),
@@ -97,6 +109,7 @@ class StepClock(Callback):
 
     def on_step(self, state):
         if state.member == 0:
+            synchronize()
             if state.step == 1:
                 self.start = time.perf_counter()
             self.end = time.perf_counter()
@@ -111,14 +124,16 @@ def torch_encoder_loop(model, config: TrainConfig, task) -> tuple[float, list[fl
     data = TrainingData(config)
     losses, start = [], None
     for step in range(config.steps):
-        bits = data.batch(config.n)
+        bits = data.batch(config.n).to(DEVICE)
         if step == 1:
+            synchronize()
             start = time.perf_counter()
         loss = ((model(bits) - task(bits)) ** 2).mean()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
+    synchronize()
     return time.perf_counter() - start, losses
 
 
@@ -127,14 +142,14 @@ def bench_training_throughput(sizes, steps, repeat):
     the same batches: seconds for steps 2..S (best of `repeat`), and whether the losses agree."""
     task = sv.get_task("parity")
     for d_model, n, batch in sizes:
-        config = TrainConfig(n=n, batch_size=batch, steps=steps, eval_interval=10**9, eval_size=256)
+        config = TrainConfig(n=n, batch_size=batch, steps=steps, eval_interval=10**9, eval_size=256, device=str(DEVICE))
         ours_s, base_s = float("inf"), float("inf")
         for _ in range(repeat):
             clock = StepClock()
             train(sv.build_model("encoder", d_model=d_model, n_layers=2, n_heads=2, max_len=n, seed=0), task, config, [clock])
             ours_s = min(ours_s, clock.end - clock.start)
             torch.manual_seed(0)
-            theirs = AuthorsModel(d_model, 2, 2, max_len=n)  # the same initial weights as ours (seed 0)
+            theirs = AuthorsModel(d_model, 2, 2, max_len=n).to(DEVICE)  # the same initial weights as ours (seed 0)
             seconds, base_losses = torch_encoder_loop(theirs, config, task)
             base_s = min(base_s, seconds)
         timed = batch * (steps - 1)
@@ -147,7 +162,8 @@ def bench_multi_seed(k, steps, repeat, d_model=32, n=8, batch=256):
     """K seeds in one `train_many` run vs K `train` runs (best of `repeat`). They agree to float
     rounding at first; once PARITY starts to be learned, rounding differences grow chaotically, so
     `agree` compares the evaluations of the first 20 steps."""
-    config = TrainConfig(n=n, batch_size=batch, steps=steps, lr=9e-4, eval_interval=10, eval_size=256)
+    config = TrainConfig(n=n, batch_size=batch, steps=steps, lr=9e-4, eval_interval=10, eval_size=256,
+                         device=str(DEVICE))
     configs = seeded(config, range(k))
 
     def models():
@@ -162,7 +178,7 @@ def bench_multi_seed(k, steps, repeat, d_model=32, n=8, batch=256):
 
 
 def landscape_model(d_model: int, n: int, seed: int = 0):
-    return sv.build_model("encoder", d_model=d_model, n_layers=2, n_heads=2, max_len=n, seed=seed)
+    return sv.build_model("encoder", d_model=d_model, n_layers=2, n_heads=2, max_len=n, seed=seed).to(DEVICE)
 
 
 def functional_loop(model, bits, offsets) -> torch.Tensor:
@@ -170,7 +186,8 @@ def functional_loop(model, bits, offsets) -> torch.Tensor:
     space = ParamSpace(model, positional=offsets.shape[1] != model.n_params())
     with torch.no_grad():
         return torch.stack([
-            torch.func.functional_call(model, {**space.fixed, **space.unflatten(space.base + o)}, (bits,)) for o in offsets
+            torch.func.functional_call(model, {**space.fixed, **space.unflatten(space.base + o.to(DEVICE))}, (bits,))
+            for o in offsets
         ])
 
 
@@ -184,7 +201,7 @@ def loop_sharpness(model, bits, rho, n_directions, seed) -> tuple[float, float]:
 
 
 def bench_sharpness(widths, n, repeat):
-    bits, rho, k = cube.vertices(n), 0.01, 100
+    bits, rho, k = cube.vertices(n).to(DEVICE), 0.01, 100
     for d in widths:
         model = landscape_model(d, n)
         ours_t, ours = best_time(lambda: sharpness(model, bits, rho, k, seed=0, limit=False), repeat)
@@ -199,15 +216,15 @@ def bench_sharpness(widths, n, repeat):
 
 def bench_slice(d, n, steps, repeat):
     model = landscape_model(d, n)
-    bits = cube.vertices(n)
+    bits = cube.vertices(n).to(DEVICE)
     targets = sv.get_task("parity")(bits)
     directions = slices.random_directions(model, 2, "filter", seed=0)
     ours_t, frame = best_time(lambda: slices.loss_slice(model, bits, targets, directions, steps=steps), repeat)
     _, coeffs = slices._grid_points(directions, slices.grid(1.0, steps), None)
-    offsets = (coeffs @ directions.double()).float()  # [steps^2, P]
+    offsets = (coeffs @ directions.double().cpu()).float()  # [steps^2, P] (moved to the device per point)
 
     def loop():
-        return loss_value(functional_loop(model, bits, offsets).double(), targets.double())
+        return loss_value(functional_loop(model, bits, offsets).double().cpu(), targets.double().cpu())
 
     base_t, base = best_time(loop, 1)
     agree = bool(torch.allclose(torch.tensor(frame["loss"].to_numpy()), base, rtol=1e-5))
@@ -215,7 +232,7 @@ def bench_slice(d, n, steps, repeat):
 
     one = bits[:1]
     ours_t, frame = best_time(lambda: slices.output_slice(model, one[0], directions, steps=steps), repeat)
-    base_t, base = best_time(lambda: functional_loop(model, one, offsets)[:, 0].double(), 1)
+    base_t, base = best_time(lambda: functional_loop(model, one, offsets)[:, 0].double().cpu(), 1)
     agree = bool(torch.allclose(torch.tensor(frame["output"].to_numpy()), base, rtol=1e-5, atol=1e-6))
     row(f"2-D output slice {steps}x{steps}, one input, d={d}", ours_t, base_t, agree, "the same, on one input")
 
@@ -223,7 +240,7 @@ def bench_slice(d, n, steps, repeat):
 def bench_hessian(cases, repeat):
     for d, n, baseline in cases:
         model = landscape_model(d, n)
-        bits = cube.vertices(n)
+        bits = cube.vertices(n).to(DEVICE)
         targets = sv.get_task("majority")(bits)
         ours_t, ours = best_time(lambda: curvature.top_eigenvalues(model, bits, targets).values[0].item(), repeat)
         if baseline == "dense":
@@ -296,11 +313,20 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, for CI")
     parser.add_argument("--only", choices=sorted(SECTIONS), action="append", help="run only these sections")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of ours (best is reported)")
+    parser.add_argument("--device", default="cpu", help="where models and inputs live, e.g. cuda (default cpu)")
     args = parser.parse_args(argv)
+    global DEVICE
+    try:
+        DEVICE = torch.device(args.device)
+        torch.empty(0, device=DEVICE)
+    except (RuntimeError, AssertionError) as err:
+        parser.error(f"cannot use device '{args.device}': {err}")
     torch.set_num_threads(2)
-    for name in args.only or SECTIONS:
-        SECTIONS[name](args.quick, args.repeat)
-    print_table()
+    try:
+        for name in args.only or SECTIONS:
+            SECTIONS[name](args.quick, args.repeat)
+    finally:  # the rows measured so far, also when a section fails
+        print_table()
     return 0 if all(r["agree"] is not False for r in ROWS) else 1
 
 

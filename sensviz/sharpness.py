@@ -34,7 +34,7 @@ import pandas as pd
 import torch
 
 from .losses import loss_value
-from .params import CHUNK_SIZE, ParamSpace, chunked, gaussian_directions, make_generator, sphere_directions
+from .params import ParamSpace, chunked, gaussian_directions, make_generator, sphere_directions
 from .trace import TracedModel
 
 DIRECTION_BLOCK = 256
@@ -130,7 +130,7 @@ def _check(bits: torch.Tensor, rho: float = 1.0, count: int = 1, what: str = "n_
 
 
 def output_changes(
-    space: ParamSpace, bits: torch.Tensor, directions: torch.Tensor, chunk_size: int = CHUNK_SIZE
+    space: ParamSpace, bits: torch.Tensor, directions: torch.Tensor, chunk_size: int | None = None
 ) -> torch.Tensor:
     """T_{theta+Delta_k}(x) - T_theta(x) for `directions[K, P]`: float64 `[K, batch]`."""
     base = space.base_output(bits).double()
@@ -179,7 +179,7 @@ def sharpness(
     rho: float = 0.01,
     n_directions: int = 64,
     seed: int | torch.Generator = 0,
-    chunk_size: int = CHUNK_SIZE,
+    chunk_size: int | None = None,
     limit: bool = True,
 ) -> Sharpness:
     """L_{rho,n} on `bits[batch, n]` from `n_directions` seeded directions on the sphere of radius rho.
@@ -222,7 +222,7 @@ def sharpness_curve(
     rhos,
     n_directions: int = 64,
     seed: int = 0,
-    chunk_size: int = CHUNK_SIZE,
+    chunk_size: int | None = None,
 ) -> pd.DataFrame:
     """L_rho / rho^2 for each rho, one row per rho, next to the exact limit.
 
@@ -254,7 +254,7 @@ def sharpness_proxy(
     rho: float | None = None,
     n_draws: int = 10,
     seed: int | torch.Generator = 0,
-    chunk_size: int = CHUNK_SIZE,
+    chunk_size: int | None = None,
 ) -> SharpnessProxy:
     """mean over `n_draws` of L(theta + Delta) - L(theta), Delta ~ N(0, eps^2) per non-positional coordinate.
 

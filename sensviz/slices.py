@@ -34,7 +34,7 @@ import torch
 
 from .curvature import top_eigenvalues
 from .losses import LOSSES, loss_value
-from .params import CHUNK_SIZE, ParamSpace, chunked, make_generator
+from .params import ParamSpace, chunked, make_generator
 from .tasks import ZERO_ONE, TargetEncoding
 from .trace import LayerNorm, TracedModel
 
@@ -158,7 +158,7 @@ def loss_slice(
     betas=None,
     span: float = 1.0,
     steps: int = 21,
-    chunk_size: int = CHUNK_SIZE,
+    chunk_size: int | None = None,
 ) -> pd.DataFrame:
     """The mean loss and accuracy over `bits`, `targets` on a 1-D or 2-D grid along `directions[1|2, P_all]`.
 
@@ -186,7 +186,7 @@ def output_slice(
     betas=None,
     span: float = 1.0,
     steps: int = 21,
-    chunk_size: int = CHUNK_SIZE,
+    chunk_size: int | None = None,
 ) -> pd.DataFrame:
     """T(x) on one input `x[n]` along `directions[1|2, P_all]`. Columns: alpha[, beta], output."""
     if x.dim() != 1:

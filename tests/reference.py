@@ -21,7 +21,7 @@ class AuthorsModel(torch.nn.Module):
         self.linear_head = torch.nn.Linear(hidden_dim, 1, bias=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        positional = self.positional_encoding(torch.arange(x.size(1))).repeat(x.size(0), 1, 1)
+        positional = self.positional_encoding(torch.arange(x.size(1), device=x.device)).repeat(x.size(0), 1, 1)
         h = torch.cat([self.embedding(x), positional], dim=-1)
         return self.linear_head(self.encoders(h))[:, -1, :].view(-1)
 

@@ -10,7 +10,15 @@ import sensviz as sv
 from sensviz import curvature, slices
 from sensviz.blowup import blowup_summary
 from sensviz.losses import loss_value
-from sensviz.params import ParamSpace, gaussian_directions, make_generator, sphere_directions
+from sensviz.params import (
+    CHUNK_SIZE,
+    GPU_CHUNK_SIZE,
+    ParamSpace,
+    default_chunk_size,
+    gaussian_directions,
+    make_generator,
+    sphere_directions,
+)
 from sensviz.sharpness import (
     linear_output_changes,
     linearised_sharpness,
@@ -79,6 +87,16 @@ def test_vmapped_sharpness_equals_a_plain_loop_over_the_same_directions(any_mode
     assert (ours.n_directions, ours.n_inputs, ours.rho, ours.seed) == (12, 64, 0.1, 5)
     assert sharpness(any_model, bits, 0.1, 12, 5, limit=False).value == pytest.approx(ours.value, rel=1e-6)  # any chunking
     assert sharpness(any_model, bits, 0.1, 12, 6, limit=False).value != ours.value
+
+
+def test_outputs_do_not_depend_on_the_chunk_size_and_accelerators_take_larger_chunks(any_model):
+    assert default_chunk_size("cpu") == CHUNK_SIZE and default_chunk_size(torch.device("cuda", 0)) == GPU_CHUNK_SIZE
+    space = ParamSpace(any_model)
+    bits = sv.cube.vertices(6)
+    offsets = gaussian_directions(space.size, 40, 0.05, make_generator(0))
+    default = space.outputs(bits, offsets)
+    for chunk in (7, GPU_CHUNK_SIZE):  # 16 offsets x 1 input per call; every offset and input in one call
+        assert torch.allclose(space.outputs(bits, offsets, chunk), default, rtol=1e-5, atol=1e-6)
 
 
 def test_exact_limit_equals_per_example_gradients_from_plain_backward(any_model):
