@@ -425,12 +425,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         result = args.run(args)
-    except (CheckpointError, UsageError, ValueError) as err:
+    except (CheckpointError, UsageError, ValueError, OSError) as err:
         print(f"sensviz {args.command}: error: {err}", file=sys.stderr)
         return 2
     json.dump(_json_safe(result), sys.stdout, indent=2)
     sys.stdout.write("\n")
-    return 0
+    return 1 if result.get("failed") else 0  # a sweep with failed runs (they are in its summary)
 
 
 if __name__ == "__main__":

@@ -30,8 +30,8 @@ interrupted sweep loses nothing already finished. Runs that differ only in `seed
 an experiment can train those seeds together in one batched run; `run_sweep(..., batch=...)` (or
 the spec's `batch`) names more settings that may differ within a job, e.g. the learning rates of a
 random search. Results: `OUT/runs.parquet` (one row per run: settings, status, error, final
-metrics, wall time) and `OUT/history.parquet` (per-step measurements), each run's checkpoint in
-`OUT/checkpoints/`.
+metrics, wall time) and `OUT/history.parquet` (per-step measurements), rewritten after every job
+and holding the runs of the spec just run; each run's checkpoint in `OUT/checkpoints/`.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ class SweepSpec:
     source: str = ""
     description: str = ""
     batch: tuple[str, ...] | None = None  # the spec's `batch`: settings that may differ within a job
+    scale: str | None = None  # the named scale the runs were expanded with (None: the defaults)
 
 
 def run_id(settings: dict) -> str:
@@ -156,6 +157,7 @@ def load_spec(path, scale: str | None = None) -> SweepSpec:
         source=str(path),
         description=data.get("description", ""),
         batch=tuple(batch) if batch is not None else None,
+        scale=scale,
     )
 
 
@@ -243,8 +245,9 @@ def run_sweep(
     out = Path(out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     (out / "checkpoints").mkdir(exist_ok=True)
-    (out / "spec.json").write_text(json.dumps({"experiment": spec.experiment, "name": spec.name,
-                                               "source": spec.source, "description": spec.description}, indent=2))
+    (out / "spec.json").write_text(json.dumps({"experiment": spec.experiment, "name": spec.name, "source": spec.source,
+                                               "scale": spec.scale, "description": spec.description}, indent=2))
+    ids = {run_id(s) for s in spec.runs}
     done = finished_ids(out)
     todo = [s for s in spec.runs if run_id(s) not in done]
     pending = jobs(todo, batch)
@@ -259,6 +262,7 @@ def run_sweep(
             completed += 1
             status = f"FAILED: {result['error']}" if "error" in result else "ok"
             print(f"[{completed}/{len(todo)}] {run_id(settings)} {_short(settings)} {status}", file=log, flush=True)
+        write_tables(out, ids)  # after every job: the tables of an interrupted sweep hold what finished
 
     if executor == "local":
         _run_local(pending, spec, job_fn, workers, str(out), collect, threads)
@@ -266,7 +270,7 @@ def run_sweep(
         _run_ray(pending, spec, job_fn, workers, address, str(out), collect)
     else:
         raise ValueError(f"unknown executor '{executor}'; use 'local' or 'ray'")
-    return write_tables(out)
+    return write_tables(out, ids)
 
 
 def _short(settings: dict) -> str:
@@ -312,11 +316,17 @@ def _run_ray(pending, spec, job_fn, workers, address, out, collect) -> None:
             ray.shutdown()
 
 
-def write_tables(out) -> pd.DataFrame:
-    """Gather `out/runs/*.json` into `runs.parquet` and `history.parquet`; return the runs table."""
+def write_tables(out, ids: set[str] | None = None) -> pd.DataFrame:
+    """Gather `out/runs/*.json` into `runs.parquet` and `history.parquet`; return the runs table.
+
+    `ids`: only these runs (the current spec's), so that records of another spec or scale run
+    into the same folder earlier stay on disk (and are reused if asked for again) but out of
+    the tables."""
     out = Path(out)
     rows, history = [], []
     for path in sorted((out / "runs").glob("*.json")):
+        if ids is not None and path.stem not in ids:
+            continue
         record = json.loads(path.read_text())
         rows.append({"run_id": record["run_id"], **record["settings"], "status": record["status"],
                      "error": record["error"], **record["metrics"], "wall_s": record["wall_s"]})

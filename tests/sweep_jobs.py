@@ -10,6 +10,8 @@ def toy_job(experiment: str, runs: list[dict], out: str) -> list[dict]:
         f.write(json.dumps([r.get("seed") for r in runs]) + "\n")
     if any(r.get("crash") for r in runs):
         raise RuntimeError("the whole job crashed")
+    if any(r.get("interrupt") for r in runs):
+        raise KeyboardInterrupt  # as Ctrl-C in the middle of a sweep
     results = []
     for r in runs:
         if r.get("fail"):

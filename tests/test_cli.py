@@ -15,7 +15,7 @@ from sensviz.cli import main
 def run(capsys, *argv):
     code = main(list(argv))
     out, err = capsys.readouterr()
-    return code, (json.loads(out) if code == 0 else None), err
+    return code, (json.loads(out) if out.strip() else None), err
 
 
 def test_task_info_exact(capsys):
@@ -278,6 +278,17 @@ def test_sweep_errors(capsys, tmp_path, text, argv, message):
     code, _, err = run(capsys, "sweep", str(spec), "--out", str(tmp_path / "out"), *argv)
     assert code == 2 and message in err and "Traceback" not in err
     assert not (tmp_path / "out" / "runs.parquet").exists()
+
+
+def test_sweep_exits_1_when_a_run_failed_and_2_when_it_cannot_write(capsys, tmp_path):
+    spec = tmp_path / "tiny.toml"
+    spec.write_text(TINY_SPEC.replace('task = ["parity", "first"]', 'task = ["parity", "first"]\nn_heads = [2, 3]'))
+    code, summary, err = run(capsys, "sweep", str(spec), "--out", str(tmp_path / "out"))
+    assert code == 1 and summary["finished"] == 2 and summary["failed"] == 2  # d_model 8 and 3 heads
+    assert summary["errors"] == ["ValueError: d_model=8 must be divisible by n_heads=3"]
+    (tmp_path / "file").write_text("")
+    code, _, err = run(capsys, "sweep", str(spec), "--out", str(tmp_path / "file"))
+    assert code == 2 and "Not a directory" in err and "Traceback" not in err
 
 
 def test_sweep_and_report_argument_errors(capsys, tmp_path):

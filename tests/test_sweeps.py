@@ -110,6 +110,26 @@ def test_failures_are_recorded_and_the_rest_complete(tmp_path):
     assert len(calls(out)) == before + 2  # only the two failed runs are retried
 
 
+def test_an_interrupted_sweep_keeps_the_tables_of_what_finished(tmp_path):
+    spec = sweeps.load_spec(write_spec(tmp_path))
+    spec.runs.append({"arch": "encoder", "steps": 10, "n": 99, "seed": 0, "interrupt": True})
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        sweeps.run_sweep(spec, out, toy_job)
+    runs, _, _ = sweeps.read_results(out)
+    assert len(runs) == 4 and set(runs["status"]) == {"finished"}  # the two jobs before the interrupt
+
+
+def test_the_tables_hold_only_the_runs_of_the_spec_and_scale_just_run(tmp_path):
+    out = tmp_path / "out"
+    sweeps.run_sweep(sweeps.load_spec(write_spec(tmp_path)), out, toy_job)
+    big = sweeps.run_sweep(sweeps.load_spec(write_spec(tmp_path), scale="big"), out, toy_job)
+    assert len(big) == 4 and set(big["steps"]) == {1000}  # the default scale's runs are not mixed in
+    assert json.loads((out / "spec.json").read_text())["scale"] == "big"
+    again = sweeps.run_sweep(sweeps.load_spec(write_spec(tmp_path)), out, toy_job)
+    assert set(again["steps"]) == {10} and len(calls(out)) == 4  # the first runs' records were kept and reused
+
+
 def test_read_results_and_bad_folder(tmp_path):
     spec = sweeps.load_spec(write_spec(tmp_path))
     sweeps.run_sweep(spec, tmp_path / "out", toy_job)
