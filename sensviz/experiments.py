@@ -191,7 +191,8 @@ def _check_measuring(s: dict) -> None:
             raise ValueError(f"{key} must be an integer >= 1, got {value!r}")
     for key in ("proxy_eps", "rho"):
         value = s[key]
-        if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value) or value <= 0):
             raise ValueError(f"{key} must be a positive number, got {value!r}")
 
 
@@ -228,8 +229,8 @@ def run_job(experiment: str, runs: list[dict], out: str) -> list[dict]:
             indices, batch = zip(*group[start : start + size])
             try:
                 found = RUNNERS[experiment](experiment, list(batch), Path(out))
-            except Exception as err:  # one failing batch does not stop the others
-                found = [_failure(err)] * len(batch)
+            except Exception as err:  # a batch that fails to train does not stop the others
+                found = [_failure(err) for _ in batch]
             for i, result in zip(indices, found):
                 results[i] = result
     return results
@@ -237,6 +238,15 @@ def run_job(experiment: str, runs: list[dict], out: str) -> list[dict]:
 
 def _failure(err: Exception) -> dict:
     return {"error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()}
+
+
+def _alone(fn, *args) -> dict:
+    """fn(*args), or the failure of that one run: a model that trained with the others but cannot
+    be measured or saved fails alone."""
+    try:
+        return fn(*args)
+    except Exception as err:
+        return _failure(err)
 
 
 def _train(batch: list[Run], configs: list[TrainConfig] | None = None, callbacks=()) -> list[TrainResult]:
@@ -248,11 +258,17 @@ def _checkpoint(out: Path, run: Run, result: TrainResult, experiment: str, suffi
     result.save(path, extra={"sweep": {"experiment": experiment, "settings": run.settings}}, with_time=False)
 
 
+def converged_mse(config: TrainConfig) -> float:
+    """The convergence filter's threshold on this run's evaluation MSE: `CONVERGED_MSE` on {0,1}
+    targets (the paper's), four times that on ±1 targets (the same fit, on twice the scale)."""
+    return CONVERGED_MSE * 4.0 / pm1_scale(config)
+
+
 def _training_metrics(result: TrainResult) -> dict:
     final = result.final
     return {"steps_trained": result.steps, "stop_reason": result.stop_reason, "train_seconds": result.wall_time,
             "eval_loss": final["eval_loss"], "eval_accuracy": final.get("eval_accuracy"),
-            "converged": bool(final["eval_loss"] < CONVERGED_MSE)}
+            "converged": bool(final["eval_loss"] < converged_mse(result.config))}
 
 
 # ----------------------------------------------------------------------------- measurements
@@ -328,14 +344,15 @@ def _authors_blowup(model: TracedModel, bits: torch.Tensor) -> dict:
 
 def _train_and_measure(experiment: str, batch: list[Run], out: Path) -> list[dict]:
     """length_scaling, tradeoff, scratchpad: train the batch together, then measure each model."""
-    results = []
-    for run, result in zip(batch, _train(batch)):
+
+    def one(run: Run, result: TrainResult) -> dict:
         _checkpoint(out, run, result, experiment)
         metrics = {**_training_metrics(result), **measure(result.model, run.task, run.config, run.resolved)}
         if isinstance(result.model, ScratchpadTransformer):
             metrics["converged"] = bool(metrics["autoregressive_accuracy"] > CONVERGED_AUTOREGRESSIVE)
-        results.append({"metrics": metrics, "history": result.history})
-    return results
+        return {"metrics": metrics, "history": result.history}
+
+    return [_alone(one, run, result) for run, result in zip(batch, _train(batch))]
 
 
 def _dynamics(experiment: str, batch: list[Run], out: Path) -> list[dict]:
@@ -349,8 +366,8 @@ def _dynamics(experiment: str, batch: list[Run], out: Path) -> list[dict]:
     )
     trained = _train(batch, callbacks=[monitor])
     frame = monitor.frame()
-    results = []
-    for member, (run, result) in enumerate(zip(batch, trained)):
+
+    def one(member: int, run: Run, result: TrainResult) -> dict:
         _checkpoint(out, run, result, experiment)
         scale = pm1_scale(run.config)
         rows = frame[frame["member"] == member].drop(columns=["member"]).sort_values("step")
@@ -360,7 +377,7 @@ def _dynamics(experiment: str, batch: list[Run], out: Path) -> list[dict]:
         history = rows.to_dict("records")
         final = history[-1]
         peak = rows.loc[rows["sharpness_proxy_pm1"].idxmax()]
-        fitted = [r["step"] for r in result.history if r["eval_loss"] < CONVERGED_MSE]
+        fitted = [r["step"] for r in result.history if r["eval_loss"] < converged_mse(run.config)]
         metrics = {
             **_training_metrics(result),
             **{k: final[k] for k in ("param_norm", "avg_sensitivity", "blowup_mean", "log_blowup_mean",
@@ -371,8 +388,9 @@ def _dynamics(experiment: str, batch: list[Run], out: Path) -> list[dict]:
             "peak_step": int(peak["step"]),
             "initial_sharpness_proxy_pm1": float(rows["sharpness_proxy_pm1"].iloc[0]),
         }
-        results.append({"metrics": metrics, "history": history})
-    return results
+        return {"metrics": metrics, "history": history}
+
+    return [_alone(one, member, run, result) for member, (run, result) in enumerate(zip(batch, trained))]
 
 
 def completions(task: Task, n: int, train_set: torch.Tensor, count: int, seed: int) -> torch.Tensor:
@@ -396,18 +414,17 @@ def _table_task(table01: torch.Tensor) -> TruthTable:
 def _generalization(experiment: str, batch: list[Run], out: Path) -> list[dict]:
     """Fit a restricted training set, read the learned function, compare it with random completions,
     then retrain the learned table and one completion on the whole cube and measure their sharpness."""
-    s = batch[0].resolved
-    n = s["n"]
+    n, size = batch[0].resolved["n"], batch[0].resolved["batch_models"]
     fitted = _train(batch)
-    learned, others, rows = [], [], []
-    for run, result in zip(batch, fitted):
+
+    def compare(run: Run, result: TrainResult) -> dict:
         _checkpoint(out, run, result, experiment)
         table = run.config.encoding.decide(cube_outputs(result.model, n))  # [2**n] in {0,1}
         train_set = TrainingData(run.config).train_set
         options = completions(run.task, n, train_set, run.resolved["completions"], run.resolved["seed"])
         as_options = torch.tensor([_as_n(t) for t in options])
         as_learned = _as_n(table)
-        rows.append({
+        metrics = {
             **_training_metrics(result),
             "heldout_accuracy": result.final.get("heldout_accuracy"),
             "fits": bool(result.final["eval_accuracy"] == 1.0),
@@ -418,24 +435,33 @@ def _generalization(experiment: str, batch: list[Run], out: Path) -> list[dict]:
             "as_completion_min": as_options.min().item(),
             "completions_more_sensitive": (as_options > as_learned).float().mean().item(),
             "as_completion_retrained": as_options[0].item(),
-        })
-        learned.append(_table_task(table))
-        others.append(_table_task(options[0]))
-    # retrain both tables of every run on the whole cube, all in one batch
-    retrain = [Run(r.settings, r.resolved, _new_model(r.resolved), task, _train_config(r.resolved, steps=r.resolved["retrain_steps"]))
-               for tasks in (learned, others) for r, task in zip(batch, tasks)]
-    retrained = _train(retrain)
-    results = []
-    for k, (run, metrics) in enumerate(zip(batch, rows)):
-        history = [{**record, "phase": "fit"} for record in fitted[k].history]
-        for kind, index in (("learned", k), ("completion", len(batch) + k)):
-            again, result = retrain[index], retrained[index]
-            _checkpoint(out, run, result, experiment, suffix=f"-{kind}")
-            measured = {**_training_metrics(result), **measure(result.model, again.task, again.config, again.resolved)}
-            metrics.update({f"{kind}_{key}": value for key, value in measured.items()})
-            history += [{**record, "phase": f"retrain_{kind}"} for record in result.history]
-        results.append({"metrics": metrics, "history": history})
+        }
+        history = [{**record, "phase": "fit"} for record in result.history]
+        return {"metrics": metrics, "history": history, "retrain": {"learned": table, "completion": options[0]}}
+
+    results = [_alone(compare, run, result) for run, result in zip(batch, fitted)]
+    # retrain the learned table and one completion of every run that got this far on the whole cube,
+    # in batches of at most batch_models
+    retrain = [(k, kind, Run(run.settings, run.resolved, _new_model(run.resolved), _table_task(table),
+                             _train_config(run.resolved, steps=run.resolved["retrain_steps"])))
+               for k, (run, result) in enumerate(zip(batch, results)) if "retrain" in result
+               for kind, table in result.pop("retrain").items()]
+    for start in range(0, len(retrain), size):
+        chunk = retrain[start : start + size]
+        for (k, kind, again), result in zip(chunk, _train([r for _, _, r in chunk])):
+            results[k] = _alone(_add_retrained, results[k], kind, again, result, out, experiment)
     return results
+
+
+def _add_retrained(found: dict, kind: str, again: Run, result: TrainResult, out: Path, experiment: str) -> dict:
+    """A generalization run's result with one retrained table's checkpoint, metrics and history added."""
+    if "error" in found:  # the other table of this run already failed
+        return found
+    _checkpoint(out, again, result, experiment, suffix=f"-{kind}")
+    measured = {**_training_metrics(result), **measure(result.model, again.task, again.config, again.resolved)}
+    found["metrics"].update({f"{kind}_{key}": value for key, value in measured.items()})
+    found["history"] += [{**record, "phase": f"retrain_{kind}"} for record in result.history]
+    return found
 
 
 RUNNERS = {

@@ -77,6 +77,28 @@ def test_an_invalid_run_fails_alone_even_inside_a_batch(tmp_path):
     assert "Traceback" in record["traceback"]
 
 
+def test_a_model_that_trained_with_others_but_cannot_be_measured_fails_alone(tmp_path, monkeypatch):
+    measure = experiments.measure
+
+    def broken_for_first(model, task, config, settings):
+        if task.label == "first":
+            raise RuntimeError("measurement broke")
+        return measure(model, task, config, settings)
+
+    monkeypatch.setattr(experiments, "measure", broken_for_first)
+    runs = [{**TINY, "task": "parity"}, {**TINY, "task": "first"}]
+    assert len(sweeps.jobs(runs, experiments.BATCH_FIELDS["length_scaling"])) == 1  # trained together
+    table, _ = sweep("length_scaling", runs, tmp_path)
+    by_task = table.set_index("task")
+    assert by_task.loc["parity", "status"] == "finished"
+    assert (by_task.loc["first", "status"], by_task.loc["first", "error"]) == ("failed", "RuntimeError: measurement broke")
+
+
+def test_the_convergence_filter_on_pm1_targets_is_the_same_fit():
+    assert experiments.converged_mse(sv.TrainConfig(n=4)) == 1e-3
+    assert experiments.converged_mse(sv.TrainConfig(n=4, pm1_targets=True)) == pytest.approx(4e-3)
+
+
 def test_batched_training_gives_the_runs_of_separate_jobs(tmp_path):
     runs = [{**TINY, "task": "majority", "seed": s} for s in (0, 1)]
     together = experiments.run_job("length_scaling", runs, str(tmp_path))
@@ -98,6 +120,7 @@ def test_settings_are_checked_before_anything_runs():
     experiments.check_spec("dynamics", [TINY])  # the task defaults to parity
     for bad, message in ((dict(proxy_draws=0), "proxy_draws must be an integer >= 1"),
                          (dict(rho=-0.1), "rho must be a positive number"),
+                         (dict(proxy_eps=True), "proxy_eps must be a positive number"),
                          (dict(batch_models=1.5), "batch_models must be an integer >= 1")):
         with pytest.raises(ValueError, match=message):
             experiments.prepare("length_scaling", {**TINY, "task": "first", **bad})
@@ -118,9 +141,13 @@ def test_completions_agree_with_the_data_and_are_seeded():
     assert agreement.max().item() < 0.7
 
 
-def test_generalization_reads_the_learned_table_and_retrains(tmp_path):
-    runs = [{**TINY, "train_size": 6, "seed": s, "retrain_steps": 10, "completions": 5} for s in (0, 1)]
+def test_generalization_reads_the_learned_table_and_retrains(tmp_path, monkeypatch):
+    sizes = []
+    train_many = experiments.train_many
+    monkeypatch.setattr(experiments, "train_many", lambda models, *args: sizes.append(len(models)) or train_many(models, *args))
+    runs = [{**TINY, "train_size": 6, "seed": s, "retrain_steps": 10, "completions": 5, "batch_models": 2} for s in (0, 1)]
     table, _ = sweep("generalization", runs, tmp_path)
+    assert sizes == [2, 2, 2]  # the two fits, then four retrainings in batches of at most batch_models
     assert set(table["status"]) == {"finished"}
     history = pd.read_parquet(tmp_path / "history.parquet")
     assert set(history["phase"]) == {"fit", "retrain_learned", "retrain_completion"}
