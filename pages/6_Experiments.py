@@ -19,8 +19,8 @@ source = st.segmented_control("Results", [SHIPPED, FOLDER], default=SHIPPED, key
 if source == SHIPPED:
     shipped = state.shipped_results()
     if not shipped:
-        st.info("No shipped results in `experiments/results/`. Run a sweep, e.g. "
-                "`sensviz sweep experiments/length_scaling.toml --out experiments/results/length_scaling`.")
+        st.info(f"No shipped results in `{state.results_dir()}`. Run a sweep, e.g. "
+                f"`sensviz sweep experiments/length_scaling.toml --out {state.results_dir() / 'length_scaling'}`.")
         st.stop()
     name = st.selectbox("Experiment", list(shipped), key="sv_w_exp_name", format_func=lambda k: k.replace("_", " "))
     folder = shipped[name]
@@ -33,16 +33,24 @@ else:
 
 try:
     runs, history, spec = state.experiment_results(folder)
-    found = state.experiment_figures(folder)
 except ValueError as err:
     st.error(str(err))
     st.stop()
 
+if runs.empty:
+    st.info("This sweep has recorded no run yet: its tables are written after each finished job.")
+    st.stop()
 finished = int((runs["status"] == "finished").sum())
 about = [f"**{spec.get('experiment')}**", spec.get("description"),
          f"{len(runs)} runs, {finished} finished, {len(runs) - finished} failed",
-         f"spec `{spec['source']}`" if spec.get("source") else None]
+         f"spec `{spec['source']}`" if spec.get("source") else None,
+         f"scale `{spec['scale']}`" if spec.get("scale") else None]
 st.caption(" · ".join(part for part in about if part))
+try:
+    found = state.experiment_figures(folder)
+except ValueError as err:  # e.g. no run finished yet: the runs and their errors below still show
+    st.warning(str(err))
+    found = []
 for fig in found:
     st.subheader(fig.title)
     st.markdown(fig.explanation)

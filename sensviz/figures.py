@@ -241,6 +241,8 @@ DYNAMICS_METRICS = {
 
 
 def dynamics(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
+    if history.empty or "run_id" not in history:
+        raise ValueError("this dynamics sweep has no per-step measurements (its history.parquet is empty)")
     kept, note = keep(runs, ["weight_decay"], MSE_RULE)
     rows = history[history["run_id"].isin(kept["run_id"])].copy()
     rows["log10_loss"] = rows["loss"].clip(lower=1e-12).map(math.log10)

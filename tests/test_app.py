@@ -1,11 +1,13 @@
 """The explorer under Streamlit's AppTest: every page cold and with a model, and its main widgets."""
 
+import io
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 import sensviz as sv
+from sensviz import sweeps
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -189,3 +191,17 @@ def test_experiments_page_with_a_sweep_folder(tmp_path):
     assert not at.exception and any("not a sweep folder" in e.value for e in at.error)
     at.text_input(key="sv_w_exp_folder").set_value(str(ROOT / "experiments" / "results" / "tradeoff")).run()
     assert not at.exception and "Trade-off: parameter norm against LayerNorm blowup" in [s.value for s in at.subheader]
+
+
+def test_experiments_page_with_a_sweep_whose_runs_all_failed(tmp_path):
+    from sweep_jobs import toy_job
+
+    spec = sweeps.SweepSpec("length_scaling", [{"n": 4, "seed": s, "fail": True} for s in (0, 1)], name="broken")
+    sweeps.run_sweep(spec, tmp_path, toy_job, log=io.StringIO())
+    at = fresh()
+    at.switch_page("pages/6_Experiments.py").run()
+    at.segmented_control(key="sv_w_exp_source").set_value("A sweep folder").run()
+    at.text_input(key="sv_w_exp_folder").set_value(str(tmp_path)).run()
+    assert not at.exception and any("no finished runs" in w.value for w in at.warning)
+    assert [e.label for e in at.expander] == ["2 failed run(s)"]  # the errors are still shown
+

@@ -87,6 +87,8 @@ def test_dynamics_fills_settings_left_at_their_defaults():
     history = pd.DataFrame({"run_id": ["a", "a"], "step": [0, 10], "loss": [0.3, 0.1], "param_norm": [3.0, 2.0]})
     (fig,) = figures.figures("dynamics", runs, history)
     assert set(fig.data["weight_decay"]) == {0.1} and set(fig.data["seed"]) == {0}
+    with pytest.raises(ValueError, match="no per-step measurements"):
+        figures.figures("dynamics", runs, pd.DataFrame())
 
 
 def test_scratchpad_labels_and_log_x():
