@@ -255,6 +255,8 @@ def _sweep(args) -> dict:
     experiments.check_spec(spec.experiment, spec.runs)
     if args.executor == "local" and args.address:
         raise UsageError("--address names a Ray cluster: use it with --executor ray")
+    if args.executor == "ray" and args.threads:
+        raise UsageError("--threads sets the torch threads of local worker processes; Ray tasks take one CPU each")
     start = time.perf_counter()
     runs = sweeps.run_sweep(spec, args.out, experiments.run_job, executor=args.executor, workers=args.workers,
                             address=args.address, batch=spec.batch or experiments.BATCH_FIELDS[spec.experiment],

@@ -269,6 +269,7 @@ def test_sweep_and_report_happy_path(capsys, tmp_path):
     ("experiment = 'lenght_scaling'\n[grid]\nn = [4]", [], "unknown experiment 'lenght_scaling'"),
     (TINY_SPEC, ["--scale", "paper"], "unknown scale 'paper'"),
     (TINY_SPEC, ["--address", "10.0.0.1:6379"], "--address names a Ray cluster"),
+    (TINY_SPEC, ["--executor", "ray", "--threads", "2"], "--threads sets the torch threads of local worker"),
     ("experiment = 'length_scaling'\n[grid\n", [], "not valid TOML"),
 ])
 def test_sweep_errors(capsys, tmp_path, text, argv, message):
