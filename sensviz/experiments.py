@@ -279,6 +279,11 @@ def pm1_scale(config: TrainConfig) -> float:
     return 4.0 if config.encoding is ZERO_ONE else 1.0
 
 
+def sharpness_rho(model: TracedModel, s: dict) -> float:
+    """The radius of L_rho: the setting `rho`, or the proxy's typical |Delta| = proxy_eps sqrt(P)."""
+    return s["rho"] or s["proxy_eps"] * math.sqrt(model.n_params())
+
+
 def measure(model: TracedModel, task: Task, config: TrainConfig, s: dict) -> dict:
     """What the figures plot, for a trained model at its training length (see the module docstring)."""
     n, encoding, seed = config.n, config.encoding, s["measure_seed"]
@@ -286,7 +291,7 @@ def measure(model: TracedModel, task: Task, config: TrainConfig, s: dict) -> dic
     loss = loss_for(encoding)
     proxy = sharpness_proxy(model, bits, targets(task, bits, encoding), loss, eps=s["proxy_eps"],
                             n_draws=s["proxy_draws"], seed=seed)
-    rho = s["rho"] or proxy.rho
+    rho = sharpness_rho(model, s)
     sharp = sharpness(model, bits, rho, s["directions"], seed)
     blowups = blowup_summary(model, n, s["exact_limit"], s["measure_inputs"], seed)
     info = inspect_model(model, n, task, encoding, exact_limit=s["exact_limit"], n_samples=s["measure_inputs"],
@@ -358,10 +363,9 @@ def _train_and_measure(experiment: str, batch: list[Run], out: Path) -> list[dic
 def _dynamics(experiment: str, batch: list[Run], out: Path) -> list[dict]:
     """PARITY measured every `measure_every` steps on a fixed batch, the same draws every time."""
     s = batch[0].resolved
-    size = batch[0].model.n_params()
     monitor = MeasurementCallback(
         every=s["measure_every"], n_inputs=s["measure_inputs"], seed=s["measure_seed"], exact_limit=s["exact_limit"],
-        rho=s["rho"] or s["proxy_eps"] * math.sqrt(size), n_directions=s["directions"], proxy_draws=s["proxy_draws"],
+        rho=sharpness_rho(batch[0].model, s), n_directions=s["directions"], proxy_draws=s["proxy_draws"],
         proxy_eps=s["proxy_eps"], measures=[_authors_blowup],
     )
     trained = _train(batch, callbacks=[monitor])
