@@ -332,8 +332,10 @@ def write_tables(out, ids: set[str] | None = None) -> pd.DataFrame:
                      "error": record["error"], **record["metrics"], "wall_s": record["wall_s"]})
         history.extend({"run_id": record["run_id"], **step} for step in record["history"])
     runs = pd.DataFrame(rows)
-    runs.to_parquet(out / "runs.parquet", index=False)
-    pd.DataFrame(history).to_parquet(out / "history.parquet", index=False)
+    for frame, name in ((pd.DataFrame(history), "history.parquet"), (runs, "runs.parquet")):
+        tmp = out / f".{name}.tmp"  # replaced in one step: a reader (the app) never sees half a table
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, out / name)
     return runs
 
 
