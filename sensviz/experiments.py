@@ -40,7 +40,6 @@ Metric conventions (every figure's):
 from __future__ import annotations
 
 import math
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +53,7 @@ from .models import build_model
 from .monitor import MeasurementCallback
 from .scratchpad import ScratchpadTransformer, autoregressive_accuracy
 from .sharpness import sharpness, sharpness_proxy
-from .sweeps import run_id
+from .sweeps import failure, run_id
 from .tasks import ZERO_ONE, Task, TruthTable, get_task
 from .training import TrainConfig, TrainingData, TrainResult, _stream_seed, train_many
 from .trace import TracedModel
@@ -218,7 +217,7 @@ def run_job(experiment: str, runs: list[dict], out: str) -> list[dict]:
         try:
             prepared.append((i, prepare(experiment, settings)))
         except Exception as err:  # a run that cannot start fails alone
-            results[i] = _failure(err)
+            results[i] = failure(err)
     groups: dict[str, list[tuple[int, Run]]] = {}
     for i, run in prepared:
         key = repr(sorted((k, v) for k, v in run.resolved.items() if k not in TRAIN_TOGETHER))
@@ -230,14 +229,10 @@ def run_job(experiment: str, runs: list[dict], out: str) -> list[dict]:
             try:
                 found = RUNNERS[experiment](experiment, list(batch), Path(out))
             except Exception as err:  # a batch that fails to train does not stop the others
-                found = [_failure(err) for _ in batch]
+                found = [failure(err) for _ in batch]
             for i, result in zip(indices, found):
                 results[i] = result
     return results
-
-
-def _failure(err: Exception) -> dict:
-    return {"error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()}
 
 
 def _alone(fn, *args) -> dict:
@@ -246,7 +241,7 @@ def _alone(fn, *args) -> dict:
     try:
         return fn(*args)
     except Exception as err:
-        return _failure(err)
+        return failure(err)
 
 
 def _train(batch: list[Run], configs: list[TrainConfig] | None = None, callbacks=()) -> list[TrainResult]:

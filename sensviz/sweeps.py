@@ -208,14 +208,18 @@ def finished_ids(out: Path) -> set[str]:
     return done
 
 
+def failure(err: Exception) -> dict:
+    """The result of a run that failed with `err` (call it in the `except` block: it keeps the traceback)."""
+    return {"error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()}
+
+
 def _guarded(job_fn: JobFunction, experiment: str, job: list[dict], out: str):
     """Run a job in a worker; a crash becomes an error result for each of its runs."""
     start = time.perf_counter()
     try:
         results = job_fn(experiment, job, out)
     except Exception as err:  # a failing run must not stop the sweep
-        message = f"{type(err).__name__}: {err}"
-        results = [{"error": message, "traceback": traceback.format_exc()} for _ in job]
+        results = [failure(err) for _ in job]
     return results, (time.perf_counter() - start) / max(len(job), 1)
 
 
