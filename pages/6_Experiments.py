@@ -20,10 +20,14 @@ if source == SHIPPED:
     shipped = state.shipped_results()
     if not shipped:
         st.info(f"No shipped results in `{state.results_dir()}`. Run a sweep, e.g. "
-                f"`sensviz sweep experiments/length_scaling.toml --out {state.results_dir() / 'length_scaling'}`.")
+                f"`sensviz sweep experiments/length_scaling.toml --out {state.results_dir() / 'quick' / 'length_scaling'}`.")
         st.stop()
-    name = st.selectbox("Experiment", list(shipped), key="sv_w_exp_name", format_func=lambda k: k.replace("_", " "))
-    folder = shipped[name]
+    cols = st.columns(2)
+    scale = cols[0].selectbox("Scale", list(shipped), key="sv_w_exp_scale",
+                              help="quick: minutes on two CPU cores; standard: sized to decide each claim (hours)")
+    name = cols[1].selectbox("Experiment", list(shipped[scale]), key="sv_w_exp_name",
+                             format_func=lambda k: k.replace("_", " "))
+    folder = shipped[scale][name]
 else:
     folder = st.text_input("Sweep folder (the --out of `sensviz sweep`)", key="sv_w_exp_folder",
                            placeholder="e.g. results/length_scaling").strip()

@@ -21,6 +21,9 @@ from . import figures
 from .experiments import EXPERIMENTS
 from .sweeps import read_results
 
+SCALES = ("quick", "standard", "paper")
+"""The named scales of the shipped results (`experiments/results/<scale>/<experiment>/`), in the order shown."""
+
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 1180px; margin: 2em auto;
        padding: 0 1em; color: #222; line-height: 1.45; }
@@ -32,16 +35,20 @@ nav li { margin: 0.15em 0; }
 
 
 def sweep_folders(folder) -> list[Path]:
-    """The sweep folder itself, or its subfolders that hold results (folders named after an
-    experiment first, in the order of `EXPERIMENTS`, then the others by name); ValueError if none."""
+    """The sweep folder itself, or the sweep folders one or two levels below it (`experiments/results`
+    holds `<scale>/<experiment>/`): grouped by their parent folder, and within it folders named after
+    an experiment first, in the order of `EXPERIMENTS`, then the others by name; ValueError if none."""
     folder = Path(folder)
     if (folder / "runs.parquet").is_file():
         return [folder]
-    found = [p.parent for p in folder.glob("*/runs.parquet")] if folder.is_dir() else []
+    found = [p.parent for pattern in ("*/runs.parquet", "*/*/runs.parquet") for p in folder.glob(pattern)] \
+        if folder.is_dir() else []
     if not found:
         raise ValueError(f"{folder}: no sweep results here (a sweep folder holds runs.parquet)")
     order = {name: i for i, name in enumerate(EXPERIMENTS)}
-    return sorted(found, key=lambda f: (order.get(f.name, len(order)), f.name))
+    scales = {name: i for i, name in enumerate(SCALES)}
+    return sorted(found, key=lambda f: (f.parent != folder, scales.get(f.parent.name, len(scales)), f.parent.name,
+                                        order.get(f.name, len(order)), f.name))
 
 
 def _vegalite_version() -> str:
@@ -71,7 +78,8 @@ def _section(index: int, folder: Path, charts: list) -> tuple[str, str]:
     done = figures.finished(runs)
     wall = runs["wall_s"].sum() if "wall_s" in runs else float("nan")
     parts = [
-        f'<section id="sweep-{index}"><h2>{html.escape(experiment)}: {html.escape(spec.get("name", folder.name))}</h2>',
+        f'<section id="sweep-{index}"><h2>{html.escape(experiment)}: {html.escape(spec.get("name", folder.name))} '
+        f'({html.escape(spec.get("scale") or "quick")} scale)</h2>',
         f"<p>{html.escape(spec.get('description', ''))}</p>",
         f'<p class="meta">{len(runs)} runs, {len(done)} finished, {len(runs) - len(done)} failed; '
         f"{wall:,.0f} s of run time in all; folder <code>{html.escape(str(folder))}</code>.</p>",

@@ -161,7 +161,7 @@ def test_upload_a_corrupt_file_shows_the_message_and_keeps_the_app():
     assert not at.exception
 
 
-SHIPPED = sorted(p.parent.name for p in (ROOT / "experiments" / "results").glob("*/runs.parquet"))
+SHIPPED = sorted(p.parent.name for p in (ROOT / "experiments" / "results" / "quick").glob("*/runs.parquet"))
 
 
 def test_experiments_page_shows_every_shipped_result():
@@ -189,7 +189,7 @@ def test_experiments_page_with_a_sweep_folder(tmp_path):
     assert any("Enter the folder" in i.value for i in at.info)
     at.text_input(key="sv_w_exp_folder").set_value(str(tmp_path)).run()
     assert not at.exception and any("not a sweep folder" in e.value for e in at.error)
-    at.text_input(key="sv_w_exp_folder").set_value(str(ROOT / "experiments" / "results" / "tradeoff")).run()
+    at.text_input(key="sv_w_exp_folder").set_value(str(ROOT / "experiments" / "results" / "quick" / "tradeoff")).run()
     assert not at.exception and "Trade-off: parameter norm against LayerNorm blowup" in [s.value for s in at.subheader]
 
 

@@ -86,3 +86,12 @@ def test_sweep_folders_come_in_the_order_of_the_experiments(tmp_path):
         (tmp_path / name / "runs.parquet").write_bytes(b"")
     assert [f.name for f in report.sweep_folders(tmp_path)] == [
         "length_scaling", "tradeoff", "generalization", "alpha", "zeta"]
+
+
+def test_sweep_folders_of_several_scales_come_grouped_by_scale(tmp_path):
+    for scale, name in [("standard", "tradeoff"), ("quick", "tradeoff"), ("standard", "length_scaling"),
+                        ("quick", "dynamics"), ("extra", "alpha")]:
+        (tmp_path / scale / name).mkdir(parents=True)
+        (tmp_path / scale / name / "runs.parquet").write_bytes(b"")
+    assert [f"{f.parent.name}/{f.name}" for f in report.sweep_folders(tmp_path)] == [
+        "quick/tradeoff", "quick/dynamics", "standard/length_scaling", "standard/tradeoff", "extra/alpha"]

@@ -486,17 +486,21 @@ def compatible_refs(ref: ModelRef, ck: sv.Checkpoint) -> list[ModelRef]:
 
 
 def results_dir() -> Path:
-    """Where the shipped quick-scale sweep results live: experiments/results/, or $SENSVIZ_RESULTS_DIR."""
+    """Where the shipped sweep results live: experiments/results/ (`<scale>/<experiment>/`), or $SENSVIZ_RESULTS_DIR."""
     return Path(os.environ.get("SENSVIZ_RESULTS_DIR", ROOT / "experiments" / "results"))
 
 
-def shipped_results() -> dict[str, str]:
-    """The shipped sweep folders by name (subfolders of `results_dir()` holding runs.parquet), in
-    the report's order: the experiments of `sensviz.experiments.EXPERIMENTS` first."""
+def shipped_results() -> dict[str, dict[str, str]]:
+    """The shipped sweep folders, `{scale: {experiment: folder}}`, in the report's order (scales
+    quick, standard, paper first; experiments in the order of `sensviz.experiments.EXPERIMENTS`)."""
     try:
-        return {f.name: str(f) for f in report.sweep_folders(results_dir())}
+        folders = report.sweep_folders(results_dir())
     except ValueError:  # no results there
         return {}
+    found: dict[str, dict[str, str]] = {}
+    for folder in folders:
+        found.setdefault(folder.parent.name, {})[folder.name] = str(folder)
+    return found
 
 
 def _results_mtime(folder: str) -> float:
