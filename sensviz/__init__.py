@@ -19,7 +19,8 @@ Glossary (one code name per paper symbol):
 
 Modules: `tasks` (target functions), `cube` (exact and sampled cube analysis), `formal` and
 `encoder` (the two architectures), `scratchpad` (the encoder-decoder of the scratchpad
-experiment), `trace` and `hooks` (the instrumented forward pass), `models` (registry),
+experiment), `base` (what they share: LayerNorm, the TracedModel base), `trace` and `hooks` (the
+instrumented forward pass), `models` (registry),
 `checkpoints` (safetensors I/O), `analysis` (a model on the cube), `losses`, `params` (the flat
 parameter space theta and T at perturbed parameters), `blowup` (tau, Blowup, the trade-off),
 `sharpness` (L_rho, its exact small-rho limit, the loss-space proxy), `slices` (the loss along
@@ -28,7 +29,7 @@ trainer, multi-model batches), `monitor` (measurements while training), `general
 generalization), `zoo` (the pretrained checkpoints), `cli`.
 """
 
-from . import (analysis, blowup, cube, curvature, generalization, monitor, params, scratchpad, sharpness, slices, tasks,
+from . import (analysis, base, blowup, cube, curvature, generalization, monitor, params, scratchpad, sharpness, slices, tasks,
                training, zoo)
 from .checkpoints import Checkpoint, CheckpointError, checkpoint_bytes, load_checkpoint, save_checkpoint
 from .encoder import EncoderConfig, EncoderTransformer
@@ -37,11 +38,13 @@ from .models import build_model
 from .monitor import MeasurementCallback
 from .scratchpad import ScratchpadConfig, ScratchpadTransformer
 from .tasks import PM1, ZERO_ONE, Task, get_task
-from .trace import Trace, TracedModel
+from .base import TracedModel
+from .trace import Trace
 from .training import Callback, TrainConfig, TrainResult, train, train_many
 
 __all__ = [
     "analysis",
+    "base",
     "blowup",
     "cube",
     "curvature",

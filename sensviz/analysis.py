@@ -16,7 +16,8 @@ import torch
 
 from . import cube
 from .tasks import ZERO_ONE, Task, TargetEncoding
-from .trace import Trace, TracedModel
+from .base import TracedModel
+from .trace import Trace
 
 Progress = Callable[[float], None]
 """A callback that receives the fraction of work done, in [0, 1]."""
@@ -93,7 +94,7 @@ def mean_attention(
             if progress:
                 progress(done / len(chunks))
             weights = chunk.sum(dim=1)
-            sums.index_add_(0, weights, model.trace(chunk.to(model.device)).attention.double().cpu())
+            sums.index_add_(0, weights, model.trace(chunk.to(model.device), names=("attention",)).attention.double().cpu())
             counts += torch.bincount(weights, minlength=n + 1).double()
     if progress:
         progress(1.0)

@@ -35,7 +35,8 @@ import torch
 
 from . import cube
 from .tasks import Task
-from .trace import Trace, TracedModel
+from .base import TracedModel
+from .trace import Trace
 
 QUANTILES = (0.5, 0.9, 0.99)
 AUTHORS_LABEL = (
@@ -164,7 +165,7 @@ def blowup_summary(
         for done, bits in _input_batches(n, exact, n_samples, seed, batch_size, model.device):
             if progress:
                 progress(done)
-            trace = model.trace(bits)
+            trace = model.trace(bits, names=("ln",))
             factor = trace.ln_factor.double()  # [batch, ln, position]
             per_example = {"tau": tau(trace), "ln_mean": factor.mean(dim=2), "ln_max": factor.amax(dim=2)}
             if keep_factors:

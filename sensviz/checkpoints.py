@@ -32,7 +32,7 @@ import torch
 
 from .models import ARCHITECTURES, build_model, config_from_dict, config_to_dict
 from .tasks import ZERO_ONE, Task, TargetEncoding, get_encoding, get_task, task_from_spec
-from .trace import TracedModel
+from .base import TracedModel
 
 FORMAT = "sensviz"
 FORMAT_VERSION = "1"

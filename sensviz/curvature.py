@@ -28,7 +28,7 @@ from torch.func import grad, jvp, vmap
 
 from .losses import LOSSES, loss_value
 from .params import CHUNK_SIZE, ParamSpace, chunked, make_generator
-from .trace import TracedModel
+from .base import TracedModel
 
 DENSE_LIMIT = 5000
 """Largest number of parameters for `dense_hessian` (P^2 float64 = 200 MB at the limit)."""

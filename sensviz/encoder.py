@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from .hooks import HookPoint
-from .trace import LayerNorm, TracedModel
+from .base import LayerNorm, TracedModel
 
 
 @dataclass

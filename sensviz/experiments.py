@@ -56,7 +56,7 @@ from .sharpness import sharpness, sharpness_proxy
 from .sweeps import failure, run_id
 from .tasks import ZERO_ONE, Task, TruthTable, get_task
 from .training import TrainConfig, TrainingData, TrainResult, _stream_seed, train_many
-from .trace import TracedModel
+from .base import TracedModel
 
 CONVERGED_MSE = 1e-3
 """The paper's convergence filter: final evaluation MSE below this."""
@@ -335,7 +335,7 @@ def measure(model: TracedModel, task: Task, config: TrainConfig, s: dict) -> dic
 def _authors_blowup(model: TracedModel, bits: torch.Tensor) -> dict:
     """The published code's plotted blowup on a batch (a `MeasurementCallback` measure)."""
     with torch.no_grad():
-        value = authors_per_example(model.trace(bits))["maxs_prod"].mean().item()
+        value = authors_per_example(model.trace(bits, names=("ln",)))["maxs_prod"].mean().item()
     return {"authors_blowup": value}
 
 

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from .hooks import HookPoint
-from .trace import LayerNorm, TracedModel
+from .base import LayerNorm, TracedModel
 
 
 @dataclass

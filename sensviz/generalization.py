@@ -17,7 +17,7 @@ from . import cube
 from .analysis import Progress, inspect_model
 from .scratchpad import ScratchpadTransformer, autoregressive_accuracy
 from .tasks import ZERO_ONE, Task, TargetEncoding, get_task
-from .trace import TracedModel
+from .base import TracedModel
 
 
 def length_generalization(

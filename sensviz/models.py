@@ -15,7 +15,7 @@ import torch
 from .encoder import EncoderConfig, EncoderTransformer
 from .formal import FormalConfig, FormalTransformer
 from .scratchpad import ScratchpadConfig, ScratchpadTransformer
-from .trace import TracedModel
+from .base import TracedModel
 
 ARCHITECTURES = {
     "formal": (FormalConfig, FormalTransformer),

@@ -36,7 +36,7 @@ from .losses import targets
 from .sharpness import sharpness, sharpness_proxy
 from .tasks import ZERO_ONE, Task, TargetEncoding
 from .training import Callback, RunState, TrainResult, evaluate
-from .trace import TracedModel
+from .base import TracedModel
 
 Measure = Callable[[TracedModel, torch.Tensor], Mapping[str, float]]
 """A measurement: `(model, bits[batch, n]) -> {name: number}`; must not modify the model."""
@@ -61,7 +61,7 @@ def blowup_measure() -> Measure:
 
     def measure(model: TracedModel, bits: torch.Tensor) -> dict:
         with torch.no_grad():
-            trace = model.trace(bits)
+            trace = model.trace(bits, names=("ln",))
         values, taus, factors = blowup(trace), tau(trace), trace.ln_factor.double()  # [batch], [batch, ln], [batch, ln, pos]
         record = {"blowup_mean": values.mean().item(), "blowup_mean_sq": values.pow(2).mean().item(),
                   "blowup_max": values.max().item(), "log_blowup_mean": log_blowup(trace).mean().item()}

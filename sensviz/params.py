@@ -31,7 +31,7 @@ from typing import Iterator
 import torch
 from torch.func import functional_call, grad, vmap
 
-from .trace import TracedModel
+from .base import TracedModel
 
 CHUNK_SIZE = 1024
 """Default number of (offset, input) pairs in one vmapped call on the CPU; memory grows with it as

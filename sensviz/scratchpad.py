@@ -36,7 +36,7 @@ from torch import nn
 
 from .encoder import EncoderConfig, EncoderLayer, SelfAttention
 from .tasks import ZERO_ONE, Parity, TargetEncoding
-from .trace import LayerNorm, TracedModel
+from .base import LayerNorm, TracedModel
 
 BOS = 2
 """Token id of the decoder's start symbol (bits are 0 and 1)."""

@@ -35,7 +35,7 @@ import torch
 
 from .losses import loss_value
 from .params import ParamSpace, chunked, gaussian_directions, make_generator, sphere_directions
-from .trace import TracedModel
+from .base import TracedModel
 
 DIRECTION_BLOCK = 256
 """Directions materialised at once (DIRECTION_BLOCK x P floats)."""

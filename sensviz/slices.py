@@ -36,7 +36,7 @@ from .curvature import top_eigenvalues
 from .losses import LOSSES, loss_value
 from .params import ParamSpace, chunked, make_generator
 from .tasks import ZERO_ONE, TargetEncoding
-from .trace import LayerNorm, TracedModel
+from .base import LayerNorm, TracedModel
 
 NORMALIZATIONS = ("filter", "layer", "none")
 GRID_BLOCK = 256

@@ -46,7 +46,7 @@ from . import cube
 from .checkpoints import save_checkpoint
 from .losses import LOSSES, default_encoding, loss_value
 from .tasks import Task, TargetEncoding, get_task
-from .trace import TracedModel
+from .base import TracedModel
 
 HISTORY_METADATA_CAP = 64 * 1024
 """Largest history (JSON bytes) kept in a checkpoint's metadata; above it, a side file."""

@@ -103,7 +103,7 @@ def test_ln_factor_equals_manual_computation_from_the_layernorm_input(any_model)
 
 
 def test_our_layernorm_matches_torch():
-    ln = sv.trace.LayerNorm(12, eps=1e-5)
+    ln = sv.base.LayerNorm(12, eps=1e-5)
     with torch.no_grad():
         ln.weight.normal_()
         ln.bias.normal_()
@@ -189,3 +189,15 @@ def test_seeded_initialisation_does_not_touch_the_global_generator():
     torch.manual_seed(5)
     sv.build_model("formal", seed=1)
     assert torch.equal(torch.rand(1), before)
+
+
+def test_trace_captures_only_the_parts_asked_for(any_model):
+    bits = cube.vertices(4)
+    full = any_model.trace(bits)
+    ln_only = any_model.trace(bits, names=("ln",))
+    attention_only = any_model.trace(bits, names=("attention",))
+    assert ln_only.attention is None and attention_only.ln_factor is None and attention_only.ln_variance is None
+    assert torch.equal(ln_only.ln_factor, full.ln_factor) and torch.equal(attention_only.attention, full.attention)
+    assert torch.equal(ln_only.output, full.output) and ln_only.attention_names == full.attention_names
+    with pytest.raises(ValueError, match="unknown trace parts"):
+        any_model.trace(bits, names=("mlp",))
