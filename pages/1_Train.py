@@ -15,7 +15,7 @@ st.markdown("Train a transformer on fresh uniform bit strings every step (AdamW,
             "loss, accuracy, sharpness, LayerNorm blowup and the parameter norm as it learns.")
 with st.form("sv_train_form"):
     cols = st.columns(4)
-    name = cols[0].selectbox("Task", sv.tasks.TASK_NAMES, key="sv_w_train_task")
+    name = cols[0].selectbox("Task", list(sv.tasks.TASKS), key="sv_w_train_task")
     n = cols[1].number_input("Input length n", 1, live.MAX_LIVE_N, 8, key="sv_w_train_n")
     arch = cols[2].selectbox("Architecture", live.ARCHITECTURES, key="sv_w_train_arch",
                              help="encoder: the paper's experimental model; formal: its theoretical one")

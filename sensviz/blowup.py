@@ -29,13 +29,14 @@ dropped batch by batch); above it they use a seeded uniform sample, labelled `ex
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from . import cube
 from .tasks import Task
 from .base import TracedModel
+from .records import Record, per_input
 from .trace import Trace
 
 QUANTILES = (0.5, 0.9, 0.99)
@@ -98,7 +99,7 @@ def authors_per_example(trace: Trace) -> dict[str, torch.Tensor]:
 
 
 @dataclass
-class BlowupSummary:
+class BlowupSummary(Record):
     """Blowup over the cube (exact) or a seeded sample, with the published code's aggregates."""
 
     n: int
@@ -113,25 +114,8 @@ class BlowupSummary:
     quantiles: dict  # {q: quantile of Blowup}
     per_ln: list  # [{name, eps, mean (E_x mean_w N), max (max_x max_w N), tau_mean (E_x tau)}]
     authors: dict  # the published code's aggregates (means over examples), labelled
-    values: torch.Tensor = field(repr=False)  # [n_inputs] Blowup(x), vertex order when exact
-    factors: torch.Tensor | None = field(default=None, repr=False)  # [n_inputs, ln, position] N (keep_factors)
-
-    def summary(self) -> dict:
-        """JSON-compatible fields (without per-input values)."""
-        return {
-            "n": self.n,
-            "exact": self.exact,
-            "n_inputs": self.n_inputs,
-            "seed": self.seed,
-            "mean": self.mean,
-            "mean_sq": self.mean_sq,
-            "max": self.max,
-            "log_mean": self.log_mean,
-            "stderr": self.stderr,
-            "quantiles": {str(q): v for q, v in self.quantiles.items()},
-            "per_ln": self.per_ln,
-            "authors": self.authors,
-        }
+    values: torch.Tensor = per_input()  # [n_inputs] Blowup(x), vertex order when exact
+    factors: torch.Tensor | None = per_input(default=None)  # [n_inputs, ln, position] N (keep_factors)
 
 
 def _input_batches(n: int, exact: bool, n_samples: int, seed: int, batch_size: int, device):

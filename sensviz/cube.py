@@ -26,6 +26,8 @@ from typing import Callable
 
 import torch
 
+from .records import Record, per_input
+
 EXACT_LIMIT = 20
 """Default largest n for exact enumeration of the cube (2**20 vertices)."""
 SAMPLED_LIMIT = 2048
@@ -194,32 +196,19 @@ def degree_profile(values) -> torch.Tensor:
 
 
 @dataclass
-class CubeAnalysis:
+class CubeAnalysis(Record):
     """Sensitivity and spectrum of one function, exactly over the whole cube."""
 
     n: int
-    sensitivity: torch.Tensor  # [2**n] s(f,x), influence form
+    sensitivity: torch.Tensor = per_input()  # [2**n] s(f,x), influence form
     avg_sensitivity: float  # as_n(f)
     max_sensitivity: float  # max_x s(f,x)
     influence: torch.Tensor  # [n] Inf_i
     sensitivity_by_weight: torch.Tensor  # [n+1] mean s(f,x) over vertices of Hamming weight w
-    coefficients: torch.Tensor  # [2**n] lambda_P
+    coefficients: torch.Tensor = per_input()  # [2**n] lambda_P
     degree_profile: torch.Tensor  # [n+1] d_k
     boolean: bool  # every value is ±1
     exact: bool = True
-
-    def summary(self) -> dict:
-        """JSON-compatible scalars and short vectors."""
-        return {
-            "n": self.n,
-            "avg_sensitivity": self.avg_sensitivity,
-            "max_sensitivity": self.max_sensitivity,
-            "influence": self.influence.tolist(),
-            "sensitivity_by_weight": self.sensitivity_by_weight.tolist(),
-            "degree_profile": self.degree_profile.tolist(),
-            "boolean": self.boolean,
-            "exact": True,
-        }
 
 
 def analyze(values) -> CubeAnalysis:
@@ -244,32 +233,20 @@ def analyze(values) -> CubeAnalysis:
 
 
 @dataclass
-class CubeEstimate:
+class CubeEstimate(Record):
     """Monte Carlo estimate of sensitivity from uniformly sampled vertices (labelled `exact=False`)."""
 
     n: int
     avg_sensitivity: float  # estimate of as_n(f)
     stderr: float  # standard error of that estimate
-    max_sensitivity: float  # largest s(f,x) seen in the sample (a lower bound on the maximum)
+    max_sensitivity: float  # the largest s(f,x) seen in the sample (a lower bound on the maximum)
     influence: torch.Tensor  # [n] estimates of Inf_i
     influence_stderr: torch.Tensor  # [n]
     n_samples: int
     seed: int
-    sensitivity: torch.Tensor  # [n_samples] s(f,x) at each sampled vertex
-    weight: torch.Tensor  # [n_samples] Hamming weight of each sampled vertex
+    sensitivity: torch.Tensor = per_input()  # [n_samples] s(f,x) at each sampled vertex
+    weight: torch.Tensor = per_input()  # [n_samples] Hamming weight of each sampled vertex
     exact: bool = False
-
-    def summary(self) -> dict:
-        return {
-            "n": self.n,
-            "avg_sensitivity": self.avg_sensitivity,
-            "stderr": self.stderr,
-            "max_sensitivity_seen": self.max_sensitivity,
-            "influence": self.influence.tolist(),
-            "n_samples": self.n_samples,
-            "seed": self.seed,
-            "exact": False,
-        }
 
 
 def estimate_views(

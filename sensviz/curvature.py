@@ -21,12 +21,13 @@ For small eps, the paper's loss-space sharpness proxy is about (eps^2 / 2) tr H.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch.func import grad, jvp, vmap
 
 from .losses import LOSSES, loss_value
+from .records import Record, per_input
 from .params import CHUNK_SIZE, ParamSpace, chunked, make_generator
 from .base import TracedModel
 
@@ -88,24 +89,15 @@ def hvp(model, bits, targets, vectors, loss: str = "mse", dtype=None) -> torch.T
 
 
 @dataclass
-class Eigen:
+class Eigen(Record):
     """Top eigenpairs of the loss Hessian from an iterative method."""
 
     values: torch.Tensor  # [k] float64, largest first
-    vectors: torch.Tensor = field(repr=False)  # [k, P] float64, unit norm
-    residuals: torch.Tensor = field(default=None)  # [k] ||H v - lambda v||, recomputed
+    vectors: torch.Tensor = per_input()  # [k, P] float64, unit norm
+    residuals: torch.Tensor = None  # [k] ||H v - lambda v||, recomputed
     n_matvecs: int = 0
     method: str = "lanczos"
     converged: bool = True
-
-    def summary(self) -> dict:
-        return {
-            "values": self.values.tolist(),
-            "residuals": self.residuals.tolist(),
-            "n_matvecs": self.n_matvecs,
-            "method": self.method,
-            "converged": self.converged,
-        }
 
 
 def _lanczos(op: LossHessian, k: int, n_iter: int, tol: float, generator) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -203,16 +195,13 @@ def top_eigenvalues(
 
 
 @dataclass
-class TraceEstimate:
+class TraceEstimate(Record):
     """Hutchinson's estimate of tr H."""
 
     value: float
     stderr: float  # std over probes / sqrt(n_probes)
     n_probes: int
     seed: int | None
-
-    def summary(self) -> dict:
-        return {"value": self.value, "stderr": self.stderr, "n_probes": self.n_probes, "seed": self.seed}
 
 
 def hutchinson_trace(

@@ -28,12 +28,13 @@ accumulated in float64; the model is never modified.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
 
 from .losses import loss_value
+from .records import Record, per_input
 from .params import ParamSpace, chunked, gaussian_directions, make_generator, sphere_directions
 from .base import TracedModel
 
@@ -42,7 +43,7 @@ DIRECTION_BLOCK = 256
 
 
 @dataclass
-class Sharpness:
+class Sharpness(Record):
     """An estimate of L_{rho,n} over `n_inputs` inputs from `n_directions` directions."""
 
     value: float  # mean_k m_k, m_k = mean_x (T_{theta+Delta_k}(x) - T_theta(x))^2
@@ -53,34 +54,21 @@ class Sharpness:
     seed: int | None
     limit: float | None  # exact lim_{rho->0} L_rho / rho^2 = E_x ||grad T(x)||^2 / P, if computed
     estimator: str = "exact"  # "exact" (T evaluated at theta + Delta) or "linearised" (J Delta)
-    per_direction: torch.Tensor = field(default=None, repr=False)  # [K] m_k, float64
-
-    def summary(self) -> dict:
-        """JSON-compatible fields (without the per-direction values)."""
-        return {
-            "rho": self.rho,
-            "value": self.value,
-            "stderr": self.stderr,
-            "n_directions": self.n_directions,
-            "n_inputs": self.n_inputs,
-            "limit": self.limit,
-            "seed": self.seed,
-            "estimator": self.estimator,
-        }
+    per_direction: torch.Tensor = per_input(default=None)  # [K] m_k, float64
 
 
 @dataclass
-class SharpnessLimit:
+class SharpnessLimit(Record):
     """lim_{rho->0} L_rho / rho^2 = E_x ||grad_theta T(x)||^2 / P, exactly, over the given inputs."""
 
     value: float
-    grad_norm_sq: torch.Tensor  # [batch] ||grad_theta T(x)||^2 per input, float64
+    grad_norm_sq: torch.Tensor = per_input()  # [batch] ||grad_theta T(x)||^2 per input, float64
     n_params: int  # P
     n_inputs: int
 
 
 @dataclass
-class SharpnessProxy:
+class SharpnessProxy(Record):
     """The paper's experiments' loss-space sharpness: mean_r L(theta + Delta_r) - L(theta)."""
 
     value: float
@@ -93,21 +81,7 @@ class SharpnessProxy:
     base_loss: float  # L(theta)
     seed: int | None
     label: str = "loss-space proxy: mean L(theta+Delta) - L(theta), Delta ~ N(0, eps^2) per non-positional coordinate"
-    per_draw: torch.Tensor = field(default=None, repr=False)  # [n_draws] float64
-
-    def summary(self) -> dict:
-        return {
-            "value": self.value,
-            "stderr": self.stderr,
-            "n_draws": self.n_draws,
-            "n_inputs": self.n_inputs,
-            "eps": self.eps,
-            "rho": self.rho,
-            "loss": self.loss,
-            "base_loss": self.base_loss,
-            "seed": self.seed,
-            "label": self.label,
-        }
+    per_draw: torch.Tensor = per_input(default=None)  # [n_draws] float64
 
 
 def _seed_of(seed) -> int | None:

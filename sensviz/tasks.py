@@ -12,6 +12,11 @@ function is a uniformly random truth table from a seed, indexed by the cube's ve
 Tasks are named for the CLI and the UI by a label: `parity`, `majority`, `first`, `mean`,
 `sparse_parity:k=3,seed=0`, `random:seed=0`, `table:0110` (a truth table as a bit string in vertex
 order). `get_task(label)` parses one and `task.label` writes it back.
+
+Adding a task is one class: subclass `Task`, give it a `name`, a `description`, its `parameters`
+(`Param`: name, type, range, default, help) and `__call__`, and decorate it with `@register`. The
+label parser, the validation of its values, the command line's help and the Train page's form
+all come from that class (`TASKS`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -26,13 +32,116 @@ from . import cube
 
 MAX_TABLE_BITS = 24
 """Largest n for tasks stored as a truth table (2**24 entries = 16 MiB of bytes)."""
+SEED_RANGE = (0, 2**63 - 1)
+"""Seeds a task accepts (what `torch.Generator.manual_seed` takes without wrapping)."""
+
+_REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a task: its name, type (int, float or str), range, default and help.
+
+    `parse` reads it from a label (`sparse_parity:k=3`), `check` validates a typed value (from a
+    spec, a form or a command line); both raise ValueError naming the parameter and its range.
+    """
+
+    name: str
+    type: type  # int, float or str
+    help: str
+    default: object = _REQUIRED
+    low: float | None = None  # numbers: smallest value; str: shortest length
+    high: float | None = None  # numbers: largest value; str: longest length
+
+    @property
+    def required(self) -> bool:
+        return self.default is _REQUIRED
+
+    def describe(self) -> str:
+        """`name=<int 1..1024>` for help texts."""
+        span = "" if self.low is None and self.high is None else f" {self._bound(self.low)}..{self._bound(self.high)}"
+        kind = "length" if self.type is str else self.type.__name__
+        return f"{self.name}=<{kind}{span}>"
+
+    @staticmethod
+    def _bound(value) -> str:
+        return "" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+    def parse(self, text: str):
+        """The value written in a label, checked."""
+        text = text.strip()
+        if self.type is str:
+            return self.check(text)
+        try:
+            value = self.type(text)
+        except ValueError:
+            raise ValueError(f"task parameter '{self.name}' must be {'an integer' if self.type is int else 'a number'}, "
+                             f"got '{text}'") from None
+        return self.check(value)
+
+    def check(self, value):
+        """The value itself when it has this parameter's type and range; ValueError otherwise."""
+        if self.type is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif self.type is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            value = float(value) if ok else value
+        else:
+            ok = isinstance(value, str)
+        if not ok:
+            raise ValueError(f"task parameter '{self.name}' must be {self.type.__name__}, got {value!r}")
+        size = len(value) if self.type is str else value
+        if (self.low is not None and size < self.low) or (self.high is not None and size > self.high):
+            what = "its length" if self.type is str else "it"
+            raise ValueError(f"task parameter '{self.name}': {what} must be in "
+                             f"{self._bound(self.low)}..{self._bound(self.high)}, got {size if self.type is str else value!r}")
+        return value
+
+
+TASKS: dict[str, type[Task]] = {}
+"""Every task class by name, in registration order: what labels, the command line and the Train form offer."""
+
+
+def register(cls: type[Task]) -> type[Task]:
+    """Class decorator: make a `Task` subclass known by its `name` (labels, CLI help, the Train form)."""
+    if not cls.name.isidentifier() or cls.name in TASKS:
+        raise ValueError(f"a task needs a new identifier as its name, got '{cls.name}'")
+    TASKS[cls.name] = cls
+    return cls
 
 
 class Task(ABC):
-    """A target function f: {0,1}^n -> R, evaluated on batches of bit strings."""
+    """A target function f: {0,1}^n -> R, evaluated on batches of bit strings.
 
-    name: str
-    boolean: bool = True
+    A task is a class registered with `@register`: its `name`, a one-line `description`, whether
+    it is `boolean`, and its `parameters` (a tuple of `Param`), from which labels are parsed and
+    written, values validated, and the command line's help and the Train page's form generated.
+    `Task(**values)` checks every value; parameters become attributes (`task.k`). A task with
+    `positional = True` has one parameter written bare in its label (`table:0110`).
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    boolean: ClassVar[bool] = True
+    parameters: ClassVar[tuple[Param, ...]] = ()
+    positional: ClassVar[bool] = False
+
+    def __init__(self, **values):
+        known = {p.name: p for p in self.parameters}
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            takes = ", ".join(p.describe() for p in self.parameters) or "no parameters"
+            raise ValueError(f"task '{self.name}' does not take {unknown}; it takes {takes}")
+        self._values = {}
+        for param in self.parameters:
+            if param.name in values:
+                value = param.check(values[param.name])
+            elif param.required:
+                raise ValueError(f"task '{self.name}' needs {param.describe()}: {param.help}")
+            else:
+                value = param.default
+            self._values[param.name] = value
+            setattr(self, param.name, value)
 
     @abstractmethod
     def __call__(self, bits: torch.Tensor) -> torch.Tensor:
@@ -40,8 +149,8 @@ class Task(ABC):
 
     def check_n(self, n: int) -> None:
         """Raise ValueError when the task is not defined for strings of length n."""
-        if n < 1:
-            raise ValueError(f"{self.label}: n must be at least 1, got {n}")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"{self.label}: n must be an integer >= 1, got {n!r}")
 
     def values(self, n: int) -> torch.Tensor:
         """The whole truth table over the cube in vertex order: float32 `[2**n]`."""
@@ -57,21 +166,22 @@ class Task(ABC):
         """The truth table on the ±1 scale, `2 f - 1`: float64 `[2**n]`."""
         return 2.0 * self.values(n).double() - 1.0
 
+    def params(self) -> dict:
+        """The task's parameter values (JSON-compatible), empty for parameter-free tasks."""
+        return dict(self._values)
+
     @property
     def label(self) -> str:
         """A string that `get_task` parses back into this task."""
-        params = self.params()
-        if not params:
+        if not self._values:
             return self.name
-        return self.name + ":" + ",".join(f"{k}={v}" for k, v in params.items())
-
-    def params(self) -> dict:
-        """The task's parameters (JSON-compatible), empty for parameter-free tasks."""
-        return {}
+        if self.positional:
+            return f"{self.name}:{next(iter(self._values.values()))}"
+        return self.name + ":" + ",".join(f"{k}={v}" for k, v in self._values.items())
 
     def spec(self) -> dict:
         """A JSON-compatible description that `task_from_spec` turns back into the task."""
-        return {"name": self.name, **self.params()}
+        return {"name": self.name, **self._values}
 
     def __repr__(self) -> str:
         return f"Task({self.label})"
@@ -89,15 +199,22 @@ def _check_bits(bits: torch.Tensor) -> torch.Tensor:
     return bits.long()
 
 
+def _seed(help_text: str) -> Param:
+    return Param("seed", int, help_text, default=0, low=SEED_RANGE[0], high=SEED_RANGE[1])
+
+
+@register
 class Parity(Task):
     """PARITY: the sum of the bits mod 2. as_n = n; all Fourier weight on degree n."""
 
     name = "parity"
+    description = "the sum of the bits mod 2 (as_n = n)"
 
     def __call__(self, bits):
         return (_check_bits(bits).sum(dim=1) % 2).float()
 
 
+@register
 class Majority(Task):
     """MAJORITY: 1 when more ones than zeros (ties at even n give 0, as the authors' code).
 
@@ -105,6 +222,7 @@ class Majority(Task):
     """
 
     name = "majority"
+    description = "1 when more ones than zeros; ties give 0 (as_n ~ sqrt(n))"
 
     def __call__(self, bits):
         bits = _check_bits(bits)
@@ -112,39 +230,37 @@ class Majority(Task):
         return (2 * ones > bits.shape[1]).float()
 
 
+@register
 class First(Task):
     """FIRST: the first bit x_1. as_n = 1."""
 
     name = "first"
+    description = "the first bit (as_n = 1)"
 
     def __call__(self, bits):
         return _check_bits(bits)[:, 0].float()
 
 
+@register
 class Mean(Task):
     """MEAN: the mean of the bits, real-valued in [0,1]. as_n = 1/n in the influence form."""
 
     name = "mean"
+    description = "the mean of the bits, real-valued (as_n = 1/n)"
     boolean = False
 
     def __call__(self, bits):
         return _check_bits(bits).float().mean(dim=1)
 
 
-@dataclass(eq=False, repr=False)
+@register
 class SparseParity(Task):
     """k-sparse parity: the parity of k positions drawn without replacement from a seed."""
 
-    k: int
-    seed: int = 0
     name = "sparse_parity"
-
-    def __post_init__(self):
-        if self.k < 1:
-            raise ValueError(f"sparse_parity: k must be at least 1, got {self.k}")
-
-    def params(self):
-        return {"k": self.k, "seed": self.seed}
+    description = "the parity of k positions drawn from a seed (as_n = k)"
+    parameters = (Param("k", int, "how many positions", low=1, high=2**16),
+                  _seed("which positions (a seeded draw)"))
 
     def check_n(self, n):
         super().check_n(n)
@@ -166,8 +282,9 @@ class SparseParity(Task):
 class _TableTask(Task):
     """A task given by its truth table in vertex order."""
 
-    def table(self, n: int) -> torch.Tensor:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def table(self, n: int) -> torch.Tensor:
+        """The truth table at length n: uint8 `[2**n]` in {0,1}, vertex order."""
 
     def __call__(self, bits):
         bits = _check_bits(bits)
@@ -175,15 +292,13 @@ class _TableTask(Task):
         return table[cube.vertex_index(bits)].float()
 
 
-@dataclass(eq=False, repr=False)
+@register
 class RandomFunction(_TableTask):
     """A uniformly random Boolean function: the truth table drawn from a seed for each n."""
 
-    seed: int = 0
     name = "random"
-
-    def params(self):
-        return {"seed": self.seed}
+    description = f"a uniformly random truth table drawn from a seed (n <= {MAX_TABLE_BITS})"
+    parameters = (_seed("which function (a seeded draw)"),)
 
     def check_n(self, n):
         super().check_n(n)
@@ -196,33 +311,28 @@ class RandomFunction(_TableTask):
         return torch.randint(0, 2, (2**n,), generator=generator, dtype=torch.uint8)
 
 
-@dataclass(eq=False, repr=False)
+@register
 class TruthTable(_TableTask):
     """A user-given Boolean function: its truth table as a string of 0/1 in vertex order."""
 
-    bits: str
     name = "table"
+    description = "your own truth table: 2**n characters 0/1 in vertex order (position 0 most significant)"
+    parameters = (Param("bits", str, "the truth table, 2**n characters 0/1 in vertex order", low=2,
+                        high=2**MAX_TABLE_BITS),)
+    positional = True
 
-    def __post_init__(self):
+    def __init__(self, **values):
+        super().__init__(**values)
         size = len(self.bits)
-        if size < 2 or size & (size - 1) or set(self.bits) - {"0", "1"}:
+        if size & (size - 1) or set(self.bits) - {"0", "1"}:
             raise ValueError(
                 "a truth table is a string of 0s and 1s whose length is a power of two (2**n, n >= 1); "
                 f"got {size} characters"
             )
-        if size > 2**MAX_TABLE_BITS:
-            raise ValueError(f"truth tables are accepted only up to n={MAX_TABLE_BITS}")
 
     @property
     def n(self) -> int:
         return len(self.bits).bit_length() - 1
-
-    def params(self):
-        return {"bits": self.bits}
-
-    @property
-    def label(self):
-        return f"table:{self.bits}"
 
     def check_n(self, n):
         super().check_n(n)
@@ -234,51 +344,58 @@ class TruthTable(_TableTask):
         return torch.tensor(bytearray(self.bits.encode()), dtype=torch.uint8) - ord("0")
 
 
-_SIMPLE = {cls.name: cls for cls in (Parity, Majority, First, Mean)}
-TASK_NAMES = ("parity", "majority", "first", "mean", "sparse_parity", "random", "table")
-"""Every task name `get_task` accepts."""
+def describe_tasks() -> str:
+    """Every registered task's label form and description, for help texts."""
+    lines = []
+    for cls in TASKS.values():
+        if cls.positional:
+            form = f"{cls.name}:<{cls.parameters[0].name}>"
+        else:
+            form = cls.name + (":" + ",".join(p.describe() for p in cls.parameters) if cls.parameters else "")
+        lines.append(f"{form}: {cls.description}")
+    return "; ".join(lines)
 
 
-def get_task(label: str) -> Task:
+def _task_class(name) -> type[Task]:
+    try:
+        return TASKS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown task '{name}'; known tasks: {', '.join(TASKS)}") from None
+
+
+def get_task(label: str | Task) -> Task:
     """Parse a task label: `parity`, `sparse_parity:k=3,seed=0`, `random:seed=1`, `table:0110`.
 
     Raises ValueError with a readable message for an unknown name or bad parameters.
     """
     if isinstance(label, Task):
         return label
-    name, _, rest = str(label).strip().partition(":")
-    name = name.strip().lower()
-    if name in _SIMPLE:
-        if rest:
-            raise ValueError(f"task '{name}' takes no parameters, got '{rest}'")
-        return _SIMPLE[name]()
-    if name == "table":
-        return TruthTable(rest.strip())
-    params = {}
-    for item in filter(None, (p.strip() for p in rest.split(","))):
+    name, colon, rest = str(label).strip().partition(":")
+    cls = _task_class(name.strip().lower())
+    if cls.positional:
+        return cls(**{cls.parameters[0].name: cls.parameters[0].parse(rest)})
+    if colon and not cls.parameters:
+        raise ValueError(f"task '{cls.name}' takes no parameters, got '{rest}'")
+    known = {p.name: p for p in cls.parameters}
+    values = {}
+    for item in filter(None, (part.strip() for part in rest.split(","))):
         key, eq, value = item.partition("=")
+        key = key.strip()
         if not eq:
             raise ValueError(f"task parameter '{item}' is not of the form key=value")
-        try:
-            params[key.strip()] = int(value)
-        except ValueError:
-            raise ValueError(f"task parameter '{key.strip()}' must be an integer, got '{value}'") from None
-    return task_from_spec({"name": name, **params})
+        if key not in known:
+            raise ValueError(f"task '{cls.name}' has no parameter '{key}'; it takes "
+                             + ", ".join(p.describe() for p in cls.parameters))
+        values[key] = known[key].parse(value)
+    return cls(**values)
 
 
 def task_from_spec(spec: dict) -> Task:
-    """Rebuild a task from `Task.spec()` (as stored in checkpoint metadata)."""
-    spec = dict(spec)
-    name = spec.pop("name", None)
-    if name in _SIMPLE and not spec:
-        return _SIMPLE[name]()
-    builders = {"sparse_parity": SparseParity, "random": RandomFunction, "table": TruthTable}
-    if name not in builders and name not in _SIMPLE:
-        raise ValueError(f"unknown task '{name}'; known tasks: {', '.join(TASK_NAMES)}")
-    try:
-        return (builders.get(name) or _SIMPLE[name])(**spec)
-    except TypeError:
-        raise ValueError(f"task '{name}' does not take parameters {sorted(spec)}") from None
+    """Rebuild a task from `Task.spec()` (as stored in checkpoint metadata); ValueError if it cannot be."""
+    if not isinstance(spec, dict):
+        raise ValueError(f"a task spec is a mapping with a name, got {type(spec).__name__}")
+    values = dict(spec)
+    return _task_class(values.pop("name", None))(**values)
 
 
 def majority_avg_sensitivity(n: int) -> float:

@@ -44,9 +44,20 @@ from torch import nn
 
 from . import cube
 from .checkpoints import save_checkpoint
+from .configs import check, setting
 from .losses import LOSSES, default_encoding, loss_value
 from .tasks import Task, TargetEncoding, get_task
 from .base import TracedModel
+
+MAX_TRAIN_N = 1024
+"""Longest training input (the scratchpad experiment's longest)."""
+MAX_BATCH = 65536
+MAX_STEPS = 10_000_000
+MAX_LR = 1e6
+"""Largest learning rate accepted: far above any that trains, low enough to reject typos like 1e38."""
+MAX_WEIGHT_DECAY = 100.0
+MAX_SEED = 2**63 - 1
+MAX_EVAL_SIZE = 2**20
 
 HISTORY_METADATA_CAP = 64 * 1024
 """Largest history (JSON bytes) kept in a checkpoint's metadata; above it, a side file."""
@@ -56,62 +67,48 @@ _EVAL_CHUNK = 2048
 
 @dataclass
 class TrainConfig:
-    """How to train (the defaults are the paper's)."""
+    """How to train (the defaults are the paper's). Each field's help and range live in its
+    `setting`, from which the command line and the Train page draw their options."""
 
-    n: int = 8  # input length; the longest one for mixed-length training
-    min_n: int | None = None  # mixed-length training over min_n..n (one length per step, cycled)
-    batch_size: int = 1024  # strings per step
-    steps: int = 10_000  # optimizer steps
-    lr: float = 3e-4  # AdamW learning rate
-    weight_decay: float = 0.1  # AdamW (decoupled) weight decay
-    loss: str = "mse"  # "mse" or "bce" (sensviz.losses)
-    pm1_targets: bool = False  # MSE on ±1 targets instead of {0,1}
-    seed: int = 0  # the data stream (and the restricted set unless train_set_seed)
-    train_size: int | None = None  # restricted training set: this many fixed strings of the cube
-    train_set_seed: int | None = None  # which strings (None: seed)
-    eval_interval: int = 100  # evaluate every this many steps (and at step 0 and the end)
-    eval_size: int = 4096  # evaluation strings per length: the whole cube if 2**n <= eval_size
-    eval_seed: int = 0  # the evaluation sample
-    target_accuracy: float | None = None  # early stopping once the evaluation accuracy reaches it
-    target_loss: float | None = None  # early stopping once the evaluation loss is at most this (and the accuracy target met)
-    device: str | None = None  # None: wherever the model is
+    n: int = setting(8, "input length; the longest one for mixed-length training", low=1, high=MAX_TRAIN_N)
+    min_n: int | None = setting(None, "mixed-length training over min_n..n (one length per step, cycled)",
+                                low=1, high=MAX_TRAIN_N)
+    batch_size: int = setting(1024, "strings per step", low=1, high=MAX_BATCH)
+    steps: int = setting(10_000, "optimizer steps", low=1, high=MAX_STEPS)
+    lr: float = setting(3e-4, "AdamW learning rate", positive=True, high=MAX_LR)
+    weight_decay: float = setting(0.1, "AdamW (decoupled) weight decay", low=0, high=MAX_WEIGHT_DECAY)
+    loss: str = setting("mse", "training loss: mse, or bce on logits", choices=LOSSES)
+    pm1_targets: bool = setting(False, "MSE on ±1 targets instead of {0,1}")
+    seed: int = setting(0, "the data stream and the model's initialisation", low=0, high=MAX_SEED)
+    train_size: int | None = setting(None, "train on this many fixed strings of the cube (a restricted training set)",
+                                     low=1, high=2**cube.EXACT_LIMIT)
+    train_set_seed: int | None = setting(None, "which strings the restricted set holds (default: seed)", low=0,
+                                         high=MAX_SEED)
+    eval_interval: int = setting(100, "evaluate every this many steps (and at step 0 and the end)", low=1,
+                                 high=MAX_STEPS)
+    eval_size: int = setting(4096, "evaluation strings per length: the whole cube if 2**n <= eval_size", low=1,
+                             high=MAX_EVAL_SIZE)
+    eval_seed: int = setting(0, "the evaluation sample", low=0, high=MAX_SEED)
+    target_accuracy: float | None = setting(None, "stop early once the evaluation accuracy reaches this", positive=True,
+                                            high=1.0)
+    target_loss: float | None = setting(None, "stop early once the evaluation loss is at most this (and the accuracy "
+                                        "target is met)", positive=True)
+    device: str | None = setting(None, "cpu, cuda, ... (default: wherever the model is)")
 
     def __post_init__(self):
-        def integer(name, low, value=None):
-            value = getattr(self, name) if value is None else value
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-
-        for name in ("n", "batch_size", "steps", "eval_interval", "eval_size"):
-            integer(name, 1)
-        for name in ("seed", "eval_seed"):
-            integer(name, -(2**63))
-        if self.min_n is not None:
-            integer("min_n", 1)
-            if self.min_n > self.n:
-                raise ValueError(f"min_n={self.min_n} is larger than n={self.n}")
-        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
-        if not (isinstance(self.weight_decay, (int, float)) and math.isfinite(self.weight_decay) and self.weight_decay >= 0):
-            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay!r}")
-        if self.loss not in LOSSES:
-            raise ValueError(f"unknown loss '{self.loss}'; use one of {LOSSES}")
+        check(self)
+        if self.min_n is not None and self.min_n > self.n:
+            raise ValueError(f"min_n={self.min_n} is larger than n={self.n}")
         if self.loss == "bce" and self.pm1_targets:
             raise ValueError("bce trains logits against {0,1} targets; pm1_targets goes with mse")
         if self.train_size is not None:
-            integer("train_size", 1)
             if self.min_n not in (None, self.n):
                 raise ValueError("a restricted training set is a subset of one cube: use one length (no min_n)")
             if self.n > cube.EXACT_LIMIT:
                 raise ValueError(f"a restricted training set needs n <= {cube.EXACT_LIMIT}, got n={self.n}")
             if self.train_size > 2**self.n:
-                raise ValueError(f"train_size={self.train_size} is more than the 2**{self.n} = {2**self.n} strings of length {self.n}")
-        if self.train_set_seed is not None:
-            integer("train_set_seed", -(2**63))
-        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
-            raise ValueError(f"target_accuracy must be in (0, 1], got {self.target_accuracy}")
-        if self.target_loss is not None and not (math.isfinite(self.target_loss) and self.target_loss > 0):
-            raise ValueError(f"target_loss must be a finite number > 0, got {self.target_loss}")
+                raise ValueError(f"train_size={self.train_size} is more than the 2**{self.n} = {2**self.n} strings "
+                                 f"of length {self.n}")
         if self.device is not None:
             try:
                 torch.device(self.device)

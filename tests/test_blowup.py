@@ -172,7 +172,7 @@ def test_sampled_summary_is_labelled_seeded_and_close_to_the_exact_one(encoder_m
     again = bl.blowup_summary(encoder_model, 8, exact_limit=6, n_samples=600, seed=1)
     other = bl.blowup_summary(encoder_model, 8, exact_limit=6, n_samples=600, seed=2)
     assert again.mean == sampled.mean and other.mean != sampled.mean
-    assert exact.summary()["stderr"]["mean"] is None
+    assert exact.to_dict()["stderr"]["mean"] is None
 
 
 def test_tradeoff_returns_norm_blowup_and_the_bound(any_model):

@@ -254,7 +254,11 @@ def test_mixed_length_training_cycles_through_the_lengths():
     ({"train_size": 10, "min_n": 4}, "one length"),
     ({"target_accuracy": 1.5}, "target_accuracy"),
     ({"target_loss": 0.0}, "target_loss"),
-    ({"loss": "hinge"}, "unknown loss"),
+    ({"loss": "hinge"}, "loss must be one of mse, bce"),
+    ({"n": True}, "n must be an int"),
+    ({"seed": 10**29}, "seed must be"),
+    ({"lr": 1e38}, "lr must be"),
+    ({"batch_size": 10**9}, "batch_size must be"),
     ({"loss": "bce", "pm1_targets": True}, "pm1_targets goes with mse"),
     ({"device": "toaster"}, "unknown device"),
 ])
