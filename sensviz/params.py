@@ -14,7 +14,7 @@ from the flat vector, batched over offsets with `torch.func.vmap` in memory-boun
 calls run on a private copy of the module (functional_call swaps parameters in for the duration
 of a call), so the caller's model is never touched, not even while another thread uses it (a model
 shared by the app's sessions): its `state_dict()` stays bit-identical.
-Per-example gradients grad_theta T(x) come from `vmap(grad(...))` over inputs.
+Per-example gradients grad_theta T(x) come from `vmap(jacrev(...))` over inputs (one row per output).
 
 Random directions are drawn one row at a time from a `torch.Generator` on the CPU, so the same
 seed gives the same directions whatever the chunking and the device:
@@ -29,7 +29,7 @@ import copy
 from typing import Iterator
 
 import torch
-from torch.func import functional_call, grad, vmap
+from torch.func import functional_call, jacrev, vmap
 
 from .base import TracedModel
 
@@ -47,6 +47,9 @@ against 3.0 s (10.2x) with 16384 pairs per call (benchmarks/bench.py --device cu
 def default_chunk_size(device: torch.device | str) -> int:
     """`CHUNK_SIZE` on the CPU, `GPU_CHUNK_SIZE` on any accelerator."""
     return CHUNK_SIZE if torch.device(device).type == "cpu" else GPU_CHUNK_SIZE
+
+STEPS = ("last", "all")
+"""What T is for a model with several outputs per input (see `ParamSpace`)."""
 
 MIN_OFFSETS_PER_CALL = 16
 """Offsets vmapped together at least (when there are that many), however many inputs there are."""
@@ -90,10 +93,21 @@ class ParamSpace:
     is T at theta = flat; `outputs(bits, offsets[K, P])` is T at theta + offset for every offset,
     vmapped. With `dtype` (e.g. float64) every parameter and buffer is cast for the evaluation;
     the model itself is never changed.
+
+    `steps`: what T is for a model with several outputs per input (the scratchpad's decoder steps).
+    "last" is `model(bits)`, one output per input; "all" is every output of `training_outputs`
+    (every decoder step under teacher forcing, as the authors' code averages its loss over all n
+    steps), flattened input-major, so `output` and `outputs` have `batch * steps` entries per row.
+    For single-output models both are the same.
     """
 
-    def __init__(self, model: TracedModel, positional: bool = False, dtype: torch.dtype | None = None):
+    def __init__(self, model: TracedModel, positional: bool = False, dtype: torch.dtype | None = None,
+                 steps: str = "last"):
+        if steps not in STEPS:
+            raise ValueError(f"steps must be one of {STEPS}, got {steps!r}")
         self.module = copy.deepcopy(model)  # what functional_call runs; never the caller's model
+        if steps == "all":
+            self.module.forward = self.module.training_outputs  # every output per input, e.g. [batch, n]
         chosen = dict(model.named_parameters()) if positional else model.non_positional_parameters()
         cast = (lambda t: t.detach().to(dtype)) if dtype is not None else (lambda t: t.detach())
         self.names = tuple(chosen)
@@ -130,16 +144,16 @@ class ParamSpace:
         return torch.cat(parts)
 
     def output(self, flat: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
-        """T_theta(x) at theta = `flat[P]` for `bits[batch, n]`: `[batch]`."""
-        return functional_call(self.module, {**self.fixed, **self.unflatten(flat)}, (bits,))
+        """T_theta(x) at theta = `flat[P]` for `bits[batch, n]`: `[batch * steps]`, input-major."""
+        return functional_call(self.module, {**self.fixed, **self.unflatten(flat)}, (bits,)).reshape(-1)
 
     def base_output(self, bits: torch.Tensor) -> torch.Tensor:
-        """T_theta(x) at the model's own theta: `[batch]` (no autograd)."""
+        """T_theta(x) at the model's own theta: `[batch * steps]` (no autograd)."""
         with torch.no_grad():
             return torch.cat([self.output(self.base, b) for b in bits.to(self.device).split(CHUNK_SIZE)])
 
     def outputs(self, bits: torch.Tensor, offsets: torch.Tensor, chunk_size: int | None = None) -> torch.Tensor:
-        """T at theta + offset for every `offsets[K, P]` and every `bits[batch, n]`: `[K, batch]`.
+        """T at theta + offset for every `offsets[K, P]` and every `bits[batch, n]`: `[K, batch * steps]`.
 
         vmapped over offsets; each call evaluates at most about `chunk_size` (offset, input) pairs
         (default: `default_chunk_size` of the model's device).
@@ -151,30 +165,33 @@ class ParamSpace:
         count, batch = offsets.shape[0], bits.shape[0]
         per_call = min(count, max(MIN_OFFSETS_PER_CALL, chunk_size // max(batch, 1)))
         inputs_per_call = max(1, chunk_size // max(per_call, 1))
-        evaluate = vmap(lambda offset, x: self.output(self.base + offset, x), in_dims=(0, None))
-        result = torch.empty(count, batch, dtype=self.base.dtype, device=self.device)
+        evaluate = vmap(lambda offset, x: self.output(self.base + offset, x).reshape(x.shape[0], -1),
+                        in_dims=(0, None))  # [K, b, steps]
+        parts = []
         with torch.no_grad():
             for rows in chunked(count, max(per_call, 1)):
                 block = offsets[rows].to(self.device, self.base.dtype)
-                for cols in chunked(batch, inputs_per_call):
-                    result[rows, cols] = evaluate(block, bits[cols])
-        return result
+                parts.append(torch.cat([evaluate(block, bits[cols]) for cols in chunked(batch, inputs_per_call)], dim=1))
+        return torch.cat(parts).flatten(1)
 
     def per_example_gradients(
         self, bits: torch.Tensor, chunk_size: int | None = None
     ) -> Iterator[tuple[slice, dict[str, torch.Tensor]]]:
-        """grad_theta T(x) per input, in chunks: yields `(rows of bits, {name: gradient[b, *shape]})`.
+        """grad_theta T(x) per output, in chunks: yields `(rows of the flat output, {name: gradient[r, *shape]})`.
 
+        One row per output of `output` (per input, or per (input, step) with `steps="all"`, input-major).
         A chunk holds at most `chunk_size` inputs (default: as many as fit `GRADIENT_BUDGET`).
-        Gradients come per parameter tensor (no flat [b, P] copy: it would cost more memory
+        Gradients come per parameter tensor (no flat [r, P] copy: it would cost more memory
         traffic than the gradients themselves).
         """
         bits = bits.to(self.device)
-        size = chunk_size or max(1, min(CHUNK_SIZE, GRADIENT_BUDGET // self.size))
+        steps = self.base_output(bits[:1]).numel()
+        size = chunk_size or max(1, min(CHUNK_SIZE, GRADIENT_BUDGET // (self.size * steps)))
         single = lambda theta, x: functional_call(  # noqa: E731
             self.module, {**self.fixed, **theta}, (x.unsqueeze(0),)
-        ).squeeze(0)
-        per_example = vmap(grad(single), in_dims=(None, 0))
+        ).reshape(-1)  # [steps]
+        per_example = vmap(jacrev(single), in_dims=(None, 0))  # {name: [b, steps, *shape]}
         theta = self.unflatten(self.base)
         for rows in chunked(bits.shape[0], size):
-            yield rows, per_example(theta, bits[rows])
+            grads = per_example(theta, bits[rows])
+            yield slice(rows.start * steps, rows.stop * steps), {k: g.flatten(0, 1) for k, g in grads.items()}

@@ -22,7 +22,10 @@ The paper's average directional sharpness (paper/summary.txt, theta without posi
   published code, a different seed gives different draws.
 
 Every estimate is evaluated with `functional_call` + `vmap` over directions (`sensviz.params`),
-accumulated in float64; the model is never modified.
+accumulated in float64; the model is never modified. For a model with several outputs per input
+(the scratchpad's decoder steps) `steps="all"` averages every estimate over all outputs, as the
+authors' code averages its loss over all n steps; `steps="last"` (the default) measures T(x) =
+`model(bits)`, the last step.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class Sharpness(Record):
     seed: int | None
     limit: float | None  # exact lim_{rho->0} L_rho / rho^2 = E_x ||grad T(x)||^2 / P, if computed
     estimator: str = "exact"  # "exact" (T evaluated at theta + Delta) or "linearised" (J Delta)
+    steps: str = "last"  # which outputs per input: the last ("last") or every decoder step ("all")
     per_direction: torch.Tensor = per_input(default=None)  # [K] m_k, float64
 
 
@@ -62,9 +66,10 @@ class SharpnessLimit(Record):
     """lim_{rho->0} L_rho / rho^2 = E_x ||grad_theta T(x)||^2 / P, exactly, over the given inputs."""
 
     value: float
-    grad_norm_sq: torch.Tensor = per_input()  # [batch] ||grad_theta T(x)||^2 per input, float64
+    grad_norm_sq: torch.Tensor = per_input()  # [batch * steps] ||grad_theta T(x)||^2 per output, float64
     n_params: int  # P
     n_inputs: int
+    steps: str = "last"
 
 
 @dataclass
@@ -80,6 +85,7 @@ class SharpnessProxy(Record):
     loss: str
     base_loss: float  # L(theta)
     seed: int | None
+    steps: str = "last"  # the loss over the last output per input, or over every decoder step ("all")
     label: str = "loss-space proxy: mean L(theta+Delta) - L(theta), Delta ~ N(0, eps^2) per non-positional coordinate"
     per_draw: torch.Tensor = per_input(default=None)  # [n_draws] float64
 
@@ -106,7 +112,7 @@ def _check(bits: torch.Tensor, rho: float = 1.0, count: int = 1, what: str = "n_
 def output_changes(
     space: ParamSpace, bits: torch.Tensor, directions: torch.Tensor, chunk_size: int | None = None
 ) -> torch.Tensor:
-    """T_{theta+Delta_k}(x) - T_theta(x) for `directions[K, P]`: float64 `[K, batch]`."""
+    """T_{theta+Delta_k}(x) - T_theta(x) for `directions[K, P]`: float64 `[K, batch * steps]`."""
     base = space.base_output(bits).double()
     return space.outputs(bits, directions, chunk_size).double() - base
 
@@ -114,19 +120,18 @@ def output_changes(
 def linear_output_changes(
     space: ParamSpace, bits: torch.Tensor, directions: torch.Tensor, chunk_size: int | None = None
 ) -> torch.Tensor:
-    """The first-order prediction J_x Delta_k of the change, from per-example gradients: float64 `[K, batch]`."""
+    """The first-order prediction J_x Delta_k of the change, from per-example gradients: float64 `[K, batch * steps]`."""
     parts = space.unflatten(directions.to(space.device, space.base.dtype))  # {name: [K, *shape]}
-    result = torch.zeros(directions.shape[0], bits.shape[0], dtype=torch.float64, device=space.device)
-    for rows, grads in space.per_example_gradients(bits, chunk_size):
-        for name, g in grads.items():  # J_x Delta = sum over tensors of <grad, Delta>
-            result[:, rows] += (parts[name].flatten(1) @ g.flatten(1).T).double()
-    return result
+    columns = []
+    for _, grads in space.per_example_gradients(bits, chunk_size):  # J_x Delta = sum over tensors of <grad, Delta>
+        columns.append(sum((parts[name].flatten(1) @ g.flatten(1).T).double() for name, g in grads.items()))
+    return torch.cat(columns, dim=1)
 
 
-def _estimate(model, bits, rho, n_directions, seed, changes, estimator: str) -> Sharpness:
+def _estimate(model, bits, rho, n_directions, seed, changes, estimator: str, steps: str) -> Sharpness:
     """mean_k m_k over K sphere directions drawn in blocks, m_k = mean_x changes(...)^2."""
     _check(bits, rho, n_directions)
-    space = ParamSpace(model)
+    space = ParamSpace(model, steps=steps)
     generator = make_generator(seed)
     parts = []
     for rows in chunked(n_directions, DIRECTION_BLOCK):
@@ -143,6 +148,7 @@ def _estimate(model, bits, rho, n_directions, seed, changes, estimator: str) -> 
         seed=_seed_of(seed),
         limit=None,
         estimator=estimator,
+        steps=steps,
         per_direction=per_direction,
     )
 
@@ -155,39 +161,41 @@ def sharpness(
     seed: int | torch.Generator = 0,
     chunk_size: int | None = None,
     limit: bool = True,
+    steps: str = "last",
 ) -> Sharpness:
     """L_{rho,n} on `bits[batch, n]` from `n_directions` seeded directions on the sphere of radius rho.
 
     With `limit`, also the exact small-rho limit of value / rho^2 (`sharpness_limit`).
     """
     change = lambda space, x, d: output_changes(space, x, d, chunk_size)  # noqa: E731
-    estimate = _estimate(model, bits, rho, n_directions, seed, change, "exact")
+    estimate = _estimate(model, bits, rho, n_directions, seed, change, "exact", steps)
     if limit:
-        estimate.limit = sharpness_limit(model, bits).value
+        estimate.limit = sharpness_limit(model, bits, steps=steps).value
     return estimate
 
 
 def linearised_sharpness(
-    model: TracedModel, bits: torch.Tensor, rho: float = 0.01, n_directions: int = 64, seed: int | torch.Generator = 0
+    model: TracedModel, bits: torch.Tensor, rho: float = 0.01, n_directions: int = 64, seed: int | torch.Generator = 0,
+    steps: str = "last",
 ) -> Sharpness:
     """mean_k mean_x (J_x Delta_k)^2 for the same directions `sharpness` draws with this seed.
 
     The first-order approximation of L_rho; its expectation over directions is rho^2 times the
     exact limit. Cost: one pass of per-example gradients per `DIRECTION_BLOCK` directions.
     """
-    return _estimate(model, bits, rho, n_directions, seed, linear_output_changes, "linearised")
+    return _estimate(model, bits, rho, n_directions, seed, linear_output_changes, "linearised", steps)
 
 
-def sharpness_limit(model: TracedModel, bits: torch.Tensor, chunk_size: int | None = None) -> SharpnessLimit:
-    """The exact lim_{rho->0} L_{rho,n} / rho^2 = E_x ||grad_theta T(x)||^2 / P (no random directions)."""
+def sharpness_limit(model: TracedModel, bits: torch.Tensor, chunk_size: int | None = None,
+                    steps: str = "last") -> SharpnessLimit:
+    """The exact lim_{rho->0} L_{rho,n} / rho^2 = E_x ||grad_theta T(x)||^2 / P (no random directions);
+    with `steps="all"` the mean over every output per input."""
     _check(bits)
-    space = ParamSpace(model)
-    norms = torch.empty(bits.shape[0], dtype=torch.float64)
-    for rows, grads in space.per_example_gradients(bits, chunk_size):
-        norms[rows] = sum(g.flatten(1).pow(2).sum(dim=1).double() for g in grads.values()).cpu()
-    return SharpnessLimit(
-        value=norms.mean().item() / space.size, grad_norm_sq=norms, n_params=space.size, n_inputs=bits.shape[0]
-    )
+    space = ParamSpace(model, steps=steps)
+    norms = torch.cat([sum(g.flatten(1).pow(2).sum(dim=1).double() for g in grads.values()).cpu()
+                       for _, grads in space.per_example_gradients(bits, chunk_size)])
+    return SharpnessLimit(value=norms.mean().item() / space.size, grad_norm_sq=norms, n_params=space.size,
+                          n_inputs=bits.shape[0], steps=steps)
 
 
 def sharpness_curve(
@@ -197,6 +205,7 @@ def sharpness_curve(
     n_directions: int = 64,
     seed: int = 0,
     chunk_size: int | None = None,
+    steps: str = "last",
 ) -> pd.DataFrame:
     """L_rho / rho^2 for each rho, one row per rho, next to the exact limit.
 
@@ -204,10 +213,10 @@ def sharpness_curve(
     smooth in rho and its small-rho end tends to the linearised value of those directions.
     Columns: rho, value (L_rho), stderr, ratio (L_rho / rho^2), ratio_stderr, limit.
     """
-    exact_limit = sharpness_limit(model, bits).value
+    exact_limit = sharpness_limit(model, bits, steps=steps).value
     rows = []
     for rho in rhos:
-        est = sharpness(model, bits, float(rho), n_directions, seed, chunk_size, limit=False)
+        est = sharpness(model, bits, float(rho), n_directions, seed, chunk_size, limit=False, steps=steps)
         rows.append({
             "rho": est.rho,
             "value": est.value,
@@ -229,24 +238,28 @@ def sharpness_proxy(
     n_draws: int = 10,
     seed: int | torch.Generator = 0,
     chunk_size: int | None = None,
+    steps: str = "last",
 ) -> SharpnessProxy:
     """mean over `n_draws` of L(theta + Delta) - L(theta), Delta ~ N(0, eps^2) per non-positional coordinate.
 
     Give `eps` (default 0.02, the paper's) or `rho` (then eps = rho / sqrt(P)), not both. `loss`
-    is "mse" or "bce" against `targets[batch]` (see `sensviz.losses`).
+    is "mse" or "bce" against `targets`: `[batch]`, or with `steps="all"` one target per output
+    (`[batch, steps]`, e.g. `model.training_values(task, bits)`; see `sensviz.losses`).
     """
     if eps is not None and rho is not None:
         raise ValueError("give eps or rho, not both")
     _check(bits, count=n_draws, what="n_draws")
-    if targets.shape != bits.shape[:1]:
-        raise ValueError(f"targets must have shape [{bits.shape[0]}], got {tuple(targets.shape)}")
-    space = ParamSpace(model)
+    space = ParamSpace(model, steps=steps)
+    outputs_per_row = space.base_output(bits[:1]).numel() * bits.shape[0]
+    if targets.shape[0] != bits.shape[0] or targets.numel() != outputs_per_row:
+        raise ValueError(f"targets must have one value per output ({outputs_per_row} for {bits.shape[0]} inputs), "
+                         f"got shape {tuple(targets.shape)}")
     if rho is not None:
         eps = rho / math.sqrt(space.size)
     eps = 0.02 if eps is None else eps
     if not eps > 0:
         raise ValueError(f"eps must be positive, got {eps}")
-    targets = targets.to(space.device).double()
+    targets = targets.to(space.device).double().reshape(-1)
     base_loss = loss_value(space.base_output(bits).double(), targets, loss).item()
     generator = make_generator(seed)
     parts = []
@@ -266,5 +279,6 @@ def sharpness_proxy(
         loss=loss,
         base_loss=base_loss,
         seed=_seed_of(seed),
+        steps=steps,
         per_draw=per_draw,
     )

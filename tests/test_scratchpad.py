@@ -86,3 +86,59 @@ def test_training_reaches_perfect_greedy_decoding_and_the_checkpoint_round_trips
     assert ck.arch == "scratchpad" and ck.task == sv.get_task("parity") and ck.n == 6
     with torch.no_grad():
         assert torch.equal(ck.model(cube.vertices(6)), model(cube.vertices(6)))
+
+
+def _perturbed_step_losses(model, bits, targets, eps, n_draws, seed):
+    """The authors' way, one perturbed copy per draw: the MSE over every decoder step."""
+    import copy
+
+    generator = torch.Generator().manual_seed(seed)
+    size = model.n_params()
+    losses = []
+    for _ in range(n_draws):
+        noise = torch.randn(size, generator=generator) * eps  # what sensviz.params.gaussian_directions draws
+        other = copy.deepcopy(model)
+        offset = 0
+        with torch.no_grad():
+            for p in other.non_positional_parameters().values():
+                p += noise[offset : offset + p.numel()].view_as(p)
+                offset += p.numel()
+            losses.append(((other.step_outputs(bits) - targets) ** 2).mean().item())
+    with torch.no_grad():
+        base = ((model.step_outputs(bits) - targets) ** 2).mean().item()
+    return torch.tensor(losses, dtype=torch.float64) - base
+
+
+def test_all_steps_proxy_and_sharpness_against_a_direct_computation():
+    from sensviz.sharpness import sharpness, sharpness_proxy
+
+    model = sv.build_model("scratchpad", d_model=8, n_layers=1, n_heads=2, max_len=5, seed=0)
+    bits = cube.vertices(4)
+    targets = model.training_values(sv.get_task("parity"), bits)  # [16, 4]: the running parity
+    got = sharpness_proxy(model, bits, targets, "mse", eps=0.05, n_draws=4, seed=1, steps="all")
+    direct = _perturbed_step_losses(model, bits, targets, 0.05, 4, 1)
+    assert got.value == pytest.approx(direct.mean().item(), rel=1e-4, abs=1e-7)
+    assert got.steps == "all" and got.n_inputs == 16
+    last = sharpness_proxy(model, bits, targets[:, -1], "mse", eps=0.05, n_draws=4, seed=1)  # the last step only
+    assert last.value != pytest.approx(got.value)
+    # L_rho over every step: the mean over steps of each step's own squared change; the limit likewise
+    every = sharpness(model, bits, rho=0.01, n_directions=8, seed=2, steps="all")
+    assert every.limit is not None and every.value / 0.01**2 == pytest.approx(every.limit, rel=0.5)
+    with pytest.raises(ValueError, match="one value per output"):
+        sharpness_proxy(model, bits, targets[:, -1], "mse", eps=0.05, n_draws=2, steps="all")
+
+
+def test_all_steps_limit_equals_plain_autograd_per_step():
+    from sensviz.sharpness import sharpness_limit
+
+    model = sv.build_model("scratchpad", d_model=8, n_layers=1, n_heads=2, max_len=5, seed=0)
+    bits = cube.vertices(3)[[1, 4, 6]]
+    params = list(model.non_positional_parameters().values())
+    norms = []
+    for x in bits:
+        outputs = model.step_outputs(x.unsqueeze(0))[0]  # [3]
+        for t in range(3):
+            grads = torch.autograd.grad(outputs[t], params, retain_graph=True)
+            norms.append(sum(g.pow(2).sum() for g in grads).item())
+    expected = sum(norms) / len(norms) / model.n_params()
+    assert sharpness_limit(model, bits, steps="all").value == pytest.approx(expected, rel=1e-4)

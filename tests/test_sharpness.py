@@ -170,7 +170,7 @@ def test_bad_arguments_are_refused(encoder_model):
         sharpness(encoder_model, bits, n_directions=0)
     with pytest.raises(ValueError, match="bits must have shape"):
         sharpness(encoder_model, bits[0])
-    with pytest.raises(ValueError, match="targets must have shape"):
+    with pytest.raises(ValueError, match="targets must have one value per output"):
         sharpness_proxy(encoder_model, bits, torch.zeros(3))
 
 
