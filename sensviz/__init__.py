@@ -25,12 +25,13 @@ instrumented forward pass), `models` (registry),
 parameter space theta and T at perturbed parameters), `blowup` (tau, Blowup, the trade-off),
 `sharpness` (L_rho, its exact small-rho limit, the loss-space proxy), `slices` (the loss along
 directions in parameter space), `curvature` (Hessian eigenvalues and trace), `training` (the
-trainer, multi-model batches), `monitor` (measurements while training), `generalization` (length
-generalization), `zoo` (the pretrained checkpoints), `cli`.
+trainer, multi-model batches), `monitor` (measurements while training), `length_generalization`, `zoo`
+(the pretrained checkpoints), `cli`; `measure` (every quantity of one model through one set of
+settings), `configs` (typed settings) and `records` (results as JSON).
 """
 
-from . import (analysis, base, blowup, cube, curvature, generalization, monitor, params, scratchpad, sharpness, slices, tasks,
-               training, zoo)
+from . import (analysis, base, blowup, configs, cube, curvature, length_generalization, measure, monitor, params,
+               records, scratchpad, sharpness, slices, tasks, training, zoo)
 from .checkpoints import Checkpoint, CheckpointError, checkpoint_bytes, load_checkpoint, save_checkpoint
 from .encoder import EncoderConfig, EncoderTransformer
 from .formal import FormalConfig, FormalTransformer
@@ -48,7 +49,10 @@ __all__ = [
     "blowup",
     "cube",
     "curvature",
-    "generalization",
+    "configs",
+    "length_generalization",
+    "measure",
+    "records",
     "monitor",
     "params",
     "scratchpad",

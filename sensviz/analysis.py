@@ -17,13 +17,14 @@ import torch
 from . import cube
 from .tasks import ZERO_ONE, Task, TargetEncoding
 from .base import TracedModel
+from .records import Record
 from .trace import Trace
 
 Progress = Callable[[float], None]
 """A callback that receives the fraction of work done, in [0, 1]."""
 
 
-def model_outputs(model: TracedModel, bits: torch.Tensor, batch_size: int = 8192) -> torch.Tensor:
+def model_outputs(model: TracedModel, bits: torch.Tensor, batch_size: int = 2048) -> torch.Tensor:
     """T(x) for every row of `bits[batch, n]`, in inference mode: float32 `[batch]` on the CPU."""
     device = model.device
     with torch.inference_mode():
@@ -31,7 +32,7 @@ def model_outputs(model: TracedModel, bits: torch.Tensor, batch_size: int = 8192
 
 
 def cube_outputs(
-    model: TracedModel, n: int, batch_size: int = 8192, progress: Progress | None = None, limit: int = cube.EXACT_LIMIT
+    model: TracedModel, n: int, batch_size: int = 2048, progress: Progress | None = None, limit: int = cube.EXACT_LIMIT
 ) -> torch.Tensor:
     """T(x) for all 2**n vertices in vertex order: float32 `[2**n]` on the CPU."""
     parts = []
@@ -188,38 +189,48 @@ def sensitivity_report(
     )
 
 
-def inspect_model(
-    model: TracedModel,
-    n: int,
-    task: Task | None = None,
-    encoding: TargetEncoding = ZERO_ONE,
-    exact_limit: int = cube.EXACT_LIMIT,
-    n_samples: int = 4096,
-    seed: int = 0,
-    progress: Progress | None = None,
-) -> dict:
-    """The model's summary at input length n (JSON-compatible).
+@dataclass
+class SensitivitySummary(Record):
+    """A `SensitivityReport` in numbers (JSON): accuracy, as_n of the model and of its task, degree profiles.
 
-    Keys: `n_params` (non-positional), `param_norm`, `accuracy` (Boolean task given),
-    `avg_sensitivity` (the model thresholded at the decision boundary, count form; for a
-    real-valued task the real output), `avg_sensitivity_real` (influence form of the ±1-scale
-    output), `degree_profile` (of the function `avg_sensitivity` describes; exact only),
-    `task_avg_sensitivity`, and `exact`; estimates add `stderr`, `stderr_real` and `n_samples`.
+    `avg_sensitivity` is the model read as the task decides (thresholded, count form; the real
+    output for a real-valued task), `avg_sensitivity_real` its real output on the ±1 scale
+    (influence form). Exact: `degree_profile` and `degree_profile_real` over the whole cube;
+    sampled: seeded Monte Carlo estimates with their standard errors and no degree profile.
     """
-    report = sensitivity_report(model, n, task, encoding, exact_limit, n_samples, seed, progress)
-    result = {
-        "n": n,
-        "n_params": model.n_params(),
-        "param_norm": model.param_norm(),
-        "avg_sensitivity": report.model.avg_sensitivity,
-        "avg_sensitivity_real": report.model_real.avg_sensitivity,
-        "degree_profile": report.model.degree_profile.tolist() if report.exact else None,
-        "exact": report.exact,
-    }
-    if not report.exact:
-        result.update(stderr=report.model.stderr, stderr_real=report.model_real.stderr, n_samples=n_samples)
-    if report.target is not None:
-        result["task_avg_sensitivity"] = report.target.avg_sensitivity
-    if report.accuracy is not None:
-        result["accuracy"] = report.accuracy
-    return result
+
+    n: int
+    exact: bool
+    accuracy: float | None  # Boolean task given
+    avg_sensitivity: float
+    avg_sensitivity_real: float
+    task_avg_sensitivity: float | None
+    degree_profile: list | None  # [n+1] d_k of the thresholded model (exact only)
+    degree_profile_real: list | None  # [n+1] d_k of the real output (exact only)
+    avg_sensitivity_stderr: float | None = None  # sampled only
+    avg_sensitivity_real_stderr: float | None = None
+    task_avg_sensitivity_stderr: float | None = None
+    n_samples: int | None = None
+    seed: int | None = None
+
+
+def sensitivity_summary(report: SensitivityReport, n_samples: int | None = None, seed: int | None = None
+                        ) -> SensitivitySummary:
+    """The numbers of a report (`n_samples`, `seed`: what the sampled report drew)."""
+    exact = report.exact
+    target = report.target
+    return SensitivitySummary(
+        n=report.n,
+        exact=exact,
+        accuracy=report.accuracy,
+        avg_sensitivity=report.model.avg_sensitivity,
+        avg_sensitivity_real=report.model_real.avg_sensitivity,
+        task_avg_sensitivity=None if target is None else target.avg_sensitivity,
+        degree_profile=report.model.degree_profile.tolist() if exact else None,
+        degree_profile_real=report.model_real.degree_profile.tolist() if exact else None,
+        avg_sensitivity_stderr=None if exact else report.model.stderr,
+        avg_sensitivity_real_stderr=None if exact else report.model_real.stderr,
+        task_avg_sensitivity_stderr=None if exact or target is None else target.stderr,
+        n_samples=None if exact else n_samples,
+        seed=None if exact else seed,
+    )

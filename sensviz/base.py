@@ -59,6 +59,7 @@ class TracedModel(nn.Module):
 
     arch: str
     positional_names: tuple[str, ...]
+    multi_step: bool = False  # training_outputs gives several outputs per input (the scratchpad's decoder steps)
 
     @property
     def device(self) -> torch.device:

@@ -207,6 +207,25 @@ def bound_rhs(avg_sensitivity: float, n: int, n_heads: int) -> float:
     return avg_sensitivity / math.sqrt(n * math.log(n)) - n_heads / n
 
 
+@dataclass
+class Tradeoff(Record):
+    """The paper's norm/blowup trade-off for one model and task at length n.
+
+    The bound reads C * E[Blowup^2] >= bound_rhs with C unknown: plot models against it.
+    """
+
+    n: int
+    n_heads: int
+    param_norm: float  # ||theta|| without positional encodings
+    blowup_mean_sq: float  # E_x Blowup(x)^2
+    log_blowup_mean: float  # E_x log Blowup(x)
+    task_avg_sensitivity: float  # as_n(f), exact or a seeded estimate
+    task_avg_sensitivity_stderr: float | None  # sampled only
+    bound_rhs: float  # as_n / sqrt(n log n) - H / n
+    exact: bool
+    bound: str = "C * E[Blowup^2] >= as_n(f) / sqrt(n log n) - H / n, C unknown"
+
+
 def tradeoff(
     model: TracedModel,
     task: Task,
@@ -215,14 +234,9 @@ def tradeoff(
     n_samples: int = 4096,
     seed: int = 0,
     summary: BlowupSummary | None = None,
-) -> dict:
-    """The paper's norm/blowup trade-off for one model and task at length n (JSON-compatible).
-
-    Keys: `param_norm`, `blowup_mean_sq` (E[Blowup^2]), `log_blowup_mean`, `task_avg_sensitivity`
-    (as_n of the task; exact or a seeded estimate), `bound_rhs` (as_n / sqrt(n log n) - H/n),
-    `n`, `n_heads`, `exact`. Pass a `summary` already computed for this model and n to reuse it.
-    The bound reads C * E[Blowup^2] >= bound_rhs with C unknown: plot models against it.
-    """
+) -> Tradeoff:
+    """The `Tradeoff` of `model` on `task` at length n; pass a `summary` already computed for this
+    model and n to reuse it."""
     task.check_n(n)
     if summary is None:
         summary = blowup_summary(model, n, exact_limit, n_samples, seed)
@@ -234,15 +248,6 @@ def tradeoff(
         est = cube.estimate(lambda bits: 2.0 * task(bits).double() - 1.0, n, n_samples, seed)
         as_n, stderr = est.avg_sensitivity, est.stderr
     n_heads = model.config.n_heads
-    return {
-        "n": n,
-        "n_heads": n_heads,
-        "param_norm": model.param_norm(),
-        "blowup_mean_sq": summary.mean_sq,
-        "log_blowup_mean": summary.log_mean,
-        "task_avg_sensitivity": as_n,
-        "task_avg_sensitivity_stderr": stderr,
-        "bound_rhs": bound_rhs(as_n, n, n_heads),
-        "exact": summary.exact and n <= exact_limit,
-        "bound": "C * E[Blowup^2] >= as_n(f) / sqrt(n log n) - H / n, C unknown",
-    }
+    return Tradeoff(n=n, n_heads=n_heads, param_norm=model.param_norm(), blowup_mean_sq=summary.mean_sq,
+                    log_blowup_mean=summary.log_mean, task_avg_sensitivity=as_n, task_avg_sensitivity_stderr=stderr,
+                    bound_rhs=bound_rhs(as_n, n, n_heads), exact=summary.exact and n <= exact_limit)

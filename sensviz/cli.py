@@ -1,17 +1,20 @@
-"""The `sensviz` command: JSON on stdout, errors on stderr with a non-zero exit status.
+"""The `sensviz` command: JSON on stdout; a bad argument or file gives one line on stderr and exit 2.
 
     sensviz task-info --task parity --n 10
     sensviz inspect checkpoints/encoder-parity-n8.safetensors [--n-heads H] [--task T] [--n N] [--dump F.npz]
-                    [--rho R] [--directions K] [--inputs M] [--seed S]
-    sensviz slice CKPT --dims 1|2 [--steps S] [--span A] [--directions filter|layer|none] [--skip-bias-ln]
+                    [--with hessian radii limit] [measurement settings: --rho, --directions, --measure-inputs, ...]
+    sensviz slice CKPT --dims 1|2 [--steps S] [--span A] [--normalization filter|layer|none] [--skip-bias-ln]
                   [--to OTHER.safetensors | --hessian] [--seed S] --out FILE.csv
     sensviz convert authors_model.pt out.safetensors --n-heads 2 [--task T] [--n N]
-    sensviz train --task parity --n 8 --arch encoder --d-model 32 --layers 2 --heads 2 --steps 2000 --out m.safetensors
+    sensviz train --task parity --n 8 --arch encoder --d-model 32 --n-layers 2 --n-heads 2 --steps 2000 --out m.safetensors
     sensviz zoo build [--dir checkpoints] [--only NAME ...] [--threads 1]
     sensviz zoo verify [--dir checkpoints] [--recompute]
     sensviz sweep experiments/length_scaling.toml --out results/ls [--executor local|ray] [--workers N]
                   [--address ADDR] [--scale paper] [--threads T]
     sensviz report results/ls --out report.html
+
+The flags of `train` come from the fields of `ModelSettings` and `TrainConfig`, those of `inspect`'s
+measurement from `MeasureSettings` (`sensviz.configs`), each with its help and range.
 """
 
 from __future__ import annotations
@@ -26,22 +29,29 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import analysis, cube, experiments, slices, sweeps, zoo
-from .blowup import blowup_summary, tradeoff
+from . import analysis, configs, cube, experiments, slices, sweeps, zoo
 from .checkpoints import CheckpointError, convert_torch_file, load_checkpoint
-from .curvature import top_eigenvalues
-from .losses import LOSSES, loss_for, targets
-from .models import ARCHITECTURES, build_model, config_to_dict
-from .sharpness import sharpness, sharpness_proxy
-from .tasks import get_task
+from .losses import loss_for, targets
+from .measure import QUANTITIES, MeasureSettings, default_quantities, measure
+from .models import ModelSettings, config_to_dict
+from .tasks import describe_tasks, get_task
 from .training import PrintProgress, TrainConfig, train
 
 DUMP_CAP_BYTES = 2 * 2**30
 """Largest attention array `inspect --dump` writes (2 GiB)."""
+MAX_SLICE_POINTS = 10_000
+"""Most grid points of one slice (steps, or steps^2 in 2-D)."""
 
 
 class UsageError(Exception):
     """A command-line argument that cannot be used; the message says why."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a bad argument in one line (`sensviz CMD: error: ...`) and exits 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def _task_info(args) -> dict:
@@ -49,29 +59,12 @@ def _task_info(args) -> dict:
     task.check_n(args.n)
     if args.n <= cube.EXACT_LIMIT:
         result = cube.analyze(task.values_pm1(args.n))
-        return {
-            "task": task.label,
-            "n": args.n,
-            "boolean": task.boolean,
-            "avg_sensitivity": result.avg_sensitivity,
-            "max_sensitivity": result.max_sensitivity,
-            "degree_profile": result.degree_profile.tolist(),
-            "exact": True,
-        }
+        return {"task": task.label, "n": args.n, "boolean": task.boolean, **result.to_dict()}
+    if args.n > cube.SAMPLED_LIMIT:
+        raise UsageError(f"--n {args.n} is above the largest length sampled ({cube.SAMPLED_LIMIT})")
     est = cube.estimate(lambda bits: 2.0 * task(bits).double() - 1.0, args.n, args.samples, args.seed)
-    return {
-        "task": task.label,
-        "n": args.n,
-        "boolean": task.boolean,
-        "avg_sensitivity": est.avg_sensitivity,
-        "stderr": est.stderr,
-        "max_sensitivity": est.max_sensitivity,
-        "max_sensitivity_is": "the largest value seen in the sample",
-        "degree_profile": None,
-        "n_samples": est.n_samples,
-        "seed": est.seed,
-        "exact": False,
-    }
+    return {"task": task.label, "n": args.n, "boolean": task.boolean, **est.to_dict(),
+            "max_sensitivity_is": "the largest value seen in the sample", "degree_profile": None}
 
 
 def _load(args):
@@ -82,8 +75,12 @@ def _inspect(args) -> dict:
     ck = _load(args)
     if ck.n is None:
         raise UsageError(f"{args.checkpoint}: the input length is not recorded in the file; pass --n")
+    settings = configs.from_arguments(MeasureSettings, args)
+    quantities = default_quantities(ck.model) + tuple(args.with_quantities or ())
+    found = measure(ck.model, ck.task, ck.n, settings, quantities, ck.encoding)
     config = ck.config
     result = {
+        "file": args.checkpoint,
         "arch": ck.arch,
         "layout": ck.layout,
         "task": ck.task.label if ck.task else None,
@@ -92,13 +89,8 @@ def _inspect(args) -> dict:
         "n_layers": config.n_layers,
         "n_heads": config.n_heads,
         "max_len": config.max_len,
+        **found.to_dict(),
     }
-    result.update(
-        analysis.inspect_model(
-            ck.model, ck.n, ck.task, ck.encoding, n_samples=args.samples, seed=args.seed, exact_limit=args.exact_limit
-        )
-    )
-    result.update(_landscape(ck, args))
     if args.dump:
         _dump(ck, args.dump)
         result["dump"] = args.dump
@@ -106,41 +98,10 @@ def _inspect(args) -> dict:
 
 
 def _measurement_data(ck, args):
-    """The landscape measurements' inputs (cube or seeded sample) and, with a task, targets and loss."""
+    """The slice's inputs (cube or seeded sample) and targets."""
     bits, exact = cube.measurement_inputs(ck.n, args.inputs, args.seed)
-    labels = targets(ck.task, bits, ck.encoding) if ck.task is not None else None
     info = {"kind": "cube" if exact else "sample", "n_inputs": bits.shape[0], "seed": None if exact else args.seed}
-    return bits, labels, loss_for(ck.encoding), info
-
-
-def _landscape(ck, args) -> dict:
-    """Blowup, trade-off, sharpness (+ its limit), the loss-space proxy and the top Hessian eigenvalue."""
-    model, n = ck.model, ck.n
-    blowup = blowup_summary(model, n, args.exact_limit, args.samples, args.seed)
-    bits, labels, loss, info = _measurement_data(ck, args)
-    result = {
-        "blowup": blowup.summary(),
-        "tradeoff": None,
-        "landscape_inputs": info,
-        "sharpness": sharpness(model, bits, args.rho, args.directions, args.seed).summary(),
-        "sharpness_proxy": None,
-        "hessian_top": None,
-    }
-    if ck.task is not None and n >= 2:
-        result["tradeoff"] = tradeoff(model, ck.task, n, args.exact_limit, args.samples, args.seed, blowup)
-    if labels is not None:
-        proxy = sharpness_proxy(model, bits, labels, loss, n_draws=args.directions, seed=args.seed)
-        result["sharpness_proxy"] = proxy.summary()
-        eigen = top_eigenvalues(model, bits, labels, loss, k=1, seed=args.seed)
-        result["hessian_top"] = {
-            "value": eigen.values[0].item(),
-            "residual": eigen.residuals[0].item(),
-            "n_matvecs": eigen.n_matvecs,
-            "method": eigen.method,
-            "converged": eigen.converged,
-            "loss": loss,
-        }
-    return result
+    return bits, targets(ck.task, bits, ck.encoding), loss_for(ck.encoding), info
 
 
 def _slice(args) -> dict:
@@ -153,8 +114,11 @@ def _slice(args) -> dict:
         raise UsageError("--to and --hessian are two different directions; pass one of them")
     if args.to and args.dims != 1:
         raise UsageError("--to gives one direction (the line to the other model): use --dims 1")
-    if args.span is not None and not args.span > 0:
-        raise UsageError(f"--span must be positive, got {args.span}")
+    if args.span is not None and not (math.isfinite(args.span) and 0 < args.span <= 1e6):
+        raise UsageError(f"--span must be positive and finite (at most 1e6), got {args.span}")
+    if args.steps**args.dims > MAX_SLICE_POINTS:
+        raise UsageError(f"--steps {args.steps} in {args.dims}-D is {args.steps**args.dims:,} grid points; "
+                         f"at most {MAX_SLICE_POINTS:,}")
     bits, labels, loss, info = _measurement_data(ck, args)
     alphas = None
     if args.to:
@@ -167,8 +131,8 @@ def _slice(args) -> dict:
         directions = slices.hessian_directions(ck.model, bits, labels, loss, args.dims, args.seed)
         kind = "hessian"
     else:
-        directions = slices.random_directions(ck.model, args.dims, args.directions, args.skip_bias_ln, args.seed)
-        kind = args.directions
+        directions = slices.random_directions(ck.model, args.dims, args.normalization, args.skip_bias_ln, args.seed)
+        kind = f"random, {args.normalization} normalization"
     span = 1.0 if args.span is None else args.span
     frame = slices.loss_slice(
         ck.model, bits, labels, directions, loss, ck.encoding, alphas=alphas, span=span, steps=args.steps
@@ -219,16 +183,13 @@ def _convert(args) -> dict:
 
 
 def _train(args) -> dict:
-    config = TrainConfig(
-        n=args.n, min_n=args.min_n, batch_size=args.batch_size, steps=args.steps, lr=args.lr,
-        weight_decay=args.weight_decay, loss=args.loss, pm1_targets=args.pm1_targets, seed=args.seed,
-        train_size=args.train_size, eval_interval=args.eval_interval, target_accuracy=args.target_accuracy,
-        target_loss=args.target_loss, device=args.device,
-    )
-    model = build_model(args.arch, seed=args.seed, d_model=args.d_model, n_layers=args.layers, n_heads=args.heads,
-                        max_len=args.max_len or args.n, d_ff=args.d_ff, eps=args.eps)
-    result = train(model, args.task, config, [] if args.quiet else [PrintProgress()])
-    summary = {"arch": args.arch, "model_config": config_to_dict(model.config), "n_params": model.n_params(), **result.summary()}
+    config = configs.from_arguments(TrainConfig, args)
+    model_settings = configs.from_arguments(ModelSettings, args)
+    task = get_task(args.task)
+    model = model_settings.build(config.n, seed=config.seed)
+    result = train(model, task, config, [] if args.quiet else [PrintProgress()])
+    summary = {"arch": model.arch, "model_config": config_to_dict(model.config), "n_params": model.n_params(),
+               **result.summary()}
     if args.out:
         summary["checkpoint"] = str(result.save(args.out))
     return summary
@@ -265,7 +226,7 @@ def _sweep(args) -> dict:
     return {
         "experiment": spec.experiment,
         "name": spec.name,
-        "scale": args.scale or "default",
+        "scale": args.scale or "quick",
         "out": args.out,
         "runs": len(runs),
         "finished": int((runs["status"] == "finished").sum()),
@@ -282,111 +243,110 @@ def _report(args) -> dict:
     return report.write_report(args.folder, args.out)
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
+def _bounded(kind, low, high):
+    """An argparse type: `kind` within [low, high] (one line naming the range otherwise)."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+        if not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(f"must be in {low:g}..{high:g}, got {text}")
+        return value
+
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {value}")
-    return value
+_positive = _bounded(int, 1, 2**31 - 1)
+_seed = _bounded(int, 0, 2**63 - 1)
+_length = _bounded(int, 1, cube.SAMPLED_LIMIT)
+_samples = _bounded(int, 2, 2**20)
 
 
-def _add_inputs(p) -> None:
-    p.add_argument("--inputs", type=_positive, default=1024,
-                   help="landscape inputs: the cube when 2**n <= this, else a seeded sample of this many (default 1024)")
+class _OldFlag(argparse.Action):
+    """A flag that was renamed: answers with a one-line hint."""
+
+    def __init__(self, option_strings, dest, hint: str, **kwargs):
+        self.hint = hint
+        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string} {self.hint}")
+
+
+def _file_options(p) -> None:
+    p.add_argument("--n-heads", type=_bounded(int, 1, 4096), help="attention heads (the authors' layout does not record them)")
+    p.add_argument("--task", help="task of a file that does not record it, or to override it")
+    p.add_argument("--n", type=_length, help="input length (for files that do not record it, or to override it)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sensviz", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="sensviz", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    tasks_help = "a task label; " + describe_tasks()
 
     p = sub.add_parser("task-info", help="sensitivity and Fourier degree profile of a target function")
-    p.add_argument("--task", required=True, help="parity, majority, first, mean, sparse_parity:k=3,seed=0, random:seed=0, table:0110")
-    p.add_argument("--n", type=_positive, required=True, help="input length")
-    p.add_argument("--samples", type=_positive, default=4096, help="Monte Carlo samples above the exact limit")
-    p.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo sample")
+    p.add_argument("--task", required=True, help=tasks_help)
+    p.add_argument("--n", type=_length, required=True, help="input length")
+    p.add_argument("--samples", type=_samples, default=4096, help="Monte Carlo samples above the exact limit")
+    p.add_argument("--seed", type=_seed, default=0, help="seed of the Monte Carlo sample")
     p.set_defaults(run=_task_info)
 
-    p = sub.add_parser("inspect", help="summary of a checkpoint: accuracy, sensitivity, degree profile")
+    p = sub.add_parser("inspect", help="every quantity of a checkpoint (sensviz.measure): sensitivity, Blowup, "
+                                       "trade-off, sharpness, the proxy")
     p.add_argument("checkpoint")
-    p.add_argument("--n-heads", type=_positive, help="attention heads (needed for the authors' layout)")
-    p.add_argument("--task", help="task of a file without sensviz metadata (or to override it)")
-    p.add_argument("--n", type=_positive, help="input length (for files that do not record it)")
-    p.add_argument("--samples", type=_positive, default=4096, help="Monte Carlo samples above the exact limit")
-    p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
-    p.add_argument("--exact-limit", type=_positive, default=cube.EXACT_LIMIT, help="largest n analysed exactly")
+    _file_options(p)
     p.add_argument("--dump", metavar="FILE.npz", help="write outputs, LN factors and attention for every vertex")
-    p.add_argument("--rho", type=_positive_float, default=0.01, help="radius of the sharpness directions (default 0.01)")
-    p.add_argument("--directions", type=_positive, default=64,
-                   help="random directions of sharpness and noise draws of the loss-space proxy (default 64)")
-    _add_inputs(p)
+    extra = [name for name, q in QUANTITIES.items()]
+    p.add_argument("--with", dest="with_quantities", nargs="+", choices=extra, metavar="QUANTITY",
+                   help=f"also measure these (default set plus these): {', '.join(extra)}")
+    configs.add_arguments(p.add_argument_group("measurement (sensviz.measure.MeasureSettings)"), MeasureSettings)
     p.set_defaults(run=_inspect)
 
     p = sub.add_parser("slice", help="the loss along one or two directions in parameter space, as CSV")
     p.add_argument("checkpoint")
     p.add_argument("--dims", type=int, choices=(1, 2), default=1, help="1-D line or 2-D plane (default 1)")
-    p.add_argument("--steps", type=_positive, default=21, help="grid points per axis (default 21)")
+    p.add_argument("--steps", type=_bounded(int, 2, MAX_SLICE_POINTS), default=21,
+                   help="grid points per axis (default 21)")
     p.add_argument("--span", type=float, help="alpha in [-span, span] (default 1); with --to, [-span, 1+span] (default 0.5)")
-    p.add_argument("--directions", choices=slices.NORMALIZATIONS, default="filter",
+    p.add_argument("--normalization", choices=slices.NORMALIZATIONS, default="filter",
                    help="random directions scaled per filter (default), per layer, or none (unit norm)")
+    p.add_argument("--directions", action=_OldFlag, hint="was renamed: the normalization of the random directions "
+                   "is --normalization filter|layer|none")
     p.add_argument("--skip-bias-ln", action="store_true", help="no movement of biases and LayerNorm parameters")
     p.add_argument("--to", metavar="OTHER.safetensors", help="the straight line to another checkpoint of the same model")
     p.add_argument("--hessian", action="store_true", help="along the top Hessian eigenvector(s) of the loss")
     p.add_argument("--out", required=True, metavar="FILE.csv", help="where to write the slice")
-    p.add_argument("--n-heads", type=_positive, help="attention heads (needed for the authors' layout)")
-    p.add_argument("--task", help="task of a file without sensviz metadata (or to override it)")
-    p.add_argument("--n", type=_positive, help="input length (for files that do not record it)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the directions and the input sample")
-    _add_inputs(p)
+    _file_options(p)
+    p.add_argument("--seed", type=_seed, default=0, help="seed of the directions and the input sample")
+    p.add_argument("--inputs", type=_bounded(int, 1, 2**20), default=MeasureSettings().measure_inputs,
+                   help="inputs: the cube when 2**n <= this, else a seeded sample of this many")
     p.set_defaults(run=_slice)
 
     p = sub.add_parser("convert", help="convert the authors' .pt state dict to a safetensors checkpoint")
     p.add_argument("source", help="a .pt file holding a state dict")
     p.add_argument("out", help="the .safetensors file to write")
-    p.add_argument("--n-heads", type=_positive, required=True, help="attention heads of the model")
+    p.add_argument("--n-heads", type=_bounded(int, 1, 4096), required=True, help="attention heads of the model")
     p.add_argument("--task", help="the task it was trained on")
-    p.add_argument("--n", type=_positive, help="the input length it was trained on")
+    p.add_argument("--n", type=_length, help="the input length it was trained on")
     p.set_defaults(run=_convert)
 
-    defaults = TrainConfig()
     p = sub.add_parser("train", help="train a model; progress on stderr, a JSON summary on stdout")
-    p.add_argument("--task", required=True, help="the target function (see task-info)")
-    p.add_argument("--n", type=_positive, required=True, help="input length (the longest, with --min-n)")
-    p.add_argument("--min-n", type=_positive, help="mixed-length training over min-n..n")
-    p.add_argument("--arch", choices=sorted(ARCHITECTURES), default="encoder")
-    p.add_argument("--d-model", type=_positive, default=32)
-    p.add_argument("--layers", type=_positive, default=2, help="n_layers")
-    p.add_argument("--heads", type=_positive, default=2, help="n_heads")
-    p.add_argument("--max-len", type=_positive, help="positional range (default: n)")
-    p.add_argument("--d-ff", type=int, default=0, help="feed-forward width (0: d_model)")
-    p.add_argument("--eps", type=float, default=1e-5, help="LayerNorm eps")
-    p.add_argument("--steps", type=_positive, default=defaults.steps)
-    p.add_argument("--lr", type=float, default=defaults.lr)
-    p.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
-    p.add_argument("--batch-size", type=_positive, default=defaults.batch_size)
-    p.add_argument("--loss", choices=LOSSES, default="mse")
-    p.add_argument("--pm1-targets", action="store_true", help="MSE on ±1 targets instead of {0,1}")
-    p.add_argument("--seed", type=int, default=0, help="model initialisation and data stream")
-    p.add_argument("--train-size", type=_positive, help="train on this many fixed strings of the cube")
-    p.add_argument("--eval-interval", type=_positive, default=defaults.eval_interval)
-    p.add_argument("--target-accuracy", type=float, help="stop early once the evaluation accuracy reaches it")
-    p.add_argument("--target-loss", type=float, help="stop early once the evaluation loss is at most this")
-    p.add_argument("--device", help="cpu, cuda, ... (default cpu)")
+    p.add_argument("--task", required=True, help=tasks_help)
+    configs.add_arguments(p.add_argument_group("model (sensviz.models.ModelSettings)"), ModelSettings)
+    configs.add_arguments(p.add_argument_group("training (sensviz.training.TrainConfig)"), TrainConfig,
+                          required=("n",))
     p.add_argument("--out", metavar="PATH.safetensors", help="write the trained model here")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(run=_train)
 
     p = sub.add_parser("zoo", help="the pretrained checkpoints: build them, or verify hashes and loading")
-    zoo_sub = p.add_subparsers(dest="zoo_command", required=True)
+    zoo_sub = p.add_subparsers(dest="zoo_command", required=True, parser_class=Parser)
     q = zoo_sub.add_parser("build", help="train every zoo checkpoint (deterministic) and write the manifest")
     q.add_argument("--dir", default="checkpoints", help="where the checkpoints go")
     q.add_argument("--only", nargs="+", metavar="NAME", help="rebuild only these entries (file stems)")
-    q.add_argument("--threads", type=_positive, default=1,
+    q.add_argument("--threads", type=_bounded(int, 1, 1024), default=1,
                    help="CPU threads (default 1: reproducible, and robust on a busy machine)")
     q.set_defaults(run=_zoo_build)
     q = zoo_sub.add_parser("verify", help="re-check every manifest entry: hash, loading, metadata")
@@ -399,10 +359,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR", help="results folder (rerun with the same folder to resume)")
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="local: process pool on this machine (default); ray: Ray tasks")
-    p.add_argument("--workers", type=_positive, default=1, help="parallel jobs (default 1: in this process)")
+    p.add_argument("--workers", type=_bounded(int, 1, 1024), default=1, help="parallel jobs (default 1: in this process)")
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray instance)")
-    p.add_argument("--scale", help="a named scale of the spec, e.g. paper (default: the spec's quick defaults)")
-    p.add_argument("--threads", type=_positive, help="torch threads per local worker (default: CPUs / workers)")
+    p.add_argument("--scale", help="a named scale of the spec, e.g. standard or paper (default: the quick scale)")
+    p.add_argument("--threads", type=_bounded(int, 1, 1024), help="torch threads per local worker (default: CPUs / workers)")
     p.set_defaults(run=_sweep)
 
     p = sub.add_parser("report", help="a standalone HTML report with every figure of a sweep folder (or of its subfolders)")
@@ -424,7 +384,10 @@ def _json_safe(value):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as done:  # --help (0) or a bad argument, already reported in one line (2)
+        return done.code
     try:
         result = args.run(args)
     except (CheckpointError, UsageError, ValueError, OSError) as err:

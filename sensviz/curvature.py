@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch.func import grad, jvp, vmap
 
-from .losses import LOSSES, loss_value
+from .losses import check_loss, loss_value
 from .records import Record, per_input
 from .params import CHUNK_SIZE, ParamSpace, chunked, make_generator
 from .base import TracedModel
@@ -47,8 +47,7 @@ class LossHessian:
         dtype: torch.dtype | None = None,
         chunk_size: int = CHUNK_SIZE,
     ):
-        if loss not in LOSSES:
-            raise ValueError(f"unknown loss '{loss}'; use one of {LOSSES}")
+        check_loss(loss)
         if bits.dim() != 2 or bits.shape[0] < 1:
             raise ValueError(f"bits must have shape [batch, n] with batch >= 1, got {tuple(bits.shape)}")
         if targets.shape != bits.shape[:1]:

@@ -40,77 +40,79 @@ Metric conventions (every figure's):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 
 import torch
 
 from . import cube
-from .analysis import cube_outputs, inspect_model
-from .blowup import authors_per_example, blowup_summary, tradeoff
-from .losses import loss_for, targets
-from .models import build_model
+from .analysis import cube_outputs
+from .base import TracedModel
+from .configs import build as build_settings
+from .configs import check, setting, split
+from .measure import RADIUS_FRACTIONS, MeasureSettings, Measurement, default_quantities, measure
+from .models import ModelSettings
 from .monitor import MeasurementCallback
-from .scratchpad import ScratchpadTransformer, autoregressive_accuracy
-from .sharpness import sharpness, sharpness_proxy
 from .sweeps import failure, run_id
 from .tasks import ZERO_ONE, Task, TruthTable, get_task
-from .training import TrainConfig, TrainingData, TrainResult, _stream_seed, train_many
-from .base import TracedModel
+from .training import PER_MODEL_FIELDS, TrainConfig, TrainingData, TrainResult, _stream_seed, train_many
 
 CONVERGED_MSE = 1e-3
 """The paper's convergence filter: final evaluation MSE below this."""
 CONVERGED_AUTOREGRESSIVE = 0.999
 """The scratchpad figure's filter: autoregressive accuracy above this."""
 
-TRAINING = {
-    "arch": "encoder",
-    "d_model": 32,
-    "n_layers": 2,
-    "n_heads": 2,
-    "d_ff": 0,  # 0: d_model, the authors' choice
-    "max_len": None,  # None: n
-    "seed": 0,  # model initialisation and data stream
-    "steps": 2000,
-    "batch_size": 256,
-    "lr": 1e-3,
-    "weight_decay": 0.1,
-    "pm1_targets": False,
-    "eval_interval": 250,
-    "eval_size": 4096,
-    "target_accuracy": None,
-    "target_loss": None,
-    "device": None,
-    "batch_models": 16,  # at most this many models in one train_many run (memory)
-}
-"""Settings of every experiment's training (TOML cannot write None: leave a key out for its default)."""
 
-MEASURING = {
-    "measure_inputs": 1024,  # the cube when 2**n <= this, else a seeded sample of this many
-    "measure_seed": 0,  # the sample, the noise draws and the directions
-    "exact_limit": 12,  # largest n whose cube is analysed exactly (as_n, Blowup)
-    "proxy_eps": 0.02,
-    "proxy_draws": 50,
-    "rho": None,  # None: proxy_eps * sqrt(P)
-    "directions": 32,
-}
-"""Settings of the final measurements."""
+@dataclass
+class SweepSettings:
+    """The settings of a sweep run that are neither the model, the training nor the measurement."""
 
-REQUIRED = {"task": None, "n": None}
+    task: str | None = setting(None, "the task label (the generalization experiment: default random:seed=<seed>)")
+    batch_models: int = setting(16, "at most this many models in one train_many run (memory)", low=1, high=4096)
+    radii: bool = setting(False, "also measure L_rho at several radii (sensviz.measure.RADIUS_FRACTIONS of rho)")
 
-DEFAULTS = {
-    "length_scaling": {**TRAINING, **MEASURING, **REQUIRED},
-    "tradeoff": {**TRAINING, **MEASURING, **REQUIRED},
-    "dynamics": {**TRAINING, **MEASURING, **REQUIRED, "task": "parity", "measure_every": 100, "measure_inputs": 256},
-    "scratchpad": {**TRAINING, **MEASURING, **REQUIRED, "task": "parity"},
-    "generalization": {
-        **TRAINING, **MEASURING, "n": None,
-        "task": None,  # None: the random function random:seed=<seed>
-        "train_size": None, "lr": 3e-3, "steps": 3000, "eval_interval": 100, "target_accuracy": 1.0,
-        "target_loss": CONVERGED_MSE, "completions": 16, "retrain_steps": 3000,
-    },
+    def __post_init__(self):
+        check(self)
+
+
+@dataclass
+class DynamicsSettings:
+    measure_every: int = setting(100, "measure every this many steps", low=1, high=10_000_000)
+
+    def __post_init__(self):
+        check(self)
+
+
+@dataclass
+class GeneralizationSettings:
+    completions: int = setting(16, "random completions of the training data whose as_n is compared", low=1,
+                               high=4096)
+    retrain_steps: int = setting(3000, "steps of retraining the learned table and a completion on the whole cube",
+                                 low=1, high=10_000_000)
+
+    def __post_init__(self):
+        check(self)
+
+
+EXTRAS = {"dynamics": DynamicsSettings, "generalization": GeneralizationSettings}
+"""Each experiment's own settings, beside those every experiment has."""
+
+PARTS = {"sweep": SweepSettings, "model": ModelSettings, "train": TrainConfig, "measure": MeasureSettings}
+"""The settings every experiment has, by part (a flat run dict is split among them)."""
+
+SWEEP_DEFAULTS = {"steps": 2000, "batch_size": 256, "lr": 1e-3, "eval_interval": 250}
+"""Where the experiments' quick training differs from `TrainConfig`'s paper defaults (d = 32 and
+the other sizes are `ModelSettings`' own defaults)."""
+
+EXPERIMENT_DEFAULTS = {
+    "length_scaling": {},
+    "tradeoff": {},
+    "dynamics": {"task": "parity", "measure_inputs": 256},
+    "scratchpad": {"task": "parity"},
+    "generalization": {"lr": 3e-3, "steps": 3000, "eval_interval": 100, "target_accuracy": 1.0,
+                       "target_loss": CONVERGED_MSE},
 }
-"""Every setting each experiment knows, with its default; `None` for `n`/`task` means required."""
+"""Each experiment's defaults on top of `SWEEP_DEFAULTS` and the parts' own."""
 
 BATCH_FIELDS = {
     "length_scaling": ("seed", "task"),
@@ -121,89 +123,88 @@ BATCH_FIELDS = {
 }
 """Per experiment, the settings that may differ between the runs of one sweep job (`sweeps.jobs`)."""
 
-TRAIN_TOGETHER = ("seed", "task", "lr", "weight_decay")
+TRAIN_TOGETHER = ("task",) + PER_MODEL_FIELDS
 """Settings that may differ between the models of one `train_many` run (at most `batch_models` of them)."""
 
-EXPERIMENTS = tuple(DEFAULTS)
+EXPERIMENTS = tuple(EXPERIMENT_DEFAULTS)
 """The experiments in the order the README, the app and the report present them."""
 
 
 # ----------------------------------------------------------------------------- settings
 
 
-def resolve(experiment: str, settings: dict) -> dict:
-    """The run's settings with the experiment's defaults filled in; ValueError for unknown or missing ones."""
-    if experiment not in DEFAULTS:
+def _parts(experiment: str) -> dict[str, type]:
+    if experiment not in EXPERIMENT_DEFAULTS:
         raise ValueError(f"unknown experiment '{experiment}'; use one of {', '.join(EXPERIMENTS)}")
-    defaults = DEFAULTS[experiment]
-    unknown = sorted(set(settings) - set(defaults))
-    if unknown:
-        raise ValueError(f"{experiment}: unknown settings {unknown}; known: {sorted(defaults)}")
-    resolved = {**defaults, **settings}
-    required = ["n"] + (["task"] if experiment != "generalization" else []) + (
-        ["train_size"] if experiment == "generalization" else [])
-    missing = [key for key in required if resolved[key] is None]
-    if missing:
-        raise ValueError(f"{experiment}: every run needs {missing}")
-    return resolved
-
-
-def check_spec(experiment: str, runs: list[dict]) -> None:
-    """Raise ValueError when the spec names an unknown experiment, an unknown setting or misses one."""
-    for settings in runs:
-        resolve(experiment, settings)
+    return {**PARTS, **({"extra": EXTRAS[experiment]} if experiment in EXTRAS else {})}
 
 
 @dataclass
 class Run:
-    """One run, ready to train: its settings (defaults filled in), model, task and training config."""
+    """One run, validated and ready to train: its settings as given, each part built, the task, the model."""
 
-    settings: dict  # as in the spec
-    resolved: dict  # with the experiment's defaults
-    model: TracedModel
-    task: Task
+    experiment: str
+    settings: dict  # as in the spec (its run_id is a hash of these)
+    sweep: SweepSettings
+    model_settings: ModelSettings
     config: TrainConfig
+    measure: MeasureSettings
+    extra: object | None  # the experiment's own settings (EXTRAS), if any
+    task: Task
+    model: TracedModel | None = None  # built by `prepare(..., build=True)`
+
+    def flat(self) -> dict:
+        """Every setting with its default filled in, as one flat dict."""
+        parts = (self.sweep, self.model_settings, self.config, self.measure) + ((self.extra,) if self.extra else ())
+        return {f.name: getattr(part, f.name) for part in parts for f in fields(part)}
 
 
-def _train_config(s: dict, **overrides) -> TrainConfig:
-    fields = dict(n=s["n"], batch_size=s["batch_size"], steps=s["steps"], lr=s["lr"], weight_decay=s["weight_decay"],
-                  pm1_targets=s["pm1_targets"], seed=s["seed"], eval_interval=s["eval_interval"],
-                  eval_size=s["eval_size"], target_accuracy=s["target_accuracy"], target_loss=s["target_loss"],
-                  device=s["device"])
-    return TrainConfig(**{**fields, **overrides})
+def defaults(experiment: str) -> dict:
+    """Every setting of an experiment with its default (`None` where a run must give it)."""
+    values = {f.name: f.default for part in _parts(experiment).values() for f in fields(part)
+              if f.default is not MISSING}
+    return {**values, **SWEEP_DEFAULTS, **EXPERIMENT_DEFAULTS[experiment]}
 
 
-def _new_model(s: dict) -> TracedModel:
-    return build_model(s["arch"], seed=s["seed"], d_model=s["d_model"], n_layers=s["n_layers"], n_heads=s["n_heads"],
-                       max_len=s["max_len"] or s["n"], d_ff=s["d_ff"])
+def prepare(experiment: str, settings: dict, build: bool = True) -> Run:
+    """Split and validate a run's settings (unknown, missing or invalid ones raise ValueError with the
+    reason) and, with `build`, make its model: the one function the sweeps, the CLI and the app use."""
+    parts = _parts(experiment)
+    values = {**SWEEP_DEFAULTS, **EXPERIMENT_DEFAULTS[experiment], **settings}
+    split_values = split(values, parts, experiment)
+    built = {name: build_settings(parts[name], split_values[name], experiment) for name in parts}
+    sweep, config = built["sweep"], built["train"]
+    if experiment == "generalization":
+        if config.train_size is None:
+            raise ValueError("generalization: every run needs ['train_size']")
+        label = sweep.task or f"random:seed={config.seed}"
+    elif sweep.task is None:
+        raise ValueError(f"{experiment}: every run needs ['task']")
+    else:
+        label = sweep.task
+    run = Run(experiment, settings, sweep, built["model"], config, built["measure"], built.get("extra"),
+              get_task(label))
+    run.task.check_n(config.n)
+    if build:
+        run.model = run.model_settings.build(config.n, seed=config.seed)
+        config.check(run.model, run.task)
+    return run
 
 
-POSITIVE = ("batch_models", "measure_inputs", "proxy_draws", "directions", "exact_limit", "measure_every",
-            "completions", "retrain_steps")
-"""Integer settings that must be at least 1 (checked before training, not after it)."""
-
-
-def _check_measuring(s: dict) -> None:
-    for key in POSITIVE:
-        value = s.get(key, 1)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{key} must be an integer >= 1, got {value!r}")
-    for key in ("proxy_eps", "rho"):
-        value = s[key]
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not math.isfinite(value) or value <= 0):
-            raise ValueError(f"{key} must be a positive number, got {value!r}")
-
-
-def prepare(experiment: str, settings: dict) -> Run:
-    """Build the run's model, task and config; ValueError with the reason for a setting that cannot work."""
-    s = resolve(experiment, settings)
-    _check_measuring(s)
-    task = get_task(s["task"] or f"random:seed={s['seed']}")
-    config = _train_config(s, train_size=s["train_size"]) if experiment == "generalization" else _train_config(s)
-    model = _new_model(s)
-    config.check(model, task)
-    return Run(settings, s, model, task, config)
+def check_spec(experiment: str, runs: list[dict]) -> None:
+    """Raise ValueError when a run of the spec names an unknown experiment or setting, misses one,
+    or gives one an invalid value. Models are built on the `meta` device (shapes, no memory), once
+    per distinct architecture, size, length and task, so that a config that cannot work (heads that
+    do not divide d_model, a scratchpad on another task) stops the sweep before it starts."""
+    seen = set()
+    for settings in runs:
+        run = prepare(experiment, settings, build=False)
+        key = (repr(run.model_settings), run.config.n, run.config.min_n, run.task.label)
+        if key not in seen:
+            seen.add(key)
+            with torch.device("meta"):
+                model = run.model_settings.build(run.config.n)
+            run.config.check(model, run.task)
 
 
 # ----------------------------------------------------------------------------- the job function
@@ -220,10 +221,10 @@ def run_job(experiment: str, runs: list[dict], out: str) -> list[dict]:
             results[i] = failure(err)
     groups: dict[str, list[tuple[int, Run]]] = {}
     for i, run in prepared:
-        key = repr(sorted((k, v) for k, v in run.resolved.items() if k not in TRAIN_TOGETHER))
+        key = repr(sorted((k, v) for k, v in run.flat().items() if k not in TRAIN_TOGETHER))
         groups.setdefault(key, []).append((i, run))
     for group in groups.values():
-        size = group[0][1].resolved["batch_models"]
+        size = group[0][1].sweep.batch_models
         for start in range(0, len(group), size):
             indices, batch = zip(*group[start : start + size])
             try:
@@ -248,9 +249,9 @@ def _train(batch: list[Run], configs: list[TrainConfig] | None = None, callbacks
     return train_many([r.model for r in batch], [r.task for r in batch], configs or [r.config for r in batch], callbacks)
 
 
-def _checkpoint(out: Path, run: Run, result: TrainResult, experiment: str, suffix: str = "") -> None:
+def _checkpoint(out: Path, run: Run, result: TrainResult, suffix: str = "") -> None:
     path = out / "checkpoints" / f"{run_id(run.settings)}{suffix}.safetensors"
-    result.save(path, extra={"sweep": {"experiment": experiment, "settings": run.settings}}, with_time=False)
+    result.save(path, extra={"sweep": {"experiment": run.experiment, "settings": run.settings}}, with_time=False)
 
 
 def converged_mse(config: TrainConfig) -> float:
@@ -274,69 +275,70 @@ def pm1_scale(config: TrainConfig) -> float:
     return 4.0 if config.encoding is ZERO_ONE else 1.0
 
 
-def sharpness_rho(model: TracedModel, s: dict) -> float:
-    """The radius of L_rho: the setting `rho`, or the proxy's typical |Delta| = proxy_eps sqrt(P)."""
-    return s["rho"] or s["proxy_eps"] * math.sqrt(model.n_params())
+def quantities(run: Run, model: TracedModel) -> tuple[str, ...]:
+    """What a run measures: the default quantities, the small-rho limit, and the radii if asked."""
+    return default_quantities(model) + ("limit",) * model.multi_step + ("radii",) * run.sweep.radii
 
 
-def measure(model: TracedModel, task: Task, config: TrainConfig, s: dict) -> dict:
-    """What the figures plot, for a trained model at its training length (see the module docstring)."""
-    n, encoding, seed = config.n, config.encoding, s["measure_seed"]
-    bits, exact = cube.measurement_inputs(n, s["measure_inputs"], seed, model.device)
-    loss = loss_for(encoding)
-    proxy = sharpness_proxy(model, bits, targets(task, bits, encoding), loss, eps=s["proxy_eps"],
-                            n_draws=s["proxy_draws"], seed=seed)
-    rho = sharpness_rho(model, s)
-    sharp = sharpness(model, bits, rho, s["directions"], seed)
-    blowups = blowup_summary(model, n, s["exact_limit"], s["measure_inputs"], seed)
-    info = inspect_model(model, n, task, encoding, exact_limit=s["exact_limit"], n_samples=s["measure_inputs"],
-                         seed=seed)
-    scale = pm1_scale(config)
-    metrics = {
-        "n_params": model.n_params(),
-        "param_norm": model.param_norm(),
-        "accuracy": info.get("accuracy"),
-        "as_model": info["avg_sensitivity"],
-        "as_model_real": info["avg_sensitivity_real"],
-        "as_task": info["task_avg_sensitivity"],
-        "as_exact": info["exact"],
-        "bound": info["avg_sensitivity_real"] / (2 * n),
-        "bound_task": info["task_avg_sensitivity"] / (2 * n),
+def metrics(found: Measurement, config: TrainConfig) -> dict:
+    """The runs table's columns for one measurement of a trained model (see the module docstring)."""
+    n, scale = found.n, pm1_scale(config)
+    s, b, h, p = found.sensitivity, found.blowup, found.sharpness, found.proxy
+    values = {
+        "n_params": found.n_params,
+        "param_norm": found.param_norm,
+        "accuracy": s.accuracy,
+        "as_model": s.avg_sensitivity,
+        "as_model_real": s.avg_sensitivity_real,
+        "as_task": s.task_avg_sensitivity,
+        "as_exact": s.exact,
+        "bound": s.avg_sensitivity_real / (2 * n),
+        "bound_task": s.task_avg_sensitivity / (2 * n),
         "pm1_scale": scale,
-        "measure_inputs": len(bits),
-        "measure_exact": exact,
-        "sharpness_proxy": proxy.value,
-        "sharpness_proxy_stderr": proxy.stderr,
-        "sharpness_proxy_pm1": scale * proxy.value,
-        "proxy_eps": proxy.eps,
-        "proxy_rho": proxy.rho,
-        "sharpness": sharp.value,
-        "sharpness_stderr": sharp.stderr,
-        "sharpness_pm1": scale * sharp.value,
-        "sharpness_rho": rho,
-        "sharpness_limit": sharp.limit,
-        "sharpness_limit_pm1": scale * sharp.limit,
-        "blowup_mean": blowups.mean,
-        "blowup_mean_sq": blowups.mean_sq,
-        "blowup_max": blowups.max,
-        "log_blowup_mean": blowups.log_mean,
-        "log_blowup_mean_sq": math.log(blowups.mean_sq),
-        "authors_blowup": blowups.authors["maxs_prod"],
-        "log_authors_blowup": math.log(blowups.authors["maxs_prod"]),
-        "blowup_exact": blowups.exact,
+        "measure_inputs": found.inputs["n_inputs"],
+        "measure_exact": found.inputs["kind"] == "cube",
+        "decoder_steps": found.settings.decoder_steps,
+        "sharpness_proxy": p.value,
+        "sharpness_proxy_stderr": p.stderr,
+        "sharpness_proxy_pm1": scale * p.value,
+        "proxy_eps": p.eps,
+        "proxy_rho": p.rho,
+        "sharpness": h.value,
+        "sharpness_stderr": h.stderr,
+        "sharpness_pm1": scale * h.value,
+        "sharpness_rho": h.rho,
+        "sharpness_limit": found.limit.value,
+        "sharpness_limit_pm1": scale * found.limit.value,
+        "blowup_mean": b.mean,
+        "blowup_mean_sq": b.mean_sq,
+        "blowup_max": b.max,
+        "log_blowup_mean": b.log_mean,
+        "log_blowup_mean_sq": math.log(b.mean_sq),
+        "authors_blowup": b.authors["maxs_prod"],
+        "log_authors_blowup": math.log(b.authors["maxs_prod"]),
+        "blowup_exact": b.exact,
+        "bound_rhs": found.tradeoff.bound_rhs if found.tradeoff is not None else None,
     }
-    if n >= 2:
-        metrics["bound_rhs"] = tradeoff(model, task, n, s["exact_limit"], s["measure_inputs"], seed, blowups)["bound_rhs"]
-    if isinstance(model, ScratchpadTransformer):
-        metrics.update(autoregressive_accuracy(model, bits, encoding))
-    return metrics
+    if found.decoding is not None:
+        values.update(autoregressive_accuracy=found.decoding["autoregressive_accuracy"],
+                      answer_accuracy=found.decoding["answer_accuracy"])
+    for fraction, r in zip(RADIUS_FRACTIONS, found.radii or ()):
+        values.update({f"sharpness_pm1_x{fraction:g}": scale * r.value,
+                       f"sharpness_pm1_x{fraction:g}_stderr": scale * r.stderr, f"sharpness_rho_x{fraction:g}": r.rho})
+    if found.notes:
+        values["notes"] = "; ".join(f"{k}: {v}" for k, v in found.notes.items())
+    return values
 
 
-def _authors_blowup(model: TracedModel, bits: torch.Tensor) -> dict:
-    """The published code's plotted blowup on a batch (a `MeasurementCallback` measure)."""
-    with torch.no_grad():
-        value = authors_per_example(model.trace(bits, names=("ln",)))["maxs_prod"].mean().item()
-    return {"authors_blowup": value}
+def measure_run(run: Run, model: TracedModel, task: Task, config: TrainConfig) -> dict:
+    """What the figures plot, for a trained model at its training length: `metrics` of its measurement,
+    and for the scratchpad also the proxy of the last decoder step alone (`sharpness_proxy_last*`)."""
+    found = measure(model, task, config.n, run.measure, quantities(run, model), config.encoding)
+    values = metrics(found, config)
+    if model.multi_step:
+        last = measure(model, task, config.n, replace(run.measure, decoder_steps="last"), ("proxy",), config.encoding)
+        values.update(sharpness_proxy_last=last.proxy.value, sharpness_proxy_last_pm1=pm1_scale(config) * last.proxy.value)
+    return values
 
 
 # ----------------------------------------------------------------------------- the experiments
@@ -346,28 +348,25 @@ def _train_and_measure(experiment: str, batch: list[Run], out: Path) -> list[dic
     """length_scaling, tradeoff, scratchpad: train the batch together, then measure each model."""
 
     def one(run: Run, result: TrainResult) -> dict:
-        _checkpoint(out, run, result, experiment)
-        metrics = {**_training_metrics(result), **measure(result.model, run.task, run.config, run.resolved)}
-        if isinstance(result.model, ScratchpadTransformer):
-            metrics["converged"] = bool(metrics["autoregressive_accuracy"] > CONVERGED_AUTOREGRESSIVE)
-        return {"metrics": metrics, "history": result.history}
+        _checkpoint(out, run, result)
+        values = {**_training_metrics(result), **measure_run(run, result.model, run.task, run.config)}
+        if result.model.multi_step:
+            values["converged"] = bool(values["autoregressive_accuracy"] > CONVERGED_AUTOREGRESSIVE)
+        return {"metrics": values, "history": result.history}
 
     return [_alone(one, run, result) for run, result in zip(batch, _train(batch))]
 
 
 def _dynamics(experiment: str, batch: list[Run], out: Path) -> list[dict]:
     """PARITY measured every `measure_every` steps on a fixed batch, the same draws every time."""
-    s = batch[0].resolved
-    monitor = MeasurementCallback(
-        every=s["measure_every"], n_inputs=s["measure_inputs"], seed=s["measure_seed"], exact_limit=s["exact_limit"],
-        rho=sharpness_rho(batch[0].model, s), n_directions=s["directions"], proxy_draws=s["proxy_draws"],
-        proxy_eps=s["proxy_eps"], measures=[_authors_blowup],
-    )
+    first = batch[0]
+    monitor = MeasurementCallback(every=first.extra.measure_every, settings=first.measure,
+                                  quantities=quantities(first, first.model))
     trained = _train(batch, callbacks=[monitor])
     frame = monitor.frame()
 
     def one(member: int, run: Run, result: TrainResult) -> dict:
-        _checkpoint(out, run, result, experiment)
+        _checkpoint(out, run, result)
         scale = pm1_scale(run.config)
         rows = frame[frame["member"] == member].drop(columns=["member"]).sort_values("step")
         for name in ("sharpness", "sharpness_limit", "sharpness_proxy"):
@@ -377,7 +376,7 @@ def _dynamics(experiment: str, batch: list[Run], out: Path) -> list[dict]:
         final = history[-1]
         peak = rows.loc[rows["sharpness_proxy_pm1"].idxmax()]
         fitted = [r["step"] for r in result.history if r["eval_loss"] < converged_mse(run.config)]
-        metrics = {
+        values = {
             **_training_metrics(result),
             **{k: final[k] for k in ("param_norm", "avg_sensitivity", "blowup_mean", "log_blowup_mean",
                                      "authors_blowup", "sharpness_pm1", "sharpness_limit_pm1", "sharpness_proxy_pm1")},
@@ -387,7 +386,7 @@ def _dynamics(experiment: str, batch: list[Run], out: Path) -> list[dict]:
             "peak_step": int(peak["step"]),
             "initial_sharpness_proxy_pm1": float(rows["sharpness_proxy_pm1"].iloc[0]),
         }
-        return {"metrics": metrics, "history": history}
+        return {"metrics": values, "history": history}
 
     return [_alone(one, member, run, result) for member, (run, result) in enumerate(zip(batch, trained))]
 
@@ -407,23 +406,23 @@ def _as_n(table01: torch.Tensor) -> float:
 
 
 def _table_task(table01: torch.Tensor) -> TruthTable:
-    return TruthTable("".join("1" if v > 0.5 else "0" for v in table01.tolist()))
+    return TruthTable(bits="".join("1" if v > 0.5 else "0" for v in table01.tolist()))
 
 
 def _generalization(experiment: str, batch: list[Run], out: Path) -> list[dict]:
     """Fit a restricted training set, read the learned function, compare it with random completions,
     then retrain the learned table and one completion on the whole cube and measure their sharpness."""
-    n, size = batch[0].resolved["n"], batch[0].resolved["batch_models"]
+    n, size = batch[0].config.n, batch[0].sweep.batch_models
     fitted = _train(batch)
 
     def compare(run: Run, result: TrainResult) -> dict:
-        _checkpoint(out, run, result, experiment)
+        _checkpoint(out, run, result)
         table = run.config.encoding.decide(cube_outputs(result.model, n))  # [2**n] in {0,1}
         train_set = TrainingData(run.config).train_set
-        options = completions(run.task, n, train_set, run.resolved["completions"], run.resolved["seed"])
+        options = completions(run.task, n, train_set, run.extra.completions, run.config.seed)
         as_options = torch.tensor([_as_n(t) for t in options])
         as_learned = _as_n(table)
-        metrics = {
+        values = {
             **_training_metrics(result),
             "heldout_accuracy": result.final.get("heldout_accuracy"),
             "fits": bool(result.final["eval_accuracy"] == 1.0),
@@ -436,28 +435,34 @@ def _generalization(experiment: str, batch: list[Run], out: Path) -> list[dict]:
             "as_completion_retrained": as_options[0].item(),
         }
         history = [{**record, "phase": "fit"} for record in result.history]
-        return {"metrics": metrics, "history": history, "retrain": {"learned": table, "completion": options[0]}}
+        return {"metrics": values, "history": history, "retrain": {"learned": table, "completion": options[0]}}
 
     results = [_alone(compare, run, result) for run, result in zip(batch, fitted)]
     # retrain the learned table and one completion of every run that got this far on the whole cube,
     # in batches of at most batch_models
-    retrain = [(k, kind, Run(run.settings, run.resolved, _new_model(run.resolved), _table_task(table),
-                             _train_config(run.resolved, steps=run.resolved["retrain_steps"])))
+    retrain = [(k, kind, _retraining(run, table))
                for k, (run, result) in enumerate(zip(batch, results)) if "retrain" in result
                for kind, table in result.pop("retrain").items()]
     for start in range(0, len(retrain), size):
         chunk = retrain[start : start + size]
         for (k, kind, again), result in zip(chunk, _train([r for _, _, r in chunk])):
-            results[k] = _alone(_add_retrained, results[k], kind, again, result, out, experiment)
+            results[k] = _alone(_add_retrained, results[k], kind, again, result, out)
     return results
 
 
-def _add_retrained(found: dict, kind: str, again: Run, result: TrainResult, out: Path, experiment: str) -> dict:
+def _retraining(run: Run, table01: torch.Tensor) -> Run:
+    """The run that retrains a truth table on the whole cube: a fresh model, `retrain_steps` steps."""
+    config = replace(run.config, steps=run.extra.retrain_steps, train_size=None)
+    model = run.model_settings.build(config.n, seed=config.seed)
+    return replace(run, config=config, task=_table_task(table01), model=model)
+
+
+def _add_retrained(found: dict, kind: str, again: Run, result: TrainResult, out: Path) -> dict:
     """A generalization run's result with one retrained table's checkpoint, metrics and history added."""
     if "error" in found:  # the other table of this run already failed
         return found
-    _checkpoint(out, again, result, experiment, suffix=f"-{kind}")
-    measured = {**_training_metrics(result), **measure(result.model, again.task, again.config, again.resolved)}
+    _checkpoint(out, again, result, suffix=f"-{kind}")
+    measured = {**_training_metrics(result), **measure_run(again, result.model, again.task, again.config)}
     found["metrics"].update({f"{kind}_{key}": value for key, value in measured.items()})
     found["history"] += [{**record, "phase": f"retrain_{kind}"} for record in result.history]
     return found

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import altair as alt
 import pandas as pd
 
-from .experiments import DEFAULTS
+from .experiments import defaults as experiment_defaults
 
 MAX_ROWS = 5000
 """Altair's default row limit: longer per-step tables are thinned to fewer steps."""
@@ -408,5 +408,5 @@ def figures(experiment: str, runs: pd.DataFrame, history: pd.DataFrame) -> list[
         raise ValueError(f"no figures for experiment '{experiment}'; known: {', '.join(FIGURES)}")
     if finished(runs).empty:
         raise ValueError(f"this {experiment} sweep has no finished runs yet")
-    defaults = {k: v for k, v in DEFAULTS[experiment].items() if v is not None and k not in runs}
+    defaults = {k: v for k, v in experiment_defaults(experiment).items() if v is not None and k not in runs}
     return FIGURES[experiment](runs.assign(**defaults), history)

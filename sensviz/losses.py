@@ -15,11 +15,11 @@ from .tasks import LOGIT, PM1, ZERO_ONE, Task, TargetEncoding
 LOSSES = ("mse", "bce")
 
 
-def check_loss(loss: str, encoding: TargetEncoding) -> None:
-    """Raise ValueError for a loss that does not fit the target encoding."""
+def check_loss(loss: str, encoding: TargetEncoding | None = None) -> None:
+    """Raise ValueError for an unknown loss, or one that does not fit the target encoding (when given)."""
     if loss not in LOSSES:
         raise ValueError(f"unknown loss '{loss}'; use one of {LOSSES}")
-    if (loss == "bce") != (encoding is LOGIT):
+    if encoding is not None and (loss == "bce") != (encoding is LOGIT):
         raise ValueError(f"loss '{loss}' does not fit target encoding '{encoding.name}' (bce goes with logit)")
 
 

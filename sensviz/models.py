@@ -3,12 +3,14 @@
 `formal` is the paper's theoretical transformer (`sensviz.formal`), `encoder` the model of its
 experiments (`sensviz.encoder`), `scratchpad` the encoder-decoder of its scratchpad experiment
 (`sensviz.scratchpad`). Configs are dataclasses; `config_from_dict` rebuilds one from the
-JSON stored in a checkpoint and rejects unknown fields with a readable message.
+JSON stored in a checkpoint and rejects unknown fields with a readable message. `ModelSettings`
+is the architecture and size of a model to build, as a sweep, the command line or the Train page
+give it (the sizes every architecture shares).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 
 import torch
 
@@ -16,6 +18,7 @@ from .encoder import EncoderConfig, EncoderTransformer
 from .formal import FormalConfig, FormalTransformer
 from .scratchpad import ScratchpadConfig, ScratchpadTransformer
 from .base import TracedModel
+from .configs import check, setting
 
 ARCHITECTURES = {
     "formal": (FormalConfig, FormalTransformer),
@@ -65,3 +68,35 @@ def build_model(arch: str, config=None, *, seed: int | None = None, device=None,
     else:
         model = model_cls(config)
     return model.to(device) if device is not None else model
+
+
+MAX_D_MODEL = 4096
+MAX_LAYERS = 64
+MAX_HEADS = 64
+MAX_LEN = 4096
+
+
+@dataclass
+class ModelSettings:
+    """Which model to build: the architecture and the sizes all three share (`build` makes it)."""
+
+    arch: str = setting("encoder", "architecture: encoder (the paper's experiments), formal (its theory) or "
+                        "scratchpad (its encoder-decoder)", choices=tuple(ARCHITECTURES))
+    d_model: int = setting(32, "width d", low=2, high=MAX_D_MODEL)
+    n_layers: int = setting(2, "layers (each of encoder and decoder for the scratchpad)", low=1, high=MAX_LAYERS)
+    n_heads: int = setting(2, "attention heads per layer", low=1, high=MAX_HEADS)
+    max_len: int | None = setting(None, "positional range, the longest input (default: n)", low=1, high=MAX_LEN)
+    d_ff: int = setting(0, "feed-forward width (0: d_model)", low=0, high=4 * MAX_D_MODEL)
+    eps: float = setting(1e-5, "LayerNorm eps", low=0.0, high=1.0)
+
+    def __post_init__(self):
+        check(self)
+
+    def config(self, n: int):
+        """The architecture's config for inputs of length n (max_len defaults to n)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "arch"}
+        return config_from_dict(self.arch, {**values, "max_len": self.max_len or n})
+
+    def build(self, n: int, seed: int | None = None, device=None) -> TracedModel:
+        """A freshly initialised model for inputs of length n (seeded)."""
+        return build_model(self.arch, self.config(n), seed=seed, device=device)

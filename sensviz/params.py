@@ -106,8 +106,8 @@ class ParamSpace:
         if steps not in STEPS:
             raise ValueError(f"steps must be one of {STEPS}, got {steps!r}")
         self.module = copy.deepcopy(model)  # what functional_call runs; never the caller's model
-        if steps == "all":
-            self.module.forward = self.module.training_outputs  # every output per input, e.g. [batch, n]
+        if steps == "all" and model.multi_step:
+            self.module.forward = self.module.training_outputs  # every decoder step: [batch, n]
         chosen = dict(model.named_parameters()) if positional else model.non_positional_parameters()
         cast = (lambda t: t.detach().to(dtype)) if dtype is not None else (lambda t: t.detach())
         self.names = tuple(chosen)

@@ -100,6 +100,7 @@ class ScratchpadTransformer(TracedModel):
 
     arch = "scratchpad"
     positional_names = ("positional_encoding.weight",)
+    multi_step = True
 
     def __init__(self, config: ScratchpadConfig):
         super().__init__()

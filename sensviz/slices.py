@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 
 from .curvature import top_eigenvalues
-from .losses import LOSSES, loss_value
+from .losses import check_loss, loss_value
 from .params import ParamSpace, chunked, make_generator
 from .tasks import ZERO_ONE, TargetEncoding
 from .base import LayerNorm, TracedModel
@@ -166,8 +166,7 @@ def loss_slice(
     fraction of inputs where the thresholded output equals the thresholded target under
     `encoding` (meaningless for a real-valued task). Columns: alpha[, beta], loss, accuracy.
     """
-    if loss not in LOSSES:
-        raise ValueError(f"unknown loss '{loss}'; use one of {LOSSES}")
+    check_loss(loss, encoding)
     if targets.shape != bits.shape[:1]:
         raise ValueError(f"targets must have shape [{bits.shape[0]}], got {tuple(targets.shape)}")
     frame, outputs = _grid_outputs(model, bits, directions, alphas, betas, span, steps, chunk_size)

@@ -26,11 +26,9 @@ from typing import Callable, Sequence
 
 import torch
 
-from . import cube
-from .analysis import inspect_model
 from .checkpoints import CheckpointError, file_hash, load_checkpoint
+from .measure import measure as measure_model
 from .models import build_model, config_to_dict
-from .scratchpad import ScratchpadTransformer, autoregressive_accuracy
 from .tasks import get_task
 from .training import PER_MODEL_FIELDS, PrintProgress, TrainConfig, TrainResult, train_many
 
@@ -113,18 +111,17 @@ def _select(only: Sequence[str] | None) -> list[Recipe]:
     return [r for r in RECIPES if r.name in set(only)]
 
 
-MEASURE_SAMPLES = 1024
-"""Above the exact limit (and, for greedy decoding, above n = 14) a seeded sample of this many inputs."""
-
-
 def measure(model, task, n: int, encoding) -> dict:
-    """What the manifest records about a trained model: accuracy and as_n on the cube (or a sample)."""
-    summary = inspect_model(model, n, task, encoding, n_samples=MEASURE_SAMPLES)
-    keys = ("accuracy", "avg_sensitivity", "avg_sensitivity_real", "task_avg_sensitivity", "exact")
-    measured = {key: summary.get(key) for key in keys}
-    if isinstance(model, ScratchpadTransformer):
-        bits = cube.vertices(n) if n <= 14 else cube.sample(n, MEASURE_SAMPLES, 0)
-        measured.update(autoregressive_accuracy(model, bits, encoding))
+    """What the manifest records about a trained model: accuracy and as_n on the cube (or a seeded
+    sample), and for scratchpad models the accuracy of greedy decoding (`sensviz.measure`, defaults)."""
+    found = measure_model(model, task, n, quantities=("sensitivity", "decoding"), encoding=encoding)
+    summary = found.sensitivity
+    measured = {"accuracy": summary.accuracy, "avg_sensitivity": summary.avg_sensitivity,
+                "avg_sensitivity_real": summary.avg_sensitivity_real,
+                "task_avg_sensitivity": summary.task_avg_sensitivity, "exact": summary.exact}
+    if found.decoding is not None:
+        measured.update(autoregressive_accuracy=found.decoding["autoregressive_accuracy"],
+                        answer_accuracy=found.decoding["answer_accuracy"])
     return measured
 
 

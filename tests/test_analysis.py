@@ -46,15 +46,6 @@ def test_exact_and_sampled_model_sensitivity_agree(encoder_model):
     assert abs(exact.accuracy - sampled.accuracy) < 4 * math.sqrt(0.25 / 3000)
 
 
-def test_inspect_model_summary(formal_model):
-    out = analysis.inspect_model(formal_model, 5, sv.get_task("first"), sv.PM1)
-    assert out["exact"] and len(out["degree_profile"]) == 6
-    assert out["avg_sensitivity"] == pytest.approx(sum(k * d for k, d in enumerate(out["degree_profile"])))
-    assert out["task_avg_sensitivity"] == 1.0 and 0 <= out["accuracy"] <= 1
-    real_task = analysis.inspect_model(formal_model, 5, sv.get_task("mean"), sv.PM1)
-    assert "accuracy" not in real_task and real_task["avg_sensitivity"] == real_task["avg_sensitivity_real"]
-
-
 def test_mean_attention_by_weight(any_model):
     n = 5
     avg = analysis.mean_attention(any_model, n, batch_size=7)

@@ -178,17 +178,17 @@ def test_sampled_summary_is_labelled_seeded_and_close_to_the_exact_one(encoder_m
 def test_tradeoff_returns_norm_blowup_and_the_bound(any_model):
     n = 8
     result = bl.tradeoff(any_model, sv.get_task("parity"), n)
-    assert result["param_norm"] == pytest.approx(any_model.param_norm())
-    assert result["blowup_mean_sq"] == pytest.approx(bl.blowup_summary(any_model, n).mean_sq)
-    assert result["task_avg_sensitivity"] == pytest.approx(n)  # as_n(PARITY) = n
+    assert result.param_norm == pytest.approx(any_model.param_norm())
+    assert result.blowup_mean_sq == pytest.approx(bl.blowup_summary(any_model, n).mean_sq)
+    assert result.task_avg_sensitivity == pytest.approx(n)  # as_n(PARITY) = n
     heads = any_model.config.n_heads
-    assert result["bound_rhs"] == pytest.approx(n / math.sqrt(n * math.log(n)) - heads / n)
+    assert result.bound_rhs == pytest.approx(n / math.sqrt(n * math.log(n)) - heads / n)
     first = bl.tradeoff(any_model, sv.get_task("first"), n)
-    assert first["bound_rhs"] == pytest.approx(1 / math.sqrt(n * math.log(n)) - heads / n)
+    assert first.bound_rhs == pytest.approx(1 / math.sqrt(n * math.log(n)) - heads / n)
     sampled = bl.tradeoff(any_model, sv.get_task("majority"), 11, exact_limit=8, n_samples=500)
-    assert sampled["exact"] is False and sampled["task_avg_sensitivity_stderr"] > 0
+    assert sampled.exact is False and sampled.task_avg_sensitivity_stderr > 0
     expected = sv.tasks.majority_avg_sensitivity(11)
-    assert abs(sampled["task_avg_sensitivity"] - expected) < 4 * sampled["task_avg_sensitivity_stderr"]
+    assert abs(sampled.task_avg_sensitivity - expected) < 4 * sampled.task_avg_sensitivity_stderr
     with pytest.raises(ValueError, match="n >= 2"):
         bl.bound_rhs(1.0, 1, 2)
     with pytest.raises(ValueError, match="summary is for n=8"):

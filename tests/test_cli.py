@@ -48,11 +48,14 @@ def test_inspect_sensviz_checkpoint_and_dump(capsys, tmp_path, encoder_model):
     dump = tmp_path / "d.npz"
     code, out, _ = run(capsys, "inspect", str(path), "--dump", str(dump))
     assert code == 0
-    for key in ("arch", "task", "n", "d_model", "n_layers", "n_heads", "n_params", "param_norm", "accuracy",
-                "avg_sensitivity", "avg_sensitivity_real", "degree_profile", "exact"):
+    for key in ("arch", "task", "n", "d_model", "n_layers", "n_heads", "n_params", "param_norm", "sensitivity",
+                "blowup", "tradeoff", "sharpness", "limit", "proxy", "settings", "notes"):
         assert key in out, key
+    for key in ("accuracy", "avg_sensitivity", "avg_sensitivity_real", "degree_profile", "exact"):
+        assert key in out["sensitivity"], key
     assert out["arch"] == "encoder" and out["task"] == "parity" and out["n_params"] == encoder_model.n_params()
-    assert sum(out["degree_profile"]) == pytest.approx(1.0)
+    assert sum(out["sensitivity"]["degree_profile"]) == pytest.approx(1.0)
+    assert out["notes"] == {} and out["settings"] == sv.measure.MeasureSettings().__dict__
     with np.load(dump) as arrays:
         assert arrays["output"].shape == (64,)
         assert arrays["attention"].shape == (64, 2, 2, 6, 6)
@@ -73,7 +76,7 @@ def test_inspect_authors_file_needs_heads_and_length(capsys, tmp_path):
     code, _, err = run(capsys, "inspect", str(path), "--n-heads", "2")
     assert code == 2 and "--n" in err
     code, out, _ = run(capsys, "inspect", str(path), "--n-heads", "2", "--n", "5", "--task", "first")
-    assert code == 0 and out["layout"] == "authors" and 0 <= out["accuracy"] <= 1
+    assert code == 0 and out["layout"] == "authors" and 0 <= out["sensitivity"]["accuracy"] <= 1
 
 
 def test_inspect_bad_file(capsys, tmp_path):
@@ -101,7 +104,7 @@ def test_core_never_imports_streamlit():
 
 def test_train_writes_a_checkpoint_and_a_json_summary(capsys, tmp_path):
     out = tmp_path / "m.safetensors"
-    code, summary, err = run(capsys, "train", "--task", "first", "--n", "4", "--d-model", "8", "--layers", "1",
+    code, summary, err = run(capsys, "train", "--task", "first", "--n", "4", "--d-model", "8", "--n-layers", "1",
                              "--steps", "20", "--batch-size", "16", "--eval-interval", "10", "--lr", "3e-3",
                              "--seed", "2", "--out", str(out))
     assert code == 0
@@ -113,7 +116,13 @@ def test_train_writes_a_checkpoint_and_a_json_summary(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--lr", "0"], "lr must be a finite number > 0"),
+    (["--lr", "0"], "argument --lr: lr must be > 0"),
+    (["--lr", "1e38"], "argument --lr: lr must be > 0 and <= 1e+06"),
+    (["--batch-size", "1000000000"], "argument --batch-size: batch_size must be"),
+    (["--d-model", "20000"], "argument --d-model: d_model must be >= 2 and <= 4096"),
+    (["--max-len", "1000000000"], "argument --max-len"),
+    (["--n", "1000000"], "argument --n: n must be"),
+    (["--eps", "nan"], "argument --eps: eps must be a float (finite)"),
     (["--n", "10", "--max-len", "8"], "max_len=8"),
     (["--task", "parody"], "unknown task"),
     (["--arch", "scratchpad", "--task", "first"], "computes PARITY"),
@@ -125,7 +134,7 @@ def test_train_bad_arguments_exit_2_with_a_clear_message(capsys, argv, message):
     for flag, value in zip(argv[::2], argv[1::2]):
         base[flag] = value
     code, _, err = run(capsys, "train", *[x for kv in base.items() for x in kv])
-    assert code == 2 and message in err and "Traceback" not in err
+    assert code == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_zoo_verify_and_build(capsys, tmp_path, monkeypatch):
@@ -143,7 +152,8 @@ def test_zoo_verify_and_build(capsys, tmp_path, monkeypatch):
 
 def test_inspect_reports_the_landscape(capsys, tmp_path, any_model):
     path = sv.save_checkpoint(any_model, tmp_path / "m.safetensors", task="parity", n=5)
-    code, out, _ = run(capsys, "inspect", str(path), "--rho", "0.05", "--directions", "8", "--seed", "3")
+    code, out, _ = run(capsys, "inspect", str(path), "--rho", "0.05", "--directions", "8", "--proxy-draws", "8",
+                       "--measure-seed", "3", "--with", "hessian")
     assert code == 0
     blowup = out["blowup"]
     for key in ("mean", "mean_sq", "max", "log_mean", "per_ln", "authors"):
@@ -154,20 +164,20 @@ def test_inspect_reports_the_landscape(capsys, tmp_path, any_model):
     assert out["tradeoff"]["blowup_mean_sq"] == blowup["mean_sq"]
     sharp = out["sharpness"]
     assert (sharp["rho"], sharp["n_directions"], sharp["n_inputs"], sharp["seed"]) == (0.05, 8, 32, 3)
-    assert sharp["value"] > 0 and sharp["stderr"] > 0 and sharp["limit"] > 0
+    assert sharp["value"] > 0 and sharp["stderr"] > 0 and out["limit"]["value"] > 0
     expected = sv.sharpness.sharpness(any_model, sv.cube.vertices(5), 0.05, 8, 3)
-    assert sharp["value"] == pytest.approx(expected.value) and sharp["limit"] == pytest.approx(expected.limit)
-    assert out["sharpness_proxy"]["n_draws"] == 8 and out["sharpness_proxy"]["eps"] == 0.02
-    assert out["hessian_top"]["method"] == "lanczos" and out["hessian_top"]["residual"] >= 0
-    assert out["landscape_inputs"] == {"kind": "cube", "n_inputs": 32, "seed": None}
+    assert sharp["value"] == pytest.approx(expected.value) and out["limit"]["value"] == pytest.approx(expected.limit)
+    assert out["proxy"]["n_draws"] == 8 and out["proxy"]["eps"] == 0.02
+    assert out["hessian"]["method"] == "lanczos" and out["hessian"]["residuals"][0] >= 0
+    assert out["inputs"] == {"kind": "cube", "n_inputs": 32, "seed": None}
 
 
 def test_inspect_samples_the_landscape_inputs_above_the_cap(capsys, tmp_path, encoder_model):
     path = sv.save_checkpoint(encoder_model, tmp_path / "m.safetensors", task="first", n=11)
-    code, out, _ = run(capsys, "inspect", str(path), "--directions", "4", "--inputs", "100", "--exact-limit", "9",
+    code, out, _ = run(capsys, "inspect", str(path), "--directions", "4", "--measure-inputs", "100", "--exact-limit", "9",
                        "--samples", "200")
     assert code == 0
-    assert out["landscape_inputs"] == {"kind": "sample", "n_inputs": 100, "seed": 0}
+    assert out["inputs"] == {"kind": "sample", "n_inputs": 100, "seed": 0}
     assert out["sharpness"]["n_inputs"] == 100
     assert out["blowup"]["exact"] is False and out["blowup"]["n_inputs"] == 200
     assert out["tradeoff"]["exact"] is False
@@ -175,7 +185,7 @@ def test_inspect_samples_the_landscape_inputs_above_the_cap(capsys, tmp_path, en
 
 @pytest.mark.parametrize("dims,extra,rows", [
     ("1", [], 7),
-    ("2", ["--directions", "layer", "--skip-bias-ln"], 49),
+    ("2", ["--normalization", "layer", "--skip-bias-ln"], 49),
     ("2", ["--hessian"], 49),
 ])
 def test_slice_writes_a_tidy_csv(capsys, tmp_path, any_model, dims, extra, rows):
@@ -223,6 +233,10 @@ def test_slice_errors(capsys, tmp_path, encoder_model):
         (["slice", str(no_task), "--out", out], "pass --task"),
         (["slice", str(path), "--to", str(wider), "--out", out], "same architecture and config"),
         (["slice", str(path), "--span", "-1", "--out", out], "--span must be positive"),
+        (["slice", str(path), "--span", "inf", "--out", out], "--span must be positive and finite"),
+        (["slice", str(path), "--dims", "2", "--steps", "1000", "--out", out], "grid points; at most 10,000"),
+        (["slice", str(path), "--steps", "100000000", "--out", out], "argument --steps: must be in 2..10000"),
+        (["slice", str(path), "--directions", "filter", "--out", out], "--directions was renamed"),
         (["slice", str(path), "--out", str(tmp_path / "missing" / "s.csv")], "cannot write"),
     ]
     for argv, message in cases:
@@ -268,6 +282,8 @@ def test_sweep_and_report_happy_path(capsys, tmp_path):
      "unknown settings ['weight_decy']"),
     ("experiment = 'lenght_scaling'\n[grid]\nn = [4]", [], "unknown experiment 'lenght_scaling'"),
     (TINY_SPEC, ["--scale", "paper"], "unknown scale 'paper'"),
+    (TINY_SPEC.replace("d_model = 8", "d_model = 8\nn_heads = 3"), [], "d_model=8 must be divisible by n_heads=3"),
+    (TINY_SPEC.replace("d_model = 8", "d_model = 8\nlr = -1.0"), [], "lr must be > 0"),
     (TINY_SPEC, ["--address", "10.0.0.1:6379"], "--address names a Ray cluster"),
     (TINY_SPEC, ["--executor", "ray", "--threads", "2"], "--threads sets the torch threads of local worker"),
     ("experiment = 'length_scaling'\n[grid\n", [], "not valid TOML"),
@@ -283,21 +299,28 @@ def test_sweep_errors(capsys, tmp_path, text, argv, message):
 
 def test_sweep_exits_1_when_a_run_failed_and_2_when_it_cannot_write(capsys, tmp_path):
     spec = tmp_path / "tiny.toml"
-    spec.write_text(TINY_SPEC.replace('task = ["parity", "first"]', 'task = ["parity", "first"]\nn_heads = [2, 3]'))
+    spec.write_text(TINY_SPEC.replace('task = ["parity", "first"]', 'task = ["parity", "first"]\ndevice = ["cpu", "cuda"]'))
     code, summary, err = run(capsys, "sweep", str(spec), "--out", str(tmp_path / "out"))
-    assert code == 1 and summary["finished"] == 2 and summary["failed"] == 2  # d_model 8 and 3 heads
-    assert summary["errors"] == ["ValueError: d_model=8 must be divisible by n_heads=3"]
+    assert code == 1 and summary["finished"] == 2 and summary["failed"] == 2  # no CUDA device here
+    assert len(summary["errors"]) == 1 and "cannot use device 'cuda'" in summary["errors"][0]
     (tmp_path / "file").write_text("")
     code, _, err = run(capsys, "sweep", str(spec), "--out", str(tmp_path / "file"))
     assert code == 2 and "Not a directory" in err and "Traceback" not in err
 
 
 def test_sweep_and_report_argument_errors(capsys, tmp_path):
-    with pytest.raises(SystemExit) as exit_info:
-        main(["sweep", "spec.toml", "--out", str(tmp_path), "--workers", "0"])
-    assert exit_info.value.code == 2 and "must be a positive integer" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["sweep", "spec.toml", "--out", str(tmp_path), "--executor", "slurm"])
+    assert main(["sweep", "spec.toml", "--out", str(tmp_path), "--workers", "0"]) == 2
+    assert "argument --workers: must be in 1..1024" in capsys.readouterr().err
+    assert main(["sweep", "spec.toml", "--out", str(tmp_path), "--executor", "slurm"]) == 2
     assert "invalid choice: 'slurm'" in capsys.readouterr().err
     code, _, err = run(capsys, "report", str(tmp_path), "--out", str(tmp_path / "r.html"))
     assert code == 2 and "no sweep results here" in err
+
+
+def test_python_dash_m_and_help_list_the_registered_tasks(capsys):
+    assert main(["train", "--help"]) == 0
+    text = capsys.readouterr().out
+    for name in sv.tasks.TASKS:
+        assert name in text
+    for flag in ("--batch-size", "--weight-decay", "--target-accuracy", "--d-model", "--n-layers"):
+        assert flag in text  # generated from TrainConfig and ModelSettings

@@ -4,10 +4,10 @@ import pytest
 import torch
 
 import sensviz as sv
-from sensviz import analysis, cube
+from sensviz import cube
 from sensviz.blowup import blowup, log_blowup
-from sensviz.losses import targets
-from sensviz.monitor import MeasurementCallback
+from sensviz.measure import MeasureSettings, measure
+from sensviz.monitor import MONITOR_QUANTITIES, MeasurementCallback
 from sensviz.sharpness import sharpness, sharpness_limit, sharpness_proxy
 from sensviz.training import TrainConfig, evaluate, seeded, train, train_many
 
@@ -23,7 +23,7 @@ def test_measurements_at_step_zero_every_k_steps_and_the_end_equal_direct_comput
         probe_calls.append(bits.shape)
         return {"mean_output": model(bits).mean().item()}
 
-    monitor = MeasurementCallback(every=10, n_inputs=16, seed=3, measures=[probe])
+    monitor = MeasurementCallback(every=10, settings=MeasureSettings(measure_inputs=16, measure_seed=3), measures=[probe])
     model = small()
     config = TrainConfig(n=5, batch_size=32, steps=25, lr=3e-3, eval_interval=100)
     train(model, "majority", config, [monitor])
@@ -34,11 +34,11 @@ def test_measurements_at_step_zero_every_k_steps_and_the_end_equal_direct_comput
     assert final == {**final, **evaluate(model, "majority", bits, sv.ZERO_ONE)}
     with torch.no_grad():
         assert final["mean_output"] == pytest.approx(model(bits).mean().item())
-    summary = analysis.inspect_model(model, 5, sv.get_task("majority"))
+    summary = measure(model, "majority", 5, quantities=["sensitivity"]).sensitivity
     assert final["param_norm"] == pytest.approx(model.param_norm())
-    assert final["avg_sensitivity"] == pytest.approx(summary["avg_sensitivity"])
-    assert final["avg_sensitivity_real"] == pytest.approx(summary["avg_sensitivity_real"])
-    assert final["degree_profile"] == pytest.approx(summary["degree_profile"])
+    assert final["avg_sensitivity"] == pytest.approx(summary.avg_sensitivity)
+    assert final["avg_sensitivity_real"] == pytest.approx(summary.avg_sensitivity_real)
+    assert final["degree_profile"] == pytest.approx(summary.degree_profile)
     assert sum(final["degree_profile"]) == pytest.approx(1.0)  # a ±1 function has unit Fourier weight
     frame = monitor.frame()
     assert list(frame["step"]) == [0, 10, 20, 25] and "degree_5" in frame and "degree_real_0" in frame
@@ -56,12 +56,13 @@ def test_degree_profile_shows_first_being_learned():
 def test_measuring_leaves_the_model_bit_identical():
     model = small()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    MeasurementCallback(every=1, proxy_draws=3).measure(model, sv.get_task("parity"), TrainConfig(n=5), step=0)
+    monitor = MeasurementCallback(every=1, settings=MeasureSettings(proxy_draws=3), quantities=MONITOR_QUANTITIES + ("proxy",))
+    monitor.measure(model, sv.get_task("parity"), TrainConfig(n=5), step=0)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
 def test_above_the_exact_limit_sensitivity_is_a_labelled_estimate():
-    monitor = MeasurementCallback(every=5, exact_limit=4, n_samples=64)
+    monitor = MeasurementCallback(every=5, settings=MeasureSettings(exact_limit=4, samples=64))
     train(small(), "parity", TrainConfig(n=5, batch_size=16, steps=5, eval_interval=5), [monitor])
     record = monitor.records[-1]
     assert record["sensitivity_exact"] is False and "degree_profile" not in record
@@ -86,18 +87,20 @@ def test_a_measure_may_not_overwrite_a_recorded_name():
 
 @pytest.mark.parametrize("arch", ["encoder", "scratchpad"])
 def test_landscape_measurements_are_the_landscape_functions_on_the_fixed_batch(arch):
-    monitor = MeasurementCallback(every=10, n_inputs=32, seed=4, rho=0.05, n_directions=8, proxy_draws=5)
+    settings = MeasureSettings(measure_inputs=32, measure_seed=4, rho=0.05, directions=8, proxy_draws=5)
+    monitor = MeasurementCallback(every=10, settings=settings, quantities=MONITOR_QUANTITIES + ("proxy",))
     model = sv.build_model(arch, d_model=8, n_layers=1, n_heads=2, max_len=5, seed=0)
     train(model, "parity", TrainConfig(n=5, batch_size=32, steps=20, lr=3e-3, eval_interval=10), [monitor])
     assert [r["step"] for r in monitor.records] == [0, 10, 20]
     final = monitor.records[-1]
-    bits = cube.vertices(5)  # 2**5 <= n_inputs: the whole cube
-    expected = sharpness(model, bits, rho=0.05, n_directions=8, seed=4)
+    bits = cube.vertices(5)  # 2**5 <= measure_inputs: the whole cube
+    # every decoder step of the scratchpad (the default decoder_steps="all"); one output for the encoder
+    expected = sharpness(model, bits, rho=0.05, n_directions=8, seed=4, steps="all")
     assert final["sharpness"] == pytest.approx(expected.value, rel=1e-9)
     assert final["sharpness_stderr"] == pytest.approx(expected.stderr, rel=1e-9)
-    assert final["sharpness_limit"] == pytest.approx(sharpness_limit(model, bits).value, rel=1e-9)
-    proxy = sharpness_proxy(model, bits, targets(sv.get_task("parity"), bits, sv.ZERO_ONE), "mse", eps=0.02,
-                            n_draws=5, seed=4)
+    assert final["sharpness_limit"] == pytest.approx(sharpness_limit(model, bits, steps="all").value, rel=1e-9)
+    labels = sv.ZERO_ONE.encode(model.training_values(sv.get_task("parity"), bits))
+    proxy = sharpness_proxy(model, bits, labels, "mse", eps=0.02, n_draws=5, seed=4, steps="all")
     assert final["sharpness_proxy"] == pytest.approx(proxy.value, rel=1e-9)
     trace = model.trace(bits)
     assert final["blowup_mean"] == pytest.approx(blowup(trace).mean().item())
@@ -109,7 +112,7 @@ def test_landscape_measurements_are_the_landscape_functions_on_the_fixed_batch(a
 
 
 def test_small_rho_sharpness_approaches_its_limit():
-    monitor = MeasurementCallback(every=5, rho=1e-3, n_directions=256, n_inputs=64)
+    monitor = MeasurementCallback(every=5, settings=MeasureSettings(rho=1e-3, directions=256, measure_inputs=64))
     train(small(), "majority", TrainConfig(n=5, batch_size=32, steps=5, eval_interval=5), [monitor])
     assert len(monitor.records) == 2
     for record in monitor.records:  # L_rho / rho^2 -> E_x |grad T|^2 / P; 256 random directions: a few % noise

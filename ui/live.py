@@ -13,6 +13,7 @@ import streamlit as st
 
 import sensviz as sv
 from sensviz.checkpoints import checkpoint_bytes
+from sensviz.measure import MeasureSettings
 from sensviz.monitor import MeasurementCallback
 from sensviz.training import TrainConfig, train
 from ui import state
@@ -67,7 +68,7 @@ class LiveCallback(MeasurementCallback):
     session and calls `show(records)`; reports progress after every step."""
 
     def __init__(self, request: TrainRequest, show: Callable[[list[dict]], None], progress: Callable[[float, str], None]):
-        super().__init__(every=request.every, n_inputs=512, n_directions=16)
+        super().__init__(every=request.every, settings=MeasureSettings(directions=16))
         self.request, self.show, self.progress = request, show, progress
 
     def _record(self, run, model, step):

@@ -385,8 +385,8 @@ def zoo_tradeoff(progress: Progress = None) -> pd.DataFrame:
                                                                     exact_limit=MODEL_EXACT_LIMIT))
         rows.append({"file": entry["file"], "task": entry["task"], "n": ck.n, "arch": ck.arch,
                      "d_model": ck.config.d_model, "accuracy": entry["accuracy"],
-                     "param_norm": values["param_norm"], "blowup_mean_sq": values["blowup_mean_sq"],
-                     "log_blowup_mean_sq": math.log(values["blowup_mean_sq"]), "bound_rhs": values["bound_rhs"]})
+                     "param_norm": values.param_norm, "blowup_mean_sq": values.blowup_mean_sq,
+                     "log_blowup_mean_sq": math.log(values.blowup_mean_sq), "bound_rhs": values.bound_rhs})
     if progress:
         progress(1.0)
     return pd.DataFrame(rows)

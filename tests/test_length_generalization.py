@@ -1,11 +1,11 @@
-"""Length generalization: per-length rows equal the per-length analysis, exact or sampled."""
+"""Length generalization: per-length rows equal the per-length measurement, exact or sampled."""
 
 import pytest
 import torch
 
 import sensviz as sv
-from sensviz import analysis
-from sensviz.generalization import length_generalization
+from sensviz.length_generalization import length_generalization
+from sensviz.measure import MeasureSettings, measure
 from sensviz.training import TrainConfig, train
 
 
@@ -13,16 +13,17 @@ def test_a_mixed_length_first_model_read_at_every_length():
     model = sv.build_model("encoder", d_model=16, n_layers=1, n_heads=2, max_len=8, seed=0)
     train(model, "first", TrainConfig(n=6, min_n=3, batch_size=64, steps=300, lr=3e-3, eval_interval=100))
     fractions = []
-    rows = length_generalization(model, "first", range(2, 9), trained=range(3, 7), exact_limit=7, n_samples=256,
+    settings = MeasureSettings(exact_limit=7, samples=256)
+    rows = length_generalization(model, "first", range(2, 9), trained=range(3, 7), settings=settings,
                                  progress=fractions.append)
     assert [r["n"] for r in rows] == list(range(2, 9))
     assert [r["trained"] for r in rows] == [False, True, True, True, True, False, False]
     assert all(r["accuracy"] == 1.0 for r in rows if r["trained"])
     assert all(r["task_avg_sensitivity"] == pytest.approx(1.0) for r in rows)
     for row in rows:
-        expected = analysis.inspect_model(model, row["n"], sv.get_task("first"), exact_limit=7, n_samples=256)
+        expected = measure(model, "first", row["n"], settings, ["sensitivity"]).sensitivity.to_dict()
         assert row == {"n": row["n"], "trained": row["trained"], **expected}
-    assert rows[-1]["exact"] is False and rows[-1]["n_samples"] == 256 and "stderr" in rows[-1]
+    assert rows[-1]["exact"] is False and rows[-1]["n_samples"] == 256 and rows[-1]["avg_sensitivity_stderr"] > 0
     assert fractions[-1] == 1.0
 
 
