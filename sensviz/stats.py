@@ -13,7 +13,8 @@ within-run standard errors over noise draws play no part here.
 - `welch`: mean(a) - mean(b) with Welch's standard error and Welch-Satterthwaite degrees of freedom;
 - `mean`: a one-sample t interval (paired differences: one value per seed);
 - `difference`: the difference of two independent estimates, Welch-Satterthwaite degrees of freedom;
-- `correlation`: Pearson's r with Fisher's z interval, tanh(atanh r ± z_0.975 / sqrt(N - 3)).
+- `correlation`: Pearson's r with Fisher's z interval, tanh(atanh r ± z_0.975 / sqrt(N - 3)), or
+  the pooled correlation within groups (a partial correlation given the group).
 
 `verdict` applies the one rule of the fidelity page: "reproduced" iff the 95 % interval excludes
 zero in the claimed direction, "differs" iff it excludes zero in the other direction, else "not
@@ -259,18 +260,30 @@ def difference(a: Interval, b: Interval) -> Interval:
                        a.unit, df / a.units, 0)
 
 
-def correlation(x, y, unit: str = "runs") -> Interval:
-    """Pearson's r with Fisher's z interval tanh(atanh r ± z_0.975 / sqrt(N - 3)); needs N >= 4."""
-    x, y = _arrays(x, y)
+def correlation(x, y, groups=None, unit: str = "runs") -> Interval:
+    """Pearson's r with Fisher's z interval tanh(atanh r ± z_0.975 / sqrt(N - 3 - k)), needing N - 3 - k >= 1.
+
+    With `groups` (one label per run) it is the pooled within-group correlation: x and y centred on
+    their group's means, which removes k = groups - 1 further degrees of freedom (a partial
+    correlation given the group)."""
+    columns = _arrays(x, y, np.arange(len(np.asarray(x))))
+    x, y, index = columns
+    k = 0
+    if groups is not None:
+        labels = pd.Series(np.asarray(groups, dtype=object)[index.astype(int)])
+        x = x - pd.Series(x).groupby(labels).transform("mean").to_numpy()
+        y = y - pd.Series(y).groupby(labels).transform("mean").to_numpy()
+        k = labels.nunique() - 1
     n = len(x)
-    if n < 4:
-        raise ValueError(f"a correlation interval needs at least 4 runs, got {n}")
+    if n - 3 - k < 1:
+        raise ValueError(f"a correlation interval needs at least {4 + k} runs here, got {n}")
     r = float(np.corrcoef(x, y)[0, 1])
     r = min(max(r, -1 + 1e-15), 1 - 1e-15)
-    z, se = math.atanh(r), 1.0 / math.sqrt(n - 3)
+    z, se = math.atanh(r), 1.0 / math.sqrt(n - 3 - k)
     half = NormalDist().inv_cdf(0.5 + LEVEL / 2) * se
-    return Interval(r, math.tanh(z - half), math.tanh(z + half), f"Fisher z, N = {n}", n, unit, z, se, math.inf,
-                    0, 0, offset=3)
+    test = f"Fisher z, N = {n}" + (f" in {k + 1} groups" if groups is not None else "")
+    return Interval(r, math.tanh(z - half), math.tanh(z + half), test, n, unit, z, se, math.inf, 0, 0,
+                    offset=3 + k)
 
 
 def verdict(interval: Interval, direction: int) -> str:

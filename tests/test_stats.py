@@ -115,6 +115,17 @@ def test_correlation_by_hand():
         stats.correlation([1, 2, 3], [3, 2, 1])
 
 
+def test_correlation_within_groups_by_hand():
+    # group a: x = 1, 2, 3, y = 5, 7, 6; group b: x = 11, 12, 13, y = 1, 3, 2 (and a NaN that drops out)
+    # centred: x = -1, 0, 1 twice, y = -1, 1, 0 twice: Sxy = 2, Sxx = 4, Syy = 4, r = 0.5; se = 1/sqrt(6 - 3 - 1)
+    fit = stats.correlation([1, 2, 3, 11, 12, 13, 14], [5, 7, 6, 1, 3, 2, math.nan], groups=list("aaabbbb"))
+    assert fit.estimate == pytest.approx(0.5) and fit.se == pytest.approx(1 / math.sqrt(2))
+    assert fit.offset == 4 and fit.test == "Fisher z, N = 6 in 2 groups"
+    assert stats.correlation([1, 2, 3, 11, 12, 13], [5, 7, 6, 1, 3, 2]).estimate < 0  # pooled across: negative
+    with pytest.raises(ValueError, match="at least 5 runs here"):
+        stats.correlation([1, 2, 11, 12], [1, 2, 3, 4], groups=list("aabb"))
+
+
 def _interval(low, high):
     return stats.Interval((low + high) / 2, low, high, "t", 3, "seeds", (low + high) / 2, 1.0, 2, 1, 1)
 
