@@ -818,6 +818,12 @@ def build(folder, scale: str | None = None) -> tuple[str, list[Claim]]:
         f"`{scale}` scale. This page is written by `{command}` from those tables: every number on it is computed "
         "from them (the paper's setup from the specs' `paper` scale), and a test regenerates it and fails if this "
         "file differs. The Experiments page of the app and `sensviz report` draw the same tables.",
+        "Each section sets the scale's settings beside the spec's `paper` scale. Everything else follows the "
+        "paper's code: the post-LN encoder with concatenated embeddings, MSE on {0,1} targets, fresh uniform "
+        "inputs every step, the sharpness proxy (Gaussian noise of std eps on every non-positional parameter, the "
+        "loss increase on the ±1 scale), the published code's blowup aggregate, and the convergence filter. Where "
+        "the width differs, so does the proxy's radius, so sharpness magnitudes compare only within one scale: "
+        "compare trends.",
         "## How each claim is decided",
         METHOD,
         "## Verdicts",
