@@ -30,16 +30,16 @@ import pandas as pd
 
 from . import stats
 from .experiments import CONVERGED_AUTOREGRESSIVE, CONVERGED_MSE, DEFAULTS, EXPERIMENTS
+from .figures import TASK_COLORS
 from .models import build_model
+from .report import SCALES
 from .sweeps import load_spec, read_results
 
-SCALE_ORDER = ("quick", "standard", "paper")
-"""Named scales, smallest first; without --scale the page is written for the largest one present."""
-
-TASK_ORDER = ("parity", "majority", "first", "mean")
+TASK_ORDER = tuple(TASK_COLORS)
 TASK_NAMES = {"parity": "PARITY", "majority": "MAJORITY", "first": "FIRST", "mean": "MEAN"}
 
-MARKER = "<!-- written by `sensviz fidelity` from the {scale}-scale tables (scale: {scale}); edit sensviz/fidelity.py, not this page -->"
+MARKER = ("<!-- written by `sensviz fidelity` from the {scale}-scale tables (scale: {scale}); "
+          "edit sensviz/fidelity.py, not this page -->")
 """The page's first line; `scale_of` reads the scale back from it."""
 
 PROXY = "sharpness proxy ×4"
@@ -134,13 +134,24 @@ class Claim:
         return f"{half} {self.interval.unit} ({most if most else f'more than {stats.MAX_UNITS}'} for 80 % power)"
 
 
-def claim(experiment: str, statement: str, quantity: str, direction: int, test: Callable[[], stats.Interval]) -> Claim:
-    """Run the test; a table that cannot test the claim gives the reason instead of an interval."""
+def attempt(test: Callable[[], stats.Interval]) -> tuple[stats.Interval | None, str]:
+    """The test's interval, or None and the reason the tables cannot give it."""
     try:
-        return Claim(experiment, statement, quantity, direction, test())
+        return test(), ""
     except (ValueError, KeyError, np.linalg.LinAlgError) as err:
-        reason = f"missing column {err}" if isinstance(err, KeyError) else str(err)
-        return Claim(experiment, statement, quantity, direction, None, reason)
+        return None, f"missing column {err}" if isinstance(err, KeyError) else str(err)
+
+
+def cell(test: Callable[[], stats.Interval]) -> str:
+    """A table cell: the test's interval, or why there is none."""
+    interval, reason = attempt(test)
+    return interval_text(interval) if interval else f"— ({reason})"
+
+
+def claim(experiment: str, statement: str, quantity: str, direction: int,
+          test: Callable[[], stats.Interval]) -> Claim:
+    """Run the test; a table that cannot test the claim gives the reason instead of an interval."""
+    return Claim(experiment, statement, quantity, direction, *attempt(test))
 
 
 def claims_table(claims: list[Claim], prefix: str) -> str:
@@ -291,11 +302,7 @@ def length_scaling(t: Tables) -> tuple[str, list[Claim]]:
     for column, label in LENGTH_SLOPES.items():
         if column not in kept:
             continue
-        cells = []
-        for task in tasks:
-            rows = _rows(kept, task=task)
-            found = claim("", "", "", 0, lambda: stats.slope(rows["n"], rows[column]))
-            cells.append(interval_text(found.interval))
+        cells = [cell(lambda rows=_rows(kept, task=task): stats.slope(rows["n"], rows[column])) for task in tasks]
         slope_rows.append([label] + cells)
 
     def parity_slope(column="sharpness_proxy_pm1"):
@@ -375,7 +382,8 @@ def radii(runs: pd.DataFrame) -> list[tuple[float, str, pd.Series, pd.Series, pd
     the runs were measured at, smallest first; f = 0 is the exact limit."""
     found = []
     if "sharpness_limit_pm1" in runs:
-        found.append((0.0, "ρ → 0 (exact limit)", runs["sharpness_limit_pm1"], pd.Series(0.0, index=runs.index), None))
+        zero = pd.Series(0.0, index=runs.index)
+        found.append((0.0, "ρ → 0 (exact limit)", runs["sharpness_limit_pm1"], zero, None))
     tokens = {m.group(1): float(m.group(1)) for c in runs.columns if (m := RADIUS_COLUMN.fullmatch(c))}
     for token, fraction in tokens.items():
         value, rho = runs[f"sharpness_pm1_x{token}"], runs[f"sharpness_rho_x{token}"]
@@ -404,21 +412,22 @@ def right_radius(t: Tables) -> tuple[str, list[Claim]]:
         found = claim("length_scaling", f"PARITY is sharper than FIRST at radius {label}",
                       f"PARITY − FIRST of L_ρ/ρ² at n = {num(last)}", +1,
                       lambda value=value: stats.welch(value[parity], value[first], "seeds per task"))
-        grows = claim("", "", "", +1, lambda value=value: stats.slope(kept["n"][kept["task"] == "parity"],
-                                                                      value[kept["task"] == "parity"]))
+        on_parity = kept["task"] == "parity"
+        grows = cell(lambda value=value: stats.slope(kept["n"][on_parity], value[on_parity]))
         separate[found.verdict].append(label)
         p, f = value[parity].mean(), value[first].mean()
         rows.append([label, num(rho[parity | first].mean()) if fraction else "0", num(p), num(f),
                      num(p / f) if f else "—", interval_text(found.interval), f"**{found.verdict}**",
-                     interval_text(grows.interval),
+                     grows,
                      "—" if error is None else f"{num(100 * error[parity | first].median())} %"])
         if fraction in main:
             claims.append(found)
     text = [
         "### Sharpness at the right radius",
-        "The theorem is about a fixed radius as n grows: lim_{ρ→0} liminf_{n→∞} L_{ρ,n}(T) ≥ liminf_n as_n(T)/(2n) "
-        "− L exp(−Ω(d)), with n → ∞ taken first. L_ρ = E_x E_{|Δ|=ρ} (T_{θ+Δ}(x) − T_θ(x))² at a finite radius is the paper's "
-        "sharpness; its exact small-ρ limit lim_{ρ→0} L_ρ/ρ² = E_x‖∇_θ T(x)‖²/P (fixed n, ρ → 0) is its "
+        "The theorem is about a fixed radius as n grows: "
+        "lim_{ρ→0} liminf_{n→∞} L_{ρ,n}(T) ≥ liminf_n as_n(T)/(2n) − L exp(−Ω(d)), with n → ∞ taken first. "
+        "L_ρ = E_x E_{|Δ|=ρ} (T_{θ+Δ}(x) − T_θ(x))² at a finite radius is the paper's sharpness; its exact "
+        "small-ρ limit lim_{ρ→0} L_ρ/ρ² = E_x‖∇_θ T(x)‖²/P (fixed n, ρ → 0) is its "
         "first-order part, so L_ρ ≈ limit · ρ² only for small ρ, and the limit alone is not the claim. The "
         "paper's proxy perturbs every coordinate by Gaussian noise of std eps, of typical length "
         f"ρ_proxy = eps √P{_rho_context(kept)}.{_paper_rho(t)}",
@@ -451,9 +460,9 @@ def right_radius(t: Tables) -> tuple[str, list[Claim]]:
 def _rho_context(kept: pd.DataFrame) -> str:
     if not {"proxy_rho", "param_norm", "n_params", "proxy_eps"} <= set(kept) or kept.empty:
         return ""
-    return (f" = {span(kept['proxy_rho'])} here (eps = {listing(kept['proxy_eps'])}, P = {listing(kept['n_params'])}), "
-            f"against ‖θ‖ = {span(kept['param_norm'])}: ρ_proxy/‖θ‖ = {span(kept['proxy_rho'] / kept['param_norm'])}, "
-            "far from the small-ρ regime")
+    return (f" = {span(kept['proxy_rho'])} here (eps = {listing(kept['proxy_eps'])}, "
+            f"P = {listing(kept['n_params'])}), against ‖θ‖ = {span(kept['param_norm'])}: "
+            f"ρ_proxy/‖θ‖ = {span(kept['proxy_rho'] / kept['param_norm'])}")
 
 
 def _paper_rho(t: Tables) -> str:
@@ -491,11 +500,12 @@ def tradeoff(t: Tables) -> tuple[str, list[Claim]]:
     for task in tasks:
         for n in lengths:
             rows = _rows(kept, task=task, n=n)
-            r = claim("", "", "", -1, lambda rows=rows: stats.correlation(rows[x], rows[y]))
-            ours = claim("", "", "", -1, lambda rows=rows: stats.correlation(rows["log_blowup_mean_sq"], rows[y]))
-            fit = claim("", "", "", -1, lambda rows=rows: stats.slope(rows[x], rows[y], "runs"))
-            group_rows.append([_name(task), num(n), len(rows), interval_text(r.interval) if r.interval else r.reason,
-                               r.verdict, interval_text(ours.interval), interval_text(fit.interval)])
+            r, _ = attempt(lambda rows=rows: stats.correlation(rows[x], rows[y]))
+            group_rows.append([_name(task), num(n), len(rows),
+                               cell(lambda rows=rows: stats.correlation(rows[x], rows[y])),
+                               stats.verdict(r, -1) if r else stats.UNRESOLVED,
+                               cell(lambda rows=rows: stats.correlation(rows["log_blowup_mean_sq"], rows[y])),
+                               cell(lambda rows=rows: stats.slope(rows[x], rows[y], "runs"))])
     claims = [claim("tradeoff", "Converged runs lie on a downward band (norm falls as log blowup rises)",
                     "correlation of param_norm with log Blowup (published code's) within each task and n", -1,
                     lambda: stats.correlation(kept[x], kept[y], groups=kept["task"] + "/" + kept["n"].astype(str)))]
@@ -586,7 +596,8 @@ def dynamics(t: Tables) -> tuple[str, list[Claim]]:
         p = _rows(phases, weight_decay=decay)
         claims.append(claim("dynamics", f"Sharpness rises into the minimum (weight decay {num(decay, False)})",
                             f"{PROXY} at convergence − at step 0, per seed", +1,
-                            lambda p=p: stats.mean(p["sharpness_proxy_pm1_converged"] - p["sharpness_proxy_pm1_start"])))
+                            lambda p=p: stats.mean(p["sharpness_proxy_pm1_converged"]
+                                                   - p["sharpness_proxy_pm1_start"])))
     for decay in [d for d in decays if d > 0]:
         p = _rows(phases, weight_decay=decay)
         claims.append(claim("dynamics", f"After convergence weight decay {num(decay, False)} shrinks the norm",
@@ -601,7 +612,8 @@ def dynamics(t: Tables) -> tuple[str, list[Claim]]:
                             f"final param_norm, weight decay {num(decays[-1], False)} − {num(decays[0], False)}", -1,
                             lambda: stats.welch(high["param_norm_end"], low["param_norm_end"])))
         claims.append(claim("dynamics", "… and a larger blowup",
-                            f"final log Blowup (published code's), weight decay {num(decays[-1], False)} − {num(decays[0], False)}", +1,
+                            f"final log Blowup (published code's), weight decay {num(decays[-1], False)} − "
+                            f"{num(decays[0], False)}", +1,
                             lambda: stats.welch(high["log_authors_blowup_end"], low["log_authors_blowup_end"])))
     run_rows = [[num(r["seed"]), num(r["weight_decay"], False), num(r["converged_step"]), num(r["window"]),
                  f"{num(r['sharpness_proxy_pm1_start'])} / {num(r['sharpness_proxy_pm1_converged'])} / "
@@ -658,7 +670,8 @@ def scratchpad(t: Tables) -> tuple[str, list[Claim]]:
                             f"slope difference in log2 n, encoder − scratchpad ({label})", +1,
                             lambda column=column: stats.difference(encoder_slope(),
                                                                    stats.slope(np.log2(pad["n"]), pad[column]))))
-    claims.append(claim("scratchpad", "With a scratchpad, the blowup stays flat in n", "slope of the scratchpad's E log Blowup in log2 n", 0,
+    claims.append(claim("scratchpad", "With a scratchpad, the blowup stays flat in n",
+                        "slope of the scratchpad's E log Blowup in log2 n", 0,
                         lambda: stats.slope(np.log2(pad["n"]), pad["log_blowup_mean"])))
     columns = {**metrics, "log_blowup_mean": "E log Blowup (ours)", "param_norm": "param_norm"}
     rows = []
@@ -674,8 +687,8 @@ def scratchpad(t: Tables) -> tuple[str, list[Claim]]:
         "blowup stay flat in n, while the encoder computing PARITY in one step gets sharper."
         + _paper_lengths(t),
         setup_table(t),
-        runs_line(t, ["arch", "n"], rule=f"MSE < {num(threshold(t.runs), False)} for the encoder, autoregressive accuracy > "
-                                         f"{num(CONVERGED_AUTOREGRESSIVE)} with a scratchpad"),
+        runs_line(t, ["arch", "n"], rule=f"MSE < {num(threshold(t.runs), False)} for the encoder, autoregressive "
+                                         f"accuracy > {num(CONVERGED_AUTOREGRESSIVE)} with a scratchpad"),
         "Mean ± standard deviation over the kept seeds:",
         table(["model", "n"] + list(columns.values()), rows),
         f"The two models differ in size ({params}), so only their trends in n compare, not their values. Slopes "
@@ -744,8 +757,8 @@ def generalization(t: Tables) -> tuple[str, list[Claim]]:
         setup_table(t),
         runs_line(t, ["train_size"], rule=f"the training set fitted: MSE < {num(threshold(t.runs), False)} on it") + " "
         + retrained,
-        f"Per training-set size (n = {num(n)}, n/2 = {num(n / 2, False) if n else '—'}; means ± standard deviations over "
-        "the functions; the sharpness columns over the kept retrained models):",
+        f"Per training-set size (n = {num(n)}, n/2 = {num(n / 2, False) if n else '—'}; means ± standard deviations "
+        "over the functions; the sharpness columns over the kept retrained models):",
         table(["training inputs", "fraction of the cube", "as_n learned", "as_n of the completions (mean)",
                "as_n of the target", "fraction of completions more sensitive", f"{PROXY} retrained: learned",
                "completion", "held-out accuracy"], rows),
@@ -772,7 +785,7 @@ def scales(folder) -> list[str]:
     """The scales under a results folder (subfolders holding at least one sweep), smallest first."""
     folder = Path(folder)
     found = sorted({p.parent.parent.name for p in folder.glob("*/*/runs.parquet")}) if folder.is_dir() else []
-    return sorted(found, key=lambda s: (SCALE_ORDER.index(s) if s in SCALE_ORDER else len(SCALE_ORDER), s))
+    return sorted(found, key=lambda s: (SCALES.index(s) if s in SCALES else len(SCALES), s))
 
 
 def scale_of(page: str) -> str | None:
@@ -782,8 +795,8 @@ def scale_of(page: str) -> str | None:
 
 
 def default_scale(present: list[str]) -> str:
-    """The largest named scale present (`SCALE_ORDER`), else the last one found."""
-    named = [s for s in present if s in SCALE_ORDER]
+    """The largest named scale present (`SCALES`), else the last one found."""
+    named = [s for s in present if s in SCALES]
     return (named or present)[-1]
 
 
