@@ -401,8 +401,8 @@ def radii(runs: pd.DataFrame) -> list[tuple[float, str, pd.Series, pd.Series, pd
 
 def right_radius(t: Tables) -> tuple[str, list[Claim]]:
     kept = t.kept()
-    lengths = sorted(kept["n"].unique()) if len(kept) else []
-    last = lengths[-1] if lengths else None
+    both = [n for n in sorted(kept["n"].unique()) if {"parity", "first"} <= set(_rows(kept, n=n)["task"])]
+    last = both[-1] if both else None  # the largest n with kept runs of both tasks
     measured = radii(kept)
     parity, first = (kept["task"] == "parity") & (kept["n"] == last), (kept["task"] == "first") & (kept["n"] == last)
     fractions = [m[0] for m in measured]
@@ -431,8 +431,8 @@ def right_radius(t: Tables) -> tuple[str, list[Claim]]:
         "first-order part, so L_ρ ≈ limit · ρ² only for small ρ, and the limit alone is not the claim. The "
         "paper's proxy perturbs every coordinate by Gaussian noise of std eps, of typical length "
         f"ρ_proxy = eps √P{_rho_context(kept)}.{_paper_rho(t)}",
-        f"L_ρ/ρ² at each measured radius, PARITY against FIRST at the largest n = {num(last)} (means over the kept "
-        "seeds; the difference with Welch's interval; PARITY's slope in n by OLS; direction noise is the median "
+        f"L_ρ/ρ² at each measured radius, PARITY against FIRST at the largest n with both, n = {num(last)} "
+        "(means over the kept seeds; the difference with Welch's interval; PARITY's slope in n by OLS; direction noise is the median "
         "standard error over directions relative to L_ρ):",
         table(["radius", "ρ", "PARITY", "FIRST", "PARITY / FIRST", "PARITY − FIRST [95 %]", "verdict",
                "PARITY's slope in n [95 %]", "direction noise"], rows),
