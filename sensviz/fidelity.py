@@ -432,8 +432,8 @@ def right_radius(t: Tables) -> tuple[str, list[Claim]]:
         "paper's proxy perturbs every coordinate by Gaussian noise of std eps, of typical length "
         f"ρ_proxy = eps √P{_rho_context(kept)}.{_paper_rho(t)}",
         f"L_ρ/ρ² at each measured radius, PARITY against FIRST at the largest n with both, n = {num(last)} "
-        "(means over the kept seeds; the difference with Welch's interval; PARITY's slope in n by OLS; direction noise is the median "
-        "standard error over directions relative to L_ρ):",
+        "(means over the kept seeds; the difference with Welch's interval; PARITY's slope in n by OLS; direction "
+        "noise is the median standard error over directions relative to L_ρ):",
         table(["radius", "ρ", "PARITY", "FIRST", "PARITY / FIRST", "PARITY − FIRST [95 %]", "verdict",
                "PARITY's slope in n [95 %]", "direction noise"], rows),
         _separation(separate, last),
