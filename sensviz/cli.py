@@ -243,6 +243,12 @@ def _report(args) -> dict:
     return report.write_report(args.folder, args.out)
 
 
+def _fidelity(args) -> dict:
+    from . import fidelity
+
+    return fidelity.write_page(args.folder, args.out, args.scale)
+
+
 def _bounded(kind, low, high):
     """An argparse type: `kind` within [low, high] (one line naming the range otherwise)."""
 
@@ -258,7 +264,6 @@ def _bounded(kind, low, high):
     return parse
 
 
-_positive = _bounded(int, 1, 2**31 - 1)
 _seed = _bounded(int, 0, 2**63 - 1)
 _length = _bounded(int, 1, cube.SAMPLED_LIMIT)
 _samples = _bounded(int, 2, 2**20)
@@ -369,6 +374,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("folder", help="a sweep folder (holding runs.parquet), or a folder of sweep folders")
     p.add_argument("--out", required=True, metavar="REPORT.html", help="where to write the report")
     p.set_defaults(run=_report)
+
+    p = sub.add_parser("fidelity", help="the fidelity page: each claim of the paper with its interval and verdict")
+    p.add_argument("folder", help="a results folder holding <scale>/<experiment>/runs.parquet, e.g. experiments/results")
+    p.add_argument("--out", required=True, metavar="PAGE.md", help="where to write the page, e.g. docs/fidelity.md")
+    p.add_argument("--scale", help="the scale to decide from, e.g. quick or standard (default: the largest present)")
+    p.set_defaults(run=_fidelity)
     return parser
 
 

@@ -8,6 +8,12 @@ convergence filter (final evaluation MSE < 0.001; scratchpad models: autoregress
 > 0.999, the `converged` column of `sensviz.experiments`) and says how many runs it dropped.
 Sharpness is shown on the ±1 scale (x4 for MSE on {0,1} targets), as the paper plots it; error
 bars are ± one standard error over seeds.
+
+Every chart reads at a 1024-px window, in the app beside its sidebar as in the report: multi-panel
+figures are two panels wide (at most `MAX_WIDTH` px with their axes), legends sit on top, single
+charts fit their width (`autosize` fit-x: the given width includes axes and legends, the height is
+the plot's), colours are fixed per task with PARITY the strongest, and every tooltip prints 3-4
+significant digits and the mean.
 """
 
 from __future__ import annotations
@@ -23,6 +29,22 @@ from .experiments import defaults as experiment_defaults
 MAX_ROWS = 5000
 """Altair's default row limit: longer per-step tables are thinned to fewer steps."""
 
+MAX_WIDTH = 560
+"""Widest figure, axes and legends included: the app's main column beside its sidebar at a 1024-px window."""
+PANEL = {"width": 200, "height": 140}
+"""One panel of a multi-panel figure; `COLUMNS` of them side by side."""
+COLUMNS = 2
+SINGLE = {"width": 520, "height": 220}
+"""A single chart: its width includes axes and legends (fit-x), its height is the plot's."""
+FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
+
+TASK_COLORS = {"parity": "#b2182b", "majority": "#4393c3", "first": "#3a923a", "mean": "#9970ab"}
+"""A fixed colour per task, in the order the legends list them; PARITY, the paper's key task, the strongest
+(darkest) and every one dark enough to read on white (contrast at least 3:1)."""
+COLORS = ("#2166ac", "#b2182b", "#3a923a", "#9970ab", "#c66a00", "#35978f", "#525252")
+"""Colours, in order, of other categories (weight decays, models, functions)."""
+VALUE, ERROR = ".4~g", ".2~g"
+"""Tooltip formats: values to 4 significant digits, standard errors to 2."""
 
 @dataclass
 class Figure:
@@ -84,7 +106,29 @@ NOTHING = "No run passed the convergence filter: nothing to draw (see the note).
 def placeholder(message: str) -> alt.Chart:
     """A chart that only says why there is nothing to draw (e.g. no run passed the filter)."""
     return (alt.Chart(pd.DataFrame({"message": [message]})).mark_text(size=14, color="gray")
-            .encode(text="message:N").properties(width=500, height=60))
+            .encode(text="message:N").properties(width=SINGLE["width"], height=60))
+
+
+def legend(**options) -> alt.Legend:
+    """A legend on top of the chart, where it takes height, not width."""
+    return alt.Legend(**{"orient": "top", "direction": "horizontal", "labelLimit": 260, "titleLimit": 260, **options})
+
+
+def colour(field: str, title: str | None, values, palette: dict | None = None, **legend_options) -> alt.Color:
+    """A nominal colour with a fixed domain (`values` in order) and fixed colours: `palette[value]`
+    where given, else `COLORS` in turn."""
+    values = list(dict.fromkeys(values))
+    spare = iter(c for c in COLORS if c not in (palette or {}).values())
+    colours = [(palette or {}).get(v) or next(spare, "#525252") for v in values]
+    return alt.Color(f"{field}:N", title=title, scale=alt.Scale(domain=values, range=colours),
+                     legend=legend(**legend_options))
+
+
+def task_colour(tasks) -> alt.Color:
+    """The task's colour: `TASK_COLORS` in their order, PARITY first; other tasks after them."""
+    present = set(pd.Series(list(tasks)).dropna())
+    order = [t for t in TASK_COLORS if t in present] + sorted(present - set(TASK_COLORS))
+    return colour("task", "task", order, TASK_COLORS, labelExpr="upper(datum.label)")
 
 
 def summarise(runs: pd.DataFrame, by: list[str], metrics: dict[str, str]) -> pd.DataFrame:
@@ -103,25 +147,32 @@ def summarise(runs: pd.DataFrame, by: list[str], metrics: dict[str, str]) -> pd.
     return pd.DataFrame(rows, columns=[*by, "metric", "mean", "stderr", "low", "high", "count"])
 
 
-def panels(table: pd.DataFrame, x: str, x_title: str, color: str, color_title: str, order: list[str],
-           x_scale: alt.Scale | None = None, columns: int = 3) -> alt.FacetChart:
-    """One panel per metric (independent y axes): mean ± stderr against x, a line per colour; the x
-    axis is labelled at the measured values of x."""
+def _tick_format(values: pd.Series) -> str:
+    """Integers as integers (never '1e+1'), other numbers to 3 significant digits."""
+    return "d" if (values.dropna() == values.dropna().round()).all() else ".3~g"
+
+
+def panels(table: pd.DataFrame, x: str, x_title: str, color: alt.Color, order: list[str],
+           x_scale: alt.Scale | None = None) -> alt.FacetChart:
+    """One panel per metric (independent y axes, `COLUMNS` wide, each with its own x axis so that a
+    short last row draws no empty axis): mean ± stderr against x, a line per colour; the x axis is
+    labelled at the measured values of x."""
     x_enc = alt.X(f"{x}:Q", title=x_title, scale=x_scale or alt.Scale(zero=False),
-                  axis=alt.Axis(values=sorted(table[x].unique().tolist())))
-    base = alt.Chart().encode(x=x_enc, color=alt.Color(f"{color}:N", title=color_title))
+                  axis=alt.Axis(values=sorted(table[x].unique().tolist()), format=_tick_format(table[x])))
+    named = color.to_dict()
+    tooltip = [alt.Tooltip(f"{named['field']}:N", title=named.get("title")), alt.Tooltip(f"{x}:Q", format="~g"),
+               "metric:N", alt.Tooltip("mean:Q", format=VALUE), alt.Tooltip("stderr:Q", format=ERROR), "count:Q"]
+    base = alt.Chart().encode(x=x_enc, color=color, tooltip=tooltip)
     lines = base.mark_line(point=True).encode(
-        y=alt.Y("mean:Q", title=None, scale=alt.Scale(zero=False)),
-        tooltip=[f"{color}:N", f"{x}:Q", "metric:N", alt.Tooltip("mean:Q", format=".4g"),
-                 alt.Tooltip("stderr:Q", format=".2g"), "count:Q"],
-    )
+        y=alt.Y("mean:Q", title=None, scale=alt.Scale(zero=False), axis=alt.Axis(format=".3~g")))
     bars = base.mark_errorbar().encode(y="low:Q", y2="high:Q")
     return (
         alt.layer(lines, bars, data=table)
-        .properties(width=230, height=170)
+        .properties(**PANEL)
         .facet(facet=alt.Facet("metric:N", sort=order, title=None, header=alt.Header(labelFontWeight="bold")),
-               columns=columns)
+               columns=COLUMNS)
         .resolve_scale(y="independent")
+        .resolve_axis(x="independent")
     )
 
 
@@ -157,7 +208,7 @@ LENGTH_METRICS = {
 def length_scaling(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
     kept, note = keep(runs, ["task", "n"], MSE_RULE)
     table = summarise(kept, ["task", "n"], LENGTH_METRICS)
-    chart = panels(table, "n", "input length n", "task", "task", list(LENGTH_METRICS.values())).properties(
+    chart = panels(table, "n", "input length n", task_colour(table["task"]), list(LENGTH_METRICS.values())).properties(
         title="Sharpness, blowup and norm against input length") if len(table) else placeholder(NOTHING)
     return [Figure(
         key="length_scaling",
@@ -187,12 +238,14 @@ def tradeoff(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
         .encode(
             x=alt.X("log_blowup:Q", title="log blowup", scale=alt.Scale(zero=False)),
             y=alt.Y("param_norm:Q", title="param_norm", scale=alt.Scale(zero=False)),
-            color=alt.Color("task:N"),
-            tooltip=["task:N", "n:Q", alt.Tooltip("lr:Q", format=".2e"), alt.Tooltip("weight_decay:Q", format=".3f"),
-                     alt.Tooltip("param_norm:Q", format=".3f"), alt.Tooltip("log_blowup:Q", format=".3f")],
+            color=task_colour(points["task"]),
+            tooltip=["task:N", "n:Q", alt.Tooltip("lr:Q", format=".3~g"), alt.Tooltip("weight_decay:Q", format=".3~g"),
+                     alt.Tooltip("param_norm:Q", format=VALUE), alt.Tooltip("log_blowup:Q", format=VALUE)],
         )
-        .properties(width=260, height=220)
-        .facet(row=alt.Row("blowup:N", title=None), column=alt.Column("n:O", title="input length n"))
+        .properties(width=PANEL["width"], height=170)
+        .facet(row=alt.Row("n:O", title=None, header=alt.Header(labelExpr="'n = ' + datum.value", labelAngle=0,
+                                                                  labelAlign="right", labelFontWeight="bold")),
+               column=alt.Column("blowup:N", title=None, header=alt.Header(labelFontWeight="bold", labelLimit=240)))
         .resolve_scale(x="independent")
         .properties(title="param_norm against log blowup, one point per converged run")
     ) if len(points) else placeholder(NOTHING)
@@ -200,10 +253,13 @@ def tradeoff(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
     bound_chart = (
         alt.Chart(bound)
         .mark_line(point=True)
-        .encode(x=alt.X("n:Q", title="input length n"), y=alt.Y("mean:Q", title="as_n(f)/√(n log n) − H/n"),
-                color="task:N", tooltip=["task:N", "n:Q", alt.Tooltip("mean:Q", format=".4f")])
-        .properties(width=300, height=200, title="the bound's right-hand side per task")
-    )
+        .encode(x=alt.X("n:Q", title="input length n", axis=alt.Axis(values=sorted(bound["n"].unique().tolist()),
+                                                                      format=_tick_format(bound["n"]))),
+                y=alt.Y("mean:Q", title="as_n(f)/√(n log n) − H/n", axis=alt.Axis(format=".3~g")),
+                color=task_colour(bound["task"]),
+                tooltip=["task:N", "n:Q", alt.Tooltip("mean:Q", format=VALUE), "count:Q"])
+        .properties(**SINGLE, autosize=FIT_X, title="the bound's right-hand side per task")
+    ) if len(bound) else placeholder("No finished run has the bound's right-hand side.")
     return [
         Figure(
             key="tradeoff",
@@ -255,14 +311,15 @@ def dynamics(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
         .encode(
             x=alt.X("step:Q", title="training step"),
             y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),
-            color=alt.Color("weight_decay:N", title="weight decay"),
+            color=colour("weight_decay", "weight decay", sorted(table["weight_decay"].unique())),
             detail="run_id:N",
-            tooltip=["weight_decay:N", "seed:N", "step:Q", "metric:N", alt.Tooltip("value:Q", format=".4g")],
+            tooltip=["weight_decay:N", "seed:N", "step:Q", "metric:N", alt.Tooltip("value:Q", format=VALUE)],
         )
-        .properties(width=230, height=170)
+        .properties(**PANEL)
         .facet(facet=alt.Facet("metric:N", sort=list(DYNAMICS_METRICS.values()), title=None,
-                               header=alt.Header(labelFontWeight="bold")), columns=3)
+                               header=alt.Header(labelFontWeight="bold")), columns=COLUMNS)
         .resolve_scale(y="independent")
+        .resolve_axis(x="independent")
         .properties(title="PARITY over training, measured on one fixed batch")
     ) if len(table) else placeholder(NOTHING)
     return [Figure(
@@ -293,9 +350,10 @@ def scratchpad(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
     kept, note = keep(runs, ["arch", "n"], SCRATCHPAD_RULE)
     kept = kept.assign(model=kept["arch"].map({"scratchpad": "with scratchpad", "encoder": "without (encoder)"}))
     table = summarise(kept, ["model", "n"], SCRATCHPAD_METRICS)
-    chart = panels(table, "n", "input length n (log scale)", "model", "PARITY", list(SCRATCHPAD_METRICS.values()),
-                   x_scale=alt.Scale(type="log", base=2)).properties(title="Per-step sharpness against n") \
-        if len(table) else placeholder(NOTHING)
+    models = {"without (encoder)": TASK_COLORS["parity"], "with scratchpad": COLORS[0]}
+    chart = panels(table, "n", "input length n (log scale)", colour("model", "PARITY", models, models),
+                   list(SCRATCHPAD_METRICS.values()), x_scale=alt.Scale(type="log", base=2)).properties(
+        title="Per-step sharpness against n") if len(table) else placeholder(NOTHING)
     return [Figure(
         key="scratchpad",
         title="Scratchpad: per-step sharpness against n",
@@ -316,24 +374,25 @@ def generalization(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
     compare = summarise(kept, ["train_size"], {"as_learned": "learned by the transformer",
                                                "as_completion_mean": "random completions of the same data",
                                                "as_target": "the random target function"})
+    fits = {"learned by the transformer": COLORS[0], "random completions of the same data": COLORS[1],
+            "the random target function": COLORS[-1]}
     base = alt.Chart(compare).encode(
-        x=alt.X("train_size:O", title="training inputs"),
-        color=alt.Color("metric:N", title=None, legend=alt.Legend(labelLimit=320), sort=["learned by the transformer",
-                                                       "random completions of the same data",
-                                                       "the random target function"]),
-        xOffset="metric:N",
+        x=alt.X("train_size:O", title="training inputs", axis=alt.Axis(labelAngle=0)),
+        color=colour("metric", None, fits, fits, direction="vertical"),
+        xOffset=alt.XOffset("metric:N", sort=list(fits)),
+        tooltip=["train_size:O", "metric:N", alt.Tooltip("mean:Q", format=VALUE), alt.Tooltip("stderr:Q", format=ERROR),
+                 "count:Q"],
     )
     layers = [
         base.mark_point(filled=True, size=80).encode(
-            y=alt.Y("mean:Q", title="average sensitivity as_n", scale=alt.Scale(zero=True)),
-            tooltip=["train_size:O", "metric:N", alt.Tooltip("mean:Q", format=".3f"),
-                     alt.Tooltip("stderr:Q", format=".2g"), "count:Q"]),
+            y=alt.Y("mean:Q", title="average sensitivity as_n", scale=alt.Scale(zero=True))),
         base.mark_errorbar().encode(y=alt.Y("low:Q", title="average sensitivity as_n"), y2="high:Q"),
     ]
     if n is not None:
         layers.append(alt.Chart(pd.DataFrame({"half": [n / 2]})).mark_rule(strokeDash=[4, 4], color="gray")
-                      .encode(y="half:Q", tooltip=[alt.Tooltip("half:Q", title="n/2 (a random function)")]))
-    compare_chart = alt.layer(*layers).properties(width=360, height=260,
+                      .encode(y="half:Q",
+                              tooltip=[alt.Tooltip("half:Q", title="n/2 (a random function)", format="~g")]))
+    compare_chart = alt.layer(*layers).properties(**SINGLE, autosize=FIT_X,
                                                   title="as_n of the learned extrapolation vs. other fits") \
         if len(compare) else placeholder(NOTHING)
 
@@ -348,6 +407,7 @@ def generalization(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
             "sharpness_limit_pm1": part[f"{kind}_sharpness_limit_pm1"],
         }))
     points = pd.concat(retrained, ignore_index=True)
+    functions = {"learned": COLORS[0], "random completion": COLORS[1]}
     total = 2 * len(finished(runs))
     retrain_note = (f"{len(points)} of {total} retrained models kept (fitted the whole cube: "
                     f"MSE < 0.001); the learned table of every finished run and one random completion of its data.")
@@ -357,13 +417,13 @@ def generalization(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
         .encode(
             x=alt.X("as_n:Q", title="average sensitivity as_n of the function"),
             y=alt.Y("sharpness_proxy_pm1:Q", title="sharpness proxy ×4 after retraining on the whole cube"),
-            color=alt.Color("function:N", title=None),
-            shape=alt.Shape("train_size:O", title="training inputs"),
-            tooltip=["function:N", "train_size:O", alt.Tooltip("as_n:Q", format=".3f"),
-                     alt.Tooltip("sharpness_proxy_pm1:Q", format=".4g"),
-                     alt.Tooltip("sharpness_limit_pm1:Q", format=".4g")],
+            color=colour("function", None, functions, functions),
+            shape=alt.Shape("train_size:O", title="training inputs", legend=legend()),
+            tooltip=["function:N", "train_size:O", alt.Tooltip("as_n:Q", format=VALUE),
+                     alt.Tooltip("sharpness_proxy_pm1:Q", format=VALUE),
+                     alt.Tooltip("sharpness_limit_pm1:Q", format=VALUE)],
         )
-        .properties(width=360, height=260, title="Sharper minima for more sensitive functions")
+        .properties(**SINGLE, autosize=FIT_X, title="Sharper minima for more sensitive functions")
     ) if len(points) else placeholder(NOTHING)
     return [
         Figure(

@@ -1,6 +1,7 @@
 """Figures from small fixed result tables: the data and encodings of each chart spec (not pixels)."""
 
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -55,7 +56,7 @@ def test_tradeoff_points_per_converged_run_and_the_bound():
     ours = scatter.data[scatter.data["blowup"].str.startswith("ours")].set_index("run_id")
     assert ours.loc["parity80", "log_blowup"] == pytest.approx(8 / 5)
     spec = scatter.chart.to_dict()
-    assert spec["facet"]["column"]["field"] == "n" and spec["facet"]["row"]["field"] == "blowup"
+    assert spec["facet"]["column"]["field"] == "blowup" and spec["facet"]["row"]["field"] == "n"  # two wide
     assert spec["spec"]["encoding"]["y"]["field"] == "param_norm"
     assert spec["spec"]["encoding"]["x"]["field"] == "log_blowup"
     rhs = bound.data.set_index(["task", "n"])["mean"]
@@ -145,3 +146,101 @@ def test_summarise_skips_missing_values():
     table = figures.summarise(frame, ["g"], {"v": "value", "absent": "nothing"})
     assert table.to_dict("records") == [{"g": 1, "metric": "value", "mean": 2.0, "stderr": 1.0, "low": 1.0,
                                          "high": 3.0, "count": 2}]
+
+
+# ----------------------------------------------------------------------------- charts a class can read
+
+
+def every_figure() -> list:
+    """Every figure of every experiment on small fixed tables."""
+    runs = length_runs()
+    history = pd.DataFrame([{"run_id": r, "step": s, "loss": 0.1 / (s + 1), "sharpness_proxy_pm1": 0.1,
+                             "param_norm": 3.0} for r in ("parity40", "parity41") for s in (0, 10)])
+    scratch = pd.DataFrame([{"run_id": f"{a}{n}", "arch": a, "n": n, "status": "finished", "converged": True,
+                             "sharpness_proxy_pm1": 0.1, "sharpness_limit_pm1": 0.01, "sharpness_pm1": 0.1,
+                             "log_blowup_mean": 2.0, "param_norm": 10.0} for a in ("scratchpad", "encoder")
+                            for n in (4, 8, 16)])
+    general = pd.DataFrame([{"run_id": f"{size}", "n": 8, "train_size": size, "seed": 0, "status": "finished",
+                             "converged": True, "as_learned": 2.0, "as_completion_mean": 4.0, "as_target": 4.0,
+                             "as_completion_retrained": 3.9, "learned_converged": True, "completion_converged": True,
+                             "learned_sharpness_proxy_pm1": 0.05, "completion_sharpness_proxy_pm1": 0.2,
+                             "learned_sharpness_limit_pm1": 0.01, "completion_sharpness_limit_pm1": 0.02}
+                            for size in (32, 64)])
+    return (figures.figures("length_scaling", runs, pd.DataFrame()) + figures.figures("tradeoff", runs, pd.DataFrame())
+            + figures.figures("dynamics", runs[runs["task"] == "parity"], history)
+            + figures.figures("scratchpad", scratch, pd.DataFrame())
+            + figures.figures("generalization", general, pd.DataFrame()))
+
+
+def walk(node, key):
+    """Every value stored under `key` anywhere in a spec."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == key:
+                yield v
+            yield from walk(v, key)
+    elif isinstance(node, list):
+        for v in node:
+            yield from walk(v, key)
+
+
+def luminance(colour: str) -> float:
+    """WCAG relative luminance of '#rrggbb'."""
+    channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def test_tasks_have_fixed_distinct_colours_with_parity_the_strongest():
+    colours = list(figures.TASK_COLORS.values())
+    assert list(figures.TASK_COLORS)[0] == "parity" and len(set(colours)) == len(colours)
+    assert min(figures.TASK_COLORS, key=lambda t: luminance(figures.TASK_COLORS[t])) == "parity"
+    assert all(1.05 / (luminance(c) + 0.05) >= 3 for c in colours + list(figures.COLORS))  # readable on white
+    (fig,) = figures.figures("length_scaling", length_runs(), pd.DataFrame())
+    scale = fig.chart.to_dict()["spec"]["layer"][0]["encoding"]["color"]["scale"]
+    assert scale == {"domain": ["parity", "first"],
+                     "range": [figures.TASK_COLORS["parity"], figures.TASK_COLORS["first"]]}
+    scatter, bound = figures.figures("tradeoff", length_runs(), pd.DataFrame())
+    for chart in (scatter.chart.to_dict()["spec"], bound.chart.to_dict()):
+        assert chart["encoding"]["color"]["scale"]["domain"][0] == "parity"
+
+
+def test_every_tooltip_prints_few_digits_and_the_mean():
+    for fig in every_figure():
+        spec = fig.chart.to_dict()
+        tooltips = [t for found in walk(spec, "tooltip") for t in (found if isinstance(found, list) else [found])]
+        assert tooltips, fig.key
+        for tip in tooltips:
+            if tip.get("type") == "quantitative" and tip["field"] not in ("count", "n", "step"):
+                assert re.fullmatch(r"\.[234]~g|~g|d", tip.get("format", "")), (fig.key, tip)
+        fields = {t["field"] for t in tooltips}
+        if "mean" in set(walk(spec, "field")):
+            assert "mean" in fields, fig.key
+        marks = [m["type"] if isinstance(m, dict) else m for m in walk(spec, "mark")]
+        encodings = [e for e in walk(spec, "encoding")]
+        assert len(marks) == len(encodings) and all("tooltip" in e or "text" in e for e in encodings), fig.key
+
+
+def test_every_figure_fits_the_apps_column_and_is_tall_enough():
+    for fig in every_figure():
+        spec = fig.chart.to_dict()
+        if "facet" in spec:  # panels: COLUMNS wide, each at least 100 px tall, legends on top
+            inner = spec["spec"]
+            columns = spec.get("columns") or (1 if "column" not in spec["facet"] else 2)
+            assert columns <= figures.COLUMNS and inner["height"] >= 100, fig.key
+            assert columns * (inner["width"] + 70) <= figures.MAX_WIDTH, fig.key  # axes and spacing included
+            assert spec["resolve"].get("axis", {}).get("x") == "independent" or "row" in spec["facet"], fig.key
+        else:  # one chart: its width includes axes and legends
+            assert spec["autosize"] == {"type": "fit-x", "contains": "padding"}, fig.key
+            assert spec["width"] <= figures.MAX_WIDTH and spec["height"] >= 100, fig.key
+        assert all(legend.get("orient") == "top" for legend in walk(spec, "legend") if legend), fig.key
+
+
+def test_panels_come_two_wide_with_one_panel_per_metric():
+    (fig,) = figures.figures("length_scaling", length_runs(), pd.DataFrame())
+    spec = fig.chart.to_dict()
+    assert spec["columns"] == 2 and len({row["metric"] for row in chart_data(fig.chart)}) == 6
+    scratch = [fig for fig in every_figure() if fig.key == "scratchpad"][0]
+    assert len(set(scratch.data["metric"])) == 5 and scratch.chart.to_dict()["resolve"]["axis"] == {"x": "independent"}
+    x_axis = spec["spec"]["layer"][0]["encoding"]["x"]["axis"]
+    assert x_axis["values"] == [4, 8] and x_axis["format"] == "d"  # never '1e+1'

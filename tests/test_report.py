@@ -8,11 +8,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sensviz import report
+from sensviz import figures, report
 
 from test_figures import length_runs
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def sweep_folder(path: Path, experiment: str, runs: pd.DataFrame) -> Path:
@@ -95,3 +98,30 @@ def test_sweep_folders_of_several_scales_come_grouped_by_scale(tmp_path):
         (tmp_path / scale / name / "runs.parquet").write_bytes(b"")
     assert [f"{f.parent.name}/{f.name}" for f in report.sweep_folders(tmp_path)] == [
         "quick/tradeoff", "quick/dynamics", "standard/length_scaling", "standard/tradeoff", "extra/alpha"]
+
+
+def test_every_shipped_figure_reads_at_a_1024_px_window(tmp_path):
+    """The report of the shipped results in Chromium at 1024 x 768: every chart drawn, at least 100 px
+    tall, inside the window and no wider than the app's column beside its sidebar (figures.MAX_WIDTH)."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("the browser check needs Debian's chromium (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    summary = report.write_report(ROOT / "experiments" / "results", tmp_path / "r.html")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1024, "height": 768})
+        page.goto((tmp_path / "r.html").as_uri())
+        page.wait_for_function(f"document.querySelectorAll('div.chart svg.marks').length == {summary['figures']}",
+                               timeout=120_000)
+        boxes = page.evaluate("""Array.from(document.querySelectorAll('div.chart')).map(d => {
+            const r = d.querySelector('svg.marks').getBoundingClientRect();
+            return {id: d.id, left: r.left, right: r.right, width: r.width, height: r.height,
+                    text: d.textContent.slice(0, 80)}; })""")
+        page.screenshot(path=str(tmp_path / "report-1024.png"), full_page=True)
+        browser.close()
+    assert len(boxes) == summary["figures"] >= 7
+    for box in boxes:
+        assert "chart error" not in box["text"], box
+        assert box["height"] >= 100 and box["left"] >= 0 and box["right"] <= 1024, box
+        assert box["width"] <= figures.MAX_WIDTH, box

@@ -1,0 +1,161 @@
+"""The fidelity page: generated from the shipped tables (the committed page must be the generated one),
+and its claims, radii and verdicts on small fixed tables whose intervals are known by hand."""
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sensviz import cli, fidelity, stats
+
+ROOT = Path(__file__).resolve().parents[1]
+RHO = 2.0  # rho_proxy of the fixed tables
+
+
+def test_the_committed_page_is_the_page_the_tables_give():
+    page = (ROOT / "docs" / "fidelity.md").read_text(encoding="utf-8")
+    scale = fidelity.scale_of(page)
+    assert scale in fidelity.scales(ROOT / "experiments" / "results")
+    regenerated = fidelity.render(ROOT / "experiments" / "results", scale)
+    assert regenerated == page, (
+        f"docs/fidelity.md is not what the {scale} tables give: run "
+        f"`sensviz fidelity experiments/results --out docs/fidelity.md --scale {scale}`")
+
+
+def length_runs(radii: bool) -> pd.DataFrame:
+    """PARITY: proxy 0.02 n plus -0.01, 0, +0.01 by seed; FIRST: 0.05 plus the same; 3 seeds at n = 4..10.
+    With `radii`, L_rho at 0.01, 0.1 and 1 rho_proxy: limit rho^2 (1 + c f) with c = 1 for PARITY, 0 for FIRST."""
+    rows = []
+    for task in ("parity", "first"):
+        for n in (4, 6, 8, 10):
+            for seed, noise in enumerate((-0.01, 0.0, 0.01)):
+                limit = (0.004 * n if task == "parity" else 0.008) + noise / 10
+                row = {"run_id": f"{task}{n}{seed}", "task": task, "n": n, "seed": seed, "status": "finished",
+                       "converged": True, "eval_loss": 1e-5, "arch": "encoder", "pm1_scale": 4.0,
+                       "sharpness_proxy_pm1": (0.02 * n if task == "parity" else 0.05) + noise,
+                       "sharpness_limit_pm1": limit, "sharpness_pm1": limit * RHO**2 * (2 if task == "parity" else 1),
+                       "sharpness_rho": RHO, "proxy_rho": RHO, "proxy_eps": 0.02, "n_params": 10_000,
+                       "log_authors_blowup": 1.0 + (0.1 * n if task == "parity" else 0) + noise,
+                       "param_norm": 14.0 + noise, "bound": 0.5 if task == "parity" else 1 / (2 * n)}
+                if radii:
+                    for token, f in (("0.01", 0.01), ("0.1", 0.1), ("1", 1.0)):
+                        rho = f * RHO
+                        row[f"sharpness_rho_x{token}"] = rho
+                        row[f"sharpness_pm1_x{token}"] = limit * rho**2 * (1 + (f if task == "parity" else 0))
+                        row[f"sharpness_pm1_x{token}_stderr"] = 0.1 * row[f"sharpness_pm1_x{token}"]
+                rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def results(tmp_path: Path, scale: str, runs: pd.DataFrame, experiment: str = "length_scaling") -> Path:
+    folder = tmp_path / "results" / scale / experiment
+    folder.mkdir(parents=True)
+    runs.to_parquet(folder / "runs.parquet")
+    (folder / "spec.json").write_text(json.dumps({"experiment": experiment, "source": "nowhere.toml"}))
+    return tmp_path / "results"
+
+
+def claims_of(folder, scale=None) -> dict:
+    return {c.key: c for c in fidelity.build(folder, scale)[1]}
+
+
+def test_length_scaling_claims_with_intervals_known_by_hand(tmp_path):
+    folder = results(tmp_path, "quick", length_runs(radii=False))
+    claims = claims_of(folder)
+    slope = claims["L1"]
+    # noise -e, 0, e at every n is orthogonal to n: slope 0.02 exactly; SSE = 4 * 2 e^2 on 10 df, Sxx = 3 * 20
+    se = math.sqrt(4 * 2 * 0.01**2 / 10 / 60)
+    assert slope.interval.estimate == pytest.approx(0.02) and slope.interval.se == pytest.approx(se)
+    assert slope.interval.low == pytest.approx(0.02 - 2.22813885 * se) and slope.verdict == stats.REPRODUCED
+    assert claims["L2"].interval.estimate == pytest.approx(0, abs=1e-12)  # a straight line: no curvature
+    assert claims["L2"].verdict == stats.UNRESOLVED and claims["L2"].needed() == "more than 100000"
+    assert claims["L3"].statement == "FIRST's sharpness stays flat" and claims["L3"].verdict == stats.UNRESOLVED
+    assert claims["L4"].verdict == stats.REPRODUCED  # PARITY - FIRST slopes
+    page = fidelity.render(folder)
+    assert "| L1 | PARITY's sharpness grows with n |" in page and "0.0200 [0.0174, 0.0226]" in page
+    assert "No tables at this scale for: tradeoff, dynamics, scratchpad, generalization." in page
+    assert "These tables measure L_ρ at ρ_proxy and its limit only" in page
+    assert page.splitlines()[0] == fidelity.MARKER.format(scale="quick") and fidelity.scale_of(page) == "quick"
+
+
+def test_the_radius_section_reads_every_measured_radius(tmp_path):
+    folder = results(tmp_path, "standard", length_runs(radii=True))
+    page, claims = fidelity.build(folder)
+    section = page.split("### Sharpness at the right radius")[1].split("\n## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "ρ_proxy |" in line.split("|")[1] + "|"
+            or line.startswith("| ρ → 0")]
+    assert [row.split(" | ")[0] for row in rows] == ["| ρ → 0 (exact limit)", "| 0.01 ρ_proxy", "| 0.1 ρ_proxy",
+                                                     "| ρ_proxy"]
+    # at n = 10: PARITY L/rho^2 = 0.04 (1 + f), FIRST 0.008; at rho_proxy 0.08 against 0.008: ratio 10
+    assert "| ρ_proxy | 2 | 0.0800 | 0.00800 | 10 |" in section
+    assert "| 0.01 ρ_proxy | 0.0200 | 0.0404 | 0.00800 | 5.05 |" in section
+    assert "| 10 % |" in section  # direction noise: stderr / value
+    assert "L_ρ/ρ² is 2 times the exact limit for PARITY and 1 times for FIRST" in section
+    assert "At the smallest radius, 0.01 ρ_proxy, L_ρ/ρ² is 1–1.01 times the exact limit" in section
+    assert "PARITY is resolved above FIRST at n = 10 at ρ → 0 (exact limit), 0.01 ρ_proxy, 0.1 ρ_proxy, ρ_proxy" \
+        in section
+    radius = [c for c in claims if c.key.startswith("R")]
+    assert [c.statement for c in radius] == ["PARITY is sharper than FIRST at radius ρ → 0 (exact limit)",
+                                             "PARITY is sharper than FIRST at radius ρ_proxy"]
+    assert fidelity.scale_of(page) == "standard"
+
+
+def test_the_default_scale_is_the_largest_and_a_missing_one_is_named(tmp_path):
+    folder = results(tmp_path, "quick", length_runs(radii=False))
+    results(tmp_path, "standard", length_runs(radii=True))
+    assert fidelity.scales(folder) == ["quick", "standard"]
+    assert fidelity.scale_of(fidelity.render(folder)) == "standard"
+    assert fidelity.scale_of(fidelity.render(folder, "quick")) == "quick"
+    with pytest.raises(ValueError, match="no 'paper' scale here; found quick, standard"):
+        fidelity.render(folder, "paper")
+    with pytest.raises(ValueError, match="no results here"):
+        fidelity.render(tmp_path / "nowhere")
+
+
+def test_a_claim_the_tables_cannot_test_says_why(tmp_path):
+    runs = length_runs(radii=False)
+    runs.loc[runs["task"] == "parity", "converged"] = False  # no PARITY run passes the filter
+    runs.loc[runs["run_id"] == "first40", "status"] = "failed"
+    runs.loc[runs["run_id"] == "first40", "error"] = "out of memory"
+    page, claims = fidelity.build(results(tmp_path, "quick", runs))
+    first = {c.key: c for c in claims}["L1"]
+    assert first.interval is None and first.verdict == stats.UNRESOLVED and "more distinct points" in first.reason
+    assert "dropped by the filter: task = parity n = 4 ×3" in page and "1 failed (out of memory)" in page
+
+
+def scratchpad_runs(all_steps: bool) -> pd.DataFrame:
+    rows = []
+    for arch, lengths in (("encoder", (4, 8)), ("scratchpad", (4, 8, 16))):
+        for n in lengths:
+            for seed in (0, 1, 2):
+                row = {"run_id": f"{arch}{n}{seed}", "arch": arch, "n": n, "seed": seed, "status": "finished",
+                       "converged": True, "eval_loss": 1e-5, "autoregressive_accuracy": 1.0, "n_params": 100,
+                       "sharpness_proxy_pm1": (0.05 * n if arch == "encoder" else 0.1) + 0.01 * seed,
+                       "log_blowup_mean": 2.0 + 0.01 * seed, "param_norm": 10.0}
+                if all_steps and arch == "scratchpad":
+                    row["sharpness_proxy_last_pm1"] = 0.3 - 0.1 * math.log2(n) + 0.01 * seed
+                rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def test_scratchpad_claims_follow_the_proxy_columns_present(tmp_path):
+    last_only = claims_of(results(tmp_path / "a", "quick", scratchpad_runs(False), "scratchpad"))
+    assert "last decoder step" in last_only["S2"].quantity and len(last_only) == 4
+    both = claims_of(results(tmp_path / "b", "quick", scratchpad_runs(True), "scratchpad"))
+    assert "mean over all decoder steps" in both["S2"].quantity and "last decoder step" in both["S4"].quantity
+    assert both["S1"].interval.estimate == pytest.approx(0.2)  # 0.05 n per doubling from 4 to 8
+    assert both["S2"].interval.estimate == pytest.approx(0, abs=1e-12)  # all steps: flat
+    assert both["S4"].verdict == stats.DIFFERS  # the last step falls with n: not flat
+
+
+def test_the_command_writes_the_page_and_names_a_bad_scale(tmp_path, capsys):
+    folder = results(tmp_path, "quick", length_runs(radii=False))
+    assert cli.main(["fidelity", str(folder), "--out", str(tmp_path / "page.md")]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["scale"] == "quick" and summary["claims"] == summary["reproduced"] + summary["differs"] + summary[
+        "not resolved at this scale"]
+    assert (tmp_path / "page.md").read_text(encoding="utf-8") == fidelity.render(folder, "quick")
+    assert cli.main(["fidelity", str(folder), "--out", str(tmp_path / "x.md"), "--scale", "standard"]) == 2
+    assert "no 'standard' scale here; found quick" in capsys.readouterr().err
