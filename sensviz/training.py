@@ -261,7 +261,7 @@ class TrainResult:
     task: Task
     config: TrainConfig
     history: list[dict]  # one record per evaluation: step, train_loss, eval_loss, eval_accuracy, param_norm, ...
-    stop_reason: str  # "completed", "early_stop", "stopped by callback" or "diverged: ..."
+    stop_reason: str  # "completed", "early_stop", "stopped by callback", "diverged: ..." or "learned nothing: ..."
     steps: int  # optimizer steps applied to the returned weights
     wall_time: float  # seconds
 
@@ -500,6 +500,31 @@ def _evaluate(learner, template: TracedModel, tasks, encoding, loss, eval_sets, 
     return records
 
 
+def constant_loss(values: torch.Tensor, encoding: TargetEncoding, loss: str) -> float:
+    """The loss of the best constant prediction of task values in [0,1]: what a model that learned
+    nothing about its inputs reaches (MSE: the variance of the targets; BCE: their entropy)."""
+    targets = encoding.encode(values.reshape(-1).double())
+    if loss == "mse":
+        return targets.var(unbiased=False).item()
+    p = values.double().mean().clamp(1e-12, 1 - 1e-12)
+    return -(p * p.log() + (1 - p) * (1 - p).log()).item()
+
+
+NO_LEARNING_MARGIN = 0.99
+"""A completed run whose final evaluation loss is above this fraction of `constant_loss` learned nothing."""
+
+
+def _learned_nothing(template: TracedModel, task: Task, config: TrainConfig, eval_bits: list[torch.Tensor],
+                     final: dict) -> str | None:
+    """The stop reason of a completed run that did no better than a constant prediction, else None."""
+    values = torch.cat([template.training_values(task, bits).reshape(-1) for bits in eval_bits])
+    baseline = constant_loss(values, config.encoding, config.loss)
+    if final["eval_loss"] < NO_LEARNING_MARGIN * baseline:
+        return None
+    return (f"learned nothing: the final evaluation loss {final['eval_loss']:.4g} is no better than a constant "
+            f"prediction's {baseline:.4g} (try a smaller learning rate or more steps)")
+
+
 def _targets_reached(config: TrainConfig, record: dict) -> bool:
     """Every early-stopping target of the config is met by this evaluation (False if there is none)."""
     met = []
@@ -580,6 +605,8 @@ def _run(learner, models, tasks, configs, callbacks) -> list[TrainResult]:
     results = []
     for k in range(size):
         state = states[k]
+        if reasons[k] is None:
+            reasons[k] = _learned_nothing(template, tasks[k], configs[k], member_sets[k]["eval"], state.history[-1])
         result = TrainResult(model=models[k], task=tasks[k], config=configs[k], history=state.history,
                              stop_reason=reasons[k] or "completed", steps=done[k], wall_time=state.elapsed)
         for cb in callbacks:

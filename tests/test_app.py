@@ -105,6 +105,7 @@ def test_layernorm_page_zoo_tradeoff():
 def test_train_a_tiny_model_then_it_is_selected():
     at = fresh()
     at.switch_page("pages/1_Train.py").run()
+    at.selectbox(key="sv_w_train_task").set_value("first")
     at.number_input(key="sv_w_train_n").set_value(4)
     at.number_input(key="sv_w_train_steps").set_value(30)
     at.number_input(key="sv_w_train_every").set_value(10)

@@ -290,7 +290,7 @@ def test_checkpoint_keeps_the_history_and_same_run_same_bytes(tmp_path, monkeypa
     ck = sv.load_checkpoint(paths[0])
     assert ck.task == sv.get_task("parity") and ck.n == 5
     meta = ck.metadata["training"]
-    assert meta["history"] == result.history and meta["stop_reason"] == "completed" and meta["steps"] == 20
+    assert meta["history"] == result.history and meta["stop_reason"] == result.stop_reason and meta["steps"] == 20
     assert meta["config"] == config.to_dict() and "wall_time_s" not in meta
     assert "wall_time_s" in sv.load_checkpoint(result.save(tmp_path / "t.safetensors")).metadata["training"]
 
@@ -299,3 +299,13 @@ def test_checkpoint_keeps_the_history_and_same_run_same_bytes(tmp_path, monkeypa
     meta = sv.load_checkpoint(path).metadata["training"]
     side = tmp_path / meta["history_file"]["name"]
     assert "history" not in meta and json.loads(side.read_text()) == result.history
+
+
+def test_a_run_that_learns_nothing_says_so():
+    # lr = 10 jumps around without learning PARITY: the loss stays at a constant prediction's
+    result = train(small(), "parity", TrainConfig(n=5, batch_size=32, steps=40, lr=10.0, eval_interval=20))
+    assert result.stop_reason.startswith("learned nothing: the final evaluation loss")
+    assert training.constant_loss(torch.tensor([0.0, 1.0, 1.0, 0.0]), sv.ZERO_ONE, "mse") == pytest.approx(0.25)
+    assert training.constant_loss(torch.tensor([0.0, 1.0]), sv.tasks.LOGIT, "bce") == pytest.approx(math.log(2))
+    learned = train(small(), "first", TrainConfig(n=5, batch_size=32, steps=200, lr=3e-3, eval_interval=50))
+    assert learned.stop_reason == "completed"

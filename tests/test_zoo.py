@@ -73,7 +73,7 @@ def test_rebuilds_are_deterministic_and_verify(tmp_path, monkeypatch):
     second = zoo.build(tmp_path / "b")
     assert [e["sha256"] for e in first["entries"]] == [e["sha256"] for e in second["entries"]]
     assert first["entries"][0]["trained_with"] == ["encoder-first-n3", "encoder-parity-n3"]  # one batch
-    assert any("encoder-parity-n3.safetensors: completed after 6 steps" in line for line in lines)
+    assert any("encoder-parity-n3.safetensors: learned nothing: " in line and "after 6 steps" in line for line in lines)
     assert all(row["ok"] for row in zoo.verify(tmp_path / "a", recompute=True))
 
     zoo.build(tmp_path / "a", only=["encoder-first-n3"])  # one entry rebuilt, the others kept
