@@ -79,3 +79,46 @@ def test_logit_encoding_and_losses():
     assert stacked.shape == (2,)
     with pytest.raises(ValueError, match="does not fit"):
         losses.check_loss("bce", tasks.ZERO_ONE)
+
+
+class Threshold(tasks.Task):
+    """A task defined here, in a test file: 1 when the fraction of ones is above `level`."""
+
+    name = "threshold_test"
+    description = "1 when the fraction of ones is above level"
+    parameters = (tasks.Param("level", float, "the fraction to exceed", default=0.5, low=0.0, high=1.0),
+                  tasks.Param("note", str, "a free text (typed parameters: int, float, str)", default="x", high=8))
+
+    def __call__(self, bits):
+        return (bits.float().mean(dim=1) > self.level).float()
+
+
+@pytest.fixture
+def registered():
+    tasks.register(Threshold)
+    yield Threshold
+    del tasks.TASKS[Threshold.name]
+
+
+def test_a_task_defined_elsewhere_is_parsed_validated_and_offered_by_the_cli(registered, capsys):
+    from sensviz.cli import main
+
+    task = get_task("threshold_test:level=0.25,note=hi")
+    assert task.level == 0.25 and task.note == "hi" and task.label == "threshold_test:level=0.25,note=hi"
+    assert tasks.task_from_spec(task.spec()) == task
+    for label, message in (("threshold_test:level=2", "must be in 0..1"), ("threshold_test:level=abc", "a number"),
+                           ("threshold_test:note=waytoolongtext", "its length must be"),
+                           ("threshold_test:depth=1", "has no parameter 'depth'")):
+        with pytest.raises(ValueError, match=message):
+            get_task(label)
+    assert main(["task-info", "--task", "threshold_test:level=0.5", "--n", "3"]) == 0
+    assert capsys.readouterr().out.count('"avg_sensitivity"') == 1
+    assert main(["train", "--help"]) == 0
+    assert "threshold_test:level=<float 0..1>,note=<length ..8>" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("label,message", [("random:seed=100000000000000000000000000000", "seed"),
+                                           ("sparse_parity:k=0", "k"), ("table:", "length")])
+def test_parameters_out_of_range_are_refused(label, message):
+    with pytest.raises(ValueError, match=message):
+        get_task(label)
