@@ -9,7 +9,9 @@ size and training config train together in one `train_many` batch — and writes
 `manifest.json`: per checkpoint the task, n, architecture and size, seed, training steps and stop
 reason, the accuracy over the whole cube (recomputed after training, not the last batch), the
 model's as_n next to the task's, the file's sha256 and size. PARITY at larger n may not reach 100 %
-in the budget; the manifest records the true accuracy.
+in the budget; the manifest records the true accuracy. Recipes with `monitor_every` also record the
+measurements of `MONITOR` while they train (the degree profile, Blowup and sharpness over training,
+in the checkpoint's `extra.measurements`): the Lab's live chapters and its handout draw them.
 
 `verify(directory)` re-checks every entry: the file exists, its sha256 matches, it loads, its
 metadata agrees with the manifest, and (`recompute=True`) its accuracy and as_n on the cube are
@@ -27,7 +29,9 @@ from typing import Callable, Sequence
 import torch
 
 from .checkpoints import CheckpointError, file_hash, load_checkpoint
+from .measure import MeasureSettings
 from .measure import measure as measure_model
+from .monitor import MeasurementCallback
 from .models import build_model, config_to_dict
 from .tasks import get_task
 from .training import PER_MODEL_FIELDS, PrintProgress, TrainConfig, TrainResult, train_many
@@ -47,15 +51,17 @@ class Recipe:
     task: str
     seed: int  # model initialisation and data stream
     train: TrainConfig = field(default_factory=TrainConfig)
+    monitor_every: int | None = None  # record `MONITOR` measurements every this many steps (the Lab's live chapters)
 
     def to_dict(self) -> dict:
+        monitored = {"monitor_every": self.monitor_every} if self.monitor_every else {}
         return {"name": self.name, "arch": self.arch, "model": self.model, "task": self.task, "seed": self.seed,
-                "train": self.train.to_dict()}
+                "train": self.train.to_dict(), **monitored}
 
     def batch_key(self) -> str:
         """Recipes with the same key train together in one `train_many` batch."""
         shared = {k: v for k, v in self.train.to_dict().items() if k not in PER_MODEL_FIELDS}
-        return json.dumps([self.arch, self.model, shared], sort_keys=True)
+        return json.dumps([self.arch, self.model, shared, self.monitor_every], sort_keys=True)
 
 
 TASKS = ("parity", "majority", "first", "mean")
@@ -70,6 +76,12 @@ PARITY = TrainConfig(batch_size=256, steps=6000, lr=1e-3, weight_decay=0.1, eval
                      target_loss=1e-3)
 """PARITY: until every evaluation input is right (the whole cube for n <= 12) and the evaluation MSE is
 below 0.001 (the paper's convergence filter), at most `steps`."""
+FEW_EXAMPLES = TrainConfig(n=8, train_size=64, batch_size=256, steps=3000, lr=3e-3, weight_decay=0.1, eval_interval=50,
+                           target_accuracy=1.0, target_loss=1e-3)
+"""A random function at n = 8 fitted on 64 of its 256 inputs (the paper's generalization experiment, small)."""
+MONITOR = MeasureSettings(directions=16)
+MONITOR_QUANTITIES = ("sensitivity", "blowup", "sharpness", "limit")
+"""What monitored recipes record while they train (stored in the checkpoint's `extra.measurements`)."""
 
 
 def _parity(n: int, steps: int, **fields) -> TrainConfig:
@@ -82,13 +94,16 @@ def _recipes() -> list[Recipe]:
         model = {**ENCODER, "max_len": n}
         # at n = 16, batch 256 had not left chance level after 6000 steps; batch 512 reaches ~99.98 % by 5000
         parity = _parity(n, 5000, batch_size=512) if n == 16 else _parity(n, 6000)
-        recipes.append(Recipe(f"encoder-parity-n{n}", "encoder", model, "parity", 0, parity))
+        recipes.append(Recipe(f"encoder-parity-n{n}", "encoder", model, "parity", 0, parity,
+                              monitor_every=50 if n == 8 else None))
         recipes += [Recipe(f"encoder-{task}-n{n}", "encoder", model, task, 0, replace(EASY, n=n)) for task in TASKS[1:]]
     for n in FORMAL_LENGTHS:
         model = {**FORMAL, "max_len": n}
         recipes.append(Recipe(f"formal-parity-n{n}", "formal", model, "parity", 0, _parity(n, 5000, lr=3e-3)))
         recipes += [Recipe(f"formal-{task}-n{n}", "formal", model, task, 0, replace(EASY, n=n, steps=1500))
                     for task in TASKS[1:]]
+    recipes.append(Recipe("encoder-random-n8", "encoder", {**ENCODER, "max_len": 8}, "random:seed=0", 0, FEW_EXAMPLES,
+                          monitor_every=50))
     recipes += [
         Recipe(f"scratchpad-parity-n{n}", "scratchpad", {**ENCODER, "max_len": n}, "parity", 0,
                TrainConfig(n=n, batch_size=128, steps=800, lr=1e-3, weight_decay=0.1, eval_interval=200))
@@ -182,11 +197,16 @@ def build(directory="checkpoints", only: Sequence[str] | None = None, log: Calla
         began = time.perf_counter()
         models = [build_model(r.arch, seed=r.seed, **r.model) for r in batch]
         configs = [replace(r.train, seed=r.seed) for r in batch]
-        progress = [PrintProgress(prefix=f"[{batch[0].arch} n={configs[0].n}] ")] if log else []
-        results = train_many(models, [r.task for r in batch], configs, progress)
+        callbacks = [PrintProgress(prefix=f"[{batch[0].arch} n={configs[0].n}] ")] if log else []
+        monitor = MeasurementCallback(batch[0].monitor_every, MONITOR, MONITOR_QUANTITIES) if batch[0].monitor_every else None
+        results = train_many(models, [r.task for r in batch], configs, callbacks + ([monitor] if monitor else []))
         seconds = time.perf_counter() - began
-        for recipe, result in zip(batch, results):
-            path = result.save(directory / f"{recipe.name}.safetensors", extra={"zoo": recipe.to_dict()}, with_time=False)
+        for member, (recipe, result) in enumerate(zip(batch, results)):
+            extra = {"zoo": recipe.to_dict()}
+            if monitor:
+                extra["measurements"] = [{k: v for k, v in r.items() if k != "member"} for r in monitor.records
+                                         if r["member"] == member]
+            path = result.save(directory / f"{recipe.name}.safetensors", extra=extra, with_time=False)
             entries[recipe.name] = _entry(recipe, result, path, seconds, names)
             if log:
                 acc = entries[recipe.name]["accuracy"]
