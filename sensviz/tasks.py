@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from . import cube
+from .limits import check_int
 
 MAX_TABLE_BITS = 24
 """Largest n for tasks stored as a truth table (2**24 entries = 16 MiB of bytes)."""
@@ -40,8 +41,7 @@ class Task(ABC):
 
     def check_n(self, n: int) -> None:
         """Raise ValueError when the task is not defined for strings of length n."""
-        if n < 1:
-            raise ValueError(f"{self.label}: n must be at least 1, got {n}")
+        check_int(f"{self.label}: n", n, "n")
 
     def values(self, n: int) -> torch.Tensor:
         """The whole truth table over the cube in vertex order: float32 `[2**n]`."""
@@ -140,8 +140,8 @@ class SparseParity(Task):
     name = "sparse_parity"
 
     def __post_init__(self):
-        if self.k < 1:
-            raise ValueError(f"sparse_parity: k must be at least 1, got {self.k}")
+        check_int("sparse_parity: k", self.k, "n")
+        check_int("sparse_parity: seed", self.seed, "seed")
 
     def params(self):
         return {"k": self.k, "seed": self.seed}
@@ -182,6 +182,9 @@ class RandomFunction(_TableTask):
     seed: int = 0
     name = "random"
 
+    def __post_init__(self):
+        check_int("random: seed", self.seed, "seed")
+
     def params(self):
         return {"seed": self.seed}
 
@@ -204,6 +207,8 @@ class TruthTable(_TableTask):
     name = "table"
 
     def __post_init__(self):
+        if not isinstance(self.bits, str):
+            raise ValueError(f"a truth table is a string of 0s and 1s, got {type(self.bits).__name__}")
         size = len(self.bits)
         if size < 2 or size & (size - 1) or set(self.bits) - {"0", "1"}:
             raise ValueError(
