@@ -10,7 +10,7 @@
     sensviz zoo build [--dir checkpoints] [--only NAME ...] [--threads 1]
     sensviz zoo verify [--dir checkpoints] [--recompute]
     sensviz sweep experiments/length_scaling.toml --out results/ls [--executor local|ray] [--workers N]
-                  [--address ADDR] [--scale paper] [--threads T]
+                  [--address ADDR] [--scale paper] [--threads T] [--max-runs N]
     sensviz report results/ls --out report.html
 """
 
@@ -75,7 +75,10 @@ def _task_info(args) -> dict:
 
 
 def _load(args):
-    return load_checkpoint(args.checkpoint, n_heads=args.n_heads, task=args.task, n=args.n)
+    ck = load_checkpoint(args.checkpoint, n_heads=args.n_heads, task=args.task, n=args.n)
+    for note in ck.notes:  # what the loader assumed or ignored (e.g. n inferred for the authors' layout)
+        print(f"sensviz {args.command}: note: {note}", file=sys.stderr)
+    return ck
 
 
 def _inspect(args) -> dict:
@@ -251,7 +254,7 @@ def _zoo_verify(args) -> dict:
 
 
 def _sweep(args) -> dict:
-    spec = sweeps.load_spec(args.spec, args.scale)
+    spec = sweeps.load_spec(args.spec, args.scale, max_runs=args.max_runs)
     experiments.check_spec(spec.experiment, spec.runs)
     if args.executor == "local" and args.address:
         raise UsageError("--address names a Ray cluster: use it with --executor ray")
@@ -403,6 +406,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray instance)")
     p.add_argument("--scale", help="a named scale of the spec, e.g. paper (default: the spec's quick defaults)")
     p.add_argument("--threads", type=_positive, help="torch threads per local worker (default: CPUs / workers)")
+    p.add_argument("--max-runs", type=_positive, metavar="N",
+                   help="allow a sweep of up to N runs (needed above the cap of 10,000; see sensviz.limits)")
     p.set_defaults(run=_sweep)
 
     p = sub.add_parser("report", help="a standalone HTML report with every figure of a sweep folder (or of its subfolders)")
