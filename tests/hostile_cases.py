@@ -73,7 +73,7 @@ def _valid():
     return sv.checkpoint_bytes(model, task="parity", n=6)
 
 
-def _with_meta(data: bytes, **changes) -> bytes:
+def with_meta(data: bytes, **changes) -> bytes:
     def change(header):
         meta = header["__metadata__"]
         for key, value in changes.items():
@@ -84,14 +84,14 @@ def _with_meta(data: bytes, **changes) -> bytes:
     return edited(data, change)
 
 
-def _with_config(data: bytes, **fields) -> bytes:
+def with_config(data: bytes, **fields) -> bytes:
     def change(header):
         meta = header["__metadata__"]
         meta["config"] = json.dumps({**json.loads(meta["config"]), **fields})
     return edited(data, change)
 
 
-def _set_tensor(data: bytes, key: str, fill: float, dtype: str = "F32") -> bytes:
+def set_tensor(data: bytes, key: str, fill: float, dtype: str = "F32") -> bytes:
     """Every value of one tensor set to `fill` (stored as `dtype`: F32 or F64)."""
     import numpy as np
 
@@ -213,7 +213,7 @@ def cases() -> list[tuple[str, str, bytes, dict]]:
                          ("d_model a string", {"d_model": "16"}), ("n_heads 0", {"n_heads": 0}),
                          ("n_heads 3 (does not divide d_model)", {"n_heads": 3}), ("unknown field", {"width": 3}),
                          ("d_ff null", {"d_ff": None})]:
-        add("invalid value", f"config: {name}", _with_config(valid, **fields))
+        add("invalid value", f"config: {name}", with_config(valid, **fields))
     for name, meta in [
         ("format_version 2", {"format_version": "2"}), ("no format_version", {"format_version": None}),
         ("arch rnn", {"arch": "rnn"}), ("config a list", {"config": "[16, 2]"}),
@@ -229,16 +229,16 @@ def cases() -> list[tuple[str, str, bytes, dict]]:
         ("n 1e9", {"n": "1e9"}), ("n -3", {"n": "-3"}), ("n 0", {"n": "0"}), ("n 100 > max_len", {"n": "100"}),
         ("n of 30 digits", {"n": "9" * 30}), ("target_encoding binary", {"target_encoding": "binary"}),
     ]:
-        add("invalid value", f"metadata: {name}", _with_meta(valid, **meta))
+        add("invalid value", f"metadata: {name}", with_meta(valid, **meta))
     add("invalid value", "scratchpad computing FIRST",
         _scratchpad_with_task(json.dumps({"name": "first"})))
 
     # weights
-    add("weights", "NaN", _set_tensor(valid, "linear_head.weight", float("nan")))
-    add("weights", "Inf", _set_tensor(valid, "embedding.weight", float("inf")))
-    add("weights", "float64 1e300 (inf as float32)", _set_tensor(valid, "linear_head.bias", 1e300, "F64"))
+    add("weights", "NaN", set_tensor(valid, "linear_head.weight", float("nan")))
+    add("weights", "Inf", set_tensor(valid, "embedding.weight", float("inf")))
+    add("weights", "float64 1e300 (inf as float32)", set_tensor(valid, "linear_head.bias", 1e300, "F64"))
     add("weights", "1e38 in the read-out (finite weights, the outputs overflow)",
-        _set_tensor(valid, "linear_head.weight", 1e38))
+        set_tensor(valid, "linear_head.weight", 1e38))
     add("weights", "wrong shape", edited(valid, lambda h: h["linear_head.weight"].update(shape=[16, 1])))
     add("weights", "missing tensor", edited(valid, lambda h: h.pop("linear_head.bias")))
     add("weights", "truncated", valid[:-100])
@@ -259,7 +259,7 @@ def _scratchpad_with_task(task: str) -> bytes:
     import sensviz as sv
 
     model = sv.build_model("scratchpad", d_model=8, n_layers=1, n_heads=2, max_len=6, seed=0)
-    return _with_meta(sv.checkpoint_bytes(model, task="parity", n=4), task=task)
+    return with_meta(sv.checkpoint_bytes(model, task="parity", n=4), task=task)
 
 
 # ----------------------------------------------------------------------------- measuring in a child process

@@ -62,7 +62,7 @@ def test_inspect_sensviz_checkpoint_and_dump(capsys, tmp_path, encoder_model):
             assert np.allclose(arrays["output"], encoder_model.eval()(bits).numpy(), atol=1e-6)
 
 
-def test_inspect_authors_file_needs_heads_and_length(capsys, tmp_path):
+def test_inspect_authors_file_needs_heads_and_infers_the_length(capsys, tmp_path):
     from reference import AuthorsModel
     import safetensors.torch
 
@@ -70,8 +70,8 @@ def test_inspect_authors_file_needs_heads_and_length(capsys, tmp_path):
     safetensors.torch.save_file(AuthorsModel(8, 2, 1, max_len=10).state_dict(), path)
     code, _, err = run(capsys, "inspect", str(path))
     assert code == 2 and "--n-heads" in err
-    code, _, err = run(capsys, "inspect", str(path), "--n-heads", "2")
-    assert code == 2 and "--n" in err
+    code, out, err = run(capsys, "inspect", str(path), "--n-heads", "2", "--inputs", "64", "--directions", "4")
+    assert code == 0 and out["n"] == 10 and "n=10 was inferred from the positional table's length" in err
     code, out, _ = run(capsys, "inspect", str(path), "--n-heads", "2", "--n", "5", "--task", "first")
     assert code == 0 and out["layout"] == "authors" and 0 <= out["accuracy"] <= 1
 
