@@ -4,7 +4,8 @@
 arguments of `load_checkpoint`. `measure(cases, folder)` writes the files, loads each one in a
 fresh child process (`python tests/hostile_cases.py CASES.json`) and returns one row per case:
 the outcome (`rejected`, `loaded` or `escaped` with the exception type), the message, CPU and
-wall seconds of the call, and the child's peak memory above its baseline after imports (MB).
+wall seconds of the call, and the peak memory of the call above the memory before it (MB, from
+/proc: the peak is reset before every case).
 Used by tests/test_hostile.py and benchmarks/hostile.py.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -266,11 +268,7 @@ def _scratchpad_with_task(task: str) -> bytes:
 
 
 def measure(selected: list[tuple[str, str, bytes, dict]], folder: Path) -> list[dict]:
-    """Load every case in one fresh child process; one row per case (see the module docstring).
-
-    The child's baseline is its peak memory after imports; every row's `extra_mb` is the peak so
-    far above it, so the last row bounds every case's extra memory.
-    """
+    """Load every case in one fresh child process; one row per case (see the module docstring)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     listing = []
@@ -296,8 +294,20 @@ def _decode(kwargs: dict) -> dict:
     return {k: float(v["float"]) if isinstance(v, dict) and "float" in v else v for k, v in kwargs.items()}
 
 
+def _memory_mb() -> tuple[float, float]:
+    """This process's resident memory now and its peak (VmRSS, VmHWM), in MB (Linux)."""
+    status = Path("/proc/self/status").read_text()
+    return tuple(int(re.search(rf"^{key}:\s+(\d+) kB", status, re.M).group(1)) / 1024 for key in ("VmRSS", "VmHWM"))
+
+
+def _reset_peak() -> None:
+    """Start the peak (VmHWM) afresh from the current resident memory (Linux clear_refs, mode 5).
+
+    Not `getrusage`: its ru_maxrss survives `exec`, so a child would start from its parent's peak."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
 def _child(spec_path: str) -> None:
-    import resource
     import time
 
     import torch
@@ -305,20 +315,22 @@ def _child(spec_path: str) -> None:
     import sensviz as sv
 
     torch.set_num_threads(1)
-    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Linux: KiB
-    baseline = kib / 1024
     rows = []
     for case in json.loads(Path(spec_path).read_text()):
         kwargs = _decode(case["kwargs"])
+        _reset_peak()
+        baseline, _ = _memory_mb()
         cpu, wall = time.process_time(), time.perf_counter()
         try:
             ck = sv.load_checkpoint(case["path"], **kwargs)
             outcome, message = "loaded", f"{ck.arch} n={ck.n}"
+            del ck
         except sv.CheckpointError as err:
             outcome, message = "rejected", str(err)
         except BaseException as err:  # noqa: BLE001 - what the test must never see
             outcome, message = f"escaped {type(err).__name__}", str(err)[:500]
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        _, peak = _memory_mb()
         try:
             sv.checkpoints.read_metadata(case["path"])
             metadata = "read"
@@ -326,7 +338,6 @@ def _child(spec_path: str) -> None:
             metadata = "rejected"
         except BaseException as err:  # noqa: BLE001
             metadata = f"escaped {type(err).__name__}"
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         rows.append({"family": case["family"], "name": case["name"], "outcome": outcome, "message": message,
                      "read_metadata": metadata, "cpu_s": cpu, "wall_s": wall, "extra_mb": peak - baseline})
     json.dump(rows, sys.stdout)

@@ -1,8 +1,8 @@
 """Hostile input: every malformed file and argument is rejected with one line, cheaply; a fuzz of
 mutated zoo checkpoints; other people's files; `python -m sensviz`.
 
-The cases are built in code (tests/hostile_cases.py) and measured in a child process: its peak
-memory above its own baseline after imports, and the CPU time of each call (CPU seconds, not
+The cases are built in code (tests/hostile_cases.py) and measured in a child process: the peak
+memory of each call above the memory before it, and the CPU time of each call (CPU seconds, not
 wall-clock, so that a busy machine does not fail the test; benchmarks/hostile.py prints both).
 """
 
@@ -48,7 +48,7 @@ def test_every_hostile_file_and_argument_is_rejected_cleanly_and_cheaply(measure
     for row in rows:
         assert "\n" not in row["message"] and len(row["message"]) < 400, row
         assert row["cpu_s"] < CPU_SECONDS, row
-    assert max(row["extra_mb"] for row in rows) < EXTRA_MB, rows[-1]
+        assert row["extra_mb"] < EXTRA_MB, row
 
 
 def test_the_limits_are_named_in_the_bombs_messages(measured):
