@@ -161,27 +161,37 @@ def save_checkpoint(model: TracedModel, path, **metadata) -> Path:
     return path
 
 
-def _read_source(source, size_cap: int) -> tuple[bytes, str]:
-    """The file's bytes and a name for messages; enforces the size cap before reading."""
+def _source_name(source) -> str:
+    """How messages name a source: its path, or `<upload>` for bytes and unnamed file objects."""
     if isinstance(source, (bytes, bytearray, memoryview)):
-        data, name = bytes(source), "<upload>"
+        return "<upload>"
+    if hasattr(source, "read"):
+        return str(getattr(source, "name", "<upload>"))
+    return str(source)
+
+
+def _read_source(source, name: str, size_cap: int) -> bytes:
+    """The file's bytes; enforces the size cap before reading."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
     elif hasattr(source, "read"):
-        name = str(getattr(source, "name", "<upload>"))
         data = source.read(size_cap + 1)
     else:
         path = Path(source)
-        name = str(path)
         if not path.is_file():
             raise CheckpointError(f"{name}: no such file")
         size = path.stat().st_size
         if size > size_cap:
             raise CheckpointError(f"{name}: {size / MiB:.1f} MiB is over the {size_cap / MiB:.0f} MiB size cap (limit 'file_bytes')")
-        data = path.read_bytes()
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            raise CheckpointError(f"{name}: cannot read it ({err.strerror or err})") from None
     if not isinstance(data, bytes):
         raise CheckpointError(f"{name}: reading it gave {type(data).__name__}, not bytes")
     if len(data) > size_cap:
         raise CheckpointError(f"{name}: the file is over the {size_cap / MiB:.0f} MiB size cap (limit 'file_bytes')")
-    return data, name
+    return data
 
 
 @dataclass(frozen=True)
@@ -299,8 +309,8 @@ def read_metadata(source, size_cap: int = SIZE_CAP) -> dict:
 
     Raises `CheckpointError` for files that are not readable safetensors.
     """
-    data, name = _read_source(source, size_cap)
-    return _guarded(name, lambda: _decode_metadata(_parse_header(data, name).metadata, name))
+    name = _source_name(source)
+    return _guarded(name, lambda: _decode_metadata(_parse_header(_read_source(source, name, size_cap), name).metadata, name))
 
 
 def _guarded(name: str, work):
@@ -524,11 +534,12 @@ def load_checkpoint(
     from the header alone, before a tensor is read or a model is built. Raises `CheckpointError`
     (one line) for any unusable file or argument, and no other exception.
     """
-    data, name = _read_source(source, size_cap)
-    return _guarded(name, lambda: _load(data, name, n_heads, task, n, encoding, device, config_overrides))
+    name = _source_name(source)
+    return _guarded(name, lambda: _load(source, name, size_cap, n_heads, task, n, encoding, device, config_overrides))
 
 
-def _load(data, name, n_heads, task, n, encoding, device, config_overrides) -> Checkpoint:
+def _load(source, name, size_cap, n_heads, task, n, encoding, device, config_overrides) -> Checkpoint:
+    data = _read_source(source, name, size_cap)
     header = _parse_header(data, name)
     if n_heads is not None:
         n_heads = check_int("n_heads", n_heads)
