@@ -68,7 +68,7 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
-from .limits import LIMITS, check_int, check_run_count
+from .limits import check_int, check_run_count
 
 RANDOM_KINDS = ("uniform", "log_uniform", "int_uniform", "choice")
 SPEC_KEYS = ("experiment", "name", "description", "batch", "defaults", "grid", "random", "scales")
