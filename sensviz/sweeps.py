@@ -510,13 +510,18 @@ def _run_local(pending, spec, job_fn, workers, out, collect, threads=None) -> No
 
 def _terminate(pool: cf.ProcessPoolExecutor) -> None:
     """Cancel the pool's queued jobs and end its workers (`_processes` is what Python 3.14's
-    `ProcessPoolExecutor.terminate_workers` ends)."""
+    `ProcessPoolExecutor.terminate_workers` ends), then wait for the pool's manager thread: once
+    it has closed its pipes, the interpreter's exit handler cannot race it (Python 3.11 prints an
+    `OSError: Bad file descriptor` traceback when it does)."""
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         process.terminate()
     for process in processes:
         process.join(timeout=10)
+    if manager is not None:
+        manager.join(timeout=30)
 
 
 def _run_ray(pending, spec, job_fn, workers, address, out, collect) -> None:
