@@ -6,14 +6,22 @@ known, `task` (JSON task spec), `n` (the input length it was trained on), `targe
 (`zero_one`: {0,1} targets, threshold 0.5, the authors' default; or `pm1`: ±1 targets, threshold 0),
 `training` (JSON summary of how it was made) and `extra` (JSON, the caller's).
 
-A file without sensviz metadata is read as the authors' published model class (the `encoder`
-architecture) when its keys have their layout; d_model, max_len, n_layers and d_ff come from the
-shapes, but the number of heads cannot, so the caller passes `n_heads` (their code's default is 2).
+Any other file is read as the authors' published model class (the `encoder` architecture) when
+its keys have their layout; d_model, max_len, n_layers and d_ff come from the shapes, but the
+number of heads cannot, so it comes from the caller (`n_heads`; their code's default is 2) or a
+plain-string heads field of the metadata. Of another file's metadata only plain-string `task`, `n`
+and heads are read (`safetensors.torch.save_file(sd, path, metadata={"task": "parity"})`); the
+rest is ignored, and the input length defaults to the positional table's length.
 
-Every problem with a file — not safetensors, truncated, corrupt header, missing or unexpected
-tensors, wrong shapes or dtypes, NaN/Inf, over the size cap — raises `CheckpointError` with a
-message meant for the user, and no other exception escapes `load_checkpoint`. Nothing is ever
-unpickled, except by the explicit `convert_torch_file`, which uses `torch.load(weights_only=True)`.
+Limits before allocation: the header is parsed and checked against `sensviz.limits` (its size,
+nesting, every tensor's dtype, shape and byte range), the config against the limits, and the
+declared tensors against a model built on the meta device (no memory) — all before a tensor is
+read or a model is built. Every problem with a file or an argument — not safetensors, truncated,
+corrupt or deeply nested header, a size over a limit, invalid config values, an unknown
+format_version, missing or unexpected tensors, wrong shapes or dtypes, NaN/Inf weights or
+outputs, a task that cannot hold at n — raises `CheckpointError` with one line meant for the
+user, and no other exception escapes `load_checkpoint`. Nothing is ever unpickled, except by the
+explicit `convert_torch_file`, which uses `torch.load(weights_only=True)`.
 """
 
 from __future__ import annotations
@@ -21,27 +29,39 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
+import numbers
 import os
 import re
 import struct
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 import safetensors.torch
 import torch
+from torch.overrides import TorchFunctionMode
 
-from .models import ARCHITECTURES, build_model, config_from_dict, config_to_dict
+from . import cube
+from .limits import LIMITS, MiB, check_int, check_json_depth, is_int
+from .models import ARCHITECTURES, config_from_dict, config_to_dict
 from .tasks import ZERO_ONE, Task, TargetEncoding, get_encoding, get_task, task_from_spec
 from .base import TracedModel
 
 FORMAT = "sensviz"
 FORMAT_VERSION = "1"
-SIZE_CAP = 200 * 2**20
-"""Default largest checkpoint accepted, in bytes (200 MiB)."""
+SIZE_CAP = LIMITS["file_bytes"].high
+"""Default largest checkpoint accepted, in bytes (200 MiB, the `file_bytes` limit)."""
 
-_HEADER_CAP = 100 * 2**20
-_FLOAT_DTYPES = {"F16", "BF16", "F32", "F64"}
+_DTYPES = {"F16": ("<f2", 2), "BF16": ("<u2", 2), "F32": ("<f4", 4), "F64": ("<f8", 8)}
+"""The float dtypes a checkpoint may hold: numpy's reading of the little-endian bytes, and their size."""
 _AUTHORS_LAYER_KEY = re.compile(r"^encoders\.layers\.(\d+)\.")
+_HEADS_KEYS = ("n_heads", "num_heads", "num_attn_heads", "num_attention_heads", "nhead", "n_head", "heads")
+"""Metadata fields that other people's files use for the number of attention heads."""
+_CHECK_INPUTS = 256
+_CHECK_ELEMENTS = 2**24
+"""The loader's forward check: at most this many inputs, and attention scores of at most this many elements."""
 
 
 class CheckpointError(Exception):
@@ -60,6 +80,8 @@ class Checkpoint:
     encoding: TargetEncoding = ZERO_ONE
     layout: str = FORMAT  # "sensviz" or "authors"
     source: str = ""  # path or "<upload>"
+    n_inferred: bool = False  # n is the positional table's length (authors' layout; no n given or recorded)
+    notes: list[str] = field(default_factory=list)  # what the loader assumed or ignored, one line each
 
     @property
     def arch(self) -> str:
@@ -139,69 +161,142 @@ def save_checkpoint(model: TracedModel, path, **metadata) -> Path:
     return path
 
 
-def _read_source(source, size_cap: int) -> tuple[bytes, str]:
-    """The file's bytes and a name for messages; enforces the size cap before reading."""
+def _source_name(source) -> str:
+    """How messages name a source: its path, or `<upload>` for bytes and unnamed file objects."""
     if isinstance(source, (bytes, bytearray, memoryview)):
-        data, name = bytes(source), "<upload>"
+        return "<upload>"
+    if hasattr(source, "read"):
+        return str(getattr(source, "name", "<upload>"))
+    return str(source)
+
+
+def _read_source(source, name: str, size_cap: int) -> bytes:
+    """The file's bytes; enforces the size cap before reading."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
     elif hasattr(source, "read"):
-        name = getattr(source, "name", "<upload>")
         data = source.read(size_cap + 1)
     else:
         path = Path(source)
-        name = str(path)
         if not path.is_file():
             raise CheckpointError(f"{name}: no such file")
         size = path.stat().st_size
         if size > size_cap:
-            raise CheckpointError(f"{name}: {size / 2**20:.1f} MiB is over the {size_cap / 2**20:.0f} MiB size cap")
-        data = path.read_bytes()
+            raise CheckpointError(f"{name}: {size / MiB:.1f} MiB is over the {size_cap / MiB:.0f} MiB size cap (limit 'file_bytes')")
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            raise CheckpointError(f"{name}: cannot read it ({err.strerror or err})") from None
+    if not isinstance(data, bytes):
+        raise CheckpointError(f"{name}: reading it gave {type(data).__name__}, not bytes")
     if len(data) > size_cap:
-        raise CheckpointError(f"{name}: the file is over the {size_cap / 2**20:.0f} MiB size cap")
-    return data, name
+        raise CheckpointError(f"{name}: the file is over the {size_cap / MiB:.0f} MiB size cap (limit 'file_bytes')")
+    return data
 
 
-def _parse_header(data: bytes, name: str) -> dict:
-    """The safetensors JSON header, checked against the file's length."""
+@dataclass(frozen=True)
+class _Entry:
+    """One tensor as the safetensors header declares it; offsets count from the data's start."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    start: int
+    end: int
+
+
+@dataclass
+class _Header:
+    metadata: dict[str, str]
+    tensors: dict[str, _Entry]
+    data_start: int  # 8 + the header's length
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _parse_header(data: bytes, name: str) -> _Header:
+    """The safetensors header, every entry checked against the limits and the file's length."""
     not_st = f"{name}: not a safetensors file"
     if len(data) < 8:
         raise CheckpointError(f"{not_st} (only {len(data)} bytes)")
     (header_len,) = struct.unpack("<Q", data[:8])
-    if header_len > _HEADER_CAP:
-        raise CheckpointError(f"{not_st} (its first bytes do not encode a safetensors header length)")
+    if header_len > LIMITS["header_bytes"].high:
+        raise CheckpointError(f"{not_st} (its first bytes do not encode a safetensors header length "
+                              f"of at most {LIMITS['header_bytes'].high // MiB} MiB, limit 'header_bytes')")
     if 8 + header_len > len(data):
         raise CheckpointError(f"{name}: the file is truncated or not safetensors (the header runs past the end)")
-    try:
+    try:  # the checks of every entry below bound its nesting (metadata: strings; entries: lists of ints)
         header = json.loads(data[8 : 8 + header_len].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{name}: the safetensors header is corrupt ({err})") from None
+    except RecursionError:
+        raise CheckpointError(f"{name}: the safetensors header is corrupt (it nests too deeply)") from None
+    except ValueError as err:  # undecodable bytes, invalid JSON, an integer of thousands of digits
+        raise CheckpointError(f"{name}: the safetensors header is corrupt ({_one_line(err)})") from None
     if not isinstance(header, dict):
         raise CheckpointError(f"{name}: the safetensors header is corrupt (not a JSON object)")
+    metadata = header.pop("__metadata__", None) or {}
+    _check_metadata(metadata, name)
+    check_int("tensors in the file", len(header), "tensors")
     body = len(data) - 8 - header_len
-    for key, entry in header.items():
-        if key == "__metadata__":
-            if not isinstance(entry, dict):
-                raise CheckpointError(f"{name}: the safetensors metadata is corrupt")
-            continue
-        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
-        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
-            raise CheckpointError(f"{name}: the safetensors header entry for '{key}' is corrupt")
-        if offsets[1] > body:
-            raise CheckpointError(f"{name}: the file is truncated ('{key}' ends past the end of the file)")
-        if entry.get("dtype") not in _FLOAT_DTYPES:
-            raise CheckpointError(f"{name}: tensor '{key}' has dtype {entry.get('dtype')}; weights must be floating point")
-    return header
+    tensors = {key: _entry(key, entry, body, name) for key, entry in header.items()}
+    return _Header(metadata, tensors, 8 + header_len)
+
+
+def _check_metadata(metadata, name: str) -> None:
+    if not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        raise CheckpointError(f"{name}: the safetensors metadata is corrupt (it must map strings to strings)")
+    check_int("metadata fields", len(metadata), "metadata_entries")
+    for key, value in metadata.items():
+        check_int(f"the metadata field '{key[:40]}' (bytes)", len(value), "metadata_bytes")
+
+
+def _entry(key: str, entry, body: int, name: str) -> _Entry:
+    corrupt = f"{name}: the safetensors header entry for '{key[:80]}' is corrupt"
+    if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= set(entry):
+        raise CheckpointError(f"{corrupt} (it needs dtype, shape and data_offsets)")
+    dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    if not isinstance(dtype, str) or dtype not in _DTYPES:
+        raise CheckpointError(f"{name}: tensor '{key[:80]}' has dtype {_short(dtype)}; "
+                              f"weights must be floating point ({', '.join(_DTYPES)})")
+    if not isinstance(shape, list) or not all(is_int(d) and d >= 0 for d in shape):
+        raise CheckpointError(f"{corrupt} (its shape is not a list of sizes)")
+    check_int(f"'{key[:80]}' dimensions", len(shape), "tensor_dims")
+    numel = math.prod(shape)
+    check_int(f"'{key[:80]}' elements", max(numel, 1), "n_params")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(is_int(o) for o in offsets)):
+        raise CheckpointError(f"{corrupt} (data_offsets is not two integers)")
+    start, end = offsets
+    if not 0 <= start <= end:
+        raise CheckpointError(f"{corrupt} (data_offsets {offsets} are not a range)")
+    if end > body:
+        raise CheckpointError(f"{name}: the file is truncated ('{key[:80]}' ends past the end of the file)")
+    if end - start != numel * _DTYPES[dtype][1]:
+        raise CheckpointError(f"{corrupt} ({end - start} bytes for {numel} elements of {dtype})")
+    return _Entry(dtype, tuple(shape), start, end)
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _decode_json(meta: dict, key: str, name: str):
     try:
-        return json.loads(meta[key])
-    except (json.JSONDecodeError, TypeError):
-        raise CheckpointError(f"{name}: the metadata field '{key}' is not valid JSON") from None
+        value = json.loads(meta[key])
+        check_json_depth(value, f"the metadata field '{key}'")
+        return value
+    except RecursionError:
+        raise CheckpointError(f"{name}: the metadata field '{key}' nests too deeply") from None
+    except ValueError as err:
+        raise CheckpointError(f"{name}: the metadata field '{key}' is not valid JSON ({_one_line(err)})") from None
 
 
 def _decode_metadata(meta: dict, name: str) -> dict:
-    """The metadata with its JSON fields parsed."""
+    """A sensviz file's metadata with its JSON fields parsed (other files' metadata stays as strings)."""
     metadata = dict(meta)
+    if meta.get("format") != FORMAT:
+        return metadata
     for key in ("config", "task", "training", "extra"):
         if key in metadata:
             metadata[key] = _decode_json(meta, key, name)
@@ -209,42 +304,93 @@ def _decode_metadata(meta: dict, name: str) -> dict:
 
 
 def read_metadata(source, size_cap: int = SIZE_CAP) -> dict:
-    """A checkpoint's decoded metadata without building the model (empty for the authors' layout).
+    """A checkpoint's metadata without building the model: a sensviz file's with its JSON fields
+    parsed; any other file's as the plain strings it holds (empty when it has none).
 
     Raises `CheckpointError` for files that are not readable safetensors.
     """
-    data, name = _read_source(source, size_cap)
-    return _decode_metadata(_parse_header(data, name).get("__metadata__") or {}, name)
+    name = _source_name(source)
+    return _guarded(name, lambda: _decode_metadata(_parse_header(_read_source(source, name, size_cap), name).metadata, name))
 
 
-def _authors_config(tensors: dict[str, torch.Tensor], n_heads: int | None, name: str) -> dict:
-    """Config fields of a state dict in the authors' layout, read from the shapes."""
-    if n_heads is None:
-        raise CheckpointError(
-            f"{name}: this file has the authors' key layout, which does not record the number of attention heads; "
-            "give it explicitly (n_heads / --n-heads; their code's default is 2)"
-        )
+def _guarded(name: str, work):
+    """`work()`, with every failure it can raise turned into a one-line `CheckpointError`."""
     try:
-        d_model = tensors["linear_head.weight"].shape[1]
-        layers = {int(m.group(1)) for k in tensors if (m := _AUTHORS_LAYER_KEY.match(k))}
-        return {
-            "d_model": d_model,
-            "n_layers": max(layers) + 1,
-            "n_heads": int(n_heads),
-            "max_len": tensors["positional_encoding.weight"].shape[0],
-            "d_ff": tensors["encoders.layers.0.linear1.weight"].shape[0],
+        return work()
+    except CheckpointError:
+        raise
+    except RecursionError:
+        raise CheckpointError(f"{name}: the file nests too deeply to be read") from None
+    except MemoryError:
+        raise CheckpointError(f"{name}: not enough memory to load it") from None
+    except ValueError as err:  # the limits' and the configs' messages say what is wrong
+        raise CheckpointError(f"{name}: {_one_line(err)}") from None
+    except Exception as err:  # noqa: BLE001 - no malformed file may escape as another exception
+        raise CheckpointError(f"{name}: cannot be loaded ({type(err).__name__}: {_one_line(err)})") from None
+
+
+# ----------------------------------------------------------------------------- layouts and configs
+
+
+def _authors_config(shapes: dict[str, tuple], n_heads: int, name: str) -> dict:
+    """Config fields of a state dict in the authors' layout, read from the declared shapes."""
+    layers = [m.group(1) for key in shapes if (m := _AUTHORS_LAYER_KEY.match(key))]
+    n_layers = 1 + max(int(i) if len(i) <= 9 else 10**9 for i in layers)
+    check_int("n_layers (one more than the largest index of encoders.layers.*)", n_layers, "n_layers")
+    try:
+        fields = {
+            "d_model": shapes["linear_head.weight"][1],
+            "n_layers": n_layers,
+            "n_heads": n_heads,
+            "max_len": shapes["positional_encoding.weight"][0],
+            "d_ff": shapes["encoders.layers.0.linear1.weight"][0],
         }
-    except (KeyError, IndexError, ValueError) as err:
-        raise CheckpointError(f"{name}: incomplete state dict in the authors' layout ({err})") from None
+    except (KeyError, IndexError) as err:
+        raise CheckpointError(f"{name}: incomplete state dict in the authors' layout (no {_one_line(err)})") from None
+    return fields
 
 
-def _is_authors_layout(tensors: dict) -> bool:
-    return {"linear_head.weight", "positional_encoding.weight", "embedding.weight"} <= set(tensors) and any(
-        _AUTHORS_LAYER_KEY.match(k) for k in tensors
+def _is_authors_layout(keys) -> bool:
+    return {"linear_head.weight", "positional_encoding.weight", "embedding.weight"} <= set(keys) and any(
+        _AUTHORS_LAYER_KEY.match(k) for k in keys
     )
 
 
-def _check_state(model: TracedModel, tensors: dict[str, torch.Tensor], name: str) -> None:
+class _ShapesOnly(TorchFunctionMode):
+    """While a model is built on the meta device: initialisers and scalar scalings do nothing.
+
+    Meta tensors have shapes but no values, so skipping them changes nothing, and it spares the
+    seconds torch takes to load its Python meta kernels the first time one of them runs.
+    """
+
+    _SCALINGS = (torch.Tensor.mul, torch.Tensor.div, torch.Tensor.__mul__, torch.Tensor.__truediv__)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__module__", None) == "torch.nn.init" or func in (torch.Tensor.normal_, torch.Tensor.uniform_):
+            return args[0] if args else kwargs["tensor"]
+        if func in self._SCALINGS and len(args) == 2 and isinstance(args[1], numbers.Number):
+            return args[0]
+        if func in (torch.randn, torch.rand):
+            return torch.empty(*args, **kwargs)
+        return func(*args, **kwargs)
+
+
+def shape_model(arch: str, config) -> TracedModel:
+    """The architecture's model on the meta device: its parameter names and shapes without memory.
+
+    Raises ValueError when its parameter count is over the `n_params` limit. Build it only from a
+    config that passed its own checks (every size within the limits).
+    """
+    _, model_cls = ARCHITECTURES[arch]
+    with torch.device("meta"), _ShapesOnly():
+        model = model_cls(config)
+    check_int("parameters of the model", sum(p.numel() for p in model.parameters()), "n_params")
+    return model
+
+
+def _check_shapes(model: TracedModel, tensors: dict[str, _Entry], name: str) -> None:
+    """The declared tensors (header only) against the model's parameters: names and shapes."""
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     missing = sorted(set(expected) - set(tensors))
     unexpected = sorted(set(tensors) - set(expected))
@@ -252,21 +398,116 @@ def _check_state(model: TracedModel, tensors: dict[str, torch.Tensor], name: str
     if missing:
         problems.append(f"missing tensors {missing[:5]}" + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
     if unexpected:
-        problems.append(
-            f"unexpected tensors {unexpected[:5]}" + (f" and {len(unexpected) - 5} more" if len(unexpected) > 5 else "")
-        )
-    wrong = [
-        f"{k} is {list(tensors[k].shape)}, expected {list(s)}"
-        for k, s in expected.items()
-        if k in tensors and tuple(tensors[k].shape) != s
-    ]
+        problems.append(f"unexpected tensors {[k[:80] for k in unexpected[:5]]}"
+                        + (f" and {len(unexpected) - 5} more" if len(unexpected) > 5 else ""))
+    wrong = [f"{k} is {list(tensors[k].shape)}, expected {list(s)}"
+             for k, s in expected.items() if k in tensors and tensors[k].shape != s]
     if wrong:
         problems.append("wrong shapes: " + "; ".join(wrong[:5]))
     if problems:
-        raise CheckpointError(f"{name}: the weights do not fit a {model.arch} model with this config: " + "; ".join(problems))
-    bad = [k for k, v in tensors.items() if not torch.isfinite(v).all()]
+        raise CheckpointError(f"{name}: the weights do not fit the {model.arch} model of this config: " + "; ".join(problems))
+
+
+def _float32(data: bytes, header: _Header, entry: _Entry) -> np.ndarray:
+    """A new float32 array of one tensor's values (little-endian in the file, any float dtype)."""
+    kind, size = _DTYPES[entry.dtype]
+    raw = np.frombuffer(data, dtype=kind, count=(entry.end - entry.start) // size, offset=header.data_start + entry.start)
+    with np.errstate(all="ignore"):  # a float64 beyond float32's range becomes inf, and is refused
+        values = (raw.astype("<u4") << 16).view("<f4") if entry.dtype == "BF16" else raw.astype(np.float32)
+    return values.reshape(entry.shape)
+
+
+def _read_tensors(data: bytes, header: _Header, name: str) -> dict[str, torch.Tensor]:
+    """The tensors as float32, after every one was seen finite (one temporary tensor at a time)."""
+    bad = [key for key, entry in header.tensors.items() if not np.isfinite(_float32(data, header, entry)).all()]
     if bad:
-        raise CheckpointError(f"{name}: tensors contain NaN or Inf values: {bad[:5]}")
+        raise CheckpointError(f"{name}: tensors contain NaN or Inf values (as float32): {bad[:5]}")
+    return {key: torch.from_numpy(_float32(data, header, entry)) for key, entry in header.tensors.items()}
+
+
+def _check_outputs(model: TracedModel, n: int | None, name: str) -> None:
+    """A forward pass on a few inputs (the cube, or a seeded sample): the outputs must be finite."""
+    length = n or model.config.max_len
+    batch = max(1, min(_CHECK_INPUTS, _CHECK_ELEMENTS // (model.config.n_heads * length * length)))
+    bits, _ = cube.measurement_inputs(length, batch, seed=0)
+    with torch.no_grad():
+        outputs = model.training_outputs(bits)
+    if not torch.isfinite(outputs).all():
+        raise CheckpointError(f"{name}: the model's outputs are not finite on inputs of length {length} "
+                              "(its weights overflow float32 arithmetic)")
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+@dataclass
+class _Known:
+    """What a file says about its task, n and heads, before the arguments override it."""
+
+    metadata: dict
+    task: Task | None = None
+    n: int | None = None
+    n_heads: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _sensviz_known(header: _Header, name: str) -> tuple[str, dict, _Known]:
+    """A sensviz file, parsed strictly: its architecture, config fields and what it knows."""
+    meta = header.metadata
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
+        raise CheckpointError(f"{name}: a sensviz checkpoint of format_version {_short(version)}; "
+                              f"this sensviz reads format_version {FORMAT_VERSION!r}")
+    arch = meta.get("arch")
+    if arch not in ARCHITECTURES:
+        raise CheckpointError(f"{name}: unknown architecture {_short(arch)} in the metadata")
+    metadata = _decode_metadata(meta, name)
+    fields = metadata.get("config")
+    if not isinstance(fields, dict):
+        raise CheckpointError(f"{name}: the metadata field 'config' is not a JSON object")
+    known = _Known(metadata)
+    if "task" in metadata:
+        spec = metadata["task"]
+        if not (isinstance(spec, dict) and isinstance(spec.get("name"), str)):
+            raise CheckpointError(f"{name}: the metadata field 'task' is not a task spec (a JSON object with a name)")
+        known.task = task_from_spec(spec)
+    if "n" in metadata:
+        known.n = _decimal(metadata["n"], "n", name, "n")
+    if "target_encoding" in metadata:
+        get_encoding(metadata["target_encoding"])
+    return arch, fields, known
+
+
+def _decimal(text: str, key: str, name: str, limit: str) -> int:
+    """A metadata string holding a whole number within the limit."""
+    if not (text.isascii() and text.isdecimal() and len(text) <= 19):
+        raise CheckpointError(f"{name}: the metadata field '{key}' is not a whole number: {_short(text)}")
+    return check_int(key, int(text), limit)
+
+
+def _foreign_known(header: _Header) -> _Known:
+    """Any other file: only plain-string task, n and heads are read; unusable values are ignored
+    with a note, and the rest of the metadata is not looked at."""
+    meta = header.metadata
+    known = _Known(dict(meta))
+    if "task" in meta:
+        try:
+            known.task = get_task(meta["task"])
+        except ValueError:
+            known.notes.append(f"the metadata's task {_short(meta['task'])} is not a sensviz task label; ignored")
+    if "n" in meta:
+        try:
+            known.n = _decimal(meta["n"], "n", "", "n")
+        except (CheckpointError, ValueError):
+            known.notes.append(f"the metadata's n {_short(meta['n'])} is not a valid input length; ignored")
+    for key in _HEADS_KEYS:
+        if key in meta:
+            try:
+                known.n_heads = _decimal(meta[key], key, "", "n_heads")
+                break
+            except (CheckpointError, ValueError):
+                known.notes.append(f"the metadata's {key} {_short(meta[key])} is not a valid number of heads; ignored")
+    return known
 
 
 def load_checkpoint(
@@ -282,90 +523,98 @@ def load_checkpoint(
 ) -> Checkpoint:
     """Load a checkpoint from a path, bytes or a binary file object; strict.
 
-    `n_heads` is needed for the authors' layout; `task`, `n` and `encoding` fill in (or override)
-    what the metadata says; other keyword arguments override config fields (e.g. `eps=0.0`).
-    Raises `CheckpointError` for any unusable file or argument.
+    A sensviz file (metadata `format="sensviz"`) is parsed strictly; in any other file only the
+    plain-string metadata `task`, `n` and a heads field (`n_heads`, `num_heads`, `heads`, `nhead`,
+    ...) are read. Arguments override the file: `n_heads` (needed for the authors' layout when the
+    file does not say), `task`, `n`, `encoding`, and config fields as keyword arguments (e.g.
+    `eps=0.0`). For the authors' layout n defaults to the positional table's length
+    (`Checkpoint.n_inferred`, and a note says so).
+
+    Everything is checked against `sensviz.limits` and the declared tensors against the config
+    from the header alone, before a tensor is read or a model is built. Raises `CheckpointError`
+    (one line) for any unusable file or argument, and no other exception.
     """
-    data, name = _read_source(source, size_cap)
+    name = _source_name(source)
+    return _guarded(name, lambda: _load(source, name, size_cap, n_heads, task, n, encoding, device, config_overrides))
+
+
+def _load(source, name, size_cap, n_heads, task, n, encoding, device, config_overrides) -> Checkpoint:
+    data = _read_source(source, name, size_cap)
     header = _parse_header(data, name)
-    meta = header.get("__metadata__") or {}
-    try:
-        tensors = safetensors.torch.load(data)
-    except Exception as err:  # the library raises several types for damaged files
-        raise CheckpointError(f"{name}: cannot read the tensors ({err})") from None
-    try:
-        return _build_checkpoint(tensors, meta, name, n_heads, task, n, encoding, device, config_overrides)
-    except CheckpointError:
-        raise
-    except (ValueError, TypeError, KeyError, RuntimeError) as err:
-        raise CheckpointError(f"{name}: {err}") from None
-
-
-def _build_checkpoint(tensors, meta, name, n_heads, task, n, encoding, device, config_overrides) -> Checkpoint:
-    if meta.get("format") == FORMAT:
-        arch = meta.get("arch")
-        if arch not in ARCHITECTURES:
-            raise CheckpointError(f"{name}: unknown architecture '{arch}' in the metadata")
-        config_fields = _decode_json(meta, "config", name)
-        if n_heads is not None:
-            config_fields["n_heads"] = int(n_heads)
+    if n_heads is not None:
+        n_heads = check_int("n_heads", n_heads)
+    if header.metadata.get("format") == FORMAT:
+        arch, fields, known = _sensviz_known(header, name)
         layout = FORMAT
-    elif _is_authors_layout(tensors):
-        arch, config_fields, layout = "encoder", _authors_config(tensors, n_heads, name), "authors"
+    elif _is_authors_layout(header.tensors):
+        known, arch, layout = _foreign_known(header), "encoder", "authors"
+        heads = n_heads if n_heads is not None else known.n_heads
+        if heads is None:
+            raise CheckpointError(
+                f"{name}: this file has the authors' key layout, which does not record the number of attention heads; "
+                "give it explicitly (n_heads / --n-heads; their code's default is 2)"
+            )
+        fields = _authors_config({k: e.shape for k, e in header.tensors.items()}, heads, name)
     else:
         raise CheckpointError(
             f"{name}: not a sensviz checkpoint (no sensviz metadata) and not in the authors' key layout "
             "(embedding.weight, positional_encoding.weight, encoders.layers.*, linear_head.*)"
         )
-    config = replace(config_from_dict(arch, config_fields), **config_overrides)
-    model = build_model(arch, config)
-    _check_state(model, tensors, name)
-    model.load_state_dict({k: v.to(torch.float32) for k, v in tensors.items()}, strict=True)
-    model.eval()
-    if device is not None:
-        model.to(device)
+    if n_heads is not None:
+        fields = {**fields, "n_heads": n_heads}
+    config = config_from_dict(arch, {**fields, **config_overrides})
+    model = shape_model(arch, config)
+    _check_shapes(model, header.tensors, name)
 
-    metadata = _decode_metadata(meta, name)
-    if task is not None:
-        task = get_task(task)
-    elif "task" in metadata:
-        task = task_from_spec(metadata["task"])
-    if n is None and "n" in metadata:
-        n = int(metadata["n"])
-    if n is not None and not 1 <= int(n) <= config.max_len:
+    task = get_task(task) if task is not None else known.task
+    notes, n_inferred = list(known.notes), False
+    if n is not None:
+        n = check_int("n", n)
+    elif known.n is not None:
+        n = known.n
+    elif layout == "authors":
+        n, n_inferred = config.max_len, True
+        notes.append(f"n={n} was inferred from the positional table's length; pass n (--n) for another input length")
+    if n is not None and n > config.max_len:
         raise CheckpointError(f"{name}: n={n} is outside the model's positional range 1..{config.max_len}")
+    if task is not None and n is not None:
+        model.check_task(task, n)  # the task's parameters against n (k <= n, a table's length), the scratchpad's PARITY
     if encoding is None:
-        encoding = metadata.get("target_encoding", ZERO_ONE.name)
+        encoding = known.metadata.get("target_encoding", ZERO_ONE.name) if layout == FORMAT else ZERO_ONE.name
     if isinstance(encoding, str):
         encoding = get_encoding(encoding)
-    return Checkpoint(
-        model=model,
-        config=config,
-        metadata=metadata,
-        task=task,
-        n=None if n is None else int(n),
-        encoding=encoding,
-        layout=layout,
-        source=name,
-    )
+
+    model.load_state_dict(_read_tensors(data, header, name), strict=True, assign=True)
+    model.eval()
+    _check_outputs(model, n, name)
+    if device is not None:
+        model.to(device)
+    return Checkpoint(model=model, config=config, metadata=known.metadata, task=task, n=n, encoding=encoding,
+                      layout=layout, source=name, n_inferred=n_inferred, notes=notes)
 
 
 def convert_torch_file(pt_path, out_path, n_heads: int, task: Task | str | None = None, n: int | None = None) -> Path:
     """Convert the authors' `.pt` state dict into a sensviz safetensors checkpoint.
 
     The only place that reads a pickle-based file, with `torch.load(weights_only=True)`, which
-    loads tensors and plain containers and refuses arbitrary objects.
+    loads tensors and plain containers and refuses arbitrary objects; the file's size is checked
+    against the `file_bytes` limit first.
     """
+    path = Path(pt_path)
+    if not path.is_file():
+        raise CheckpointError(f"{pt_path}: no such file")
+    if path.stat().st_size > SIZE_CAP:
+        raise CheckpointError(f"{pt_path}: over the {SIZE_CAP / MiB:.0f} MiB size cap (limit 'file_bytes')")
     try:
-        state = torch.load(pt_path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many types for foreign files
-        raise CheckpointError(f"{pt_path}: cannot read it as a PyTorch state dict ({err})") from None
+        raise CheckpointError(f"{pt_path}: cannot read it as a PyTorch state dict ({_one_line(err)})") from None
     if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
         state = state["state_dict"]
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+    if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
         raise CheckpointError(f"{pt_path}: expected a state dict (a mapping of names to tensors)")
-    buffer = io.BytesIO(safetensors.torch.save({k: v.contiguous() for k, v in state.items()}))
-    checkpoint = load_checkpoint(buffer, n_heads=n_heads, task=task, n=n)
+    data = _guarded(str(pt_path), lambda: safetensors.torch.save({k: v.contiguous().clone() for k, v in state.items()}))
+    checkpoint = load_checkpoint(io.BytesIO(data), n_heads=n_heads, task=task, n=n)
     return save_checkpoint(checkpoint.model, out_path, task=checkpoint.task, n=checkpoint.n,
                            training={"converted_from": str(pt_path)})
 

@@ -10,7 +10,7 @@
     sensviz zoo build [--dir checkpoints] [--only NAME ...] [--threads 1]
     sensviz zoo verify [--dir checkpoints] [--recompute]
     sensviz sweep experiments/length_scaling.toml --out results/ls [--executor local|ray] [--workers N]
-                  [--address ADDR] [--scale paper] [--threads T]
+                  [--address ADDR] [--scale paper] [--threads T] [--max-runs N]
     sensviz report results/ls --out report.html
 
 The flags of `train` come from the fields of `ModelSettings` and `TrainConfig`, those of `inspect`'s
@@ -31,6 +31,7 @@ import torch
 
 from . import analysis, configs, cube, experiments, slices, sweeps, zoo
 from .checkpoints import CheckpointError, convert_torch_file, load_checkpoint
+from .limits import check_float, check_int
 from .losses import loss_for, targets
 from .measure import QUANTITIES, MeasureSettings, default_quantities, measure
 from .models import ModelSettings, config_to_dict
@@ -39,8 +40,6 @@ from .training import PrintProgress, TrainConfig, train
 
 DUMP_CAP_BYTES = 2 * 2**30
 """Largest attention array `inspect --dump` writes (2 GiB)."""
-MAX_SLICE_POINTS = 10_000
-"""Most grid points of one slice (steps, or steps^2 in 2-D)."""
 
 
 class UsageError(Exception):
@@ -68,7 +67,10 @@ def _task_info(args) -> dict:
 
 
 def _load(args):
-    return load_checkpoint(args.checkpoint, n_heads=args.n_heads, task=args.task, n=args.n)
+    ck = load_checkpoint(args.checkpoint, n_heads=args.n_heads, task=args.task, n=args.n)
+    for note in ck.notes:  # what the loader assumed or ignored (e.g. n inferred for the authors' layout)
+        print(f"sensviz {args.command}: note: {note}", file=sys.stderr)
+    return ck
 
 
 def _inspect(args) -> dict:
@@ -89,6 +91,7 @@ def _inspect(args) -> dict:
         "n_layers": config.n_layers,
         "n_heads": config.n_heads,
         "max_len": config.max_len,
+        "file_notes": list(ck.notes),  # what the loader assumed or ignored
         **found.to_dict(),
     }
     if args.dump:
@@ -114,11 +117,7 @@ def _slice(args) -> dict:
         raise UsageError("--to and --hessian are two different directions; pass one of them")
     if args.to and args.dims != 1:
         raise UsageError("--to gives one direction (the line to the other model): use --dims 1")
-    if args.span is not None and not (math.isfinite(args.span) and 0 < args.span <= 1e6):
-        raise UsageError(f"--span must be positive and finite (at most 1e6), got {args.span}")
-    if args.steps**args.dims > MAX_SLICE_POINTS:
-        raise UsageError(f"--steps {args.steps} in {args.dims}-D is {args.steps**args.dims:,} grid points; "
-                         f"at most {MAX_SLICE_POINTS:,}")
+    check_int(f"--steps {args.steps} in {args.dims}-D: the grid points", args.steps**args.dims, "grid_points")
     bits, labels, loss, info = _measurement_data(ck, args)
     alphas = None
     if args.to:
@@ -212,7 +211,7 @@ def _zoo_verify(args) -> dict:
 
 
 def _sweep(args) -> dict:
-    spec = sweeps.load_spec(args.spec, args.scale)
+    spec = sweeps.load_spec(args.spec, args.scale, max_runs=args.max_runs)
     experiments.check_spec(spec.experiment, spec.runs)
     if args.executor == "local" and args.address:
         raise UsageError("--address names a Ray cluster: use it with --executor ray")
@@ -249,24 +248,26 @@ def _fidelity(args) -> dict:
     return fidelity.write_page(args.folder, args.out, args.scale)
 
 
-def _bounded(kind, low, high):
-    """An argparse type: `kind` within [low, high] (one line naming the range otherwise)."""
+def _limited(kind: type, limit: str):
+    """An argparse type: an int or float within a named limit of `sensviz.limits` (one line otherwise)."""
 
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be {'an integer' if kind is int else 'a number'}, got {text!r}") from None
-        if not (math.isfinite(value) and low <= value <= high):
-            raise argparse.ArgumentTypeError(f"must be in {low:g}..{high:g}, got {text}")
-        return value
+        try:
+            return (check_int if kind is int else check_float)("the value", value, limit)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err).removeprefix("the value ")) from None
 
+    parse.__name__ = kind.__name__
     return parse
 
 
-_seed = _bounded(int, 0, 2**63 - 1)
-_length = _bounded(int, 1, cube.SAMPLED_LIMIT)
-_samples = _bounded(int, 2, 2**20)
+_seed = _limited(int, "seed")
+_length = _limited(int, "n")
+_samples = _limited(int, "samples")
 
 
 class _OldFlag(argparse.Action):
@@ -281,7 +282,7 @@ class _OldFlag(argparse.Action):
 
 
 def _file_options(p) -> None:
-    p.add_argument("--n-heads", type=_bounded(int, 1, 4096), help="attention heads (the authors' layout does not record them)")
+    p.add_argument("--n-heads", type=_limited(int, "n_heads"), help="attention heads (the authors' layout does not record them)")
     p.add_argument("--task", help="task of a file that does not record it, or to override it")
     p.add_argument("--n", type=_length, help="input length (for files that do not record it, or to override it)")
 
@@ -312,9 +313,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("slice", help="the loss along one or two directions in parameter space, as CSV")
     p.add_argument("checkpoint")
     p.add_argument("--dims", type=int, choices=(1, 2), default=1, help="1-D line or 2-D plane (default 1)")
-    p.add_argument("--steps", type=_bounded(int, 2, MAX_SLICE_POINTS), default=21,
+    p.add_argument("--steps", type=_limited(int, "steps"), default=21,
                    help="grid points per axis (default 21)")
-    p.add_argument("--span", type=float, help="alpha in [-span, span] (default 1); with --to, [-span, 1+span] (default 0.5)")
+    p.add_argument("--span", type=_limited(float, "span"), help="alpha in [-span, span] (default 1); with --to, [-span, 1+span] (default 0.5)")
     p.add_argument("--normalization", choices=slices.NORMALIZATIONS, default="filter",
                    help="random directions scaled per filter (default), per layer, or none (unit norm)")
     p.add_argument("--directions", action=_OldFlag, hint="was renamed: the normalization of the random directions "
@@ -325,14 +326,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="FILE.csv", help="where to write the slice")
     _file_options(p)
     p.add_argument("--seed", type=_seed, default=0, help="seed of the directions and the input sample")
-    p.add_argument("--inputs", type=_bounded(int, 1, 2**20), default=MeasureSettings().measure_inputs,
+    p.add_argument("--inputs", type=_limited(int, "inputs"), default=MeasureSettings().measure_inputs,
                    help="inputs: the cube when 2**n <= this, else a seeded sample of this many")
     p.set_defaults(run=_slice)
 
     p = sub.add_parser("convert", help="convert the authors' .pt state dict to a safetensors checkpoint")
     p.add_argument("source", help="a .pt file holding a state dict")
     p.add_argument("out", help="the .safetensors file to write")
-    p.add_argument("--n-heads", type=_bounded(int, 1, 4096), required=True, help="attention heads of the model")
+    p.add_argument("--n-heads", type=_limited(int, "n_heads"), required=True, help="attention heads of the model")
     p.add_argument("--task", help="the task it was trained on")
     p.add_argument("--n", type=_length, help="the input length it was trained on")
     p.set_defaults(run=_convert)
@@ -351,7 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
     q = zoo_sub.add_parser("build", help="train every zoo checkpoint (deterministic) and write the manifest")
     q.add_argument("--dir", default="checkpoints", help="where the checkpoints go")
     q.add_argument("--only", nargs="+", metavar="NAME", help="rebuild only these entries (file stems)")
-    q.add_argument("--threads", type=_bounded(int, 1, 1024), default=1,
+    q.add_argument("--threads", type=_limited(int, "threads"), default=1,
                    help="CPU threads (default 1: reproducible, and robust on a busy machine)")
     q.set_defaults(run=_zoo_build)
     q = zoo_sub.add_parser("verify", help="re-check every manifest entry: hash, loading, metadata")
@@ -364,10 +365,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR", help="results folder (rerun with the same folder to resume)")
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="local: process pool on this machine (default); ray: Ray tasks")
-    p.add_argument("--workers", type=_bounded(int, 1, 1024), default=1, help="parallel jobs (default 1: in this process)")
+    p.add_argument("--workers", type=_limited(int, "workers"), default=1, help="parallel jobs (default 1: in this process)")
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray instance)")
     p.add_argument("--scale", help="a named scale of the spec, e.g. standard or paper (default: the quick scale)")
-    p.add_argument("--threads", type=_bounded(int, 1, 1024), help="torch threads per local worker (default: CPUs / workers)")
+    p.add_argument("--threads", type=_limited(int, "threads"), help="torch threads per local worker (default: CPUs / workers)")
+    p.add_argument("--max-runs", type=_limited(int, "max_runs"), metavar="N",
+                   help="allow a sweep of up to N runs (needed above the cap of 10,000; see sensviz.limits)")
     p.set_defaults(run=_sweep)
 
     p = sub.add_parser("report", help="a standalone HTML report with every figure of a sweep folder (or of its subfolders)")

@@ -1,11 +1,12 @@
 """Typed settings: dataclasses whose fields carry their help and range, checked by one function.
 
 A settings dataclass (`TrainConfig`, `MeasureSettings`, an experiment's own settings) declares each
-field with `setting(default, help, low=..., high=...)`. From those fields alone:
+field with `setting(default, help, limit="batch_size")` (a named limit of `sensviz.limits`) or
+`setting(default, help, low=..., high=...)`. From those fields alone:
 
 - `check(instance)` validates every value against its annotated type (int, float, bool, str, each
   optionally `| None`; an int is never a bool, a float is finite) and its range, with one readable
-  line per problem (call it from `__post_init__`);
+  line per problem naming the limit (call it from `__post_init__`);
 - `build(cls, values)` makes an instance from a dict, naming unknown keys and the known ones;
 - `split(values, classes)` routes the keys of one flat dict (a sweep run's settings, a form) to
   the classes whose fields they name;
@@ -27,15 +28,25 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Iterable
 
+from .limits import LIMITS, Limit, check_float, check_int
+
 _NO_DEFAULT = dataclasses.MISSING
 
 
-def setting(default=_NO_DEFAULT, help: str = "", *, low: float | None = None, high: float | None = None,
-            positive: bool = False, choices: Iterable | None = None, flag: bool = True):
-    """A dataclass field with its help text and range: `low <= value <= high` (either optional),
-    `positive` for value > 0, `choices` for a closed set; `flag=False` keeps it off the command line."""
-    metadata = {"help": help, "low": low, "high": high, "positive": positive,
-                "choices": tuple(choices) if choices is not None else None, "flag": flag}
+def setting(default=_NO_DEFAULT, help: str = "", *, limit: str | None = None, low: float | None = None,
+            high: float | None = None, positive: bool = False, choices: Iterable | None = None, flag: bool = True):
+    """A dataclass field with its help text and range: a named limit of `sensviz.limits` (`limit`),
+    or `low <= value <= high` (`positive`: value > low = 0), `choices` for a closed set;
+    `flag=False` keeps it off the command line."""
+    if limit is not None:
+        bounds = LIMITS[limit]
+    elif low is not None or high is not None or positive:
+        bounds = Limit("", 0.0 if positive else (-math.inf if low is None else low),
+                       math.inf if high is None else high, help, open_low=positive)
+    else:
+        bounds = None
+    metadata = {"help": help, "limit": bounds, "choices": tuple(choices) if choices is not None else None,
+                "flag": flag}
     if isinstance(default, (list, dict, set)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -50,48 +61,34 @@ class Setting:
     optional: bool  # None allowed
     default: Any
     help: str
-    low: float | None
-    high: float | None
-    positive: bool
+    limit: Limit | None  # the range of a number
     choices: tuple | None
     flag: bool
 
     def describe_range(self) -> str:
         if self.choices is not None:
             return "one of " + ", ".join(map(str, self.choices))
-        parts = []
-        if self.positive:
-            parts.append("> 0")
-        if self.low is not None:
-            parts.append(f">= {self.low:g}")
-        if self.high is not None:
-            parts.append(f"<= {self.high:g}")
+        if self.limit is None:
+            return ""
+        low, high = self.limit.low, self.limit.high
+        parts = [f"> {low:g}" if self.limit.open_low else f">= {low:g}"] if math.isfinite(low) else []
+        parts += [f"<= {high:g}"] if math.isfinite(high) else []
         return " and ".join(parts)
 
     def check(self, value, owner: str = "") -> None:
         """Raise ValueError (one line, naming the setting and its range) for a value it does not take."""
-        where = f"{owner}: " if owner else ""
+        where = f"{owner}: {self.name}" if owner else self.name
         if value is None:
             if not self.optional:
-                raise ValueError(f"{where}{self.name} must be set ({_a(self.type)})")
+                raise ValueError(f"{where} must be set ({_a(self.type)})")
             return
-        if self.type is bool:
-            ok = isinstance(value, bool)
-        elif self.type is int:
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        elif self.type is float:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        else:
-            ok = isinstance(value, self.type)
-        if not ok:
-            finite = " (finite)" if self.type is float else ""
-            raise ValueError(f"{where}{self.name} must be {_a(self.type)}{finite}, got {value!r}")
-        if self.choices is not None and value not in self.choices:
-            raise ValueError(f"{where}{self.name} must be {self.describe_range()}, got {value!r}")
         if self.type in (int, float):
-            if (self.positive and not value > 0) or (self.low is not None and value < self.low) or (
-                    self.high is not None and value > self.high):
-                raise ValueError(f"{where}{self.name} must be {self.describe_range()}, got {value!r}")
+            limit = self.limit or Limit("", -math.inf, math.inf, "")
+            (check_int if self.type is int else check_float)(where, value, limit)
+        elif not isinstance(value, self.type):
+            raise ValueError(f"{where} must be {_a(self.type)}, got {value!r}")
+        if self.choices is not None and value not in self.choices:
+            raise ValueError(f"{where} must be {self.describe_range()}, got {value!r}")
 
 
 def _a(kind: type) -> str:
@@ -121,8 +118,8 @@ def settings_of(cls: type) -> tuple[Setting, ...]:
         meta = f.metadata
         default = f.default if f.default is not _NO_DEFAULT else (
             f.default_factory() if f.default_factory is not _NO_DEFAULT else _NO_DEFAULT)
-        found.append(Setting(f.name, kind, optional, default, meta.get("help", ""), meta.get("low"), meta.get("high"),
-                             meta.get("positive", False), meta.get("choices"), meta.get("flag", True)))
+        found.append(Setting(f.name, kind, optional, default, meta.get("help", ""), meta.get("limit"),
+                             meta.get("choices"), meta.get("flag", True)))
     return tuple(found)
 
 

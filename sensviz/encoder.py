@@ -27,6 +27,7 @@ from torch import nn
 
 from .hooks import HookPoint
 from .base import LayerNorm, TracedModel
+from .limits import check_model_config
 
 
 @dataclass
@@ -39,16 +40,13 @@ class EncoderConfig:
     eps: float = 1e-5  # LayerNorm eps
 
     def __post_init__(self):
+        check_model_config(self)  # types and ranges of every field (sensviz.limits)
         if self.d_ff == 0:
             self.d_ff = self.d_model
-        if self.d_model < 2 or self.d_model % 2:
-            raise ValueError(f"encoder d_model must be even and >= 2 (two halves), got {self.d_model}")
-        if self.n_heads < 1 or self.d_model % self.n_heads:
+        if self.d_model % 2:
+            raise ValueError(f"encoder d_model must be even (two halves), got {self.d_model}")
+        if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
-        if self.n_layers < 1 or self.max_len < 1 or self.d_ff < 1:
-            raise ValueError("n_layers, max_len and d_ff must be positive")
-        if self.eps < 0:
-            raise ValueError(f"eps must be >= 0, got {self.eps}")
 
 
 class SelfAttention(nn.Module):

@@ -68,7 +68,7 @@ class SweepSettings:
     """The settings of a sweep run that are neither the model, the training nor the measurement."""
 
     task: str | None = setting(None, "the task label (the generalization experiment: default random:seed=<seed>)")
-    batch_models: int = setting(16, "at most this many models in one train_many run (memory)", low=1, high=4096)
+    batch_models: int = setting(16, "at most this many models in one train_many run (memory)", limit="batch_models")
     radii: bool = setting(False, "also measure L_rho at several radii (sensviz.measure.RADIUS_FRACTIONS of rho)")
 
     def __post_init__(self):
@@ -77,7 +77,7 @@ class SweepSettings:
 
 @dataclass
 class DynamicsSettings:
-    measure_every: int = setting(100, "measure every this many steps", low=1, high=10_000_000)
+    measure_every: int = setting(100, "measure every this many steps", limit="train_steps")
 
     def __post_init__(self):
         check(self)
@@ -85,10 +85,10 @@ class DynamicsSettings:
 
 @dataclass
 class GeneralizationSettings:
-    completions: int = setting(16, "random completions of the training data whose as_n is compared", low=1,
-                               high=4096)
+    completions: int = setting(16, "random completions of the training data whose as_n is compared",
+                               limit="samples")
     retrain_steps: int = setting(3000, "steps of retraining the learned table and a completion on the whole cube",
-                                 low=1, high=10_000_000)
+                                 limit="train_steps")
 
     def __post_init__(self):
         check(self)

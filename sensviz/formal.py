@@ -25,6 +25,7 @@ from torch import nn
 
 from .hooks import HookPoint
 from .base import LayerNorm, TracedModel
+from .limits import check_model_config
 
 
 @dataclass
@@ -37,14 +38,9 @@ class FormalConfig:
     eps: float = 1e-5  # LayerNorm eps; 0 gives the exact 1/sigma of the theory
 
     def __post_init__(self):
+        check_model_config(self)  # types and ranges of every field (sensviz.limits; d_model >= 2 for LayerNorm)
         if self.d_ff == 0:
             self.d_ff = self.d_model
-        if min(self.d_model, self.n_layers, self.n_heads, self.max_len, self.d_ff) < 1:
-            raise ValueError("d_model, n_layers, n_heads, max_len and d_ff must be positive")
-        if self.d_model < 2:
-            raise ValueError("LayerNorm needs d_model >= 2")
-        if self.eps < 0:
-            raise ValueError(f"eps must be >= 0, got {self.eps}")
 
 
 class FormalAttention(nn.Module):

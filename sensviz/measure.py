@@ -64,11 +64,6 @@ from .scratchpad import ScratchpadTransformer, autoregressive_accuracy
 from .sharpness import Sharpness, SharpnessLimit, SharpnessProxy, sharpness, sharpness_limit, sharpness_proxy
 from .tasks import ZERO_ONE, Task, TargetEncoding, get_task
 
-MAX_SAMPLES = 2**20
-"""Most Monte Carlo samples or landscape inputs a measurement takes."""
-MAX_DIRECTIONS = 4096
-"""Most random directions or noise draws."""
-MAX_SEED = 2**63 - 1
 RADIUS_FRACTIONS = (0.01, 0.1, 0.3, 1.0)
 """The radii of the `radii` quantity, as fractions of the sharpness radius rho."""
 
@@ -79,18 +74,18 @@ class MeasureSettings:
 
     exact_limit: int = setting(14, "largest n whose cube is analysed whole (sensitivity, degree profile, Blowup)",
                                low=1, high=cube.EXACT_LIMIT)
-    samples: int = setting(1024, "seeded Monte Carlo samples above exact_limit", low=2, high=MAX_SAMPLES)
+    samples: int = setting(1024, "seeded Monte Carlo samples above exact_limit", limit="samples")
     measure_inputs: int = setting(512, "landscape inputs (sharpness, proxy, Hessian): the cube when 2**n <= this, "
-                                  "else a seeded sample of this many", low=1, high=MAX_SAMPLES)
+                                  "else a seeded sample of this many", limit="inputs")
     rho: float | None = setting(None, "radius of L_rho (default proxy_eps * sqrt(P), the proxy's typical |Delta|)",
-                                positive=True, high=1e6)
-    directions: int = setting(32, "random directions of L_rho", low=2, high=MAX_DIRECTIONS)
+                                limit="rho")
+    directions: int = setting(32, "random directions of L_rho", limit="directions")
     proxy_eps: float = setting(0.02, "std of the proxy's Gaussian noise per coordinate (the paper's 0.02)",
-                               positive=True, high=1e3)
-    proxy_draws: int = setting(32, "noise draws of the proxy", low=2, high=MAX_DIRECTIONS)
+                               positive=True, high=1.0)
+    proxy_draws: int = setting(32, "noise draws of the proxy", limit="draws")
     decoder_steps: str = setting("all", "scratchpad models: sharpness and proxy over every decoder step (the "
                                  "authors') or the last", choices=STEPS)
-    measure_seed: int = setting(0, "the input sample, the directions and the noise draws", low=0, high=MAX_SEED)
+    measure_seed: int = setting(0, "the input sample, the directions and the noise draws", limit="seed")
 
     def __post_init__(self):
         check(self)

@@ -70,24 +70,18 @@ def build_model(arch: str, config=None, *, seed: int | None = None, device=None,
     return model.to(device) if device is not None else model
 
 
-MAX_D_MODEL = 4096
-MAX_LAYERS = 64
-MAX_HEADS = 64
-MAX_LEN = 4096
-
-
 @dataclass
 class ModelSettings:
     """Which model to build: the architecture and the sizes all three share (`build` makes it)."""
 
     arch: str = setting("encoder", "architecture: encoder (the paper's experiments), formal (its theory) or "
                         "scratchpad (its encoder-decoder)", choices=tuple(ARCHITECTURES))
-    d_model: int = setting(32, "width d", low=2, high=MAX_D_MODEL)
-    n_layers: int = setting(2, "layers (each of encoder and decoder for the scratchpad)", low=1, high=MAX_LAYERS)
-    n_heads: int = setting(2, "attention heads per layer", low=1, high=MAX_HEADS)
-    max_len: int | None = setting(None, "positional range, the longest input (default: n)", low=1, high=MAX_LEN)
-    d_ff: int = setting(0, "feed-forward width (0: d_model)", low=0, high=4 * MAX_D_MODEL)
-    eps: float = setting(1e-5, "LayerNorm eps", low=0.0, high=1.0)
+    d_model: int = setting(32, "width d", limit="d_model")
+    n_layers: int = setting(2, "layers (each of encoder and decoder for the scratchpad)", limit="n_layers")
+    n_heads: int = setting(2, "attention heads per layer", limit="n_heads")
+    max_len: int | None = setting(None, "positional range, the longest input (default: n)", limit="max_len")
+    d_ff: int = setting(0, "feed-forward width (0: d_model)", limit="d_ff")
+    eps: float = setting(1e-5, "LayerNorm eps", limit="eps")
 
     def __post_init__(self):
         check(self)

@@ -24,6 +24,11 @@ A spec (TOML) names an experiment (a run function from `sensviz.experiments`) an
 `[[grid]]` (an array of tables) instead of `[grid]` gives several grids whose runs are pooled,
 e.g. one per architecture with its own lengths; a scale's `grid` then replaces the whole array.
 
+A spec is validated whole before anything runs: unknown keys (at the top, in a scale, in a
+random rule), empty or wrongly typed values, a setting whose values mix types across runs; and
+its number of runs is counted before the grid is expanded: above the cap of 10,000 runs
+(`sensviz.limits`, `runs`) it needs an explicit `max_runs` (`sensviz sweep --max-runs N`).
+
 Each run's settings are a flat dict; its `run_id` is a hash of them, so rerunning a sweep skips
 runs that already finished (their results are files in `OUT/runs/`), retries failed ones, and an
 interrupted sweep loses nothing already finished. Runs that differ only in `seed` form one job, so
@@ -32,11 +37,17 @@ the spec's `batch`) names more settings that may differ within a job, e.g. the l
 random search. Results: `OUT/runs.parquet` (one row per run: settings, status, error, final
 metrics, wall time) and `OUT/history.parquet` (per-step measurements), rewritten after every job
 and holding the runs of the spec just run; each run's checkpoint in `OUT/checkpoints/`.
+The history table is replaced before the runs table, and `read_results` keeps only the history
+of the runs in the runs table, so the two agree however a sweep was interrupted.
+
+Stopping: SIGTERM ends a sweep as Ctrl-C does (the local pool's workers are ended with it), and
+local workers watch their parent process and exit as soon as it is gone (even after SIGKILL).
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import difflib
 import hashlib
 import itertools
 import json
@@ -44,17 +55,26 @@ import math
 import multiprocessing
 import os
 import random
+import signal
 import sys
+import threading
 import time
 import tomllib
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
 import pandas as pd
 
+from .limits import check_int, check_run_count
+
 RANDOM_KINDS = ("uniform", "log_uniform", "int_uniform", "choice")
+SPEC_KEYS = ("experiment", "name", "description", "batch", "defaults", "grid", "random", "scales")
+"""Every key a spec may have at its top level."""
+WATCH_INTERVAL_S = 0.5
+"""How often a local worker checks that the sweep's process is still there."""
 
 
 @dataclass
@@ -75,9 +95,138 @@ def run_id(settings: dict) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def _draw(name: str, rule, rng: random.Random):
+# ----------------------------------------------------------------------------- validation
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and math.isfinite(value)
+
+
+def _check_setting(where: str, value) -> None:
+    """A setting's value: a string, a boolean, an integer or a finite float."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where}: {value} is not a finite number")
+    if not isinstance(value, (str, bool, int, float)):
+        raise ValueError(f"{where} must be a string, a number or a boolean, got {_shown(value)}")
+
+
+def _check_settings(where: str, table) -> None:
+    if not isinstance(table, dict):
+        raise ValueError(f"{where} must be a table of settings ([{where}]), got {_shown(table)}")
+    for key, value in table.items():
+        _check_setting(f"{where}.{key}", value)
+
+
+def _check_grid(where: str, grid) -> None:
+    tables = grid if isinstance(grid, list) and grid else [grid]
+    for table in tables:
+        if not isinstance(table, dict):
+            raise ValueError(f"{where} must be a table ([grid]) or an array of tables ([[grid]]), got {_shown(grid)}")
+        for key, values in table.items():
+            if not isinstance(values, list) or not values:
+                raise ValueError(f"{where}.{key} must be a non-empty list, got {_shown(values)}")
+            for value in values:
+                _check_setting(f"{where}.{key}", value)
+
+
+def _check_rule(where: str, rule) -> None:
     if not isinstance(rule, dict) or len(rule) != 1 or next(iter(rule)) not in RANDOM_KINDS:
-        raise ValueError(f"random.{name} must be one of {{{', '.join(RANDOM_KINDS)} = [...]}}, got {rule!r}")
+        raise ValueError(f"{where} must be one of {{{', '.join(RANDOM_KINDS)} = [...]}}, got {_shown(rule)}")
+    kind, args = next(iter(rule.items()))
+    if kind == "choice":
+        if not isinstance(args, list) or not args:
+            raise ValueError(f"{where}: choice takes a non-empty list of values, got {_shown(args)}")
+        for value in args:
+            _check_setting(f"{where}.choice", value)
+        return
+    integers = kind == "int_uniform"
+    if not (isinstance(args, list) and len(args) == 2
+            and all(_is_number(a) and (not integers or isinstance(a, int)) for a in args)):
+        what = "two integers" if integers else "two finite numbers"
+        raise ValueError(f"{where}: {kind} takes [low, high], {what}; got {_shown(args)}")
+    low, high = args
+    if low > high:
+        raise ValueError(f"{where}: {kind} needs low <= high, got [{low}, {high}]")
+    if kind == "log_uniform" and low <= 0:
+        raise ValueError(f"{where}: log_uniform bounds must be positive, got [{low}, {high}]")
+
+
+def _check_random(where: str, search) -> None:
+    if not isinstance(search, dict):
+        raise ValueError(f"{where} must be a table ([{where}]), got {_shown(search)}")
+    for key, rule in search.items():
+        if key == "samples":
+            check_int(f"{where}.samples", rule, "max_runs")
+        elif key == "seed":
+            check_int(f"{where}.seed", rule, "seed")
+        else:
+            _check_rule(f"{where}.{key}", rule)
+
+
+def _check_scales(scales) -> None:
+    if not isinstance(scales, dict):
+        raise ValueError(f"scales must be a table of named scales ([scales.NAME]), got {_shown(scales)}")
+    for name, scale in scales.items():
+        where = f"scales.{name}"
+        if not isinstance(scale, dict):
+            raise ValueError(f"{where} must be a table ([{where}]) of settings, grid and random, got {_shown(scale)}")
+        for key, value in scale.items():
+            if key == "grid":
+                _check_grid(f"{where}.grid", value)
+            elif key == "random":
+                _check_random(f"{where}.random", value)
+            elif isinstance(value, dict):
+                raise ValueError(f"{where}.{key} is a table; a scale holds settings, [{where}.grid] and [{where}.random]")
+            else:
+                _check_setting(f"{where}.{key}", value)
+
+
+def check_spec_data(data: dict) -> None:
+    """Raise ValueError, with the first problem, for a spec (parsed TOML) that is not valid as a whole:
+    unknown top-level keys, tables or rules, empty lists, values of the wrong type."""
+    unknown = sorted(set(data) - set(SPEC_KEYS))
+    if unknown:
+        close = [m for key in unknown for m in difflib.get_close_matches(key, SPEC_KEYS, n=1)]
+        hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+        raise ValueError(f"unknown top-level key(s) {unknown}{hint}; a spec has {', '.join(SPEC_KEYS)}")
+    if "experiment" not in data:
+        raise ValueError("the spec must name its experiment (experiment = \"...\")")
+    for key in ("experiment", "name", "description"):
+        if key in data and not isinstance(data[key], str):
+            raise ValueError(f"{key} must be a string, got {_shown(data[key])}")
+    batch = data.get("batch")
+    if batch is not None and (not isinstance(batch, list) or not all(isinstance(b, str) for b in batch)):
+        raise ValueError(f"batch must be a list of setting names, got {batch!r}")
+    _check_settings("defaults", data.get("defaults", {}))
+    if "grid" in data:
+        _check_grid("grid", data["grid"])
+    _check_random("random", data.get("random", {}))
+    _check_scales(data.get("scales", {}))
+
+
+def _check_columns(runs: list[dict]) -> None:
+    """Every setting holds one kind of value across the runs (one column of the runs table)."""
+    kinds: dict[str, dict[str, object]] = {}
+    for settings in runs:
+        for key, value in settings.items():
+            kind = "boolean" if isinstance(value, bool) else "string" if isinstance(value, str) else "number"
+            kinds.setdefault(key, {}).setdefault(kind, value)
+    for key, seen in kinds.items():
+        if len(seen) > 1:
+            examples = ", ".join(_shown(v) for v in seen.values())
+            raise ValueError(f"setting '{key}' mixes {' and '.join(sorted(seen))} values across runs ({examples}); "
+                             "each setting is one column of the results table")
+
+
+# ----------------------------------------------------------------------------- expansion
+
+
+def _draw(rule, rng: random.Random):
     kind, args = next(iter(rule.items()))
     if kind == "choice":
         return rng.choice(list(args))
@@ -85,8 +234,6 @@ def _draw(name: str, rule, rng: random.Random):
     if kind == "uniform":
         return rng.uniform(low, high)
     if kind == "log_uniform":
-        if low <= 0 or high <= 0:
-            raise ValueError(f"random.{name}: log_uniform bounds must be positive")
         return math.exp(rng.uniform(math.log(low), math.log(high)))
     return rng.randint(int(low), int(high))
 
@@ -95,12 +242,14 @@ def _grid_points(grid) -> list[dict]:
     """The points of one grid table (the Cartesian product of its lists), or of an array of them (pooled)."""
     if isinstance(grid, list):
         return [point for table in grid for point in _grid_points(table)]
-    if not isinstance(grid, dict):
-        raise ValueError(f"grid must be a table ([grid]) or an array of tables ([[grid]]), got {grid!r}")
-    for key, values in grid.items():
-        if not isinstance(values, list) or not values:
-            raise ValueError(f"grid.{key} must be a non-empty list")
     return [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())]
+
+
+def _count_points(grid) -> int:
+    """len(_grid_points(grid)), without making them."""
+    if isinstance(grid, list):
+        return sum(_count_points(table) for table in grid)
+    return math.prod(len(values) for values in grid.values())
 
 
 def _with_scale(data: dict, scale: str) -> tuple[dict, object, dict]:
@@ -117,42 +266,70 @@ def _with_scale(data: dict, scale: str) -> tuple[dict, object, dict]:
     return {**data.get("defaults", {}), **overrides}, grid, search
 
 
-def expand(data: dict, scale: str | None = None) -> list[dict]:
-    """Every run's settings: defaults (with the scale's overrides), times the grid, times random draws."""
+def _plan(data: dict, scale: str | None) -> tuple[dict, object, dict, int, int]:
+    """Defaults, grid, random rules, draws per grid point and the random search's seed."""
     if scale:
         defaults, grid, search = _with_scale(data, scale)
     else:
         defaults, grid, search = dict(data.get("defaults", {})), data.get("grid", {}), dict(data.get("random", {}))
-    points = _grid_points(grid) or [{}]
-    samples = int(search.pop("samples", 1 if not search else 0))
-    rng = random.Random(int(search.pop("seed", 0)))
+    samples = search.pop("samples", 1 if not search else 0)
+    seed = search.pop("seed", 0)
     if search and samples < 1:
         raise ValueError("random search needs samples >= 1")
+    return defaults, grid, search, samples if search else 1, seed
+
+
+def count_runs(data: dict, scale: str | None = None) -> int:
+    """How many runs `expand` makes of a valid spec, counted without making them."""
+    _, grid, _, draws, _ = _plan(data, scale)
+    return max(_count_points(grid), 1) * draws
+
+
+def expand(data: dict, scale: str | None = None, max_runs: int | None = None) -> list[dict]:
+    """Every run's settings: defaults (with the scale's overrides), times the grid, times random draws.
+
+    The spec is validated whole and its runs counted first: above the `runs` limit (10,000) it
+    needs `max_runs`. ValueError says what is wrong.
+    """
+    check_spec_data(data)
+    check_run_count(count_runs(data, scale), max_runs)
+    defaults, grid, search, draws, seed = _plan(data, scale)
+    points = _grid_points(grid) or [{}]
+    rng = random.Random(seed)
     runs = []
     for point in points:
-        for _ in range(samples if search else 1):
-            drawn = {name: _draw(name, rule, rng) for name, rule in search.items()}
+        for _ in range(draws):
+            drawn = {name: _draw(rule, rng) for name, rule in search.items()}
             runs.append({**defaults, **point, **drawn})
+    _check_columns(runs)
     return runs
 
 
-def load_spec(path, scale: str | None = None) -> SweepSpec:
-    """Parse a TOML sweep spec; ValueError with the reason for a bad one."""
+def load_spec(path, scale: str | None = None, max_runs: int | None = None) -> SweepSpec:
+    """Parse and validate a TOML sweep spec; ValueError with the reason for a bad one.
+
+    `max_runs`: the most runs the spec may expand to, needed above the `runs` limit (10,000).
+    """
     path = Path(path)
     try:
+        check_int(f"{path}: the spec's size in bytes", path.stat().st_size, "spec_bytes")
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise ValueError(f"{path}: no such sweep spec") from None
-    except tomllib.TOMLDecodeError as err:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{path}: not valid TOML ({err})") from None
-    if "experiment" not in data:
-        raise ValueError(f"{path}: the spec must name its experiment (experiment = \"...\")")
+    except RecursionError:
+        raise ValueError(f"{path}: not valid TOML (it nests too deeply)") from None
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read it ({err.strerror or err})") from None
+    try:
+        runs = expand(data, scale, max_runs)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
     batch = data.get("batch")
-    if batch is not None and (not isinstance(batch, list) or not all(isinstance(b, str) for b in batch)):
-        raise ValueError(f"{path}: batch must be a list of setting names, got {batch!r}")
     return SweepSpec(
         experiment=data["experiment"],
-        runs=expand(data, scale),
+        runs=runs,
         name=data.get("name", path.stem),
         source=str(path),
         description=data.get("description", ""),
@@ -223,10 +400,38 @@ def _guarded(job_fn: JobFunction, experiment: str, job: list[dict], out: str):
     return results, (time.perf_counter() - start) / max(len(job), 1)
 
 
-def _init_worker(threads: int) -> None:
+def _init_worker(threads: int, parent: int | None = None) -> None:
+    """Set the torch threads; in a worker process (`parent`: the sweep's pid), also start watching it."""
     import torch
 
     torch.set_num_threads(threads)
+    if parent is not None:
+        threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True, name="sensviz-watch-parent").start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """In a worker: end this process at once when the sweep's process is gone (killed, even by SIGKILL)."""
+    while os.getppid() == parent:
+        time.sleep(WATCH_INTERVAL_S)
+    os._exit(1)
+
+
+@contextmanager
+def _sigterm_as_exit():
+    """In the main thread: SIGTERM raises SystemExit(143), so a sweep stops as on Ctrl-C (its `finally`
+    blocks end the workers) instead of dying with its workers left running."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 def run_sweep(
@@ -268,13 +473,14 @@ def run_sweep(
             print(f"[{completed}/{len(todo)}] {run_id(settings)} {_short(settings)} {status}", file=log, flush=True)
         write_tables(out, ids)  # after every job: the tables of an interrupted sweep hold what finished
 
-    if executor == "local":
-        _run_local(pending, spec, job_fn, workers, str(out), collect, threads)
-    elif executor == "ray":
-        _run_ray(pending, spec, job_fn, workers, address, str(out), collect)
-    else:
-        raise ValueError(f"unknown executor '{executor}'; use 'local' or 'ray'")
-    return write_tables(out, ids)
+    with _sigterm_as_exit():
+        if executor == "local":
+            _run_local(pending, spec, job_fn, workers, str(out), collect, threads)
+        elif executor == "ray":
+            _run_ray(pending, spec, job_fn, workers, address, str(out), collect)
+        else:
+            raise ValueError(f"unknown executor '{executor}'; use 'local' or 'ray'")
+        return write_tables(out, ids)
 
 
 def _short(settings: dict) -> str:
@@ -291,10 +497,31 @@ def _run_local(pending, spec, job_fn, workers, out, collect, threads=None) -> No
         return
     threads = threads or max(1, (os.cpu_count() or 1) // workers)
     context = multiprocessing.get_context("spawn")
-    with cf.ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(threads,)) as pool:
+    pool = cf.ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(threads, os.getpid()))
+    try:
         futures = {pool.submit(_guarded, job_fn, spec.experiment, job, out): job for job in pending}
         for future in cf.as_completed(futures):
             collect(futures[future], *future.result())
+    except BaseException:  # Ctrl-C, SIGTERM, a failing table write: end the workers now, not after their jobs
+        _terminate(pool)
+        raise
+    pool.shutdown()
+
+
+def _terminate(pool: cf.ProcessPoolExecutor) -> None:
+    """Cancel the pool's queued jobs and end its workers (`_processes` is what Python 3.14's
+    `ProcessPoolExecutor.terminate_workers` ends), then wait for the pool's manager thread: once
+    it has closed its pipes, the interpreter's exit handler cannot race it (Python 3.11 prints an
+    `OSError: Bad file descriptor` traceback when it does)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join(timeout=10)
+    if manager is not None:
+        manager.join(timeout=30)
 
 
 def _run_ray(pending, spec, job_fn, workers, address, out, collect) -> None:
@@ -336,6 +563,7 @@ def write_tables(out, ids: set[str] | None = None) -> pd.DataFrame:
                      "error": record["error"], **record["metrics"], "wall_s": record["wall_s"]})
         history.extend({"run_id": record["run_id"], **step} for step in record["history"])
     runs = pd.DataFrame(rows)
+    # history first, runs last: `read_results` keeps the history of the runs in the runs table
     for frame, name in ((pd.DataFrame(history), "history.parquet"), (runs, "runs.parquet")):
         tmp = out / f".{name}.tmp"  # replaced in one step: a reader (the app) never sees half a table
         frame.to_parquet(tmp, index=False)
@@ -349,6 +577,9 @@ def read_results(out) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     if not (out / "runs.parquet").is_file():
         raise ValueError(f"{out}: not a sweep folder (no runs.parquet)")
     spec = json.loads((out / "spec.json").read_text()) if (out / "spec.json").is_file() else {}
+    runs = pd.read_parquet(out / "runs.parquet")  # first: `write_tables` replaces it last
     history_path = out / "history.parquet"
     history = pd.read_parquet(history_path) if history_path.is_file() else pd.DataFrame()
-    return pd.read_parquet(out / "runs.parquet"), history, spec
+    if len(history) and "run_id" in runs:  # a newer history (a sweep stopped, or running, between the two)
+        history = history[history["run_id"].isin(runs["run_id"])].reset_index(drop=True)
+    return runs, history, spec

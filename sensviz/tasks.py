@@ -29,11 +29,10 @@ from typing import ClassVar
 import torch
 
 from . import cube
+from .limits import LIMITS, check_int
 
 MAX_TABLE_BITS = 24
 """Largest n for tasks stored as a truth table (2**24 entries = 16 MiB of bytes)."""
-SEED_RANGE = (0, 2**63 - 1)
-"""Seeds a task accepts (what `torch.Generator.manual_seed` takes without wrapping)."""
 
 _REQUIRED = object()
 
@@ -149,8 +148,7 @@ class Task(ABC):
 
     def check_n(self, n: int) -> None:
         """Raise ValueError when the task is not defined for strings of length n."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"{self.label}: n must be an integer >= 1, got {n!r}")
+        check_int(f"{self.label}: n", n, "n")
 
     def values(self, n: int) -> torch.Tensor:
         """The whole truth table over the cube in vertex order: float32 `[2**n]`."""
@@ -200,7 +198,7 @@ def _check_bits(bits: torch.Tensor) -> torch.Tensor:
 
 
 def _seed(help_text: str) -> Param:
-    return Param("seed", int, help_text, default=0, low=SEED_RANGE[0], high=SEED_RANGE[1])
+    return Param("seed", int, help_text, default=0, low=LIMITS["seed"].low, high=LIMITS["seed"].high)
 
 
 @register
@@ -259,7 +257,7 @@ class SparseParity(Task):
 
     name = "sparse_parity"
     description = "the parity of k positions drawn from a seed (as_n = k)"
-    parameters = (Param("k", int, "how many positions", low=1, high=2**16),
+    parameters = (Param("k", int, "how many positions", low=1, high=LIMITS["n"].high),
                   _seed("which positions (a seeded draw)"))
 
     def check_n(self, n):

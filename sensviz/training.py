@@ -49,16 +49,6 @@ from .losses import LOSSES, default_encoding, loss_value
 from .tasks import Task, TargetEncoding, get_task
 from .base import TracedModel
 
-MAX_TRAIN_N = 1024
-"""Longest training input (the scratchpad experiment's longest)."""
-MAX_BATCH = 65536
-MAX_STEPS = 10_000_000
-MAX_LR = 1e6
-"""Largest learning rate accepted: far above any that trains, low enough to reject typos like 1e38."""
-MAX_WEIGHT_DECAY = 100.0
-MAX_SEED = 2**63 - 1
-MAX_EVAL_SIZE = 2**20
-
 HISTORY_METADATA_CAP = 64 * 1024
 """Largest history (JSON bytes) kept in a checkpoint's metadata; above it, a side file."""
 
@@ -70,25 +60,23 @@ class TrainConfig:
     """How to train (the defaults are the paper's). Each field's help and range live in its
     `setting`, from which the command line and the Train page draw their options."""
 
-    n: int = setting(8, "input length; the longest one for mixed-length training", low=1, high=MAX_TRAIN_N)
-    min_n: int | None = setting(None, "mixed-length training over min_n..n (one length per step, cycled)",
-                                low=1, high=MAX_TRAIN_N)
-    batch_size: int = setting(1024, "strings per step", low=1, high=MAX_BATCH)
-    steps: int = setting(10_000, "optimizer steps", low=1, high=MAX_STEPS)
-    lr: float = setting(3e-4, "AdamW learning rate", positive=True, high=MAX_LR)
-    weight_decay: float = setting(0.1, "AdamW (decoupled) weight decay", low=0, high=MAX_WEIGHT_DECAY)
+    n: int = setting(8, "input length; the longest one for mixed-length training", limit="n")
+    min_n: int | None = setting(None, "mixed-length training over min_n..n (one length per step, cycled)", limit="n")
+    batch_size: int = setting(1024, "strings per step", limit="batch_size")
+    steps: int = setting(10_000, "optimizer steps", limit="train_steps")
+    lr: float = setting(3e-4, "AdamW learning rate", limit="lr")
+    weight_decay: float = setting(0.1, "AdamW (decoupled) weight decay", limit="weight_decay")
     loss: str = setting("mse", "training loss: mse, or bce on logits", choices=LOSSES)
     pm1_targets: bool = setting(False, "MSE on ±1 targets instead of {0,1}")
-    seed: int = setting(0, "the data stream and the model's initialisation", low=0, high=MAX_SEED)
+    seed: int = setting(0, "the data stream and the model's initialisation", limit="seed")
     train_size: int | None = setting(None, "train on this many fixed strings of the cube (a restricted training set)",
-                                     low=1, high=2**cube.EXACT_LIMIT)
-    train_set_seed: int | None = setting(None, "which strings the restricted set holds (default: seed)", low=0,
-                                         high=MAX_SEED)
-    eval_interval: int = setting(100, "evaluate every this many steps (and at step 0 and the end)", low=1,
-                                 high=MAX_STEPS)
-    eval_size: int = setting(4096, "evaluation strings per length: the whole cube if 2**n <= eval_size", low=1,
-                             high=MAX_EVAL_SIZE)
-    eval_seed: int = setting(0, "the evaluation sample", low=0, high=MAX_SEED)
+                                     limit="train_size")
+    train_set_seed: int | None = setting(None, "which strings the restricted set holds (default: seed)", limit="seed")
+    eval_interval: int = setting(100, "evaluate every this many steps (and at step 0 and the end)",
+                                 limit="train_steps")
+    eval_size: int = setting(4096, "evaluation strings per length: the whole cube if 2**n <= eval_size",
+                             limit="inputs")
+    eval_seed: int = setting(0, "the evaluation sample", limit="seed")
     target_accuracy: float | None = setting(None, "stop early once the evaluation accuracy reaches this", positive=True,
                                             high=1.0)
     target_loss: float | None = setting(None, "stop early once the evaluation loss is at most this (and the accuracy "

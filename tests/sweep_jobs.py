@@ -20,3 +20,14 @@ def toy_job(experiment: str, runs: list[dict], out: str) -> list[dict]:
             history = [{"step": s, "loss": 1.0 / (s + 1)} for s in range(3)]
             results.append({"metrics": {"value": r["n"] * 10 + r.get("seed", 0)}, "history": history})
     return results
+
+
+def slow_job(experiment: str, runs: list[dict], out: str) -> list[dict]:
+    """`toy_job` after `sleep` seconds per run; first appends this process's id to `pids.txt`."""
+    import os
+    import time
+
+    with (Path(out) / "pids.txt").open("a") as f:
+        f.write(f"{os.getpid()}\n")
+    time.sleep(sum(r.get("sleep", 0) for r in runs))
+    return toy_job(experiment, runs, out)

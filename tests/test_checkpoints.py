@@ -114,20 +114,32 @@ BAD_FILES = {
     "inf": lambda m: _rewrite(m, lambda t: t["embedding.weight"].__setitem__((0, 0), float("inf"))),
     "unknown layout": lambda m: safetensors.torch.save({"w": torch.zeros(2)}),
     "bad config json": lambda m: safetensors.torch.save(
-        {"w": torch.zeros(2)}, {"format": "sensviz", "arch": "encoder", "config": "{oops"}),
+        {"w": torch.zeros(2)}, {"format": "sensviz", "format_version": "1", "arch": "encoder", "config": "{oops"}),
     "unknown config field": lambda m: safetensors.torch.save(
-        {"w": torch.zeros(2)}, {"format": "sensviz", "arch": "encoder", "config": '{"width": 3}'}),
+        {"w": torch.zeros(2)}, {"format": "sensviz", "format_version": "1", "arch": "encoder", "config": '{"width": 3}'}),
     "unknown arch": lambda m: safetensors.torch.save(
-        {"w": torch.zeros(2)}, {"format": "sensviz", "arch": "rnn", "config": "{}"}),
+        {"w": torch.zeros(2)}, {"format": "sensviz", "format_version": "1", "arch": "rnn", "config": "{}"}),
+    "unknown format_version": lambda m: safetensors.torch.save(
+        {"w": torch.zeros(2)}, {"format": "sensviz", "format_version": "2", "arch": "encoder", "config": "{}"}),
+    "nested header": lambda m: struct.pack("<Q", 40_008) + b'{"w":' + b"[" * 20_000 + b"]" * 20_000 + b"}   ",
+}
+BAD_FILE_MESSAGES = {
+    "empty": "not a safetensors file", "not safetensors": "not a safetensors file", "truncated": "truncated",
+    "truncated header": "truncated", "corrupt header": "header is corrupt", "missing tensor": "missing tensors",
+    "unexpected tensor": "unexpected tensors", "wrong shape": "wrong shapes", "wrong dtype": "must be floating point",
+    "nan": "NaN or Inf", "inf": "NaN or Inf", "unknown layout": "not in the authors' key layout",
+    "bad config json": "'config' is not valid JSON", "unknown config field": "unknown encoder config fields",
+    "unknown arch": "unknown architecture 'rnn'", "unknown format_version": "format_version '2'",
+    "nested header": "nests too deeply",
 }
 
 
 @pytest.mark.parametrize("case", sorted(BAD_FILES))
 def test_every_bad_file_gives_a_checkpoint_error(case, encoder_model, tmp_path):
     data = BAD_FILES[case](encoder_model)
-    with pytest.raises(CheckpointError) as info:
+    with pytest.raises(CheckpointError, match=BAD_FILE_MESSAGES[case]) as info:
         load_checkpoint(data)
-    assert len(str(info.value)) > 20
+    assert len(str(info.value)) > 20 and "\n" not in str(info.value)
     path = tmp_path / "bad.safetensors"
     path.write_bytes(data)
     with pytest.raises(CheckpointError):

@@ -69,10 +69,70 @@ n = {int_uniform = [4, 25]}
     ("experiment = 'toy'\n[grid]\nn = 3", "non-empty list"),
     ("experiment = 'toy'\n[random]\nsamples = 2\nlr = {gauss = [0, 1]}", "must be one of"),
     ("experiment = 'toy'\n[grid\n", "not valid TOML"),
+    ("experiment = 'toy'\nexperimnet = 'x'", r"unknown top-level key\(s\) \['experimnet'\] \(did you mean 'experiment'\?\)"),
+    ("experiment = 'toy'\n[defaultz]\nn = 4", r"\['defaultz'\] \(did you mean 'defaults'\?\)"),
+    ("experiment = 'toy'\n[scales]\npaper = 5", r"scales.paper must be a table \(\[scales.paper\]\)"),
+    ("experiment = 'toy'\n[scales.paper.defaults]\nn = 4", r"scales.paper.defaults is a table; a scale holds settings"),
+    ("experiment = 'toy'\n[scales.paper.random]\nlr = {uniformm = [0, 1]}", "scales.paper.random.lr must be one of"),
+    ("experiment = 'toy'\n[random]\nlr = {choice = []}", "random.lr: choice takes a non-empty list"),
+    ("experiment = 'toy'\n[random]\nlr = {uniform = [1]}", r"random.lr: uniform takes \[low, high\], two finite numbers; got \[1\]"),
+    ("experiment = 'toy'\n[random]\nlr = {uniform = ['a', 1]}", "two finite numbers"),
+    ("experiment = 'toy'\n[random]\nlr = {uniform = [2, 1]}", "low <= high"),
+    ("experiment = 'toy'\n[random]\nn = {int_uniform = [4, 8.5]}", "two integers"),
+    ("experiment = 'toy'\n[random]\nlr = {log_uniform = [0, 1]}", "must be positive"),
+    ("experiment = 'toy'\n[random]\nlr = {uniform = [0, 1], choice = [1]}", "must be one of"),
+    ("experiment = 'toy'\n[random]\nsamples = 1e9\nlr = {uniform = [0, 1]}", "random.samples must be an integer"),
+    ("experiment = 'toy'\n[random]\nsamples = 1000000000\nlr = {uniform = [0, 1]}", "random.samples must be at most"),
+    ("experiment = 'toy'\n[grid]\nlr = [nan, inf, -1.0, 'abc']", "grid.lr: nan is not a finite number"),
+    ("experiment = 'toy'\n[grid]\nlr = [-1.0, 'abc']", r"setting 'lr' mixes number and string values across runs \(-1.0, 'abc'\)"),
+    ("experiment = 'toy'\n[defaults]\nlr = 0.1\n[[grid]]\nn = [4]\n[[grid]]\nlr = [true]", "mixes boolean and number"),
+    ("experiment = 'toy'\n[grid]\nn = [[4, 5]]", "must be a string, a number or a boolean"),
+    ("experiment = 'toy'\n[defaults]\nd = 1979-05-27", "must be a string, a number or a boolean"),
+    ("experiment = 5", "experiment must be a string"),
+    ("experiment = 'toy'\ngrid = 3", "grid must be a table"),
+    ("experiment = 'toy'\nx = " + "[" * 5000 + "]" * 5000, "not valid TOML"),
 ])
 def test_bad_specs(tmp_path, text, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=message) as info:
         sweeps.load_spec(write_spec(tmp_path, text))
+    assert "\n" not in str(info.value)
+
+
+def test_a_spec_is_validated_whole_even_scales_not_asked_for(tmp_path):
+    with pytest.raises(ValueError, match="scales.other.random.lr: choice takes a non-empty list"):
+        sweeps.load_spec(write_spec(tmp_path, SPEC + "[scales.other.random]\nlr = {choice = []}\n"))
+
+
+def test_the_run_cap_is_checked_before_the_grid_is_expanded(tmp_path):
+    huge = "experiment = 'toy'\n[grid]\n" + "".join(f"k{i} = [{', '.join(map(str, range(16)))}]\n" for i in range(10))
+    with pytest.raises(ValueError, match=r"1,099,511,627,776 runs, more than the cap of 10,000 \(limit 'runs'\)"):
+        sweeps.load_spec(write_spec(tmp_path, huge))  # 16**10 runs: expanding them would not end
+    with pytest.raises(ValueError, match="more than --max-runs 1,000,000"):
+        sweeps.load_spec(write_spec(tmp_path, huge), max_runs=10**6)
+    big = "experiment = 'toy'\n[grid]\nn = [" + ", ".join(map(str, range(200))) + "]\nseed = [" + \
+        ", ".join(map(str, range(60))) + "]\n"
+    with pytest.raises(ValueError, match="12,000 runs, more than the cap of 10,000 .*; pass --max-runs 12000"):
+        sweeps.load_spec(write_spec(tmp_path, big))
+    assert len(sweeps.load_spec(write_spec(tmp_path, big), max_runs=12_000).runs) == 12_000
+    searched = "experiment = 'toy'\n[grid]\nn = [4, 6]\n[random]\nsamples = 6000\nlr = {uniform = [0, 1]}\n"
+    with pytest.raises(ValueError, match="12,000 runs"):
+        sweeps.load_spec(write_spec(tmp_path, searched))
+
+
+def test_counting_agrees_with_expanding_for_every_shipped_spec():
+    import tomllib
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).resolve().parents[1] / "experiments").glob("*.toml")):
+        data = tomllib.loads(path.read_text())
+        for scale in [None, *data.get("scales", {})]:
+            assert sweeps.count_runs(data, scale) == len(sweeps.expand(data, scale)), (path.name, scale)
+
+
+def test_run_ids_are_unchanged():
+    """Interrupted sweeps resume by run id: its hashing must never change."""
+    assert sweeps.run_id({"n": 4, "seed": 0, "task": "parity"}) == "e505d68db7fc"
+    assert sweeps.run_id({"lr": 0.001, "arch": "encoder"}) == sweeps.run_id({"arch": "encoder", "lr": 0.001})
 
 
 def test_unknown_scale(tmp_path):
@@ -208,3 +268,146 @@ def test_threads_of_an_in_process_sweep(tmp_path):
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_read_results_keeps_only_the_history_of_the_runs_table(tmp_path):
+    """A sweep stopped between replacing history.parquet and runs.parquet: the tables still agree."""
+    out = tmp_path / "out"
+    spec = sweeps.load_spec(write_spec(tmp_path))
+    sweeps.run_sweep(spec, out, toy_job)
+    runs_before = (out / "runs.parquet").read_bytes()
+    spec.runs.append({"arch": "encoder", "steps": 10, "n": 8, "seed": 0})
+    sweeps.run_sweep(spec, out, toy_job)
+    (out / "runs.parquet").write_bytes(runs_before)  # as if stopped before the runs table was replaced
+    runs, history, _ = sweeps.read_results(out)
+    assert len(runs) == 4 and set(history["run_id"]) == set(runs["run_id"]) and len(history) == 12
+
+
+def test_the_cli_needs_max_runs_above_the_cap(tmp_path, capsys):
+    from sensviz.cli import main
+
+    path = write_spec(tmp_path, "experiment = 'length_scaling'\n[grid]\ntask = ['parity']\nn = ["
+                      + ", ".join(map(str, range(4, 104))) + "]\nseed = [" + ", ".join(map(str, range(101))) + "]\n")
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "10,100 runs, more than the cap of 10,000" in err and "--max-runs 10100" in err
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--max-runs", "10000"]) == 2
+    assert "more than --max-runs 10,000" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # nothing ran
+
+
+# ----------------------------------------------------------------------------- killed sweeps
+
+KILL_SPEC = """
+experiment = "toy"
+[[grid]]
+n = [1, 2]
+seed = [0]
+sleep = [0.1]
+[[grid]]
+n = [3, 4, 5, 6, 7, 8]
+seed = [0]
+sleep = [600.0]
+"""
+"""Two quick jobs, then jobs of 10 minutes: workers still there a minute after the kill were left behind."""
+
+SWEEP_PROCESS = """
+import sys
+from sensviz import sweeps
+from sweep_jobs import slow_job
+sweeps.run_sweep(sweeps.load_spec(sys.argv[1]), sys.argv[2], slow_job, workers=2, threads=1)
+"""
+
+
+def _children(pid: int) -> set[int]:
+    """Processes whose parent is `pid` (Linux /proc)."""
+    from pathlib import Path
+
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    from pathlib import Path
+
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has ended; only its exit status waits to be read
+
+
+def _wait_for(condition, ceiling_s: float = 180.0) -> bool:
+    import time
+
+    end = time.monotonic() + ceiling_s
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGKILL"])
+def test_a_killed_sweep_leaves_no_worker_and_its_rerun_completes_with_the_same_results(tmp_path, signal_name):
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec_path = write_spec(tmp_path, KILL_SPEC)
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests")])}
+    log = tmp_path / "stderr.txt"  # a file, not a pipe: a worker left behind would hold a pipe open
+    with log.open("w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-c", SWEEP_PROCESS, str(spec_path), str(out)], env=env, stderr=stderr)
+    try:
+        # killed when the two quick jobs have finished and both workers are in a long one
+        assert _wait_for(lambda: len(list((out / "runs").glob("*.json"))) == 2
+                         and len((out / "pids.txt").read_text().split()) == 4 if (out / "pids.txt").exists() else False)
+        descendants = _children(proc.pid)
+        assert len(descendants) >= 2  # two workers (and the resource tracker)
+        proc.send_signal(getattr(signal, signal_name))
+        proc.wait(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    stderr = log.read_text()
+    if signal_name == "SIGTERM":
+        assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in stderr, stderr
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    left = [pid for pid in descendants if _alive(pid)] if not _wait_for(
+        lambda: not any(_alive(pid) for pid in descendants), ceiling_s=60) else []
+    for pid in left:  # a failing test leaves nothing running either
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes left behind by the killed sweep: {left}"
+    finished = {p.stem for p in (out / "runs").glob("*.json")}
+    calls_before = len(calls(out))
+    assert len(finished) == 2 and calls_before == 2
+
+    if (out / "runs.parquet").exists():  # the tables agree with each other
+        runs, history, _ = sweeps.read_results(out)
+        assert set(history["run_id"]) <= set(runs["run_id"])
+
+    spec = sweeps.load_spec(spec_path)
+    rerun = sweeps.run_sweep(spec, out, toy_job, workers=2)
+    assert len(calls(out)) - calls_before == 8 - len(finished)  # the finished runs were not run again
+    clean = sweeps.run_sweep(spec, tmp_path / "clean", toy_job)
+    key = ["run_id", "n", "seed", "status", "value"]
+    assert rerun.sort_values("run_id")[key].reset_index(drop=True).equals(clean.sort_values("run_id")[key].reset_index(drop=True))
+    _, history, _ = sweeps.read_results(out)
+    _, clean_history, _ = sweeps.read_results(tmp_path / "clean")
+    assert history.sort_values(["run_id", "step"]).reset_index(drop=True).equals(
+        clean_history.sort_values(["run_id", "step"]).reset_index(drop=True))
