@@ -256,7 +256,7 @@ def test_inspect_a_foreign_file_with_and_without_flags(foreign_file, capsys):
     assert main(["inspect", str(path)]) == 2
     _, err = capsys.readouterr()
     assert err.count("\n") == 1 and "--n-heads" in err
-    assert main(["inspect", str(path), "--n-heads", "2", "--inputs", "64", "--directions", "4"]) == 0
+    assert main(["inspect", str(path), "--n-heads", "2", "--measure-inputs", "64", "--directions", "4"]) == 0
     out, err = capsys.readouterr()
     result = json.loads(out)
     assert result["layout"] == "authors" and result["task"] == "parity" and result["n"] == 10
