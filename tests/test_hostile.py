@@ -261,7 +261,7 @@ def test_inspect_a_foreign_file_with_and_without_flags(foreign_file, capsys):
     result = json.loads(out)
     assert result["layout"] == "authors" and result["task"] == "parity" and result["n"] == 10
     assert "note: n=10 was inferred from the positional table's length" in err
-    assert main(["inspect", str(path), "--n-heads", "2", "--task", "first", "--n", "5", "--inputs", "32",
+    assert main(["inspect", str(path), "--n-heads", "2", "--task", "first", "--n", "5", "--measure-inputs", "32",
                  "--directions", "4"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["task"] == "first" and json.loads(out)["n"] == 5 and err == ""
