@@ -12,6 +12,8 @@
     sensviz sweep experiments/length_scaling.toml --out results/ls [--executor local|ray] [--workers N]
                   [--address ADDR] [--scale paper] [--threads T] [--max-runs N]
     sensviz report results/ls --out report.html
+    sensviz lab --out lab.html [--answers]
+    sensviz fidelity experiments/results --out docs/fidelity.md [--scale standard]
 
 The flags of `train` come from the fields of `ModelSettings` and `TrainConfig`, those of `inspect`'s
 measurement from `MeasureSettings` (`sensviz.configs`), each with its help and range.
@@ -242,6 +244,12 @@ def _report(args) -> dict:
     return report.write_report(args.folder, args.out)
 
 
+def _lab(args) -> dict:
+    from . import lab  # Altair and vl-convert: only for this command
+
+    return lab.write_handout(args.checkpoints, args.results, args.out, args.answers)
+
+
 def _fidelity(args) -> dict:
     from . import fidelity
 
@@ -377,6 +385,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("folder", help="a sweep folder (holding runs.parquet), or a folder of sweep folders")
     p.add_argument("--out", required=True, metavar="REPORT.html", help="where to write the report")
     p.set_defaults(run=_report)
+
+    p = sub.add_parser("lab", help="the Lab as one offline HTML handout: every chapter's text, figures and questions")
+    p.add_argument("--out", required=True, metavar="LAB.html", help="where to write the handout")
+    p.add_argument("--answers", action="store_true", help="include the answers to the questions")
+    p.add_argument("--checkpoints", default="checkpoints", help="the zoo the chapters load (default checkpoints)")
+    p.add_argument("--results", default="experiments/results", help="the shipped results (chapter 5)")
+    p.set_defaults(run=_lab)
 
     p = sub.add_parser("fidelity", help="the fidelity page: each claim of the paper with its interval and verdict")
     p.add_argument("folder", help="a results folder holding <scale>/<experiment>/runs.parquet, e.g. experiments/results")
