@@ -24,13 +24,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from reference import AuthorsModel  # noqa: E402
+
 import sensviz as sv  # noqa: E402
 from sensviz import analysis, cube, curvature, slices  # noqa: E402
 from sensviz.losses import loss_value  # noqa: E402
 from sensviz.params import ParamSpace, make_generator, sphere_directions  # noqa: E402
 from sensviz.sharpness import sharpness, sharpness_limit  # noqa: E402
 from sensviz.training import Callback, TrainConfig, TrainingData, seeded, train, train_many  # noqa: E402
-from reference import AuthorsModel  # noqa: E402
 
 ROWS: list[dict] = []
 DEVICE = torch.device("cpu")

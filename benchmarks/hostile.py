@@ -43,7 +43,8 @@ def main() -> None:
     worst = max(rows, key=lambda r: r["wall_s"])
     clean = sum(r["outcome"] == "rejected" for r in rows)
     print(f"\n{clean}/{len(rows)} rejected cleanly; slowest: {worst['name']} ({worst['family']}): "
-          f"{worst['cpu_s']:.3f} s CPU, {worst['wall_s']:.3f} s wall; largest extra memory: {max(r['extra_mb'] for r in rows):.1f} MB")
+          f"{worst['cpu_s']:.3f} s CPU, {worst['wall_s']:.3f} s wall; "
+          f"largest extra memory: {max(r['extra_mb'] for r in rows):.1f} MB")
     if clean != len(rows):
         sys.exit(1)
 

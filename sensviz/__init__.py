@@ -30,8 +30,26 @@ trainer, multi-model batches), `monitor` (measurements while training), `length_
 settings), `configs` (typed settings) and `records` (results as JSON).
 """
 
-from . import (analysis, base, blowup, configs, cube, curvature, length_generalization, measure, monitor, params,
-               records, scratchpad, sharpness, slices, tasks, training, zoo)
+from . import (
+               analysis,
+               base,
+               blowup,
+               configs,
+               cube,
+               curvature,
+               length_generalization,
+               measure,
+               monitor,
+               params,
+               records,
+               scratchpad,
+               sharpness,
+               slices,
+               tasks,
+               training,
+               zoo,
+)
+from .base import TracedModel
 from .checkpoints import Checkpoint, CheckpointError, checkpoint_bytes, load_checkpoint, save_checkpoint
 from .encoder import EncoderConfig, EncoderTransformer
 from .formal import FormalConfig, FormalTransformer
@@ -39,7 +57,6 @@ from .models import build_model
 from .monitor import MeasurementCallback
 from .scratchpad import ScratchpadConfig, ScratchpadTransformer
 from .tasks import PM1, ZERO_ONE, Task, get_task
-from .base import TracedModel
 from .trace import Trace
 from .training import Callback, TrainConfig, TrainResult, train, train_many
 

@@ -9,15 +9,15 @@ limit, sampled vertices and their neighbours give Monte Carlo estimates, labelle
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
 from . import cube
-from .tasks import ZERO_ONE, Task, TargetEncoding
 from .base import TracedModel
 from .records import Record
+from .tasks import ZERO_ONE, TargetEncoding, Task
 from .trace import Trace
 
 Progress = Callable[[float], None]

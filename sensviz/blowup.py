@@ -34,9 +34,9 @@ from dataclasses import dataclass
 import torch
 
 from . import cube
-from .tasks import Task
 from .base import TracedModel
 from .records import Record, per_input
+from .tasks import Task
 from .trace import Trace
 
 QUANTILES = (0.5, 0.9, 0.99)

@@ -44,10 +44,10 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from . import cube
+from .base import TracedModel
 from .limits import LIMITS, MiB, check_int, check_json_depth, is_int
 from .models import ARCHITECTURES, config_from_dict, config_to_dict
-from .tasks import ZERO_ONE, Task, TargetEncoding, get_encoding, get_task, task_from_spec
-from .base import TracedModel
+from .tasks import ZERO_ONE, TargetEncoding, Task, get_encoding, get_task, task_from_spec
 
 FORMAT = "sensviz"
 FORMAT_VERSION = "1"
@@ -182,7 +182,8 @@ def _read_source(source, name: str, size_cap: int) -> bytes:
             raise CheckpointError(f"{name}: no such file")
         size = path.stat().st_size
         if size > size_cap:
-            raise CheckpointError(f"{name}: {size / MiB:.1f} MiB is over the {size_cap / MiB:.0f} MiB size cap (limit 'file_bytes')")
+            raise CheckpointError(f"{name}: {size / MiB:.1f} MiB is over the {size_cap / MiB:.0f} MiB size cap "
+                                  "(limit 'file_bytes')")
         try:
             data = path.read_bytes()
         except OSError as err:

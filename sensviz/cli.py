@@ -323,7 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dims", type=int, choices=(1, 2), default=1, help="1-D line or 2-D plane (default 1)")
     p.add_argument("--steps", type=_limited(int, "steps"), default=21,
                    help="grid points per axis (default 21)")
-    p.add_argument("--span", type=_limited(float, "span"), help="alpha in [-span, span] (default 1); with --to, [-span, 1+span] (default 0.5)")
+    p.add_argument("--span", type=_limited(float, "span"),
+                   help="alpha in [-span, span] (default 1); with --to, [-span, 1+span] (default 0.5)")
     p.add_argument("--normalization", choices=slices.NORMALIZATIONS, default="filter",
                    help="random directions scaled per filter (default), per layer, or none (unit norm)")
     p.add_argument("--directions", action=_OldFlag, hint="was renamed: the normalization of the random directions "

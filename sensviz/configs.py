@@ -24,9 +24,10 @@ import dataclasses
 import math
 import types
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Iterable
+from typing import Any
 
 from .limits import LIMITS, Limit, check_float, check_int
 

@@ -21,8 +21,8 @@ vertices with a seed and returns a Monte Carlo estimate with its standard error.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 

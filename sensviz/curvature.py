@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import torch
 from torch.func import grad, jvp, vmap
 
-from .losses import check_loss, loss_value
-from .records import Record, per_input
-from .params import CHUNK_SIZE, ParamSpace, chunked, make_generator
 from .base import TracedModel
+from .losses import check_loss, loss_value
+from .params import CHUNK_SIZE, ParamSpace, chunked, make_generator
+from .records import Record, per_input
 
 DENSE_LIMIT = 5000
 """Largest number of parameters for `dense_hessian` (P^2 float64 = 200 MB at the limit)."""

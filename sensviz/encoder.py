@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .hooks import HookPoint
 from .base import LayerNorm, TracedModel
+from .hooks import HookPoint
 from .limits import check_model_config
 
 

@@ -50,7 +50,7 @@ from .analysis import cube_outputs
 from .base import TracedModel
 from .configs import build as build_settings
 from .configs import check, setting, split
-from .measure import RADIUS_FRACTIONS, MeasureSettings, Measurement, default_quantities, measure
+from .measure import RADIUS_FRACTIONS, Measurement, MeasureSettings, default_quantities, measure
 from .models import ModelSettings
 from .monitor import MeasurementCallback
 from .sweeps import failure, run_id

@@ -8,8 +8,8 @@ every hook when the block ends, even on error. No state lives outside the block.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Iterable, Iterator
 
 import torch
 from torch import nn

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 import torch
@@ -463,7 +463,8 @@ h2 { border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 2.2em; }
 
 _LATEX = (
     (r"\\mathbb\{E\}", "E"), (r"\\(?:mathrm|text|operatorname)\{([^{}]*)\}", r"\1"), (r"\\hat f", "f̂"),
-    (r"\\tfrac12", "½"), (r"\\frac\{([^{}]*)\}\{([^{}]*)\}", lambda m: f"{_group(m[1])}/{_group(m[2])}"), (r"\\sqrt\{([^{}]*)\}", r"√(\1)"),
+    (r"\\tfrac12", "½"), (r"\\frac\{([^{}]*)\}\{([^{}]*)\}", lambda m: f"{_group(m[1])}/{_group(m[2])}"),
+    (r"\\sqrt\{([^{}]*)\}", r"√(\1)"),
     (r"([_^])\{([^{}]*)\}", lambda m: m[1] + _group(m[2])),
     (r"\\sum", "Σ"), (r"\\liminf", "lim inf"), (r"\\lim", "lim"), (r"\\max", "max"), (r"\\log", " log "),
     (r"\\rho", "ρ"), (r"\\lambda", "λ"), (r"\\sigma", "σ"), (r"\\varepsilon", "ε"), (r"\\tau", "τ"),

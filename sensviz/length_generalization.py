@@ -12,13 +12,13 @@ of their greedy decode (the `decoding` quantity).
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from .analysis import Progress
 from .base import TracedModel
 from .measure import MeasureSettings, measure
 from .scratchpad import ScratchpadTransformer
-from .tasks import ZERO_ONE, Task, TargetEncoding, get_task
+from .tasks import ZERO_ONE, TargetEncoding, Task, get_task
 
 
 def length_generalization(

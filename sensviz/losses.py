@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .tasks import LOGIT, PM1, ZERO_ONE, Task, TargetEncoding
+from .tasks import LOGIT, PM1, ZERO_ONE, TargetEncoding, Task
 
 LOSSES = ("mse", "bce")
 

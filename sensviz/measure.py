@@ -30,12 +30,13 @@ Quantities (`QUANTITIES`; the default set leaves out what is expensive or specia
 | blowup      | `BlowupSummary`      | Blowup(x) = prod_k max_w (1 + N_w^(k)(x)), N per LayerNorm, the published aggregates |
 | tradeoff    | `Tradeoff`           | param_norm, E[Blowup^2], as_n / sqrt(n log n) - H/n           |
 | sharpness   | `Sharpness`          | L_rho with its stderr over directions                          |
-| limit       | `SharpnessLimit`     | its exact small-rho limit lim L_rho / rho^2 = E_x |grad T(x)|^2 / P (per-example gradients); by name for the scratchpad, where it costs n backward passes per input |
+| limit       | `SharpnessLimit`     | lim L_rho / rho^2 = E_x |grad T(x)|^2 / P exactly (per-example gradients) |
 | proxy       | `SharpnessProxy`     | the paper's proxy: mean L(theta + Delta) - L(theta), Delta ~ N(0, eps^2) |
 | decoding    | dict                 | scratchpad models: accuracy of greedy decoding                 |
 | radii       | list of `Sharpness`  | by name: L_rho at `RADIUS_FRACTIONS` of rho                   |
 | hessian     | `Eigen`              | by name: the top eigenvalue of the loss Hessian (Lanczos)     |
 
+For the scratchpad `limit` is asked for by name: it costs n backward passes per input there.
 Adding a quantity is one function decorated with `@quantity("name")` plus one field `name` of
 `Measurement`. A quantity that cannot be computed for this model (a diverged model whose Hessian
 has no eigen-decomposition, a task it lacks) is left `None` with the reason in
@@ -46,8 +47,8 @@ Measurements never modify the model.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Callable
 
 import torch
 
@@ -62,7 +63,7 @@ from .params import STEPS
 from .records import Record
 from .scratchpad import ScratchpadTransformer, autoregressive_accuracy
 from .sharpness import Sharpness, SharpnessLimit, SharpnessProxy, sharpness, sharpness_limit, sharpness_proxy
-from .tasks import ZERO_ONE, Task, TargetEncoding, get_task
+from .tasks import ZERO_ONE, TargetEncoding, Task, get_task
 
 RADIUS_FRACTIONS = (0.01, 0.1, 0.3, 1.0)
 """The radii of the `radii` quantity, as fractions of the sharpness radius rho."""

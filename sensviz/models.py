@@ -14,11 +14,11 @@ from dataclasses import asdict, dataclass, fields
 
 import torch
 
+from .base import TracedModel
+from .configs import check, setting
 from .encoder import EncoderConfig, EncoderTransformer
 from .formal import FormalConfig, FormalTransformer
 from .scratchpad import ScratchpadConfig, ScratchpadTransformer
-from .base import TracedModel
-from .configs import check, setting
 
 ARCHITECTURES = {
     "formal": (FormalConfig, FormalTransformer),

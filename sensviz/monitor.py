@@ -23,13 +23,13 @@ Measurements read the model and never change it (`state_dict()` stays bit-identi
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
 from . import cube
 from .base import TracedModel
-from .measure import RADIUS_FRACTIONS, MeasureSettings, Measurement, measure
+from .measure import RADIUS_FRACTIONS, Measurement, MeasureSettings, measure
 from .training import Callback, RunState, TrainResult, evaluate
 
 Measure = Callable[[TracedModel, torch.Tensor], Mapping[str, float]]

@@ -26,7 +26,7 @@ seed gives the same directions whatever the chunking and the device:
 from __future__ import annotations
 
 import copy
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 from torch.func import functional_call, jacrev, vmap

@@ -34,9 +34,9 @@ import copy
 import torch
 from torch import nn
 
+from .base import LayerNorm, TracedModel
 from .encoder import EncoderConfig, EncoderLayer, SelfAttention
 from .tasks import ZERO_ONE, Parity, TargetEncoding
-from .base import LayerNorm, TracedModel
 
 BOS = 2
 """Token id of the decoder's start symbol (bits are 0 and 1)."""

@@ -36,10 +36,10 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from .losses import loss_value
-from .records import Record, per_input
-from .params import ParamSpace, chunked, gaussian_directions, make_generator, sphere_directions
 from .base import TracedModel
+from .losses import loss_value
+from .params import ParamSpace, chunked, gaussian_directions, make_generator, sphere_directions
+from .records import Record, per_input
 
 DIRECTION_BLOCK = 256
 """Directions materialised at once (DIRECTION_BLOCK x P floats)."""

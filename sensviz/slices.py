@@ -32,11 +32,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .base import LayerNorm, TracedModel
 from .curvature import top_eigenvalues
 from .losses import check_loss, loss_value
 from .params import ParamSpace, chunked, make_generator
 from .tasks import ZERO_ONE, TargetEncoding
-from .base import LayerNorm, TracedModel
 
 NORMALIZATIONS = ("filter", "layer", "none")
 GRID_BLOCK = 256

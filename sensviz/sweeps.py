@@ -61,10 +61,10 @@ import threading
 import time
 import tomllib
 import traceback
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 import pandas as pd
 

@@ -33,13 +33,13 @@ class Trace:
     ln_names: tuple[str, ...]  # [ln] module names, e.g. "encoders.layers.0.norm1"
     d_model: int
 
-    def to(self, device) -> "Trace":
+    def to(self, device) -> Trace:
         """The same trace with its tensors on `device`."""
         moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in asdict(self).items()}
         return Trace(**moved)
 
     @staticmethod
-    def concat(traces: list["Trace"]) -> "Trace":
+    def concat(traces: list[Trace]) -> Trace:
         """Traces of consecutive batches joined along the batch dimension."""
         first = traces[0]
         joined = {

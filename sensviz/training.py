@@ -35,19 +35,19 @@ import json
 import math
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Sequence
 
 import torch
 from torch import nn
 
 from . import cube
+from .base import TracedModel
 from .checkpoints import save_checkpoint
 from .configs import check, setting
 from .losses import LOSSES, default_encoding, loss_value
-from .tasks import Task, TargetEncoding, get_task
-from .base import TracedModel
+from .tasks import TargetEncoding, Task, get_task
 
 HISTORY_METADATA_CAP = 64 * 1024
 """Largest history (JSON bytes) kept in a checkpoint's metadata; above it, a side file."""
@@ -221,7 +221,7 @@ class Callback:
     def should_stop(self, state: RunState) -> bool:
         return False
 
-    def on_end(self, state: RunState, result: "TrainResult") -> None:
+    def on_end(self, state: RunState, result: TrainResult) -> None:
         pass
 
 

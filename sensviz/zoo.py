@@ -22,17 +22,17 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
 
 import torch
 
 from .checkpoints import CheckpointError, file_hash, load_checkpoint
 from .measure import MeasureSettings
 from .measure import measure as measure_model
-from .monitor import MeasurementCallback
 from .models import build_model, config_to_dict
+from .monitor import MeasurementCallback
 from .tasks import get_task
 from .training import PER_MODEL_FIELDS, PrintProgress, TrainConfig, TrainResult, train_many
 

@@ -7,12 +7,11 @@ import struct
 import pytest
 import safetensors.torch
 import torch
+from reference import AuthorsModel
 
 import sensviz as sv
 from sensviz import cube
 from sensviz.checkpoints import CheckpointError, convert_torch_file, load_checkpoint, save_checkpoint
-
-from reference import AuthorsModel
 
 
 def test_round_trip_is_bit_identical(tmp_path, any_model):

@@ -66,8 +66,8 @@ def test_inspect_sensviz_checkpoint_and_dump(capsys, tmp_path, encoder_model):
 
 
 def test_inspect_authors_file_needs_heads_and_infers_the_length(capsys, tmp_path):
-    from reference import AuthorsModel
     import safetensors.torch
+    from reference import AuthorsModel
 
     path = tmp_path / "a.safetensors"
     safetensors.torch.save_file(AuthorsModel(8, 2, 1, max_len=10).state_dict(), path)
@@ -139,8 +139,9 @@ def test_train_bad_arguments_exit_2_with_a_clear_message(capsys, argv, message):
 
 
 def test_zoo_verify_and_build(capsys, tmp_path, monkeypatch):
-    from sensviz import zoo
     from test_zoo import CHECKPOINTS, TINY
+
+    from sensviz import zoo
 
     code, out, _ = run(capsys, "zoo", "verify", "--dir", str(CHECKPOINTS))
     assert code == 0 and out["verified"] == len(zoo.RECIPES)

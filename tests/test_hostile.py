@@ -13,17 +13,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import hostile_cases
 import pytest
 import safetensors.torch
 import torch
+from reference import AuthorsModel
 
 import sensviz as sv
 from sensviz import cube
 from sensviz.checkpoints import CheckpointError, load_checkpoint, read_metadata, shape_model
 from sensviz.cli import main
-
-import hostile_cases
-from reference import AuthorsModel
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_SECONDS = 2.0

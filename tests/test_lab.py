@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-import sensviz as sv
 from sensviz import lab
 from sensviz.cli import main
 from sensviz.measure import measure

@@ -1,7 +1,6 @@
 """Length generalization: per-length rows equal the per-length measurement, exact or sampled."""
 
 import pytest
-import torch
 
 import sensviz as sv
 from sensviz.length_generalization import length_generalization

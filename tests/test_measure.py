@@ -11,7 +11,7 @@ import torch
 import sensviz as sv
 from sensviz import cube, experiments
 from sensviz.cli import main
-from sensviz.measure import QUANTITIES, MeasureSettings, Measurement, default_quantities, measure
+from sensviz.measure import QUANTITIES, Measurement, MeasureSettings, default_quantities, measure
 from sensviz.monitor import MeasurementCallback, record_of
 from sensviz.sharpness import sharpness, sharpness_limit, sharpness_proxy
 from sensviz.training import TrainConfig

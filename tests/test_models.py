@@ -4,12 +4,11 @@ import math
 
 import pytest
 import torch
+from reference import AuthorsModel
 
 import sensviz as sv
 from sensviz import cube
 from sensviz.hooks import capture, hook_names
-
-from reference import AuthorsModel
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
@@ -134,9 +133,8 @@ def test_trace_shapes_and_layer_major_order(any_model):
 
 def test_hooks_are_removed_even_on_error(any_model):
     names = hook_names(any_model)
-    with pytest.raises(RuntimeError):
-        with capture(any_model, names):
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), capture(any_model, names):
+        raise RuntimeError("boom")
     assert all(not m._forward_hooks for m in any_model.modules())
     any_model.trace(cube.vertices(3))
     assert all(not m._forward_hooks for m in any_model.modules())

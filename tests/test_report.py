@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_figures import length_runs
 
 from sensviz import figures, report
-
-from test_figures import length_runs
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

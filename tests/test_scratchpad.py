@@ -2,13 +2,12 @@
 
 import pytest
 import torch
+from reference import AuthorsScratchpadModel
 
 import sensviz as sv
 from sensviz import cube
 from sensviz.scratchpad import BOS, autoregressive_accuracy
 from sensviz.training import TrainConfig, train
-
-from reference import AuthorsScratchpadModel
 
 
 def test_names_shapes_and_seeded_initialisation_match_the_authors_class():

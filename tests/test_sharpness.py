@@ -34,7 +34,7 @@ def shifted_copy(model, offset):
     other = copy.deepcopy(model)
     theta = other.non_positional_parameters()
     with torch.no_grad():
-        for (name, param), part in zip(theta.items(), offset.split([p.numel() for p in theta.values()])):
+        for param, part in zip(theta.values(), offset.split([p.numel() for p in theta.values()])):
             param += part.view_as(param).to(param.dtype)
     return other
 

@@ -4,10 +4,9 @@ import json
 
 import pandas as pd
 import pytest
+from sweep_jobs import toy_job
 
 from sensviz import sweeps
-
-from sweep_jobs import toy_job
 
 SPEC = """
 experiment = "toy"
@@ -75,7 +74,8 @@ n = {int_uniform = [4, 25]}
     ("experiment = 'toy'\n[scales.paper.defaults]\nn = 4", r"scales.paper.defaults is a table; a scale holds settings"),
     ("experiment = 'toy'\n[scales.paper.random]\nlr = {uniformm = [0, 1]}", "scales.paper.random.lr must be one of"),
     ("experiment = 'toy'\n[random]\nlr = {choice = []}", "random.lr: choice takes a non-empty list"),
-    ("experiment = 'toy'\n[random]\nlr = {uniform = [1]}", r"random.lr: uniform takes \[low, high\], two finite numbers; got \[1\]"),
+    ("experiment = 'toy'\n[random]\nlr = {uniform = [1]}",
+     r"random.lr: uniform takes \[low, high\], two finite numbers; got \[1\]"),
     ("experiment = 'toy'\n[random]\nlr = {uniform = ['a', 1]}", "two finite numbers"),
     ("experiment = 'toy'\n[random]\nlr = {uniform = [2, 1]}", "low <= high"),
     ("experiment = 'toy'\n[random]\nn = {int_uniform = [4, 8.5]}", "two integers"),
@@ -84,7 +84,8 @@ n = {int_uniform = [4, 25]}
     ("experiment = 'toy'\n[random]\nsamples = 1e9\nlr = {uniform = [0, 1]}", "random.samples must be an integer"),
     ("experiment = 'toy'\n[random]\nsamples = 1000000000\nlr = {uniform = [0, 1]}", "random.samples must be at most"),
     ("experiment = 'toy'\n[grid]\nlr = [nan, inf, -1.0, 'abc']", "grid.lr: nan is not a finite number"),
-    ("experiment = 'toy'\n[grid]\nlr = [-1.0, 'abc']", r"setting 'lr' mixes number and string values across runs \(-1.0, 'abc'\)"),
+    ("experiment = 'toy'\n[grid]\nlr = [-1.0, 'abc']",
+     r"setting 'lr' mixes number and string values across runs \(-1.0, 'abc'\)"),
     ("experiment = 'toy'\n[defaults]\nlr = 0.1\n[[grid]]\nn = [4]\n[[grid]]\nlr = [true]", "mixes boolean and number"),
     ("experiment = 'toy'\n[grid]\nn = [[4, 5]]", "must be a string, a number or a boolean"),
     ("experiment = 'toy'\n[defaults]\nd = 1979-05-27", "must be a string, a number or a boolean"),

@@ -44,7 +44,8 @@ def test_truth_table_task():
         get_task("table:011")
 
 
-@pytest.mark.parametrize("label", ["parity", "majority", "first", "mean", "sparse_parity:k=2,seed=1", "random:seed=7", "table:1000"])
+@pytest.mark.parametrize("label", ["parity", "majority", "first", "mean", "sparse_parity:k=2,seed=1", "random:seed=7",
+                                   "table:1000"])
 def test_labels_and_specs_round_trip(label):
     task = get_task(label)
     assert task.label == label
