@@ -1,0 +1,186 @@
+"""One training job in its own process: `sensviz.training.train` with live measurements, talking
+to the server only through files in the job's folder. No Streamlit here (the process imports torch
+and sensviz only).
+
+Files in the job folder (`ui.jobs` reads them; every write is atomic or an appended line):
+
+- `request.json`   the `TrainRequest` (written by the server before the process starts)
+- `progress.json`  step, steps, training loss, the last evaluation, seconds (about 4 times a second)
+- `records.jsonl`  one measurement record per line (`sensviz.monitor.MeasurementCallback`)
+- `last.safetensors`  the weights of the last measurement (what Stop keeps)
+- `result.safetensors`  the final checkpoint, with its training history
+- `outcome.json`   how the run ended: finished (stop reason, steps, seconds) or failed (the error)
+
+Measurements cost at most as much time as the training itself: one is taken every
+`measure_every` steps only while the time spent measuring stays below the time spent training
+(and always at step 0 and for the final weights). The process exits when the server that
+started it is gone (its parent pid changes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ARCHITECTURES = ("encoder", "formal")
+MAX_LIVE_N = 24
+"""Longest input the explorer trains on (the positional range of the models it builds)."""
+LIMITS = {"d_model": (4, 256), "n_layers": (1, 6), "n_heads": (1, 8), "steps": (1, 100_000),
+          "batch_size": (1, 4096), "measure_every": (1, 100_000), "eval_interval": (1, 100_000)}
+"""Named limits on what a user controls, checked before a model is built or a loop starts."""
+MEASURE_INPUTS = 256
+MEASURE_DIRECTIONS = 8
+PROGRESS_EVERY_S = 0.25
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    """What a training job is asked to do: the task, the model, the trainer's settings
+    (`sensviz.training.TrainConfig` fields) and how often to measure."""
+
+    task: str  # a task label, e.g. "parity" or "sparse_parity:k=3,seed=0"
+    arch: str
+    model: dict = field(default_factory=dict)  # d_model, n_layers, n_heads
+    train: dict = field(default_factory=dict)  # TrainConfig fields: n, steps, batch_size, lr, seed, targets, ...
+    measure_every: int = 100
+
+    @property
+    def name(self) -> str:
+        return (f"{self.task}-n{self.train.get('n')}-{self.arch}-d{self.model.get('d_model')}"
+                f"-seed{self.train.get('seed', 0)}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainRequest":
+        return cls(**data)
+
+
+def _check_limits(request: TrainRequest) -> None:
+    values = {**request.model, **request.train, "measure_every": request.measure_every}
+    for name, (low, high) in LIMITS.items():
+        value = values.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"{name} must be an integer in {low}..{high:,}, got {value!r}")
+    n = request.train.get("n")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_LIVE_N:
+        raise ValueError(f"n must be an integer in 1..{MAX_LIVE_N} (the explorer's longest live input), got {n!r}")
+    if request.arch not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture '{request.arch}'; use one of {', '.join(ARCHITECTURES)}")
+
+
+def prepare(request: TrainRequest):
+    """The model, task and training config of a request; ValueError with the reason for bad values.
+    Cheap: the server calls it before queueing a job, so bad settings are refused at once."""
+    import sensviz as sv
+    from sensviz.training import TrainConfig
+
+    _check_limits(request)
+    task = sv.get_task(request.task)
+    train = dict(request.train)
+    if not task.boolean:
+        train["target_accuracy"] = None  # accuracy is not defined for a real-valued target
+    config = TrainConfig(**train)
+    model = sv.build_model(request.arch, d_model=request.model["d_model"], n_layers=request.model["n_layers"],
+                           n_heads=request.model["n_heads"], max_len=max(config.n, MAX_LIVE_N),
+                           seed=config.seed)
+    config.check(model, task)
+    return model, task, config
+
+
+def write_json(path: Path, value) -> None:
+    from ui.kept import write_atomic
+
+    write_atomic(path, json.dumps(value).encode())
+
+
+def _live_callback(folder: Path, request: TrainRequest):
+    """The callback that measures (within the time budget) and writes progress and records."""
+    from sensviz.checkpoints import checkpoint_bytes
+    from sensviz.monitor import MeasurementCallback
+    from ui.kept import write_atomic
+
+    class Live(MeasurementCallback):
+        def __init__(self):
+            super().__init__(every=request.measure_every, n_inputs=MEASURE_INPUTS, n_directions=MEASURE_DIRECTIONS)
+            self.measuring_s = 0.0
+            self.last_progress = 0.0
+            self.last_eval: dict = {}
+            self.records_file = open(folder / "records.jsonl", "a")
+
+        def _record(self, state, model, step):
+            start = time.perf_counter()
+            super()._record(state, model, step)
+            data = checkpoint_bytes(model, task=state.task, n=state.config.n, encoding=state.config.encoding,
+                                    training={"trainer": "sensviz.training (explorer job)", "steps": step,
+                                              "config": state.config.to_dict(), "request": request.to_dict(),
+                                              "history": state.history})
+            write_atomic(folder / "last.safetensors", data)
+            self.records_file.write(json.dumps(self.records[-1]) + "\n")
+            self.records_file.flush()
+            self.measuring_s += time.perf_counter() - start
+
+        def on_step(self, state):
+            training_s = state.elapsed - self.measuring_s
+            if state.step % self.every == 0 and self.measuring_s <= training_s:
+                self._record(state, state.model, state.step)
+            now = time.perf_counter()
+            if now - self.last_progress >= PROGRESS_EVERY_S or state.step == state.steps:
+                self.last_progress = now
+                write_json(folder / "progress.json", {"step": state.step, "steps": state.steps, "loss": state.loss,
+                                                      "seconds": state.elapsed, **self.last_eval})
+
+        def on_eval(self, state, record):
+            self.last_eval = {"eval_loss": record.get("eval_loss"), "eval_accuracy": record.get("eval_accuracy"),
+                              "eval_step": record.get("step")}
+
+        def on_end(self, state, result):
+            super().on_end(state, result)
+            self.records_file.close()
+
+    return Live()
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Exit this process as soon as the server that started it is gone."""
+
+    def watch():
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(3)
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, daemon=True, name="sensviz-parent-watch").start()
+
+
+def run(folder: str, threads: int, parent_pid: int) -> None:
+    """The job process: train as `request.json` asks and write the files described above."""
+    _watch_parent(parent_pid)
+    folder = Path(folder)
+    try:
+        import torch
+
+        torch.set_num_threads(max(1, threads))
+        from sensviz.checkpoints import checkpoint_bytes
+        from sensviz.training import train
+        from ui.kept import write_atomic
+
+        request = TrainRequest.from_dict(json.loads((folder / "request.json").read_text()))
+        model, task, config = prepare(request)
+        live = _live_callback(folder, request)
+        result = train(model, task, config, [live])
+        summary = result.summary(with_history=True)
+        data = checkpoint_bytes(result.model, task=task, n=config.n, encoding=config.encoding,
+                                training={**summary, "request": request.to_dict()})
+        write_atomic(folder / "result.safetensors", data)
+        write_json(folder / "outcome.json", {"state": "finished", "reason": result.stop_reason, "steps": result.steps,
+                                             "seconds": result.wall_time, "final": result.final})
+    except Exception as err:  # noqa: BLE001 - any failure is reported to the user through the outcome file
+        write_json(folder / "outcome.json", {"state": "failed", "error": f"{type(err).__name__}: {err}"})
