@@ -221,6 +221,22 @@ def sharpness_curve(table: pd.DataFrame, title: str) -> alt.Chart:
     return points + bars + limit
 
 
+def sharpness_at_radius(table: pd.DataFrame, title: str) -> alt.Chart:
+    """L_rho with its error bar beside the first-order prediction rho^2 x the exact small-rho
+    limit: one labelled bar each (`quantity`, `value`, `low`, `high`, `label`)."""
+    base = alt.Chart(table, title=title).encode(y=alt.Y("quantity:N", title=None, sort=None,
+                                                        axis=alt.Axis(labelLimit=260)))
+    tooltip = ["quantity:N", alt.Tooltip("value:Q", format=".4g"), alt.Tooltip("low:Q", format=".4g"),
+               alt.Tooltip("high:Q", format=".4g")]
+    bars = base.mark_bar(height=22).encode(
+        x=alt.X("value:Q", title="mean squared change of the output, (T_θ+Δ(x) − T_θ(x))²"),
+        color=alt.Color("quantity:N", legend=None, scale=alt.Scale(range=["#1f77b4", "#d62728"])), tooltip=tooltip,
+    )
+    errors = base.mark_errorbar(ticks=True, thickness=2).encode(x="low:Q", x2="high:Q")
+    labels = base.mark_text(align="left", dx=6).encode(x="high:Q", text="label:N")
+    return (bars + errors + labels).properties(height=110, width=640)
+
+
 def slice_line(table: pd.DataFrame, title: str, x_title: str = "α (step along the direction)") -> alt.Chart:
     """Loss (and accuracy) along a 1-D slice."""
     base = alt.Chart(table, title=title).encode(x=alt.X("alpha:Q", title=x_title))

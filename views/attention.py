@@ -2,18 +2,17 @@
 
 import streamlit as st
 
-from ui import charts, page, state
+from ui import cache, charts, page
 
-selection = page.setup("Attention", icon="👁️")
-if selection is None:
-    st.stop()
-ref, ck, n = selection.ref, selection.ck, selection.n
+selection = page.model()
+ref, n = selection.ref, selection.n
 
 st.subheader("One input")
-bits = page.choose_input(n, "sv_w_att")
-flip = st.selectbox("Also show the change when this bit flips", [None, *range(n)], key=f"sv_w_att_flip_{n}",
-                    format_func=lambda i: "no flip" if i is None else f"position {i}")
-table, change = state.attention_tables(ref, ck, bits, flip)
+bits = page.choose_input(n)
+flip = page.choice("flip", "Also show the change when this bit flips", [None, *range(n)], variant=n,
+                   fmt=lambda i: "none" if i is None else str(i),
+                   format_func=lambda i: "no flip" if i is None else f"position {i}")
+table, change = cache.attention_tables(ref, bits, flip)
 st.altair_chart(charts.attention_heatmaps(table, title="attention weights â_ij"))
 page.download(table, "attention.csv")
 if change is not None:
@@ -21,11 +20,11 @@ if change is not None:
     page.download(change, "attention_change.csv", "Download the change (CSV)")
 
 st.subheader("Averaged over inputs")
-weight = st.selectbox("Inputs", [None, *range(n + 1)], key=f"sv_w_att_weight_{n}",
-                      format_func=lambda w: "all inputs" if w is None else f"Hamming weight {w}")
+weight = page.choice("weight", "Inputs", [None, *range(n + 1)], variant=n, fmt=lambda w: "all" if w is None else str(w),
+                     format_func=lambda w: "all inputs" if w is None else f"Hamming weight {w}")
 with page.progress_bar("Averaging attention over the cube…") as report:
-    mean_table, average = state.mean_attention_table(ref, ck, n, weight, progress=report)
-page.exactness_note(average.exact, n, state.DEFAULT_SAMPLES, 0)
+    mean_table, average = cache.mean_attention_table(ref, n, weight, progress=report)
+page.exactness_note(average.exact, n, cache.DEFAULT_SAMPLES, 0)
 if weight is not None and average.counts[weight] == 0:
     st.warning(f"No sampled input has Hamming weight {weight}.")
 else:

@@ -2,10 +2,6 @@
 
 import streamlit as st
 
-from ui import page
-
-page.setup("About", icon="📖", needs_model=False)
-
 st.markdown(
     "Hahn & Rofin (ACL 2024) prove that a transformer's loss landscape is constrained by the **input-space "
     "sensitivity** of the function it computes: fitting a sensitive function such as PARITY needs large "

@@ -1,0 +1,82 @@
+"""The one list of the explorer's pages: the router (`app.py`), the home page's table, the tests
+and the README's page table all follow `PAGES`.
+
+Each page has a URL path (`/sensitivity`), a section of the navigation, whether it needs a
+selected model, the URL parameters of its own settings (beside the public `model`, `compare`,
+`n`, `job`), and one line saying what it shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    """One page of the explorer."""
+
+    title: str
+    file: str  # the page's script, relative to the repository root
+    url_path: str  # "" for the home page
+    section: str
+    icon: str
+    needs_model: bool
+    params: tuple[str, ...]  # the page's own URL parameters
+    shows: str  # what it shows, for the home page and the README
+    heading: str = ""  # the page's title, when it is not `title`
+
+    def __post_init__(self):
+        if not self.heading:
+            object.__setattr__(self, "heading", self.title)
+
+    @property
+    def key(self) -> str:
+        return self.url_path or "home"
+
+
+PAGES: tuple[PageSpec, ...] = (
+    PageSpec("Home", "views/home.py", "", "Start", "🧭", False, (),
+             "what the explorer is for and where to start",
+             heading="sensviz: why sensitive functions are hard for transformers"),
+    PageSpec("Train", "views/train.py", "train", "Explore", "🏋️", False, (),
+             "train a small transformer on PARITY, MAJORITY, FIRST, MEAN, sparse or random functions, as a "
+             "server-side job that keeps running while you look at other pages; live loss, accuracy, sharpness, "
+             "Blowup, param_norm, as_n and the Fourier degree profile; presets and early stopping"),
+    PageSpec("Attention", "views/attention.py", "attention", "Explore", "👁️", True, ("x", "flip", "weight"),
+             "attention maps for any input, averaged over the cube or by Hamming weight, and how one bit flip "
+             "changes them"),
+    PageSpec("Sensitivity", "views/sensitivity.py", "sensitivity", "Explore", "🎲", True, ("colour", "vertex"),
+             "s(f,x) on every vertex of the Hamming cube, model vs. target; one vertex and its flips; "
+             "distributions, influences and the Fourier degree profile"),
+    PageSpec("LayerNorm", "views/layernorm.py", "layernorm", "Explore", "📏", True, ("x", "tradeoff"),
+             "the factors N_i^(k) of one input, their Blowup over the cube, Blowup against s(f,x), and the "
+             "zoo in the paper's norm/blowup trade-off"),
+    PageSpec("Landscape", "views/landscape.py", "landscape", "Explore", "⛰️", True,
+             ("rho", "directions", "inputs", "seed", "curve", "slice", "kind", "norm", "skip", "span", "plane",
+              "hessian", "line"),
+             "sharpness L_ρ at the paper's radius with its error bar beside the exact small-ρ limit; on demand "
+             "the ρ curve, 1-D and 2-D loss slices, Hessian eigenvalues and the line to a second model"),
+    PageSpec("Experiments", "views/experiments.py", "experiments", "Results", "🧪", False, ("experiment", "scale"),
+             "the paper's five experiments as figures, from the shipped results or a sweep folder of your own, "
+             "with each figure's data as CSV"),
+    PageSpec("About", "views/about.py", "about", "Reference", "📖", False, (),
+             "the theory with its formulas, and a glossary of the charts"),
+)
+SECTIONS = ("Start", "Explore", "Results", "Reference")
+
+
+def spec(url_path: str) -> PageSpec:
+    """The page with this URL path ("" for home)."""
+    return next(p for p in PAGES if p.url_path == url_path)
+
+
+def navigation() -> tuple[st.Page, PageSpec]:
+    """Register every page with `st.navigation` (in sections) and return the current one."""
+    pages = {section: [] for section in SECTIONS}
+    for page in PAGES:
+        pages[page.section].append(st.Page(page.file, title=page.title, icon=page.icon, url_path=page.url_path or None,
+                                           default=not page.url_path))
+    current = st.navigation({section: listed for section, listed in pages.items() if listed})
+    return current, spec(current.url_path)
