@@ -49,6 +49,7 @@ def frame(spec: PageSpec) -> None:
     if incoming is not None:
         _apply_url(incoming)
         registry.check_url_params(spec.params)
+    registry.keep_only(spec.params)
     with st.sidebar:
         job_id = _job_panel()
         selection = _model_sidebar()

@@ -2,7 +2,7 @@
 training jobs, and the URL state of every view.
 
 **Models** are named by `ModelRef`: a zoo checkpoint (`model=encoder-parity-n8`, pinned to its
-content as `encoder-parity-n8@<sha256 prefix>`), or a kept model (`model=trained:<token>`,
+content as `encoder-parity-n8~<sha256 prefix>`), or a kept model (`model=trained:<token>`,
 `model=upload:<token>`, `ui.kept`). The selection lives in the session and in the URL.
 
 **URL state.** Every view is a link: the public parameters `model`, `compare`, `n` and `job`, the
@@ -68,7 +68,7 @@ MINE = "sv_w_mine"
 DELETE = "sv_w_delete"
 DOWNLOAD = "sv_w_download_ck"
 JOB_STOP = "sv_w_job_stop"
-TRAIN_FORM = "sv_train_form"
+TRAIN_BUTTON = "sv_w_train_button"
 TRAIN_PRESET = "sv_w_train_preset"
 TRAIN_STOP = "sv_w_train_stop"
 EXP_SOURCE = "sv_w_exp_source"
@@ -119,7 +119,7 @@ def job_manager() -> JobManager:
 KINDS = ("zoo", "trained", "upload")
 ZOO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,120}$")
 PIN = 12
-"""Hex digits of a zoo checkpoint's sha256 kept in a link (`encoder-parity-n8@<pin>`)."""
+"""Hex digits of a zoo checkpoint's sha256 kept in a link (`encoder-parity-n8~<pin>`; `~` needs no escaping in a URL)."""
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class ModelRef:
     @property
     def param(self) -> str:
         """The value of `model=` (or `compare=`) that links to this model."""
-        return f"{self.key}@{self.digest[:PIN]}" if self.kind == "zoo" else f"{self.kind}:{self.key}"
+        return f"{self.key}~{self.digest[:PIN]}" if self.kind == "zoo" else f"{self.kind}:{self.key}"
 
     @property
     def label(self) -> str:
@@ -186,7 +186,7 @@ def resolve(value: str) -> tuple[ModelRef, str | None]:
         if kind not in ("trained", "upload"):
             raise ValueError(f"'{kind}' is not a kind of model (use trained:<token> or upload:<token>)")
         return kept_ref(kind, token), None
-    stem, _, pin = value.partition("@")
+    stem, _, pin = value.partition("~")
     ref = zoo_ref(stem.removesuffix(".safetensors"))
     if pin and not ref.digest.startswith(pin.lower()):
         return ref, (f"The pretrained checkpoint {stem} was rebuilt since this link was made (its content was "
@@ -330,6 +330,11 @@ def write_url(values: dict[str, str | None]) -> None:
                 del st.query_params[name]
         elif st.query_params.get(name) != value:
             st.query_params[name] = value
+
+
+def keep_only(allowed: tuple[str, ...]) -> None:
+    """Remove the URL parameters of other pages (a browser clears them on a page switch; be sure)."""
+    write_url({name: None for name in list(st.query_params) if name not in PUBLIC and name not in allowed})
 
 
 def check_url_params(allowed: tuple[str, ...]) -> None:

@@ -23,7 +23,7 @@ DEFAULTS = {
 and MSE < 0.001, the paper's convergence filter)."""
 
 PRESETS = {
-    "PARITY, n = 8 (converges in seconds)": {"task": "parity", "n": 8, "arch": "encoder", "d_model": 32, "n_layers": 1,
+    "PARITY, n = 8 (converges in seconds)": {"task": "parity", "n": 8, "arch": "encoder", "d_model": 32, "n_layers": 2,
                                              "n_heads": 2, "batch_size": 256, "lr": 3e-3, "steps": 3000, "seed": 0,
                                              "every": 200, "eval_interval": 25},
     "FIRST, n = 8": {"task": "first", "n": 8, "arch": "encoder", "d_model": 32, "n_layers": 2, "n_heads": 2,
@@ -56,7 +56,7 @@ def form() -> TrainRequest | None:
     st.selectbox("Preset", list(PRESETS), index=None, key=registry.TRAIN_PRESET, on_change=_apply_preset,
                  placeholder="Start from a preset (fills in the form)…", persist_state="session")
     keep = {"persist_state": "session"}
-    with st.form(registry.TRAIN_FORM):
+    with st.container(border=True):  # not st.form: its values would only reach the server on submit
         cols = st.columns(4)
         task = cols[0].selectbox("Task", sv.tasks.TASK_NAMES, key=key("task"), **keep)
         n = cols[1].number_input("Input length n", 1, MAX_LIVE_N, key=key("n"), **keep)
@@ -94,7 +94,7 @@ def form() -> TrainRequest | None:
                                            **keep)
         eval_interval = cols[3].number_input("Check the target every … steps", 1, 10_000, key=key("eval_interval"),
                                              **keep)
-        submitted = st.form_submit_button("Train", type="primary")
+        submitted = st.button("Train", type="primary", key=registry.TRAIN_BUTTON)
     if not submitted:
         return None
     label = {"sparse_parity": f"sparse_parity:k={k},seed={task_seed}", "random": f"random:seed={task_seed}",
