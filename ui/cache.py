@@ -106,8 +106,10 @@ class Store:
 
 
 def _describe(key: tuple) -> str:
+    """`name(arg=value, ...)` of a `memo` key, models by their link."""
     name, *arguments = key
-    shown = (f"{k}={v.param if isinstance(v, ModelRef) else v!r}" for k, v in arguments)
+    shown = (f"{a[0]}={a[1].param if isinstance(a[1], ModelRef) else a[1]!r}" if isinstance(a, tuple) and len(a) == 2
+             else repr(a) for a in arguments)
     return f"{name}({', '.join(shown)})"
 
 
