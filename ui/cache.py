@@ -182,7 +182,9 @@ def zoo_entries() -> list[dict]:
 def _load(ref: ModelRef, _data: bytes) -> sv.Checkpoint:
     source = io.BytesIO(_data)
     source.name = ref.name or ref.key
-    return sv.load_checkpoint(source, **ref.overrides)
+    checkpoint = sv.load_checkpoint(source, **ref.overrides)
+    log.info("loaded %s", ref.param)
+    return checkpoint
 
 
 def load(ref: ModelRef) -> sv.Checkpoint:
