@@ -10,7 +10,7 @@ import streamlit as st
 
 from ui import nav, page
 
-st.set_page_config(page_title="sensviz", page_icon="🧭", layout="wide")
+st.set_page_config(page_title="sensviz", page_icon=":material/explore:", layout="wide")
 current, spec = nav.navigation()
 page.frame(spec)
 current.run()

@@ -221,7 +221,8 @@ def test_landscape_shows_the_paper_radius_first_and_the_rest_on_demand():
     ck = sv.load_checkpoint(ROOT / "checkpoints" / "encoder-parity-n4.safetensors")
     rho = 0.02 * ck.model.n_params() ** 0.5
     label = next(m.label for m in at.metric if m.label.startswith("L_ρ"))
-    assert label == f"L_ρ at ρ = {rho:.4g} (the paper's radius)"
+    assert label == f"L_ρ at ρ = {rho:.4g}"
+    assert any("ρ = 0.02·√P is the paper's radius" in c.value for c in at.caption)
     value = next(m.value for m in at.metric if m.label.startswith("L_ρ"))
     bits = sv.cube.vertices(4)
     assert value == f"{sv.sharpness.sharpness(ck.model, bits, rho, 64, 0).value:.4g}"  # the core's number

@@ -228,13 +228,14 @@ def sharpness_at_radius(table: pd.DataFrame, title: str) -> alt.Chart:
                                                         axis=alt.Axis(labelLimit=260)))
     tooltip = ["quantity:N", alt.Tooltip("value:Q", format=".4g"), alt.Tooltip("low:Q", format=".4g"),
                alt.Tooltip("high:Q", format=".4g")]
-    bars = base.mark_bar(height=22).encode(
-        x=alt.X("value:Q", title="mean squared change of the output, (T_θ+Δ(x) − T_θ(x))²"),
+    x_title = "mean squared change of the output, (T_θ+Δ(x) − T_θ(x))²"
+    bars = base.mark_bar().encode(
+        x=alt.X("value:Q", title=x_title),
         color=alt.Color("quantity:N", legend=None, scale=alt.Scale(range=["#1f77b4", "#d62728"])), tooltip=tooltip,
     )
-    errors = base.mark_errorbar(ticks=True, thickness=2).encode(x="low:Q", x2="high:Q")
-    labels = base.mark_text(align="left", dx=6).encode(x="high:Q", text="label:N")
-    return (bars + errors + labels).properties(height=110, width=640)
+    errors = base.mark_rule(strokeWidth=2, color="black").encode(x=alt.X("low:Q", title=x_title), x2="high:Q")
+    labels = base.mark_text(align="left", dx=6, fontSize=13).encode(x=alt.X("high:Q", title=x_title), text="label:N")
+    return (bars + errors + labels).properties(height=170)
 
 
 def slice_line(table: pd.DataFrame, title: str, x_title: str = "α (step along the direction)") -> alt.Chart:

@@ -21,7 +21,7 @@ class PageSpec:
     file: str  # the page's script, relative to the repository root
     url_path: str  # "" for the home page
     section: str
-    icon: str
+    icon: str  # a Material icon: drawn by Streamlit's own font, no emoji font needed
     needs_model: bool
     params: tuple[str, ...]  # the page's own URL parameters
     shows: str  # what it shows, for the home page and the README
@@ -37,31 +37,31 @@ class PageSpec:
 
 
 PAGES: tuple[PageSpec, ...] = (
-    PageSpec("Home", "views/home.py", "", "Start", "🧭", False, (),
+    PageSpec("Home", "views/home.py", "", "Start", ":material/home:", False, (),
              "what the explorer is for and where to start",
              heading="sensviz: why sensitive functions are hard for transformers"),
-    PageSpec("Train", "views/train.py", "train", "Explore", "🏋️", False, (),
+    PageSpec("Train", "views/train.py", "train", "Explore", ":material/model_training:", False, (),
              "train a small transformer on PARITY, MAJORITY, FIRST, MEAN, sparse or random functions, as a "
              "server-side job that keeps running while you look at other pages; live loss, accuracy, sharpness, "
              "Blowup, param_norm, as_n and the Fourier degree profile; presets and early stopping"),
-    PageSpec("Attention", "views/attention.py", "attention", "Explore", "👁️", True, ("x", "flip", "weight"),
+    PageSpec("Attention", "views/attention.py", "attention", "Explore", ":material/visibility:", True, ("x", "flip", "weight"),
              "attention maps for any input, averaged over the cube or by Hamming weight, and how one bit flip "
              "changes them"),
-    PageSpec("Sensitivity", "views/sensitivity.py", "sensitivity", "Explore", "🎲", True, ("colour", "vertex"),
+    PageSpec("Sensitivity", "views/sensitivity.py", "sensitivity", "Explore", ":material/grid_on:", True, ("colour", "vertex"),
              "s(f,x) on every vertex of the Hamming cube, model vs. target; one vertex and its flips; "
              "distributions, influences and the Fourier degree profile"),
-    PageSpec("LayerNorm", "views/layernorm.py", "layernorm", "Explore", "📏", True, ("x", "tradeoff"),
+    PageSpec("LayerNorm", "views/layernorm.py", "layernorm", "Explore", ":material/straighten:", True, ("x", "tradeoff"),
              "the factors N_i^(k) of one input, their Blowup over the cube, Blowup against s(f,x), and the "
              "zoo in the paper's norm/blowup trade-off"),
-    PageSpec("Landscape", "views/landscape.py", "landscape", "Explore", "⛰️", True,
+    PageSpec("Landscape", "views/landscape.py", "landscape", "Explore", ":material/landscape:", True,
              ("rho", "directions", "inputs", "seed", "curve", "slice", "kind", "norm", "skip", "span", "plane",
               "hessian", "line"),
              "sharpness L_ρ at the paper's radius with its error bar beside the exact small-ρ limit; on demand "
              "the ρ curve, 1-D and 2-D loss slices, Hessian eigenvalues and the line to a second model"),
-    PageSpec("Experiments", "views/experiments.py", "experiments", "Results", "🧪", False, ("experiment", "scale"),
+    PageSpec("Experiments", "views/experiments.py", "experiments", "Results", ":material/science:", False, ("experiment", "scale"),
              "the paper's five experiments as figures, from the shipped results or a sweep folder of your own, "
              "with each figure's data as CSV"),
-    PageSpec("About", "views/about.py", "about", "Reference", "📖", False, (),
+    PageSpec("About", "views/about.py", "about", "Reference", ":material/menu_book:", False, (),
              "the theory with its formulas, and a glossary of the charts"),
 )
 SECTIONS = ("Start", "Explore", "Results", "Reference")

@@ -189,13 +189,16 @@ def show_progress(status: jobs.JobStatus, key: str) -> None:
             st.rerun()
         return
     progress = status.progress
-    step, steps = progress.get("step", 0), progress.get("steps") or 1
-    parts = [f"step {step:,} of {steps:,}"]
-    if progress.get("eval_accuracy") is not None:
-        parts.append(f"accuracy {progress['eval_accuracy']:.1%}")
-    if progress.get("eval_loss") is not None:
-        parts.append(f"eval loss {progress['eval_loss']:.3g}")
-    st.progress(min(step / steps, 1.0), text=f"**{status.name}**: " + " · ".join(parts))
+    if progress:
+        step, steps = progress["step"], progress["steps"]
+        parts = [f"step {step:,} of {steps:,}"]
+        if progress.get("eval_accuracy") is not None:
+            parts.append(f"accuracy {progress['eval_accuracy']:.1%}")
+        if progress.get("eval_loss") is not None:
+            parts.append(f"eval loss {progress['eval_loss']:.3g}")
+        st.progress(min(step / steps, 1.0), text=f"**{status.name}**: " + " · ".join(parts))
+    else:
+        st.progress(0.0, text=f"**{status.name}**: starting (a fresh process loads the trainer)…")
     if mine and st.button("Stop and keep what was learned", key=key,
                           help="Ends the run now; the weights of its last measurement become the selected model."):
         registry.job_manager().stop(status.id, registry.owner())
@@ -384,15 +387,15 @@ def copy_link_button() -> None:
     st.html(
         """<button class="sv-copy-link" title="Copies the link to this view: model, length and every setting"
         style="width:100%;padding:0.3rem 0.5rem;border-radius:0.5rem;border:1px solid rgba(49,51,63,0.2);
-        background:transparent;cursor:pointer;font:inherit">🔗 Copy link</button>
+        background:transparent;cursor:pointer;font:inherit">Copy link</button>
         <script>
         for (const button of document.querySelectorAll('button.sv-copy-link:not([data-ready])')) {
           button.dataset.ready = '1';
           button.addEventListener('click', async () => {
             const url = window.location.href;
-            try { await navigator.clipboard.writeText(url); button.textContent = '✓ Link copied'; }
+            try { await navigator.clipboard.writeText(url); button.textContent = 'Link copied'; }
             catch (err) { window.prompt('Copy the link to this view:', url); }
-            setTimeout(() => { button.textContent = '🔗 Copy link'; }, 2000);
+            setTimeout(() => { button.textContent = 'Copy link'; }, 2000);
           });
         }
         </script>""",
@@ -436,7 +439,7 @@ def choice(param: str, label: str, options: list, default=None, widget=st.select
 
     def draw(key):
         found = widget(label, options=options, format_func=format_func, key=key, **kwargs)
-        return default if found is None else found
+        return default if found is None else found  # a segmented control can be cleared
 
     return _bound(param, default, parse, fmt, lambda v: v in options, draw, variant)
 

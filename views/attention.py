@@ -9,10 +9,11 @@ ref, n = selection.ref, selection.n
 
 st.subheader("One input")
 bits = page.choose_input(n)
-flip = page.choice("flip", "Also show the change when this bit flips", [None, *range(n)], variant=n,
-                   fmt=lambda i: "none" if i is None else str(i),
-                   format_func=lambda i: "no flip" if i is None else f"position {i}")
-table, change = cache.attention_tables(ref, bits, flip)
+NONE = -1  # no flip / all inputs (a selectbox shows a None option as unselected)
+flip = page.choice("flip", "Also show the change when this bit flips", [NONE, *range(n)], variant=n,
+                   fmt=lambda i: "none" if i == NONE else str(i),
+                   format_func=lambda i: "no flip" if i == NONE else f"position {i}")
+table, change = cache.attention_tables(ref, bits, None if flip == NONE else flip)
 st.altair_chart(charts.attention_heatmaps(table, title="attention weights â_ij"))
 page.download(table, "attention.csv")
 if change is not None:
@@ -20,12 +21,12 @@ if change is not None:
     page.download(change, "attention_change.csv", "Download the change (CSV)")
 
 st.subheader("Averaged over inputs")
-weight = page.choice("weight", "Inputs", [None, *range(n + 1)], variant=n, fmt=lambda w: "all" if w is None else str(w),
-                     format_func=lambda w: "all inputs" if w is None else f"Hamming weight {w}")
+weight = page.choice("weight", "Inputs", [NONE, *range(n + 1)], variant=n, fmt=lambda w: "all" if w == NONE else str(w),
+                     format_func=lambda w: "all inputs" if w == NONE else f"Hamming weight {w}")
 with page.progress_bar("Averaging attention over the cube…") as report:
-    mean_table, average = cache.mean_attention_table(ref, n, weight, progress=report)
+    mean_table, average = cache.mean_attention_table(ref, n, None if weight == NONE else weight, progress=report)
 page.exactness_note(average.exact, n, cache.DEFAULT_SAMPLES, 0)
-if weight is not None and average.counts[weight] == 0:
+if weight != NONE and average.counts[weight] == 0:
     st.warning(f"No sampled input has Hamming weight {weight}.")
 else:
     st.altair_chart(charts.attention_heatmaps(mean_table, title="mean attention weights"))

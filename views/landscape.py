@@ -28,15 +28,16 @@ with st.spinner("Perturbing the parameters…"):
     result, exact, count = cache.sharpness(ref, n, rho, directions, inputs, seed)
 at_paper = abs(rho - paper_rho) <= 1e-9 * paper_rho
 cols = st.columns(3)
-cols[0].metric(f"L_ρ at ρ = {rho:.4g}" + (" (the paper's radius)" if at_paper else ""), f"{result.value:.4g}",
+cols[0].metric(f"L_ρ at ρ = {rho:.4g}", f"{result.value:.4g}",
                help=f"± {result.stderr:.2g}: one standard error over {directions} directions")
 cols[1].metric("± stderr", f"{result.stderr:.2g}")
 cols[2].metric("small-ρ limit × ρ²", f"{result.limit * rho**2:.4g}",
                help=f"lim L_ρ/ρ² = E_x‖∇_θT(x)‖²/P = {result.limit:.4g}, exactly, from per-example gradients")
 table = cache.sharpness_table(result)
 st.altair_chart(charts.sharpness_at_radius(table, f"L_ρ at ρ = {rho:.4g} beside the first-order prediction"))
-st.caption(f"Over {'all' if exact else 'a seeded sample of'} {count:,} inputs, {directions} seeded directions (seed {seed}). "
-           "Everything below is computed when you ask for it.")
+st.caption(("ρ = 0.02·√P is the paper's radius (the typical size of its proxy's noise). " if at_paper else "")
+           + f"Over {'all' if exact else 'a seeded sample of'} {count:,} inputs, {directions} seeded directions "
+           f"(seed {seed}). Everything below is computed when you ask for it.")
 page.download(table, "sharpness.csv")
 
 st.subheader("How L_ρ/ρ² depends on ρ")
