@@ -8,9 +8,10 @@ Every page is a thin script over the `sensviz` core: widgets -> `ui.cache` (cach
 
 import streamlit as st
 
-from ui import nav, page
+from ui import cache, nav, page
 
 st.set_page_config(page_title="sensviz", page_icon=":material/explore:", layout="wide")
+cache.warm_up()  # once per server
 current, spec = nav.navigation()
 page.frame(spec)
 current.run()

@@ -180,3 +180,9 @@ def test_jobs_of_an_earlier_server_run_are_recovered(make_manager, tmp_path):
     assert sv.load_checkpoint(manager.store.data(recovered.kept)).task.label == "first"
     assert manager.status(queued.name).state == "cancelled"
     assert manager.status("no-such-job-id") is None and manager.status("../../etc") is None
+
+
+def test_a_second_server_on_the_same_data_folder_is_refused(make_manager):
+    make_manager(capacity=1)
+    with pytest.raises(RuntimeError, match="another server runs the training jobs"):
+        make_manager(capacity=1)

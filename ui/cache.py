@@ -118,6 +118,21 @@ def _store() -> Store:
     return Store(max_entries=512)
 
 
+@st.cache_resource(show_spinner=False)
+def warm_up() -> threading.Thread:
+    """Pay torch's one-time costs of the landscape measurements (vmap, functional_call: about
+    1.5 s here) in the background as soon as the server serves its first page, not in the first
+    Landscape page a user opens."""
+
+    def work():
+        model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=4, seed=0)
+        sv.sharpness.sharpness(model, sv.cube.vertices(2), rho=0.1, n_directions=2, seed=0)
+
+    thread = threading.Thread(target=work, daemon=True, name="sensviz-warm-up")
+    thread.start()
+    return thread
+
+
 def stats() -> dict[str, int]:
     """Computations per cached function since the server started (or the caches were cleared)."""
     return dict(_store().computed)

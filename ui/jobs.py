@@ -1,8 +1,12 @@
 """Training jobs that belong to the server, not to a page: a queue, a cap, one process per run.
 
-`JobManager` (one per server, `ui.cache.jobs()`) runs each job in its own spawned process
-(`ui.worker.run`, like the sweep executor's workers), at most `capacity` at once (default: one per
-two cores, each with cores / capacity torch threads), and queues the rest in order. A user (owner
+`JobManager` (one per server and data folder, `ui.registry.job_manager()`) runs each job in its
+own freshly started interpreter (`python -m ui.worker`; see there why not `multiprocessing`), at
+most `capacity` at once (default: one per two cores, each with up to cores / capacity torch
+threads), and queues the rest in order. One process is always started ahead, with torch loaded,
+waiting for the next job (`worker.standby`): a run then starts at once instead of after the
+seconds a fresh interpreter takes. The manager holds a lock on its jobs folder, so a second server
+on the same data folder is refused instead of taking over the first one's jobs. A user (owner
 id) has at most one job queued or running, and the queue holds at most `max_queue` jobs, so a
 class pressing Train at once waits in line instead of overloading the machine, and no one can fill
 the queue. A background thread starts queued jobs and collects finished ones; the finished model
@@ -16,12 +20,14 @@ queued job. Only the owner stops or cancels. No Streamlit here.
 
 from __future__ import annotations
 
+import fcntl
 import json
-import multiprocessing
 import os
 import re
 import secrets
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -30,6 +36,7 @@ from pathlib import Path
 from ui import worker
 from ui.kept import KeptStore, write_atomic
 
+ROOT = Path(__file__).resolve().parents[1]
 JOB_ID = re.compile(r"^[A-Za-z0-9_-]{12,64}$")
 ACTIVE = ("queued", "running")
 FINAL = ("finished", "stopped", "failed", "cancelled")
@@ -68,7 +75,7 @@ class JobStatus:
 class _Job:
     status: JobStatus
     folder: Path
-    process: object = None
+    process: subprocess.Popen | None = None
     stop_requested: bool = False
 
 
@@ -95,9 +102,19 @@ class JobManager:
         self.jobs: dict[str, _Job] = {}
         self.queue: list[str] = []
         self.lock = threading.RLock()
-        self.context = multiprocessing.get_context("spawn")
         self._closed = threading.Event()
+        self._spare: subprocess.Popen | None = None  # the process waiting for the next job
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._folder_lock = open(self.root / ".lock", "w")
+        try:
+            fcntl.flock(self._folder_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._folder_lock.close()
+            raise RuntimeError(f"another server runs the training jobs in {self.root}; give this one its own "
+                               "SENSVIZ_DATA_DIR") from None
         self._recover()
+        with self.lock:
+            self._start_spare()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="sensviz-jobs")
         self._thread.start()
 
@@ -172,20 +189,24 @@ class JobManager:
                 return True
             job.stop_requested = True
             job.process.terminate()
-            job.process.join(timeout=30)
+            job.process.wait(timeout=30)
             self._finish(job)
             self._start_queued()
             return True
 
     def close(self) -> None:
-        """Stop the background thread and every running process (tests; the server just exits)."""
+        """Stop the background thread and every process (tests; a server's processes exit with it)."""
         self._closed.set()
         with self.lock:
-            for job in self.jobs.values():
-                if job.process is not None and job.process.is_alive():
-                    job.process.terminate()
-                    job.process.join(timeout=30)
+            processes = [job.process for job in self.jobs.values() if job.process is not None]
+            processes += [self._spare] if self._spare is not None else []
+            self._spare = None
+            for process in processes:
+                if process.poll() is None:
+                    process.terminate()
+                    process.wait(timeout=30)
         self._thread.join(timeout=5)
+        self._folder_lock.close()
 
     # ------------------------------------------------------------------ the background thread
 
@@ -197,7 +218,7 @@ class JobManager:
         """Collect finished processes and start queued jobs while there is room."""
         with self.lock:
             for job in list(self.jobs.values()):
-                if job.status.state == "running" and not job.process.is_alive():
+                if job.status.state == "running" and job.process.poll() is not None:
                     self._finish(job)
             self._start_queued()
 
@@ -205,16 +226,33 @@ class JobManager:
         running = sum(1 for j in self.jobs.values() if j.status.state == "running")
         while self.queue and running < self.capacity:
             job = self.jobs[self.queue.pop(0)]
-            job.process = self.context.Process(target=worker.run, args=(str(job.folder), self.threads, os.getpid()),
-                                               daemon=True, name=f"sensviz-job-{job.status.id}")
-            job.process.start()
+            job.process = self._take_spare(job.folder)
             job.status.state = "running"
             self._write_state(job)
             running += 1
 
+    def _start_spare(self) -> None:
+        if self._closed.is_set():
+            return
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        self._spare = subprocess.Popen(
+            [sys.executable, "-m", "ui.worker", "--standby", "--threads", str(self.threads), "--parent", str(os.getpid())],
+            stdin=subprocess.PIPE, cwd=ROOT, env=env, text=True,
+        )
+
+    def _take_spare(self, folder: Path) -> subprocess.Popen:
+        """The waiting process, given this job's folder (a fresh one if it died); another one waits next."""
+        if self._spare is None or self._spare.poll() is not None:
+            self._start_spare()
+        process, self._spare = self._spare, None
+        process.stdin.write(f"{folder}\n")
+        process.stdin.close()
+        self._start_spare()
+        return process
+
     def _finish(self, job: _Job) -> None:
         """A running job's process has ended: keep its model and record the outcome."""
-        job.process.join(timeout=30)
+        job.process.wait(timeout=30)
         outcome = _read_json(job.folder / "outcome.json") or {}
         status = job.status
         if outcome.get("state") == "finished" and (job.folder / "result.safetensors").is_file():
@@ -225,7 +263,7 @@ class JobManager:
             status.state, status.error = "failed", outcome.get("error")
         else:
             why = ("stopped" if job.stop_requested
-                   else f"the training process ended unexpectedly (exit code {job.process.exitcode})")
+                   else f"the training process ended unexpectedly (exit code {job.process.returncode})")
             self._keep_last(job, why)
         self._write_state(job)
 

@@ -150,7 +150,7 @@ def _job_panel() -> str | None:
         return None
     registry.follow_job(job_id)
     if status.active:
-        _live_job()
+        (_running_job if status.state == "running" else _queued_job)()
         return job_id
     if status.kept:
         if not registry.job_done(job_id):  # once: the user may pick another model afterwards
@@ -167,14 +167,24 @@ def _job_panel() -> str | None:
     return None
 
 
-@st.fragment(run_every=1.0)
-def _live_job() -> None:
-    """Progress, place in the queue and Stop/Cancel, refreshed every second on every page."""
+def _job_in_sidebar(state: str) -> None:
     status = registry.job_manager().status(registry.followed_job())
-    if status is None or not status.active:
-        st.rerun()  # the whole page takes it from here: the model is selected
+    if status is None or status.state != state:
+        st.rerun()  # the whole page takes it from here: started, or ended and its model selected
     st.subheader("Training")
     show_progress(status, key=registry.JOB_STOP)
+
+
+@st.fragment(run_every=1.0)
+def _running_job() -> None:
+    """Progress and Stop, refreshed every second on every page."""
+    _job_in_sidebar("running")
+
+
+@st.fragment(run_every=3.0)
+def _queued_job() -> None:
+    """The place in the queue and Cancel, refreshed every three seconds on every page."""
+    _job_in_sidebar("queued")
 
 
 def show_progress(status: jobs.JobStatus, key: str) -> None:

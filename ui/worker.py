@@ -2,6 +2,11 @@
 to the server only through files in the job's folder. No Streamlit here (the process imports torch
 and sensviz only).
 
+The process is a fresh interpreter, `python -m ui.worker` (`ui.jobs` starts it), not a
+`multiprocessing` child: Streamlit runs each page script as `__main__`, and a multiprocessing
+"spawn" child re-runs the parent's `__main__` — here the whole app, with its own job manager.
+With `--standby` it loads torch and the trainer first and then reads its job folder from stdin.
+
 Files in the job folder (`ui.jobs` reads them; every write is atomic or an appended line):
 
 - `request.json`   the `TrainRequest` (written by the server before the process starts)
@@ -19,8 +24,10 @@ started it is gone (its parent pid changes).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -164,6 +171,18 @@ def _watch_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, daemon=True, name="sensviz-parent-watch").start()
 
 
+def standby(threads: int, parent_pid: int) -> None:
+    """A process started ahead of time: it loads torch and the trainer, then waits for the folder
+    of its job on stdin (so a run starts without the seconds a fresh interpreter takes)."""
+    _watch_parent(parent_pid)
+    import sensviz.monitor  # noqa: F401 - imported now, while nobody waits
+    import sensviz.training  # noqa: F401
+
+    folder = sys.stdin.readline().strip()
+    if folder:  # an empty line: the server closed without a job for this process
+        run(folder, threads, parent_pid)
+
+
 def run(folder: str, threads: int, parent_pid: int) -> None:
     """The job process: train as `request.json` asks and write the files described above."""
     _watch_parent(parent_pid)
@@ -189,3 +208,20 @@ def run(folder: str, threads: int, parent_pid: int) -> None:
                                              "final": result.final})
     except Exception as err:  # noqa: BLE001 - any failure is reported to the user through the outcome file
         write_json(folder / "outcome.json", {"state": "failed", "error": f"{type(err).__name__}: {err}"})
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description="one training job of the sensviz explorer (started by ui.jobs)")
+    parser.add_argument("folder", nargs="?", help="the job's folder (with --standby: read from stdin)")
+    parser.add_argument("--standby", action="store_true", help="load torch first, then read the folder from stdin")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads at most")
+    parser.add_argument("--parent", type=int, required=True, help="exit when this process (the server) is gone")
+    args = parser.parse_args(argv)
+    if args.standby:
+        standby(args.threads, args.parent)
+    else:
+        run(args.folder, args.threads, args.parent)
+
+
+if __name__ == "__main__":
+    main()
