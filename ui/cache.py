@@ -160,9 +160,9 @@ def memo(fn):
 
 
 @st.cache_data(show_spinner=False)
-def _zoo_entries(folder: str, mtime: float) -> list[dict]:
+def _zoo_entries(folder: str, mtime_ns: int) -> list[dict]:
     entries = []
-    for path in sorted(Path(folder).glob("*.safetensors")):
+    for path in Path(folder).glob("*.safetensors"):
         try:
             meta = read_metadata(path)
         except sv.CheckpointError:
@@ -182,20 +182,25 @@ def _zoo_entries(folder: str, mtime: float) -> list[dict]:
                 "config": config,
             }
         )
-    return entries
+    return sorted(entries, key=lambda e: (e["task"], e["n"] or 0, e["arch"], e["d_model"] or 0, e["stem"]))
 
 
 def zoo_entries() -> list[dict]:
-    """Metadata of every pretrained checkpoint (header only), sorted by file name; renewed when
-    the files change."""
+    """Metadata of every pretrained checkpoint (header only), by task, then n, then architecture;
+    renewed when the folder changes (files are written by replacing them)."""
     folder = registry.checkpoint_dir()
-    mtime = max((p.stat().st_mtime for p in folder.glob("*.safetensors")), default=0.0)
-    return _zoo_entries(str(folder), mtime)
+    return _zoo_entries(str(folder), folder.stat().st_mtime_ns if folder.is_dir() else 0)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
-def _load(ref: ModelRef, _data: bytes) -> sv.Checkpoint:
-    source = io.BytesIO(_data)
+def _load(ref: ModelRef) -> sv.Checkpoint:
+    try:
+        data = registry.model_bytes(ref)
+    except (KeyError, OSError):
+        raise sv.CheckpointError(f"{ref.label}: the model is gone (deleted, or evicted to make room)") from None
+    if registry.digest(data) != ref.digest:
+        raise sv.CheckpointError(f"{ref.label}: the file changed since it was selected; select it again")
+    source = io.BytesIO(data)
     source.name = ref.name or ref.key
     checkpoint = sv.load_checkpoint(source, **ref.overrides)
     log.info("loaded %s", ref.param)
@@ -203,15 +208,12 @@ def _load(ref: ModelRef, _data: bytes) -> sv.Checkpoint:
 
 
 def load(ref: ModelRef) -> sv.Checkpoint:
-    """The loaded checkpoint (shared and read-only). Its bytes are read again and must still be
-    the ones the reference names; `CheckpointError` for a bad, changed or vanished file."""
-    try:
-        data = registry.model_bytes(ref)
-    except (KeyError, OSError):
-        raise sv.CheckpointError(f"{ref.label}: the model is gone (deleted, or evicted to make room)") from None
-    if registry.digest(data) != ref.digest:
-        raise sv.CheckpointError(f"{ref.label}: the file changed since it was selected; select it again")
-    return _load(ref, data)
+    """The loaded checkpoint (shared and read-only). Loading reads the bytes, checks they are the
+    ones the reference names and validates them (`sensviz.load_checkpoint`); later calls check
+    that the file is still there and unchanged. `CheckpointError` for a bad, changed or vanished file."""
+    if not registry.unchanged(ref):
+        raise sv.CheckpointError(f"{ref.label}: the model is gone or changed since it was selected; select it again")
+    return _load(ref)
 
 
 @st.cache_resource(show_spinner=False)

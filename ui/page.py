@@ -285,21 +285,21 @@ def _choose_zoo() -> None:
     if not entries:
         st.caption("No checkpoints in `checkpoints/` yet: build them with `sensviz zoo build`.")
         return
-    frame = pd.DataFrame(entries).sort_values(["task", "n", "arch", "d_model"], na_position="last")
-    tasks, archs = sorted(frame["task"].unique()), sorted(frame["arch"].unique())
-    lengths = sorted(int(v) for v in frame["n"].dropna().unique())
+    tasks = sorted({e["task"] for e in entries})
+    archs = sorted({e["arch"] for e in entries})
+    lengths = sorted({e["n"] for e in entries if e["n"] is not None})
     chosen_tasks = st.multiselect("Task", tasks, key=registry.ZOO_TASKS, placeholder="all tasks", persist_state="session")
     chosen_archs = st.multiselect("Architecture", archs, key=registry.ZOO_ARCHS, placeholder="all architectures",
                                   persist_state="session")
     chosen_n = st.multiselect("Input length n", lengths, key=registry.ZOO_N, placeholder="all lengths",
                               persist_state="session")
-    shown = frame[frame["task"].isin(chosen_tasks or tasks) & frame["arch"].isin(chosen_archs or archs)
-                  & (frame["n"].isin(chosen_n) if chosen_n else True)]
-    if shown.empty:
+    shown = [e for e in entries if e["task"] in (chosen_tasks or tasks) and e["arch"] in (chosen_archs or archs)
+             and (e["n"] in chosen_n if chosen_n else True)]
+    if not shown:
         st.caption("No checkpoint matches these filters.")
         return
-    labels = {row.stem: f"{row.task} · n={row.n} · {row.arch} d={row.d_model}"
-              + (f" · acc {row.accuracy:.0%}" if pd.notna(row.accuracy) else "") for row in shown.itertuples()}
+    labels = {e["stem"]: f"{e['task']} · n={e['n']} · {e['arch']} d={e['d_model']}"
+              + (f" · acc {e['accuracy']:.0%}" if e["accuracy"] is not None else "") for e in shown}
     current = registry.selected()
     st.session_state[registry.ZOO_FILE] = current.key if current and current.kind == "zoo" and current.key in labels else None
     st.selectbox("Checkpoint", list(labels), index=None, format_func=labels.get, key=registry.ZOO_FILE,
@@ -385,7 +385,7 @@ def _summary(ref: ModelRef, ck: sv.Checkpoint, compare: ModelRef | None) -> Sele
         st.caption(f"Compared with **{compare.label}**.")
     left, right = st.columns(2)
     with left:
-        st.download_button("Download", registry.model_bytes(ref), file_name=_file_name(ref),
+        st.download_button("Download", lambda: registry.model_bytes(ref), file_name=_file_name(ref), on_click="ignore",
                            mime="application/octet-stream", key=registry.DOWNLOAD, help="the checkpoint (.safetensors)")
     with right:
         copy_link_button()

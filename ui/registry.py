@@ -194,6 +194,19 @@ def resolve(value: str) -> tuple[ModelRef, str | None]:
     return ref, None
 
 
+def unchanged(ref: ModelRef) -> bool:
+    """The model's file is still there with the content the reference names (cheap: a stat for a
+    zoo file, the metadata of a kept model, whose files are written once)."""
+    if ref.kind == "zoo":
+        path = checkpoint_dir() / f"{ref.key}.safetensors"
+        try:
+            stat = path.stat()
+        except OSError:
+            return False
+        return _file_digest(str(path), stat.st_mtime_ns, stat.st_size) == ref.digest
+    return kept_store().info(ref.key) is not None
+
+
 def model_bytes(ref: ModelRef) -> bytes:
     """The checkpoint bytes of a model (KeyError when a kept model is gone, OSError for a zoo file)."""
     if ref.kind == "zoo":
