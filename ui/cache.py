@@ -238,21 +238,24 @@ def check_upload(name: str, data: bytes, overrides: dict) -> str | None:
     return None
 
 
+@memo
 def model_facts(ref: ModelRef) -> dict:
     """What the pages say about a model without computing anything: task, lengths, sizes."""
     ck = load(ref)
     c = ck.config
     return {"task": ck.task.label if ck.task else None, "boolean": ck.task is None or ck.task.boolean,
-            "trained_n": ck.n, "max_len": c.max_len, "arch": ck.arch,
+            "trained_n": ck.n, "default_n": ck.n or min(8, c.max_len), "max_len": c.max_len, "arch": ck.arch,
             "size": f"d={c.d_model}, L={c.n_layers}, H={c.n_heads}", "n_params": ck.model.n_params()}
 
 
 def default_n(ref: ModelRef) -> int:
-    ck = load(ref)
-    return ck.n or min(8, ck.config.max_len)
+    """The input length the pages analyse a model at unless told otherwise: its training length."""
+    return model_facts(ref)["default_n"]
 
 
+@memo
 def task_defined(ref: ModelRef, n: int) -> bool:
+    """Whether the model's task (if it has one) is defined at length n."""
     ck = load(ref)
     if ck.task is None:
         return True
@@ -454,7 +457,7 @@ def zoo_tradeoff(progress: Progress = None) -> pd.DataFrame:
 def paper_rho(ref: ModelRef) -> float:
     """The radius of the paper's sharpness: rho = 0.02 * sqrt(P), the typical |Delta| of its
     proxy's noise (P: parameters without positional encodings)."""
-    return PROXY_EPS * math.sqrt(load(ref).model.n_params())
+    return PROXY_EPS * math.sqrt(model_facts(ref)["n_params"])
 
 
 def _dataset(ref: ModelRef, n: int, inputs: int, seed: int):
