@@ -227,7 +227,8 @@ def test_landscape_shows_the_paper_radius_first_and_the_rest_on_demand():
     bits = sv.cube.vertices(4)
     assert value == f"{sv.sharpness.sharpness(ck.model, bits, rho, 64, 0).value:.4g}"  # the core's number
     assert "small-ρ limit × ρ²" in [m.label for m in at.metric]
-    assert new_computations(before) == {"summary", "sensitivity_report", "blowup_summary", "sharpness"}
+    assert new_computations(before) == {"model_facts", "task_defined", "summary", "sensitivity_report", "blowup_summary",
+                                        "sharpness"}
     for flag in ("curve", "slice", "hessian", "line"):
         at.toggle(key=f"sv_w_landscape_{flag}").set_value(True).run()
         assert not at.exception, flag
