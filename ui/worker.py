@@ -171,13 +171,22 @@ def _watch_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, daemon=True, name="sensviz-parent-watch").start()
 
 
+def _warm_up() -> None:
+    """Import the trainer and take one tiny measurement: torch's one-time costs (vmap,
+    functional_call) are paid before a job arrives, not in its first measurement."""
+    import sensviz as sv
+    from sensviz.monitor import MeasurementCallback
+    from sensviz.training import TrainConfig
+
+    model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=2, seed=0)
+    MeasurementCallback(every=1, n_inputs=4, n_directions=2).measure(model, sv.get_task("parity"), TrainConfig(n=2), 0)
+
+
 def standby(threads: int, parent_pid: int) -> None:
     """A process started ahead of time: it loads torch and the trainer, then waits for the folder
     of its job on stdin (so a run starts without the seconds a fresh interpreter takes)."""
     _watch_parent(parent_pid)
-    import sensviz.monitor  # noqa: F401 - imported now, while nobody waits
-    import sensviz.training  # noqa: F401
-
+    _warm_up()
     folder = sys.stdin.readline().strip()
     if folder:  # an empty line: the server closed without a job for this process
         run(folder, threads, parent_pid)
