@@ -128,7 +128,7 @@ BAD = [
     ("sensitivity", {"model": "trained:AAAAAAAAAAAAAAAAAAAA"}, "no kept model"),
     ("sensitivity", {"model": "elsewhere:abc"}, "not a kind of model"),
     ("sensitivity", {"model": ZOO, "n": "99"}, "reads lengths 1..6"),
-    ("sensitivity", {"model": ZOO, "n": "six"}, "`n=six` was not used"),
+    ("sensitivity", {"model": ZOO, "n": "six"}, "`n=six` was not used: the model reads lengths 1..6. Showing n=6."),
     ("sensitivity", {"model": ZOO, "colour": "purple"}, "colour is one of model, target, difference, output"),
     ("sensitivity", {"model": ZOO, "vertex": "64"}, "vertex is in 0..63"),
     ("attention", {"model": ZOO, "x": "10"}, "x is a string of 6 bits"),

@@ -29,7 +29,7 @@ SHOTS = Path(os.environ.get("SENSVIZ_SCREENSHOTS", ROOT / "artifacts" / "screens
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
-WIDE = {"width": 1024, "height": 1600}  # a projector
+WIDE = {"width": 1024, "height": 2400}  # a projector's width; tall, so a screenshot shows the whole page
 MODEL = "encoder-parity-n6"
 PRESET = "PARITY, n = 8 (converges in seconds)"
 TRAINING_MS = 600_000  # a shared two-core machine: minutes, not seconds
@@ -175,6 +175,11 @@ def test_training_goes_on_across_page_switches_and_survives_a_reload(server, bro
     assert "job=" in page.url
     page.locator('[data-testid="stSidebar"]').get_by_text("Training").wait_for(timeout=60_000)
     check_page(page, "training-elsewhere")
+    page.reload(wait_until="domcontentloaded")  # the job id in the URL (and the owner's cookie) reattach to the run
+    wait_until_done(page)
+    sidebar = page.locator('[data-testid="stSidebar"]')  # still running, or just finished: either way its own
+    sidebar.get_by_text("Stop and keep what was learned").or_(sidebar.get_by_text("reached the target")).wait_for(
+        timeout=60_000)
     goto_page(page, "Attention")
     page.locator('[data-testid="stSidebar"]').get_by_text("reached the target").wait_for(timeout=TRAINING_MS)
     wait_until_done(page)
@@ -186,6 +191,7 @@ def test_training_goes_on_across_page_switches_and_survives_a_reload(server, bro
     check_page(page, "trained-reloaded")
     assert "model=trained" in page.url
     assert "parity-n8-encoder-d32-seed0" in sidebar_text(page) and "as_n model" in sidebar_text(page)
+    assert "Delete this model" in sidebar_text(page)  # the browser's owner cookie: it is this user's model
     context.close()
 
 

@@ -115,7 +115,7 @@ def _describe(key: tuple) -> str:
 
 @st.cache_resource(show_spinner=False)
 def _store() -> Store:
-    return Store(max_entries=512)
+    return Store(max_entries=256)
 
 
 @st.cache_resource(show_spinner=False)

@@ -83,7 +83,7 @@ def flush_notices() -> None:
     """Show the notices collected so far at the top of the page, one line each."""
     slot = _NOTICE_SLOT.get()
     for text in registry.take_notices():
-        (slot or st).warning(text, icon="🔗")
+        (slot or st).warning(text, icon=":material/link:")
 
 
 def _apply_url(params: dict[str, str]) -> None:
@@ -94,16 +94,16 @@ def _apply_url(params: dict[str, str]) -> None:
         raw_n = params.get("n")
         if raw_n is not None:
             facts = cache.model_facts(ref)
-            try:
-                n = int(raw_n)
-                if not 1 <= n <= facts["max_len"]:
-                    raise ValueError(f"the model reads lengths 1..{facts['max_len']}")
-                if not cache.task_defined(ref, n):
-                    raise ValueError(f"{facts['task']} is not defined at n={n}")
-            except ValueError as err:
-                registry.notice(f"`n={raw_n}` was not used: {str(err).split(': ')[-1]}. Showing n={cache.default_n(ref)}.")
+            n = int(raw_n) if raw_n.isdigit() else None
+            if n is None or not 1 <= n <= facts["max_len"]:
+                why = f"the model reads lengths 1..{facts['max_len']}"
+            elif not cache.task_defined(ref, n):
+                why = f"{facts['task']} is not defined at n={n}"
             else:
+                why = None
                 registry.set_analysis_n(ref, n)
+            if why:
+                registry.notice(f"`n={raw_n}` was not used: {why}. Showing n={facts['default_n']}.")
     elif "n" in params:
         registry.notice(f"`n={params['n']}` was ignored: it needs a model.")
     other = _resolve("compare", params.get("compare"))
@@ -154,8 +154,15 @@ def _job_panel() -> str | None:
         return job_id
     if status.kept:
         if not registry.job_done(job_id):  # once: the user may pick another model afterwards
-            registry.select(registry.kept_ref("trained", status.kept), show=True)
             registry.mark_job_done(job_id)
+            try:
+                ref = registry.kept_ref("trained", status.kept)
+            except ValueError as err:  # evicted since (the server keeps a limited total)
+                st.warning(f"**{status.name}** ended, but its model is gone: {err}.")
+                return None
+            registry.select(ref, show=True)
+            if status.owner != registry.owner():  # a run someone shared by its link
+                registry.add_shared(ref)
         current = registry.selected()
         if current is not None and current.key == status.kept:
             show_outcome(status)
