@@ -173,12 +173,12 @@ def test_training_goes_on_across_page_switches_and_survives_a_reload(server, bro
     start_preset_training(page)
     goto_page(page, "Sensitivity")  # the run belongs to the server, not to the Train page
     assert "job=" in page.url
-    page.locator('[data-testid="stSidebar"]').get_by_text("Training").wait_for(timeout=60_000)
+    page.locator('[data-testid="stSidebar"]').get_by_text("Training", exact=True).wait_for(timeout=60_000)
     check_page(page, "training-elsewhere")
     page.reload(wait_until="domcontentloaded")  # the job id in the URL (and the owner's cookie) reattach to the run
     wait_until_done(page)
     sidebar = page.locator('[data-testid="stSidebar"]')  # still running, or just finished: either way its own
-    sidebar.get_by_text("Stop and keep what was learned").or_(sidebar.get_by_text("reached the target")).wait_for(
+    sidebar.get_by_text("Stop and keep what was learned").or_(sidebar.get_by_text("reached the target")).first.wait_for(
         timeout=60_000)
     goto_page(page, "Attention")
     page.locator('[data-testid="stSidebar"]').get_by_text("reached the target").wait_for(timeout=TRAINING_MS)
