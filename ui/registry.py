@@ -23,7 +23,9 @@ import hashlib
 import os
 import re
 import secrets
+import sys
 import threading
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TypeVar
@@ -93,8 +95,13 @@ def results_dir() -> Path:
     return Path(os.environ.get("SENSVIZ_RESULTS_DIR", ROOT / "experiments" / "results"))
 
 
-_SINGLETONS: dict[str, object] = {}
-_SINGLETONS_LOCK = threading.Lock()
+# The server's kept models and job manager, one per process. Held outside this module so that
+# Streamlit reloading an edited module does not start a second manager on the same jobs folder.
+_HOLDER = sys.modules.setdefault("_sensviz_explorer_singletons", types.ModuleType("_sensviz_explorer_singletons"))
+if not hasattr(_HOLDER, "values"):
+    _HOLDER.values, _HOLDER.lock = {}, threading.Lock()
+_SINGLETONS: dict[str, object] = _HOLDER.values
+_SINGLETONS_LOCK: threading.Lock = _HOLDER.lock
 
 
 def kept_store() -> KeptStore:
