@@ -3,7 +3,7 @@ the paper's measurements streamed in while it learns."""
 
 import streamlit as st
 
-from ui import cache, charts, jobs, page, registry, train_form
+from ui import cache, charts, job_panel, jobs, page, registry, train_form
 
 st.markdown("Train a transformer on fresh uniform bit strings every step (AdamW, the paper's setup), measuring "
             "loss, accuracy, sharpness, LayerNorm blowup and the parameter norm as it learns. The run belongs to "
@@ -38,7 +38,7 @@ def live(job_id: str) -> None:
     status = registry.job_manager().status(job_id)
     if status is None or not status.active:
         st.rerun()
-    page.show_progress(status, key=registry.TRAIN_STOP)
+    job_panel.show_progress(status, key=registry.TRAIN_STOP)
     show_records(job_id)
 
 
@@ -49,7 +49,7 @@ if status is not None:
     if status.active:
         live(job_id)
     else:
-        page.show_outcome(status)
+        job_panel.show_outcome(status)
         history = show_records(job_id)
         if history is not None:
             page.download(history, "training_measurements.csv")
