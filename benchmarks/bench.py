@@ -32,6 +32,7 @@ from sensviz.losses import loss_value  # noqa: E402
 from sensviz.params import ParamSpace, make_generator, sphere_directions  # noqa: E402
 from sensviz.sharpness import sharpness, sharpness_limit  # noqa: E402
 from sensviz.training import Callback, TrainConfig, TrainingData, seeded, train, train_many  # noqa: E402
+from ui import nav  # noqa: E402
 
 ROWS: list[dict] = []
 DEVICE = torch.device("cpu")
@@ -255,35 +256,31 @@ def bench_hessian(cases, repeat):
         row(f"top Hessian eigenvalue, P={model.n_params()}, n={n}", ours_t, base_t, agree, note)
 
 
-def bench_pages(file: str, pages: list[str]):
-    """Each page of the explorer with a pretrained checkpoint selected, under AppTest: the first
-    render on empty caches (the "baseline" column) and a re-render with the same settings (cached)."""
+def bench_pages(model: str, pages):
+    """Each page of the explorer opened by URL (`?model=...`) under AppTest: the first render on
+    empty caches (the "baseline" column) and a re-render with the same settings (cached).
+    `benchmarks/explorer.py` times the same against a served app, as a browser sees it."""
     import logging
 
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from ui import state
-
     logging.getLogger("streamlit").setLevel(logging.ERROR)  # AppTest runs without a server: quiet its warnings
-    for page in pages:
+    for spec in pages:
         st.cache_data.clear()
         st.cache_resource.clear()
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
-        at.session_state[state.SELECTED] = state.zoo_ref(file)
-        at.switch_page(page)
+        at.query_params["model"] = model
+        at.switch_page(spec.file)
         start = time.perf_counter()
         at.run()
         first = time.perf_counter() - start
         start = time.perf_counter()
         at.run()
         cached = time.perf_counter() - start
-        name = Path(page).stem.split("_", 1)[-1]
-        row(f"page {name}, {file.removesuffix('.safetensors')}", cached, first, None if not at.exception else False,
+        row(f"page {spec.key}, {model}", cached, first, None if not at.exception else False,
             "cached re-render vs first render (AppTest)")
 
-
-PAGES = ["app.py"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "pages").glob("*.py"))
 
 SECTIONS = {
     "spectrum": lambda q, r: bench_spectrum([10, 16] if q else [12, 16, 20], 10 if q else 12, r),
@@ -293,8 +290,8 @@ SECTIONS = {
     "sharpness": lambda q, r: bench_sharpness([32] if q else [32, 128], 8 if q else 10, r),
     "slice": lambda q, r: bench_slice(32, 8 if q else 10, 11 if q else 41, r),
     "hessian": lambda q, r: bench_hessian([(8, 6, "dense")] if q else [(16, 8, "dense"), (32, 10, "power")], r),
-    "pages": lambda q, r: bench_pages("encoder-parity-n6.safetensors" if q else "encoder-parity-n10.safetensors",
-                                      PAGES[:3] if q else PAGES),
+    "pages": lambda q, r: bench_pages("encoder-parity-n6" if q else "encoder-parity-n10",
+                                      nav.PAGES[:3] if q else nav.PAGES),
 }
 
 

@@ -14,6 +14,254 @@ import pandas as pd
 
 from .figures import COLORS, TASK_COLORS
 
+FUNCTION_COLORS = alt.Scale(domain=["model", "target"], range=["#1f77b4", "#ff7f0e"])
+
+
+def attention_heatmaps(table: pd.DataFrame, value: str = "weight", title: str = "") -> alt.Chart:
+    """One heatmap per (layer, head): query position down, key position across."""
+    diverging = value == "change"
+    scale = alt.Scale(scheme="redblue", domainMid=0, reverse=True) if diverging else alt.Scale(scheme="blues", domain=[0, 1])
+    return (
+        alt.Chart(table)
+        .mark_rect()
+        .encode(
+            x=alt.X("key:O", title="key position j"),
+            y=alt.Y("query:O", title="query position i"),
+            color=alt.Color(f"{value}:Q", scale=scale, title="Δ weight" if diverging else "â_ij"),
+            tooltip=["block:N", "head:O", "query:O", "key:O", alt.Tooltip(f"{value}:Q", format=".4f")]
+            + ([alt.Tooltip("weight:Q", format=".4f"), alt.Tooltip("weight_flipped:Q", format=".4f")] if diverging else []),
+        )
+        .properties(width=170, height=170)
+        .facet(row=alt.Row("block:N", title="layer", sort=alt.SortField("layer")), column=alt.Column("head:O", title="head"))
+        .properties(title=title)
+    )
+
+
+def cube_grid(table: pd.DataFrame, value: str, title: str, diverging: bool = False) -> alt.Chart:
+    """The cube as a Karnaugh map (Gray-code rows and columns: neighbours are adjacent)."""
+    scale = alt.Scale(scheme="redblue", domainMid=0, reverse=True) if diverging else alt.Scale(scheme="viridis")
+    tooltip = ["vertex:Q", "bits:N", "weight:Q", alt.Tooltip("output:Q", format=".4f"), alt.Tooltip("s_model:Q", format=".3f")]
+    if "s_target" in table:
+        tooltip += ["target:Q", alt.Tooltip("s_target:Q", format=".3f")]
+    rows, cols = int(table["row"].max()) + 1, int(table["col"].max()) + 1
+    cell = max(6, min(48, 520 // max(rows, cols)))
+    return (
+        alt.Chart(table, title=title)
+        .mark_rect(stroke="white", strokeWidth=0.5 if cell > 8 else 0, cursor="pointer")
+        .encode(
+            x=alt.X("col:O", title="column: Gray order of the last ⌊n/2⌋ bits", axis=alt.Axis(labels=False, ticks=False)),
+            y=alt.Y("row:O", title="row: Gray order of the first ⌈n/2⌉ bits", axis=alt.Axis(labels=False, ticks=False)),
+            color=alt.Color(f"{value}:Q", scale=scale, title=value),
+            tooltip=tooltip,
+        )
+        .add_params(alt.selection_point(name=PICK, fields=["vertex"], on="click"))
+        .properties(width=cols * cell, height=rows * cell)
+    )
+
+
+PICK = "pick"
+"""Name of the click selection of `cube_grid` (the vertex a user clicked)."""
+
+
+def histogram(table: pd.DataFrame, title: str) -> alt.Chart:
+    """Fractions of inputs per bin of s(f,x): the model as filled bars, the target as outlined
+    bars on top (both stay visible where they coincide)."""
+    encoding = {
+        "x": alt.X("bin_start:Q", bin="binned", title="s(f,x)"),
+        "x2": "bin_end:Q",
+        "y": alt.Y("fraction:Q", title="fraction of inputs", stack=None),
+        "color": alt.Color("function:N", scale=FUNCTION_COLORS, title=""),
+        "tooltip": ["function:N", alt.Tooltip("bin_start:Q", format=".3f"), alt.Tooltip("bin_end:Q", format=".3f"),
+                    alt.Tooltip("fraction:Q", format=".4f")],
+    }
+    model = alt.Chart(table[table["function"] == "model"], title=title).mark_bar(opacity=0.75).encode(**encoding)
+    target = alt.Chart(table[table["function"] == "target"]).mark_bar(fillOpacity=0, strokeWidth=2).encode(
+        **{**encoding, "stroke": alt.Stroke("function:N", scale=FUNCTION_COLORS, legend=None)}
+    )
+    return model + target
+
+
+def _x_axis(table: pd.DataFrame, x: str, title: str) -> alt.X:
+    """A quantitative x axis; integer columns (positions, weights, degrees) get integer ticks."""
+    integer = pd.api.types.is_integer_dtype(table[x])
+    return alt.X(f"{x}:Q", title=title, axis=alt.Axis(tickMinStep=1, format="d") if integer else alt.Undefined)
+
+
+def lines(table: pd.DataFrame, x: str, y: str, x_title: str, y_title: str, title: str, color: str = "function",
+          error: str | None = None) -> alt.Chart:
+    """A line per `color` group with points (and error bars of ± `error` when given)."""
+    base = alt.Chart(table, title=title).encode(
+        x=_x_axis(table, x, x_title),
+        color=alt.Color(f"{color}:N", scale=FUNCTION_COLORS if color == "function" else alt.Undefined, title=""),
+    )
+    tooltip = [f"{color}:N", f"{x}:Q", alt.Tooltip(f"{y}:Q", format=".4g")]
+    chart = base.mark_line(point=True).encode(y=alt.Y(f"{y}:Q", title=y_title), tooltip=tooltip)
+    if error:
+        band = table.assign(_low=table[y] - table[error], _high=table[y] + table[error])
+        chart = chart + alt.Chart(band).mark_errorbar().encode(
+            x=f"{x}:Q", y=alt.Y("_low:Q", title=y_title), y2="_high:Q", color=alt.Color(f"{color}:N", legend=None)
+        )
+    return chart
+
+
+def grouped_bars(table: pd.DataFrame, x: str, y: str, x_title: str, y_title: str, title: str) -> alt.Chart:
+    """Bars per x, model and target side by side."""
+    return (
+        alt.Chart(table, title=title)
+        .mark_bar()
+        .encode(
+            x=alt.X(f"{x}:O", title=x_title),
+            xOffset="function:N",
+            y=alt.Y(f"{y}:Q", title=y_title),
+            color=alt.Color("function:N", scale=FUNCTION_COLORS, title=""),
+            tooltip=["function:N", f"{x}:O", alt.Tooltip(f"{y}:Q", format=".4g")],
+        )
+    )
+
+
+def ln_heatmap(table: pd.DataFrame, title: str) -> alt.Chart:
+    """N_i^(k) for one input: positions across, LayerNorms (layer-major) down."""
+    return (
+        alt.Chart(table, title=title)
+        .mark_rect()
+        .encode(
+            x=alt.X("position:O", title="position i"),
+            y=alt.Y("ln_name:N", sort=alt.SortField("ln"), title="LayerNorm k"),
+            color=alt.Color("ln_factor:Q", scale=alt.Scale(scheme="orangered", type="log"), title="N_i^(k)"),
+            tooltip=["ln_name:N", "position:O", alt.Tooltip("ln_factor:Q", format=".4g")],
+        )
+    )
+
+
+def log_histogram(table: pd.DataFrame, x_title: str, title: str, color: str | None = None) -> alt.Chart:
+    """A distribution over log10 bins (`log10_start`, `log10_end`, `fraction`): bars, or one step
+    line per group when `color` names a grouping column."""
+    tooltip = [alt.Tooltip("log10_start:Q", format=".3f"), alt.Tooltip("log10_end:Q", format=".3f"),
+               alt.Tooltip("fraction:Q", format=".4f")]
+    chart = alt.Chart(table, title=title)
+    if color is None:
+        return chart.mark_bar().encode(
+            x=alt.X("log10_start:Q", bin="binned", title=x_title), x2="log10_end:Q",
+            y=alt.Y("fraction:Q", title="fraction"), tooltip=tooltip,
+        )
+    return chart.mark_line(interpolate="step-after", point=True).encode(
+        x=alt.X("log10_start:Q", title=x_title), y=alt.Y("fraction:Q", title="fraction"),
+        color=alt.Color(f"{color}:N", title=""), tooltip=[f"{color}:N"] + tooltip,
+    )
+
+
+def per_ln_bars(table: pd.DataFrame, title: str) -> alt.Chart:
+    """Mean and maximum of N per LayerNorm over the inputs."""
+    long = table.melt(id_vars=["ln", "ln_name"], value_vars=["mean_N", "max_N"], var_name="statistic", value_name="N")
+    return (
+        alt.Chart(long, title=title)
+        .mark_bar()
+        .encode(
+            x=alt.X("ln_name:N", sort=alt.SortField("ln"), title="LayerNorm k"),
+            xOffset="statistic:N",
+            y=alt.Y("N:Q", title="N_i^(k)"),
+            color=alt.Color("statistic:N", title=""),
+            tooltip=["ln_name:N", "statistic:N", alt.Tooltip("N:Q", format=".4g")],
+        )
+    )
+
+
+
+
+def tradeoff_scatter(table: pd.DataFrame, title: str) -> alt.Chart:
+    """Checkpoints by parameter norm against log E[Blowup²] (the paper's trade-off plane)."""
+    return (
+        alt.Chart(table, title=title)
+        .mark_point(filled=True, size=80)
+        .encode(
+            x=alt.X("log_blowup_mean_sq:Q", title="log E[Blowup(x)²]", scale=alt.Scale(zero=False)),
+            y=alt.Y("param_norm:Q", title="‖θ‖ (without positional encodings)", scale=alt.Scale(zero=False)),
+            color=alt.Color("task:N", title="task"),
+            shape=alt.Shape("arch:N", title="architecture"),
+            tooltip=["file:N", "task:N", "n:Q", "arch:N", "d_model:Q", alt.Tooltip("accuracy:Q", format=".3f"),
+                     alt.Tooltip("param_norm:Q", format=".3f"), alt.Tooltip("blowup_mean_sq:Q", format=".4g"),
+                     alt.Tooltip("bound_rhs:Q", format=".4f", title="as_n/√(n log n) − H/n")],
+        )
+    )
+
+
+def bound_by_length(table: pd.DataFrame, title: str) -> alt.Chart:
+    """The bound's right-hand side as_n(f)/√(n log n) − H/n of each checkpoint's task and length."""
+    return (
+        alt.Chart(table, title=title)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("n:Q", title="input length n"),
+            y=alt.Y("bound_rhs:Q", title="as_n(f)/√(n log n) − H/n"),
+            color=alt.Color("task:N", title="task"),
+            tooltip=["task:N", "n:Q", alt.Tooltip("bound_rhs:Q", format=".4f")],
+        )
+    )
+
+
+def sharpness_curve(table: pd.DataFrame, title: str) -> alt.Chart:
+    """L_rho/rho² ± stderr against rho (log axis), with the exact small-rho limit as a rule."""
+    band = table.assign(low=table["ratio"] - table["ratio_stderr"], high=table["ratio"] + table["ratio_stderr"])
+    x = alt.X("rho:Q", scale=alt.Scale(type="log"), title="ρ (radius of the perturbation)")
+    points = alt.Chart(band, title=title).mark_line(point=True).encode(
+        x=x, y=alt.Y("ratio:Q", title="L_ρ / ρ²"),
+        tooltip=[alt.Tooltip("rho:Q", format=".4g"), alt.Tooltip("ratio:Q", format=".5g"),
+                 alt.Tooltip("ratio_stderr:Q", format=".3g"), alt.Tooltip("limit:Q", format=".5g")],
+    )
+    bars = alt.Chart(band).mark_errorbar().encode(x=x, y=alt.Y("low:Q", title="L_ρ / ρ²"), y2="high:Q")
+    limit = alt.Chart(band.head(1)).mark_rule(strokeDash=[6, 4], color="#d62728").encode(
+        y="limit:Q", tooltip=[alt.Tooltip("limit:Q", format=".5g", title="exact limit E‖∇T‖²/P")]
+    )
+    return points + bars + limit
+
+
+def sharpness_at_radius(table: pd.DataFrame, title: str) -> alt.Chart:
+    """L_rho with its error bar beside the first-order prediction rho^2 x the exact small-rho
+    limit: one labelled bar each (`quantity`, `value`, `low`, `high`, `label`)."""
+    base = alt.Chart(table, title=title).encode(y=alt.Y("quantity:N", title=None, sort=None,
+                                                        axis=alt.Axis(labelLimit=260)))
+    tooltip = ["quantity:N", alt.Tooltip("value:Q", format=".4g"), alt.Tooltip("low:Q", format=".4g"),
+               alt.Tooltip("high:Q", format=".4g")]
+    x_title = "mean squared change of the output, (T_θ+Δ(x) − T_θ(x))²"
+    bars = base.mark_bar().encode(
+        x=alt.X("value:Q", title=x_title),
+        color=alt.Color("quantity:N", legend=None, scale=alt.Scale(range=["#1f77b4", "#d62728"])), tooltip=tooltip,
+    )
+    errors = base.mark_rule(strokeWidth=2, color="black").encode(x=alt.X("low:Q", title=x_title), x2="high:Q")
+    labels = base.mark_text(align="left", dx=6, fontSize=13).encode(x=alt.X("high:Q", title=x_title), text="label:N")
+    return (bars + errors + labels).properties(height=170)
+
+
+def slice_line(table: pd.DataFrame, title: str, x_title: str = "α (step along the direction)") -> alt.Chart:
+    """Loss (and accuracy) along a 1-D slice."""
+    base = alt.Chart(table, title=title).encode(x=alt.X("alpha:Q", title=x_title))
+    tooltip = [alt.Tooltip("alpha:Q", format=".3f"), alt.Tooltip("loss:Q", format=".5g"), alt.Tooltip("accuracy:Q", format=".3f")]
+    loss = base.mark_line(point=True).encode(y=alt.Y("loss:Q", title="loss"), tooltip=tooltip)
+    accuracy = base.mark_line(strokeDash=[4, 3], color="#2ca02c").encode(
+        y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])), tooltip=tooltip
+    )
+    return alt.layer(loss, accuracy).resolve_scale(y="independent")
+
+
+def contour_chart(table: pd.DataFrame, segments: pd.DataFrame, title: str) -> alt.Chart:
+    """A 2-D slice as filled squares with contour segments on a continuous α, β plane."""
+    steps = table["alpha"].nunique()
+    half = (table["alpha"].max() - table["alpha"].min()) / max(steps - 1, 1) / 2
+    cells = table.assign(a0=table["alpha"] - half, a1=table["alpha"] + half, b0=table["beta"] - half,
+                         b1=table["beta"] + half)
+    x, y = alt.X("a0:Q", title="α (first direction)"), alt.Y("b0:Q", title="β (second direction)")
+    heat = alt.Chart(cells, title=title).mark_rect().encode(
+        x=x, x2="a1:Q", y=y, y2="b1:Q",
+        color=alt.Color("loss:Q", scale=alt.Scale(scheme="viridis"), title="loss"),
+        tooltip=[alt.Tooltip("alpha:Q", format=".3f"), alt.Tooltip("beta:Q", format=".3f"),
+                 alt.Tooltip("loss:Q", format=".5g"), alt.Tooltip("accuracy:Q", format=".3f")],
+    )
+    lines = alt.Chart(segments).mark_rule(color="white", strokeWidth=1.2).encode(
+        x="alpha:Q", y="beta:Q", x2="alpha2:Q", y2="beta2:Q", tooltip=[alt.Tooltip("level:Q", format=".4g", title="loss level")]
+    )
+    return (heat + lines).properties(width=480, height=480)
+
+
 WIDTH = 520
 """Width of a full-width chart: the app's main column beside the sidebar is about 560 px at 1024 px."""
 VALUE = ".4~g"

@@ -114,6 +114,12 @@ class Measurement(Record):
     notes: dict[str, str] = field(default_factory=dict)  # quantity -> why it is missing or partly null
 
 
+def sharpness_radius(model: TracedModel, settings: MeasureSettings | None = None) -> float:
+    """The radius of L_rho: `settings.rho`, or the paper's proxy's typical |Delta| = proxy_eps * sqrt(P)."""
+    settings = settings or MeasureSettings()
+    return settings.rho or settings.proxy_eps * math.sqrt(model.n_params())
+
+
 class _Context:
     """What the quantities of one `measure` call share, each computed once when first needed."""
 
@@ -125,7 +131,7 @@ class _Context:
         self.bits, exact = cube.measurement_inputs(n, settings.measure_inputs, settings.measure_seed, model.device)
         self.inputs = {"kind": "cube" if exact else "sample", "n_inputs": self.bits.shape[0],
                        "seed": None if exact else settings.measure_seed}
-        self.rho = settings.rho or settings.proxy_eps * math.sqrt(model.n_params())
+        self.rho = sharpness_radius(model, settings)
         self._blowup: BlowupSummary | None = None
 
     @property

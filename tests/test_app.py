@@ -1,57 +1,187 @@
-"""The explorer under Streamlit's AppTest: every page cold and with a model, and its main widgets."""
+"""The explorer under Streamlit's AppTest: every page of the one page list opened cold and through
+its URL (the view restored: model, n and the page's settings), bad parameters, settings across page
+switches, the summary against the core, the pages' main widgets, training as a server job,
+uploads and kept models."""
 
 import io
+import os
+import shutil
+import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
-
-import sensviz as sv
-from sensviz import sweeps
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ["SENSVIZ_DATA_DIR"] = tempfile.mkdtemp(prefix="sensviz-apptest-")  # kept models and jobs of these tests
+
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+import sensviz as sv  # noqa: E402
+from sensviz import sweeps  # noqa: E402
+from ui import cache, nav, registry, train_form  # noqa: E402
+
 APP = str(ROOT / "app.py")
-PAGES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "pages").glob("*.py"))
-ZOO_FILE = "encoder-majority-n6.safetensors"
+ZOO = "encoder-majority-n6"
+CEILING_S = 600  # training in the tests: a generous ceiling for a busy machine
+PAGE = {p.key: p for p in nav.PAGES}
 
 
-def fresh() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=180)
+def open_url(page: str = "home", timeout: float = 300, **params) -> AppTest:
+    """A fresh session that opens `/<page>?<params>`, as a browser opening a link does."""
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    at.query_params.update({k: str(v) for k, v in params.items()})
+    at.switch_page(PAGE[page].file)
     at.run()
-    assert not at.exception
-    return at
-
-
-def select_zoo(at: AppTest, file: str = ZOO_FILE) -> AppTest:
-    at.switch_page("app.py").run()
-    at.selectbox(key="sv_w_zoo_file").select(file).run()
-    assert not at.exception
-    assert at.session_state["sv_selected"].name == file
-    return at
-
-
-@pytest.mark.parametrize("page", PAGES)
-def test_page_opens_cold_and_says_what_to_do(page):
-    at = fresh()
-    at.switch_page(page).run()
     assert not at.exception, at.exception
-    if not any(name in page for name in ("Train", "About", "Experiments")):  # these need no model
+    return at
+
+
+def goto(at: AppTest, page: str) -> AppTest:
+    at.switch_page(PAGE[page].file).run()
+    assert not at.exception, (page, at.exception)
+    return at
+
+
+def notices(at: AppTest) -> list[str]:
+    return [w.value for w in at.warning]
+
+
+def selected(at: AppTest) -> registry.ModelRef | None:
+    return at.session_state.get(registry.SELECTED)
+
+
+@pytest.mark.parametrize("page", [p.key for p in nav.PAGES])
+def test_every_page_opens_cold_and_says_what_to_do(page):
+    at = open_url(page)
+    assert [t.value for t in at.title] == [PAGE[page].heading]
+    if PAGE[page].needs_model:
         assert any("No model selected" in i.value for i in at.info)
 
 
-@pytest.mark.parametrize("file", [ZOO_FILE, "formal-parity-n4.safetensors", "scratchpad-parity-n8.safetensors"])
+def test_the_router_lists_every_page_once_with_its_url_path():
+    assert [p.url_path for p in nav.PAGES] == ["", "train", "attention", "sensitivity", "layernorm", "landscape",
+                                               "experiments", "about"]
+    assert all((ROOT / p.file).is_file() and p.file.startswith("pages/") for p in nav.PAGES)
+    for path in (ROOT / "pages").glob("*.py"):  # a page run without the router goes through it (nav.require_router)
+        assert "\nnav.require_router()\n" in path.read_text(), path
+
+
+@pytest.mark.parametrize("file", [ZOO, "formal-parity-n4", "scratchpad-parity-n8"])
 def test_every_page_with_a_pretrained_checkpoint(file):
-    at = select_zoo(fresh(), file)
-    for page in PAGES:
-        at.switch_page(page).run()
-        assert not at.exception, (page, at.exception)
-    assert at.session_state["sv_selected"].name == file  # the selection survived every page switch
+    at = open_url("home", model=file)
+    for page in PAGE:
+        goto(at, page)
+        assert at.query_params["model"].startswith(f"{file}~")  # carried across every page switch
+    assert selected(at).key == file
+
+
+# ----------------------------------------------------------------------------- views restored from their URL
+
+VIEWS = {
+    "attention": ({"x": "10010", "flip": "2", "weight": "3"},
+                  lambda at: any("x = 10010" in m.value for m in at.markdown)
+                  and at.selectbox(key="sv_w_attention_flip_5").value == 2
+                  and at.selectbox(key="sv_w_attention_weight_5").value == 3),
+    "sensitivity": ({"colour": "target", "vertex": "7"},
+                    lambda at: at.segmented_control(key="sv_w_sensitivity_colour").value == "target"
+                    and any(m.label == "input x" and m.value == "00111" for m in at.metric)),
+    "layernorm": ({"x": "01100"}, lambda at: any("x = 01100" in m.value for m in at.markdown)),
+    "landscape": ({"rho": "0.01", "directions": "16", "inputs": "64", "curve": "1"},
+                  lambda at: any(m.label.startswith("L_ρ at ρ = 0.01") for m in at.metric)
+                  and at.toggle(key="sv_w_landscape_curve").value is True
+                  and at.select_slider(key="sv_w_landscape_directions").value == 16),
+    "experiments": ({"experiment": "tradeoff"},
+                    lambda at: at.selectbox(key="sv_w_experiments_experiment_quick").value == "tradeoff"
+                    and "Trade-off: parameter norm against LayerNorm blowup" in [s.value for s in at.subheader]),
+}
+
+
+@pytest.mark.parametrize("page", [p.key for p in nav.PAGES])
+def test_every_page_restores_its_view_from_the_url(page):
+    own, check = VIEWS.get(page, ({}, lambda at: True))
+    at = open_url(page, model=ZOO, n=5, **own)
+    assert not notices(at), notices(at)
+    assert selected(at).key == ZOO
+    assert next(w for w in at.sidebar.number_input if w.key.startswith("sv_w_n_")).value == 5
+    assert check(at), page
+    assert at.query_params["n"] == "5"
+    kept = {k: v for k, v in at.query_params.items() if k not in ("model", "n")}
+    assert kept == own  # the URL keeps the view in step (defaults are left out)
+
+
+def test_a_link_copied_from_a_view_restores_it():
+    at = open_url("sensitivity", model=ZOO)
+    at.segmented_control(key="sv_w_sensitivity_colour").set_value("difference").run()
+    at.number_input(key="sv_w_sensitivity_vertex_6").set_value(9).run()
+    link = dict(at.query_params)
+    assert link["colour"] == "difference" and link["vertex"] == "9" and link["model"].startswith(ZOO)
+    again = open_url("sensitivity", **link)
+    assert again.segmented_control(key="sv_w_sensitivity_colour").value == "difference"
+    assert any(m.label == "input x" and m.value == "001001" for m in again.metric)
+
+
+BAD = [
+    ("sensitivity", {"model": "no-such-model"}, "no pretrained checkpoint 'no-such-model'"),
+    ("sensitivity", {"model": "../../etc/passwd"}, "is not a checkpoint name"),
+    ("sensitivity", {"model": "trained:AAAAAAAAAAAAAAAAAAAA"}, "no kept model"),
+    ("sensitivity", {"model": "elsewhere:abc"}, "not a kind of model"),
+    ("sensitivity", {"model": ZOO, "n": "99"}, "reads lengths 1..6"),
+    ("sensitivity", {"model": ZOO, "n": "six"}, "`n=six` was not used: the model reads lengths 1..6. Showing n=6."),
+    ("sensitivity", {"model": ZOO, "colour": "purple"}, "colour is one of model, target, difference, output"),
+    ("sensitivity", {"model": ZOO, "vertex": "64"}, "vertex is in 0..63"),
+    ("attention", {"model": ZOO, "x": "10"}, "x is a string of 6 bits"),
+    ("landscape", {"model": ZOO, "rho": "-1"}, "rho is in 0.0001..100"),
+    ("landscape", {"model": ZOO, "curve": "maybe"}, "curve is 1 or 0"),
+    ("experiments", {"experiment": "astrology"}, "experiment is one of"),
+    ("about", {"colour": "target"}, "`colour` is not a setting of this page"),
+    ("home", {"job": "nosuchjob00000000"}, "names no training run"),
+]
+
+
+@pytest.mark.parametrize("page, params, message", BAD, ids=[f"{p}-{'-'.join(v)}" for p, v, _ in BAD])
+def test_a_bad_parameter_gives_a_notice_and_a_default(page, params, message):
+    at = open_url(page, **params)
+    assert any(message in text for text in notices(at)), notices(at)
+    assert len(notices(at)) == 1
+
+
+def test_a_stale_zoo_link_says_the_checkpoint_was_rebuilt(tmp_path, monkeypatch):
+    shutil.copy(ROOT / "checkpoints" / f"{ZOO}.safetensors", tmp_path)
+    monkeypatch.setenv("SENSVIZ_CHECKPOINT_DIR", str(tmp_path))
+    at = open_url("sensitivity", model=f"{ZOO}~0123456789ab")
+    assert any("was rebuilt since this link was made" in text for text in notices(at))
+    assert selected(at).key == ZOO  # the current checkpoint is shown
+    assert at.query_params["model"] == f"{ZOO}~{registry.digest((tmp_path / f'{ZOO}.safetensors').read_bytes())[:12]}"
+
+
+def test_settings_and_the_form_survive_page_switches():
+    at = open_url("sensitivity", model=ZOO, colour="target")
+    goto(at, "attention")
+    assert "colour" not in at.query_params  # each page's own settings in its URL
+    goto(at, "sensitivity")
+    assert at.segmented_control(key="sv_w_sensitivity_colour").value == "target"
+    assert at.query_params["colour"] == "target"
+    goto(at, "train")
+    at.number_input(key="sv_w_train_n").set_value(5)
+    at.number_input(key="sv_w_train_steps").set_value(77).run()
+    goto(at, "about")
+    goto(at, "train")
+    assert at.number_input(key="sv_w_train_n").value == 5 and at.number_input(key="sv_w_train_steps").value == 77
+    at.sidebar.multiselect(key=registry.ZOO_TASKS).set_value(["parity"]).run()
+    goto(at, "layernorm")
+    assert at.sidebar.multiselect(key=registry.ZOO_TASKS).value == ["parity"]
+
+
+# ----------------------------------------------------------------------------- the pages' content
 
 
 def test_summary_metrics_match_the_core():
-    at = select_zoo(fresh())
+    at = open_url("home", model=ZOO)
     metrics = {m.label: m.value for m in at.sidebar.metric}
-    ck = sv.load_checkpoint(ROOT / "checkpoints" / ZOO_FILE)
+    ck = sv.load_checkpoint(ROOT / "checkpoints" / f"{ZOO}.safetensors")
     report = sv.analysis.sensitivity_report(ck.model, 6, ck.task, ck.encoding)
     assert metrics["accuracy"] == f"{report.accuracy:.1%}"
     assert metrics["as_n target"] == f"{report.target.avg_sensitivity:.3f}"
@@ -59,123 +189,206 @@ def test_summary_metrics_match_the_core():
 
 
 def test_attention_page_input_choices():
-    at = select_zoo(fresh())
-    at.switch_page("pages/2_Attention.py").run()
-    at.pills(key="sv_w_att_bits_6").set_value([0, 3]).run()
-    assert any("x = 100100" in m.value for m in at.markdown)
-    at.segmented_control(key="sv_w_att_how").set_value("Cube index").run()
-    at.number_input(key="sv_w_att_vertex_6").set_value(5).run()
+    at = open_url("attention", model=ZOO)
+    at.pills(key="sv_w_attention_input_bits_6").set_value([0, 3]).run()
+    assert any("x = 100100" in m.value for m in at.markdown) and at.query_params["x"] == "100100"
+    at.segmented_control(key="sv_w_attention_input_how").set_value("Cube index").run()
+    assert at.number_input(key="sv_w_attention_input_vertex_6").value == 36  # the same input, by its index
+    at.number_input(key="sv_w_attention_input_vertex_6").set_value(5).run()
     assert any("x = 000101" in m.value for m in at.markdown)
-    at.selectbox(key="sv_w_att_flip_6").set_value(2).run()
-    at.selectbox(key="sv_w_att_weight_6").set_value(3).run()
-    assert not at.exception
+    at.selectbox(key="sv_w_attention_flip_6").set_value(2).run()
+    at.selectbox(key="sv_w_attention_weight_6").set_value(3).run()
+    assert not at.exception and at.query_params["flip"] == "2"
 
 
 def test_sensitivity_page_vertex_and_length():
-    at = select_zoo(fresh())
-    at.switch_page("pages/3_Sensitivity.py").run()
-    at.number_input(key="sv_w_sens_vertex_6").set_value(7).run()
+    at = open_url("sensitivity", model=ZOO)
+    at.number_input(key="sv_w_sensitivity_vertex_6").set_value(7).run()
     assert any(m.label == "input x" and m.value == "000111" for m in at.metric)
     n_key = next(w.key for w in at.sidebar.number_input if w.key.startswith("sv_w_n_"))
     at.sidebar.number_input(key=n_key).set_value(4).run()  # analyse at another length
-    assert any(m.label == "input x" and len(m.value) == 4 for m in at.metric)
-    select_zoo(at, "encoder-first-n16.safetensors").switch_page("pages/3_Sensitivity.py").run()
-    assert not at.exception  # above the explorer's exact limit: sampled, and labelled so
-    assert any("Estimate" in c.value for c in at.caption)
+    assert any(m.label == "input x" and len(m.value) == 4 for m in at.metric) and at.query_params["n"] == "4"
+    at = open_url("sensitivity", model="encoder-first-n16")
+    assert any("Estimate" in c.value for c in at.caption)  # above the explorer's exact limit: sampled, and labelled so
 
 
-def test_landscape_page_rho_and_2d_slice():
-    at = select_zoo(fresh())
-    at.switch_page("pages/5_Landscape.py").run()
-    before = next(m.value for m in at.metric if m.label == "L_ρ")
-    at.select_slider(key="sv_w_land_rho").set_value(0.1).run()
-    after = next(m.value for m in at.metric if m.label == "L_ρ")
-    assert before != after
-    at.toggle(key="sv_w_land_2d").set_value(True).run()
+def new_computations(before: dict) -> set[str]:
+    return {name for name, count in cache.stats().items() if count > before.get(name, 0)}
+
+
+def test_landscape_shows_the_paper_radius_first_and_the_rest_on_demand():
+    before = cache.stats()
+    at = open_url("landscape", model="encoder-parity-n4")
+    ck = sv.load_checkpoint(ROOT / "checkpoints" / "encoder-parity-n4.safetensors")
+    rho = 0.02 * ck.model.n_params() ** 0.5
+    label = next(m.label for m in at.metric if m.label.startswith("L_ρ"))
+    assert label == f"L_ρ at ρ = {rho:.4g}"
+    assert any("ρ = 0.02·√P is the paper's radius" in c.value for c in at.caption)
+    value = next(m.value for m in at.metric if m.label.startswith("L_ρ"))
+    bits = sv.cube.vertices(4)
+    assert value == f"{sv.sharpness.sharpness(ck.model, bits, rho, 64, 0).value:.4g}"  # the core's number
+    assert "small-ρ limit × ρ²" in [m.label for m in at.metric]
+    assert new_computations(before) == {"model_facts", "task_defined", "summary", "sharpness"}  # summary: sensviz.measure
+    for flag in ("curve", "slice", "hessian", "line"):
+        at.toggle(key=f"sv_w_landscape_{flag}").set_value(True).run()
+        assert not at.exception, flag
+    at.toggle(key="sv_w_landscape_plane").set_value(True).run()
+    at.selectbox(key="sv_w_landscape_compare").set_value(
+        next(o for o in at.selectbox(key="sv_w_landscape_compare").options if "first" in o)).run()
     assert not at.exception
+    assert at.query_params["compare"].startswith("encoder-first-n4~")  # the second model is a public parameter
+    assert {"sharpness_curve", "loss_slice", "hessian_top", "line_between", "contours"} <= new_computations(before)
 
 
 def test_layernorm_page_zoo_tradeoff():
-    at = select_zoo(fresh())
-    at.switch_page("pages/4_LayerNorm.py").run()
-    at.toggle(key="sv_w_ln_zoo").set_value(True).run()
-    assert not at.exception
+    at = open_url("layernorm", model=ZOO, tradeoff=1)
+    assert not at.exception and at.toggle(key="sv_w_layernorm_tradeoff").value is True
 
 
-def test_train_a_tiny_model_then_it_is_selected():
-    at = fresh()
-    at.switch_page("pages/1_Train.py").run()
-    at.selectbox(key="sv_w_train_task").set_value("first")
-    at.number_input(key="sv_w_train_n").set_value(4)
-    at.number_input(key="sv_w_train_steps").set_value(30)
-    at.number_input(key="sv_w_train_every").set_value(10)
-    at.select_slider(key="sv_w_train_d").set_value(8)
-    at.button(key="FormSubmitter:sv_train_form-Train").click().run()
-    assert not at.exception
-    assert any("completed after 30 steps" in s.value for s in at.success)
-    selected = at.session_state["sv_selected"]
-    assert selected.kind == "trained"
-    assert at.sidebar.segmented_control(key="sv_source").value == "Trained here"
-    for page in PAGES:
-        at.switch_page(page).run()
-        assert not at.exception, page
+# ----------------------------------------------------------------------------- training as a server job
 
 
-def test_bad_training_settings_give_a_message():
-    at = fresh()
-    at.switch_page("pages/1_Train.py").run()
-    at.number_input(key="sv_w_train_lr").set_value(0.0)
-    at.button(key="FormSubmitter:sv_train_form-Train").click().run()
-    assert not at.exception
-    assert any("lr must be" in e.value for e in at.error)
-    at.number_input(key="sv_w_train_lr").set_value(0.001)
-    at.selectbox(key="sv_w_train_task").set_value("table")
-    at.text_input(key="sv_w_train_table").set_value("0110")  # 2**2 entries but n = 8
-    at.button(key="FormSubmitter:sv_train_form-Train").click().run()
-    assert any("only for n=2" in e.value for e in at.error)
-
-
-def upload(at: AppTest, name: str, data: bytes) -> AppTest:
-    at.switch_page("app.py").run()
-    at.sidebar.segmented_control(key="sv_source").set_value("Upload").run()
-    at.sidebar.file_uploader[0].upload(name, data, "application/octet-stream").run()
+def wait_until(at: AppTest, condition, ceiling: float = CEILING_S) -> AppTest:
+    deadline = time.monotonic() + ceiling
+    while not condition(at):
+        assert time.monotonic() < deadline, "gave up waiting"
+        time.sleep(0.5)
+        at.run()
+        assert not at.exception, at.exception
     return at
 
 
-def test_upload_a_valid_checkpoint():
+def train_tiny(at: AppTest, steps: int = 40) -> AppTest:
+    goto(at, "train")
+    at.selectbox(key="sv_w_train_task").set_value("first")  # learned within a few dozen steps
+    at.number_input(key="sv_w_train_lr").set_value(0.01)
+    at.number_input(key="sv_w_train_n").set_value(4)
+    at.number_input(key="sv_w_train_steps").set_value(steps)
+    at.number_input(key="sv_w_train_measure_every").set_value(10)
+    at.number_input(key="sv_w_train_d_model").set_value(8)
+    at.checkbox(key="sv_w_train_early_stop").uncheck()
+    at.button(key=registry.TRAIN_BUTTON).click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    return at
+
+
+def test_train_a_tiny_model_it_is_selected_kept_and_linkable():
+    at = train_tiny(open_url("home"))
+    assert "job" in at.query_params  # a reload reattaches to the run
+    wait_until(at, lambda at: selected(at) is not None and selected(at).kind == "trained")
+    assert any("completed every step after 40 steps" in s.value for s in at.sidebar.success)
+    assert any("completed every step after 40 steps" in s.value for s in at.success)  # the same message on the page
+    assert at.sidebar.segmented_control(key=registry.SOURCE).value == "My models"
+    link = dict(at.query_params)
+    assert link["model"] == f"trained:{selected(at).key}" and "job" not in link
+    for page in PAGE:
+        goto(at, page)
+    again = open_url("sensitivity", **link)  # a reload, or a colleague opening the link
+    assert selected(again).key == link["model"].split(":")[1]
+    assert any(m.label == "as_n model" for m in again.sidebar.metric)
+
+
+def test_one_job_per_user_and_stop_keeps_the_last_measurement():
+    at = open_url("train")
+    at.number_input(key="sv_w_train_steps").set_value(100_000)
+    at.number_input(key="sv_w_train_measure_every").set_value(20)
+    at.number_input(key="sv_w_train_d_model").set_value(8)
+    at.checkbox(key="sv_w_train_early_stop").uncheck()
+    at.button(key=registry.TRAIN_BUTTON).click().run()
+    job = registry.job_manager().status(at.query_params["job"])
+    wait_until(at, lambda at: len(registry.job_manager().records(job.id)) >= 2)
+    at.button(key=registry.TRAIN_BUTTON).click().run()
+    assert any("already have a training run running" in e.value for e in at.error)
+    goto(at, "sensitivity")  # the run goes on while the user looks elsewhere
+    assert registry.job_manager().status(job.id).state == "running"
+    at.sidebar.button(key=registry.JOB_STOP).click().run()
+    wait_until(at, lambda at: selected(at) is not None and selected(at).kind == "trained")
+    stopped = registry.job_manager().status(job.id)
+    assert stopped.state == "stopped" and "weights of the last measurement" in stopped.reason
+    assert any("weights of the last measurement" in w.value for w in at.sidebar.warning)
+    kept = sv.load_checkpoint(registry.kept_store().data(selected(at).key))
+    assert kept.metadata["training"]["steps"] == stopped.steps
+
+
+def test_bad_training_settings_give_a_message():
+    at = open_url("train")
+    at.selectbox(key="sv_w_train_task").set_value("table").run()
+    at.text_input(key="sv_w_train_task_table_bits").set_value("0110")  # 2**2 entries but n = 8
+    at.button(key=registry.TRAIN_BUTTON).click().run()
+    assert not at.exception and any("only for n=2" in e.value for e in at.error)
+
+
+def test_a_preset_fills_the_form():
+    at = open_url("train")
+    at.selectbox(key=registry.TRAIN_PRESET).select("PARITY, n = 8 (converges in seconds)").run()
+    assert at.number_input(key="sv_w_train_lr").value == pytest.approx(3e-3)
+    assert at.checkbox(key="sv_w_train_early_stop").value is True
+    assert at.number_input(key="sv_w_train_target_loss").value == pytest.approx(1e-3)
+
+
+# ----------------------------------------------------------------------------- uploads and kept models
+
+
+def upload(at: AppTest, name: str, data: bytes) -> AppTest:
+    at.sidebar.segmented_control(key=registry.SOURCE).set_value("Upload").run()
+    at.sidebar.file_uploader[0].upload(name, data, "application/octet-stream").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_upload_a_valid_checkpoint_then_share_and_delete_it():
     model = sv.build_model("formal", d_model=8, n_heads=2, max_len=8, seed=1)
-    at = upload(fresh(), "mine.safetensors", sv.checkpoint_bytes(model, task="first", n=5))
-    assert not at.exception and not at.error
-    assert at.session_state["sv_selected"].kind == "upload"
-    for page in PAGES:
-        at.switch_page(page).run()
-        assert not at.exception, page
+    at = upload(open_url("home"), "mine.safetensors", sv.checkpoint_bytes(model, task="first", n=5))
+    assert not at.error and selected(at).kind == "upload" and selected(at).name == "mine.safetensors"
+    link = dict(at.query_params)
+    for page in PAGE:
+        goto(at, page)
+    other = open_url("home", **link)  # another user opens the link: shared on purpose, not one of theirs
+    assert selected(other).key == selected(at).key
+    assert registry.kept_store().info(selected(at).key).owner == at.session_state[registry.OWNER]
+    assert other.session_state[registry.OWNER] != at.session_state[registry.OWNER]
+    other.sidebar.segmented_control(key=registry.SOURCE).set_value("My models").run()
+    assert "shared with you" in other.sidebar.selectbox(key=registry.MINE).format_func(
+        other.sidebar.selectbox(key=registry.MINE).value)
+    assert not any(b.key == registry.DELETE for b in other.sidebar.button)  # only the owner may delete
+    at.sidebar.segmented_control(key=registry.SOURCE).set_value("My models").run()
+    at.sidebar.button(key=registry.DELETE).click().run()
+    assert selected(at) is None and registry.kept_store().info(link["model"].split(":")[1]) is None
+    gone = open_url("home", **link)
+    assert any("no kept model" in text for text in notices(gone))
 
 
-def test_upload_a_corrupt_file_shows_the_message_and_keeps_the_app():
-    at = select_zoo(fresh())
+def test_a_corrupt_upload_names_the_file_keeps_the_model_and_is_not_loaded_twice(monkeypatch):
+    at = open_url("sensitivity", model=ZOO)
+    calls = []
+    original = sv.load_checkpoint
+    monkeypatch.setattr(sv, "load_checkpoint", lambda *a, **k: calls.append(1) or original(*a, **k))
     at = upload(at, "broken.safetensors", b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
-    assert not at.exception
-    assert any("cannot be used" in e.value and "header" in e.value for e in at.sidebar.error)
-    assert at.session_state["sv_selected"].name == ZOO_FILE  # the previous model is still selected
-    at.switch_page("pages/3_Sensitivity.py").run()
-    assert not at.exception
+    errors = [e.value for e in at.sidebar.error]
+    assert any("broken.safetensors" in e and "header" in e for e in errors), errors
+    assert any(f"Still showing **{ZOO}**" in c.value for c in at.sidebar.caption)
+    assert selected(at).key == ZOO  # the previous model is still selected
+    first = len(calls)
+    at.run()
+    goto(at, "attention")
+    assert len(calls) == first  # the failure is remembered per file content
 
+
+# ----------------------------------------------------------------------------- Experiments
 
 SHIPPED = sorted(p.parent.name for p in (ROOT / "experiments" / "results" / "quick").glob("*/runs.parquet"))
 
 
 def test_experiments_page_shows_every_shipped_result():
     assert set(SHIPPED) == {"dynamics", "generalization", "length_scaling", "scratchpad", "tradeoff"}
-    at = fresh()
-    at.switch_page("pages/6_Experiments.py").run()
-    assert not at.exception, at.exception
+    at = open_url("experiments")
     # in the order of sensviz.experiments.EXPERIMENTS, length scaling first
-    assert at.selectbox(key="sv_w_exp_name").options == [
+    assert at.selectbox(key="sv_w_experiments_experiment_quick").options == [
         "length scaling", "tradeoff", "dynamics", "scratchpad", "generalization"]
     for name in SHIPPED:
-        at.selectbox(key="sv_w_exp_name").set_value(name).run()
+        at.selectbox(key="sv_w_experiments_experiment_quick").set_value(name).run()
         assert not at.exception, (name, at.exception)
+        assert at.query_params.get("experiment", "length_scaling") == name
         titles = [s.value for s in at.subheader]
         assert len(titles) >= 2 and titles[-1] == "Every run"
         assert any("finished runs kept" in c.value or "retrained models kept" in c.value for c in at.caption)
@@ -184,13 +397,12 @@ def test_experiments_page_shows_every_shipped_result():
 
 
 def test_experiments_page_with_a_sweep_folder(tmp_path):
-    at = fresh()
-    at.switch_page("pages/6_Experiments.py").run()
-    at.segmented_control(key="sv_w_exp_source").set_value("A sweep folder").run()
+    at = open_url("experiments")
+    at.segmented_control(key=registry.EXP_SOURCE).set_value("A sweep folder").run()
     assert any("Enter the folder" in i.value for i in at.info)
-    at.text_input(key="sv_w_exp_folder").set_value(str(tmp_path)).run()
+    at.text_input(key=registry.EXP_FOLDER).set_value(str(tmp_path)).run()
     assert not at.exception and any("not a sweep folder" in e.value for e in at.error)
-    at.text_input(key="sv_w_exp_folder").set_value(str(ROOT / "experiments" / "results" / "quick" / "tradeoff")).run()
+    at.text_input(key=registry.EXP_FOLDER).set_value(str(ROOT / "experiments" / "results" / "quick" / "tradeoff")).run()
     assert not at.exception and "Trade-off: parameter norm against LayerNorm blowup" in [s.value for s in at.subheader]
 
 
@@ -199,10 +411,32 @@ def test_experiments_page_with_a_sweep_whose_runs_all_failed(tmp_path):
 
     spec = sweeps.SweepSpec("length_scaling", [{"n": 4, "seed": s, "fail": True} for s in (0, 1)], name="broken")
     sweeps.run_sweep(spec, tmp_path, toy_job, log=io.StringIO())
-    at = fresh()
-    at.switch_page("pages/6_Experiments.py").run()
-    at.segmented_control(key="sv_w_exp_source").set_value("A sweep folder").run()
-    at.text_input(key="sv_w_exp_folder").set_value(str(tmp_path)).run()
+    at = open_url("experiments")
+    at.segmented_control(key=registry.EXP_SOURCE).set_value("A sweep folder").run()
+    at.text_input(key=registry.EXP_FOLDER).set_value(str(tmp_path)).run()
     assert not at.exception and any("no finished runs" in w.value for w in at.warning)
     assert [e.label for e in at.expander] == ["2 failed run(s)"]  # the errors are still shown
 
+
+def test_the_train_form_follows_the_task_registry_and_the_settings():
+    """A task defined in a test file, and every field of ModelSettings and TrainConfig, appear in the
+    form without touching it."""
+    from test_tasks import Threshold
+
+    from sensviz.configs import field_names
+    from sensviz.models import ModelSettings
+    from sensviz.training import TrainConfig
+
+    sv.tasks.register(Threshold)
+    try:
+        at = open_url("train")
+        assert "threshold_test" in at.selectbox(key="sv_w_train_task").options
+        at.selectbox(key="sv_w_train_task").set_value("threshold_test").run()
+        assert at.number_input(key="sv_w_train_task_threshold_test_level").value == 0.5
+        assert at.text_input(key="sv_w_train_task_threshold_test_note").value == "x"
+        keys = {w.key for w in at.main.get("number_input")} | {w.key for w in at.main.get("selectbox")} | {
+            w.key for w in at.main.get("checkbox")} | {w.key for w in at.main.get("text_input")}
+        fields = set(field_names(ModelSettings)) | set(field_names(TrainConfig)) - train_form.SERVER_SIDE
+        assert {f"sv_w_train_{name}" for name in fields} <= keys
+    finally:
+        del sv.tasks.TASKS[Threshold.name]

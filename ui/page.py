@@ -1,13 +1,13 @@
-"""What every page shares: page setup, the model-selection sidebar, progress bars and downloads.
-
-`setup(title)` configures the page, draws the sidebar (choose a zoo checkpoint, an upload or a
-model trained in this session; the selected model's summary) and returns the `Selection`, or
-None when no model is selected yet. The selection lives in session state (`ui.state.SELECTED`), so
-it survives page switches.
+"""What the pages share: the selected model (`model()`), page settings kept in the session and in
+the URL (`choice`, `number`, `flag`, `choose_input`, the second model `choose_compare`), the
+notices about bad URL values, and small widgets (progress bars, downloads, the exactness note).
+`ui.frame` draws everything around a page before it runs.
 """
 
 from __future__ import annotations
 
+import contextvars
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -15,27 +15,214 @@ import pandas as pd
 import streamlit as st
 
 import sensviz as sv
-from ui import state
+from sensviz import charts
+from ui import cache, registry
+from ui.registry import ModelRef
 
 
 @dataclass
 class Selection:
-    """The selected model, loaded, and the input length the pages analyse."""
+    """The selected model, loaded, the input length the pages analyse, and the model to compare with."""
 
-    ref: state.ModelRef
+    ref: ModelRef
     ck: sv.Checkpoint
     n: int
+    compare: ModelRef | None = None
 
 
-def setup(title: str, icon: str = "🧭", needs_model: bool = True) -> Selection | None:
-    """Configure the page, draw the sidebar, print the title; returns the selection (or None)."""
-    st.set_page_config(page_title=f"{title} · sensviz", page_icon=icon, layout="wide")
-    selection = sidebar()
-    st.title(title)
-    if needs_model and selection is None:
-        st.info("No model selected yet. Pick a pretrained checkpoint, upload a `.safetensors` file, or train one on "
-                "the **Train** page — the sidebar on the left has all three.")
+_NOTICE_SLOT: contextvars.ContextVar = contextvars.ContextVar("sv_notice_slot", default=None)
+_PAGE: contextvars.ContextVar = contextvars.ContextVar("sv_page", default="home")
+
+
+def begin(page: str) -> None:
+    """The page this run draws (its settings are kept under its name)."""
+    _PAGE.set(page)
+
+
+def notices_here() -> None:
+    """Notices about the URL go here (under the title), now and as the page's settings are read."""
+    _NOTICE_SLOT.set(st.container())
+    flush_notices()
+
+
+def model() -> Selection:
+    """The selected model; stops the page when there is none (the frame already said what to do)."""
+    selection = st.session_state.get(registry.CURRENT)
+    if selection is None:
+        st.stop()
     return selection
+
+
+def flush_notices() -> None:
+    """Show the notices collected so far at the top of the page, one line each."""
+    slot = _NOTICE_SLOT.get()
+    for text in registry.take_notices():
+        (slot or st).warning(text, icon=":material/link:")
+
+
+# ----------------------------------------------------------------------------- page settings in the URL
+
+
+def _bound(param: str, default, parse: Callable[[str], object], fmt: Callable[[object], str],
+           valid: Callable[[object], bool], draw: Callable[[str], object], variant: object = ""):
+    """A page setting drawn by `draw(key)`: seeded from the session or the URL, written back to both."""
+    page = _PAGE.get()
+    value = registry.setting(page, param, default, parse)
+    flush_notices()
+    if not valid(value):  # e.g. a vertex of another input length
+        value = default
+    key = registry.widget_key(page, param, variant) if variant != "" else registry.widget_key(page, param)
+    if key not in st.session_state:
+        st.session_state[key] = value
+    value = draw(key)
+    registry.set_setting(page, param, value, default, fmt)
+    return value
+
+
+def choice(param: str, label: str, options: list, default=None, widget=st.selectbox, fmt: Callable = str,
+           format_func: Callable = str, variant: object = "", **kwargs):
+    """A choice among `options` (a selectbox, radio, segmented control...), kept in the URL as `fmt(option)`."""
+    default = options[0] if default is None else default
+    by_text = {fmt(o): o for o in options}
+
+    def parse(raw: str):
+        if raw not in by_text:
+            raise ValueError(f"{param} is one of {', '.join(by_text)}")
+        return by_text[raw]
+
+    def draw(key):
+        found = widget(label, options=options, format_func=format_func, key=key, **kwargs)
+        return default if found is None else found  # a segmented control can be cleared
+
+    return _bound(param, default, parse, fmt, lambda v: v in options, draw, variant)
+
+
+def number(param: str, label: str, low: float, high: float, default, widget=st.number_input, integer: bool = True,
+           variant: object = "", **kwargs):
+    """A number in [low, high], kept in the URL."""
+    cast = int if integer else float
+
+    def parse(raw: str):
+        try:
+            value = cast(raw)
+        except ValueError:
+            raise ValueError(f"{param} is {'an integer' if integer else 'a number'} in {low:g}..{high:g}") from None
+        if not low <= value <= high:
+            raise ValueError(f"{param} is in {low:g}..{high:g}")
+        return value
+
+    def draw(key):
+        return cast(widget(label, min_value=low, max_value=high, key=key, **kwargs))
+
+    return _bound(param, default, parse, lambda v: f"{v:g}" if not integer else str(v),
+                  lambda v: isinstance(v, (int, float)) and low <= v <= high, draw, variant)
+
+
+def flag(param: str, label: str, widget=st.toggle, **kwargs) -> bool:
+    """An on/off setting (off by default), kept in the URL as `param=1`."""
+
+    def parse(raw: str):
+        if raw.lower() not in ("1", "0", "true", "false"):
+            raise ValueError(f"{param} is 1 or 0")
+        return raw.lower() in ("1", "true")
+
+    return _bound(param, False, parse, lambda v: "1" if v else "0", lambda v: isinstance(v, bool),
+                  lambda key: bool(widget(label, key=key, **kwargs)))
+
+
+def set_value(param: str, value, default, fmt: Callable = str, variant: object = "") -> None:
+    """Change a page setting from a callback (before its widget is drawn), e.g. after a click on a chart."""
+    page = _PAGE.get()
+    st.session_state[registry.widget_key(page, param, variant) if variant != "" else registry.widget_key(page, param)] = value
+    registry.set_setting(page, param, value, default, fmt)
+
+
+def chart_key(name: str, variant: object = "") -> str:
+    """The key of a chart whose selection the page reads."""
+    return registry.widget_key(_PAGE.get(), "chart", name, variant)
+
+
+def pick_vertex(n: int) -> Callable[[], None]:
+    """The callback of a click on the cube grid: the clicked vertex becomes the `vertex` setting."""
+    page = _PAGE.get()
+
+    def picked():
+        _PAGE.set(page)
+        event = st.session_state.get(chart_key("grid", n))
+        chosen = (event or {}).get("selection", {}).get(charts.PICK) or []
+        if chosen:
+            set_value("vertex", int(chosen[0]["vertex"]), 0, variant=n)
+
+    return picked
+
+
+def my_models() -> list[ModelRef]:
+    """The user's kept models and the ones shared with them in this session."""
+    store = registry.kept_store()
+    refs = []
+    for kept in store.owned(registry.owner()):
+        try:
+            refs.append(registry.kept_ref(kept.kind, kept.token))
+        except ValueError:  # deleted or evicted meanwhile
+            continue
+    return refs + [r for r in registry.shared_refs() if r not in refs and store.info(r.key)]
+
+
+def choose_compare(candidates: list[ModelRef]) -> ModelRef | None:
+    """Choose the second model among `candidates`: the public `compare` parameter."""
+    if not candidates:
+        st.info("No other model with the same architecture and size is available (pretrained, or kept by you).")
+        return None
+    by_param = {c.param: c for c in candidates}
+    key = registry.widget_key(_PAGE.get(), "compare")
+    current = registry.compared()
+    st.session_state[key] = current.param if current in candidates else None
+
+    def picked():
+        registry.set_compared(by_param.get(st.session_state.get(key)))
+
+    st.selectbox("Second model", list(by_param), index=None, key=key, placeholder="Choose a model of the same size",
+                 format_func=lambda p: by_param[p].label, on_change=picked)
+    return current if current in candidates else None
+
+
+def choose_input(n: int) -> tuple[int, ...]:
+    """Pick one input string by toggling bits, by cube index or by a seeded draw; kept in the URL as `x=0110…`."""
+    page = _PAGE.get()
+
+    def parse(raw: str):
+        if len(raw) != n or set(raw) - {"0", "1"}:
+            raise ValueError(f"x is a string of {n} bits 0/1")
+        return raw
+
+    x = registry.setting(page, "x", "0" * n, parse)
+    flush_notices()
+    if len(x) != n:  # another input length than last time
+        x = "0" * n
+    bits = tuple(int(b) for b in x)
+    how = st.segmented_control("Choose the input", ["Toggle bits", "Cube index", "Random"], default="Toggle bits",
+                               key=registry.widget_key(page, "input_how")) or "Toggle bits"
+    if how == "Toggle bits":
+        key = registry.widget_key(page, "input_bits", n)
+        st.session_state.setdefault(key, [i for i in range(n) if bits[i]])
+        chosen = st.pills("Bits set to 1 (position 0 first)", list(range(n)), selection_mode="multi", key=key)
+        bits = tuple(int(i in chosen) for i in range(n))
+    elif how == "Cube index":
+        key = registry.widget_key(page, "input_vertex", n)
+        st.session_state.setdefault(key, cache.vertex_of_bits(bits))
+        vertex = st.number_input(f"Vertex (0 … {2**n - 1}; position 0 is the most significant bit)", 0, 2**n - 1,
+                                 key=key)
+        bits = cache.bits_of_vertex(n, int(vertex))
+    else:
+        seed = st.number_input("Seed", 0, 2**31 - 1, 0, key=registry.widget_key(page, "input_seed"))
+        bits = cache.bits_of_vertex(n, cache.random_vertex(n, int(seed)))
+    x = "".join(map(str, bits))
+    registry.set_setting(page, "x", x, "0" * n)
+    st.markdown(f"Input **x = {x}** (vertex {cache.vertex_of_bits(bits)})")
+    return bits
+
+
+# ----------------------------------------------------------------------------- small shared widgets
 
 
 @contextmanager
@@ -50,7 +237,8 @@ def progress_bar(text: str):
 
 def download(table: pd.DataFrame, name: str, label: str = "Download the data (CSV)") -> None:
     """A download button for the data behind a chart."""
-    st.download_button(label, table.to_csv(index=False).encode(), file_name=name, mime="text/csv", key=f"dl_{name}")
+    st.download_button(label, table.to_csv(index=False).encode(), file_name=name, mime="text/csv",
+                       key=registry.widget_key("download", name))
 
 
 def exactness_note(exact: bool, n: int, samples: int | None = None, seed: int | None = None) -> None:
@@ -59,162 +247,7 @@ def exactness_note(exact: bool, n: int, samples: int | None = None, seed: int | 
         st.caption(f"Exact: computed over all 2^{n} = {2**n:,} inputs.")
     else:
         st.caption(
-            f"**Estimate** (Monte Carlo): n = {n} is above the explorer's exact limit of {state.MODEL_EXACT_LIMIT}, "
+            f"**Estimate** (Monte Carlo): n = {n} is above the explorer's exact limit of {cache.MODEL_EXACT_LIMIT}, "
             f"so these come from {samples:,} uniformly sampled inputs and their neighbours (seed {seed}); "
             "error bars are ± one standard error."
         )
-
-
-def choose_input(n: int, key: str) -> tuple[int, ...]:
-    """Widgets to pick one input string: toggled bits, a cube index, or a seeded random draw."""
-    how = st.segmented_control("Choose the input", ["Toggle bits", "Cube index", "Random"], default="Toggle bits",
-                               key=f"{key}_how") or "Toggle bits"
-    if how == "Toggle bits":
-        chosen = st.pills("Bits set to 1 (position 0 first)", list(range(n)), selection_mode="multi", key=f"{key}_bits_{n}")
-        bits = tuple(int(i in chosen) for i in range(n))
-    elif how == "Cube index":
-        vertex = st.number_input(f"Vertex (0 … {2**n - 1}; position 0 is the most significant bit)", 0, 2**n - 1, 0,
-                                 key=f"{key}_vertex_{n}")
-        bits = state.bits_of_vertex(n, int(vertex))
-    else:
-        seed = st.number_input("Seed", 0, 2**31 - 1, 0, key=f"{key}_seed")
-        bits = state.bits_of_vertex(n, state.random_vertex(n, int(seed)))
-    st.markdown(f"Input **x = {''.join(map(str, bits))}** (vertex {state.vertex_of_bits(bits)})")
-    return bits
-
-
-# ----------------------------------------------------------------------------- the sidebar
-
-
-def _choose_zoo() -> state.ModelRef | None:
-    entries = state.list_zoo()
-    if not entries:
-        st.caption("No checkpoints in `checkpoints/` yet: build them with `sensviz zoo build`.")
-        return None
-    frame = pd.DataFrame(entries)
-    tasks = sorted(frame["task"].unique())
-    archs = sorted(frame["arch"].unique())
-    lengths = sorted(int(v) for v in frame["n"].dropna().unique())
-    chosen_tasks = st.multiselect("Task", tasks, key="sv_w_zoo_tasks", placeholder="all tasks")
-    chosen_archs = st.multiselect("Architecture", archs, key="sv_w_zoo_archs", placeholder="all architectures")
-    chosen_n = st.multiselect("Input length n", lengths, key="sv_w_zoo_n", placeholder="all lengths")
-    shown = frame[
-        frame["task"].isin(chosen_tasks or tasks) & frame["arch"].isin(chosen_archs or archs)
-        & (frame["n"].isin(chosen_n) if chosen_n else True)
-    ]
-    if shown.empty:
-        st.caption("No checkpoint matches these filters.")
-        return None
-    labels = {
-        row.file: f"{row.task} · n={row.n} · {row.arch} d={row.d_model}"
-        + (f" · acc {row.accuracy:.0%}" if pd.notna(row.accuracy) else "")
-        for row in shown.itertuples()
-    }
-    current = state.selected()
-    files = list(labels)
-    index = files.index(current.name) if current and current.kind == "zoo" and current.name in labels else None
-    file = st.selectbox("Checkpoint", files, index=index, format_func=labels.get, key="sv_w_zoo_file",
-                        placeholder="Choose a checkpoint")
-    return state.zoo_ref(file) if file else None
-
-
-def _choose_upload() -> state.ModelRef | None:
-    uploaded = st.file_uploader("Checkpoint (.safetensors)", type=["safetensors"], key="sv_w_upload",
-                                help=f"sensviz checkpoints or the authors' state dicts; at most {state.UPLOAD_CAP_MB} MB")
-    with st.expander("For files without sensviz metadata (the authors' layout)"):
-        n_heads = st.number_input("Attention heads", 0, 64, 0, key="sv_w_upload_heads",
-                                  help="0: read from the file's metadata. The authors' code defaults to 2.")
-        task = st.text_input("Task", "", key="sv_w_upload_task", placeholder="e.g. parity",
-                             help="parity, majority, first, mean, sparse_parity:k=3,seed=0, random:seed=0, table:0110")
-        n = st.number_input("Trained input length n", 0, 1024, 0, key="sv_w_upload_n", help="0: from the file")
-    if uploaded is None:
-        current = state.selected()
-        return current if current and current.kind == "upload" else None
-    return state.register_upload(uploaded.name, uploaded.getvalue(), n_heads or None, task.strip() or None, n or None)
-
-
-def _choose_trained() -> state.ModelRef | None:
-    refs = state.trained_refs()
-    if not refs:
-        st.caption("No model trained in this session yet: use the **Train** page.")
-        return None
-    current = state.selected()
-    names = [r.name for r in refs]
-    index = names.index(current.name) if current and current.kind == "trained" and current.name in names else len(names) - 1
-    name = st.selectbox("Model", names, index=index, key="sv_w_trained")
-    return refs[names.index(name)]
-
-
-SOURCES = {"Pretrained": _choose_zoo, "Upload": _choose_upload, "Trained here": _choose_trained}
-SOURCE_OF_KIND = {"zoo": "Pretrained", "upload": "Upload", "trained": "Trained here"}
-
-
-def sidebar() -> Selection | None:
-    """Draw the model chooser and the selected model's summary; return the selection."""
-    with st.sidebar:
-        st.header("Model")
-        current = state.selected()
-        default = SOURCE_OF_KIND[current.kind if current else "zoo"]
-        if st.session_state.pop(state.SHOW_SOURCE, None):  # a model was selected elsewhere (the Train page)
-            st.session_state[state.SOURCE] = default
-        st.session_state.setdefault(state.SOURCE, default)
-        source = st.segmented_control("Source", list(SOURCES), key=state.SOURCE) or default
-        ref = SOURCES[source]()
-        if ref is not None:
-            try:
-                state.load(ref)
-            except sv.CheckpointError as err:
-                st.error(f"This checkpoint cannot be used: {err}")
-            else:
-                state.select(ref)
-        current = state.selected()
-        if current is None:
-            return None
-        try:
-            ck = state.load(current)
-        except (sv.CheckpointError, KeyError):
-            return None
-        return _summary(current, ck)
-
-
-def _summary(ref: state.ModelRef, ck: sv.Checkpoint) -> Selection:
-    st.divider()
-    st.subheader(ref.name)
-    max_len = ck.config.max_len
-    n = st.number_input(
-        "Analyse at input length n", 1, max_len, state.analysis_n(ref, ck),
-        key=f"sv_w_n_{ref.digest[:12]}",
-        help=f"The model reads lengths 1..{max_len}; it was trained at n={ck.n}. Exact up to "
-        f"n={state.MODEL_EXACT_LIMIT}, sampled above.",
-    )
-    if ck.task is not None and not _task_defined(ck, int(n)):
-        st.warning(f"The task {ck.task.label} is not defined at n={n}; analysing at the trained length n={ck.n}.")
-        n = ck.n
-    state.set_analysis_n(ref, int(n))
-    with progress_bar("Analysing the model on the cube…") as report:
-        info = state.summary(ref, ck, int(n), progress=report)
-    left, right = st.columns(2)
-    left.metric("accuracy", "—" if info["accuracy"] is None else f"{info['accuracy']:.1%}")
-    right.metric("param_norm", f"{info['param_norm']:.2f}")
-    left.metric("as_n model", f"{info['as_model']:.3f}", help="average sensitivity of the model (thresholded)")
-    right.metric("as_n target", "—" if info["as_target"] is None else f"{info['as_target']:.3f}")
-    left.metric("mean Blowup", f"{info['blowup_mean']:.4g}", help="E_x Blowup(x) = E_x Π_k max_w (1 + N_w^(k)(x))")
-    st.caption(
-        f"**{info['task']}** · {info['arch']} · {info['size']} · {info['n_params']:,} parameters · trained at "
-        f"n={info['trained_n']} · {'exact' if info['exact'] else 'sampled'} at n={n}"
-    )
-    st.download_button("Download checkpoint", state.checkpoint_bytes(ref), file_name=_file_name(ref),
-                       mime="application/octet-stream", key="sv_w_download_ck")
-    return Selection(ref, ck, int(n))
-
-
-def _task_defined(ck: sv.Checkpoint, n: int) -> bool:
-    try:
-        ck.task.check_n(n)
-    except ValueError:
-        return False
-    return True
-
-
-def _file_name(ref: state.ModelRef) -> str:
-    return ref.name if ref.name.endswith(".safetensors") else f"{ref.name}.safetensors"

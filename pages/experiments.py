@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from ui import page, state
+from ui import cache, nav, page, registry
 
-page.setup("Experiments", icon="🧪", needs_model=False)
+nav.require_router()
 st.markdown(
     "The paper's five experiments — **length scaling**, the **norm/blowup trade-off**, **training dynamics**, "
     "the **scratchpad** and **low-sensitivity generalization** — run as declarative sweeps "
@@ -15,28 +15,29 @@ st.markdown(
 )
 
 SHIPPED, FOLDER = "Shipped results", "A sweep folder"
-source = st.segmented_control("Results", [SHIPPED, FOLDER], default=SHIPPED, key="sv_w_exp_source") or SHIPPED
+source = st.segmented_control("Results", [SHIPPED, FOLDER], default=SHIPPED, key=registry.EXP_SOURCE,
+                              persist_state="session") or SHIPPED
 if source == SHIPPED:
-    shipped = state.shipped_results()
+    shipped = cache.shipped_results()
     if not shipped:
-        st.info(f"No shipped results in `{state.results_dir()}`. Run a sweep, e.g. "
-                f"`sensviz sweep experiments/length_scaling.toml --out {state.results_dir() / 'quick' / 'length_scaling'}`.")
+        st.info(f"No shipped results in `{registry.results_dir()}`. Run a sweep, e.g. "
+                f"`sensviz sweep experiments/length_scaling.toml --out {registry.results_dir() / 'quick' / 'length_scaling'}`.")
         st.stop()
     cols = st.columns(2)
-    scale = cols[0].selectbox("Scale", list(shipped), key="sv_w_exp_scale",
-                              help="quick: minutes on two CPU cores; standard: sized to decide each claim (hours)")
-    name = cols[1].selectbox("Experiment", list(shipped[scale]), key="sv_w_exp_name",
-                             format_func=lambda k: k.replace("_", " "))
+    scale = page.choice("scale", "Scale", list(shipped), widget=cols[0].selectbox,
+                        help="quick: minutes on two CPU cores; standard: sized to decide each claim (hours)")
+    name = page.choice("experiment", "Experiment", list(shipped[scale]), widget=cols[1].selectbox, variant=scale,
+                       format_func=lambda k: k.replace("_", " "))
     folder = shipped[scale][name]
 else:
-    folder = st.text_input("Sweep folder (the --out of `sensviz sweep`)", key="sv_w_exp_folder",
-                           placeholder="e.g. results/length_scaling").strip()
+    folder = st.text_input("Sweep folder (the --out of `sensviz sweep`)", key=registry.EXP_FOLDER,
+                           placeholder="e.g. results/length_scaling", persist_state="session").strip()
     if not folder:
         st.info("Enter the folder a sweep wrote its results to (it holds runs.parquet).")
         st.stop()
 
 try:
-    runs, history, spec = state.experiment_results(folder)
+    runs, history, spec = cache.experiment_results(folder)
 except ValueError as err:
     st.error(str(err))
     st.stop()
@@ -51,7 +52,7 @@ about = [f"**{spec.get('experiment')}**", spec.get("description"),
          f"scale `{spec['scale']}`" if spec.get("scale") else None]
 st.caption(" · ".join(part for part in about if part))
 try:
-    found = state.experiment_figures(folder)
+    found = cache.experiment_figures(folder)
 except ValueError as err:  # e.g. no run finished yet: the runs and their errors below still show
     st.warning(str(err))
     found = []

@@ -2,12 +2,13 @@
 
 import streamlit as st
 
-from ui import charts, page, state
+from sensviz import charts
+from ui import cache, nav, page
 
-selection = page.setup("LayerNorm", icon="📏")
-if selection is None:
-    st.stop()
-ref, ck, n = selection.ref, selection.ck, selection.n
+nav.require_router()
+
+selection = page.model()
+ref, n = selection.ref, selection.n
 
 st.markdown(
     "Each LayerNorm divides its input Y by **N = 1/√(σ²(Y) + ε)** (population variance, the layer's own ε). "
@@ -15,16 +16,16 @@ st.markdown(
 )
 
 st.subheader("One input")
-bits = page.choose_input(n, "sv_w_ln")
-factors = state.ln_factor_table(ref, ck, bits)
+bits = page.choose_input(n)
+factors = cache.ln_factor_table(ref, bits)
 st.altair_chart(charts.ln_heatmap(factors, "N_i^(k) for this input (colour on a log scale)"))
 page.download(factors, "ln_factors.csv")
 
 st.subheader("Over the cube")
 with page.progress_bar("Tracing every input…") as report:
-    found = state.layernorm_tables(ref, ck, n, progress=report)
+    found = cache.layernorm_tables(ref, n, progress=report)
 summary = found["summary"]
-page.exactness_note(summary.exact, n, state.DEFAULT_SAMPLES, 0)
+page.exactness_note(summary.exact, n, cache.DEFAULT_SAMPLES, 0)
 cols = st.columns(4)
 cols[0].metric("E[Blowup]", f"{summary.mean:.4g}")
 cols[1].metric("E[Blowup²]", f"{summary.mean_sq:.4g}")
@@ -44,18 +45,18 @@ with st.expander("The published code's aggregates (compatibility mode)"):
 
 st.subheader("Does the blowup sit where the sensitivity is?")
 if "by_sensitivity" in found:
-    st.altair_chart(charts.blowup_vs_sensitivity(found["by_sensitivity"],
-                                                 "Blowup(x) against s(f,x): median and 10–90% range per value"))
+    st.markdown("**Blowup(x) against s(f,x)**: median and 10–90 % range per value")
+    st.altair_chart(charts.blowup_by_sensitivity(found["by_sensitivity"]))
     page.download(found["by_sensitivity"], "blowup_by_sensitivity.csv")
 else:
-    st.info(f"Comparing per input needs the whole cube: choose n ≤ {state.MODEL_EXACT_LIMIT}.")
+    st.info(f"Comparing per input needs the whole cube: choose n ≤ {cache.MODEL_EXACT_LIMIT}.")
 
 st.subheader("Across the pretrained checkpoints: the trade-off")
 st.markdown("The paper's bound: **C · E[Blowup(x)²] ≥ as_n(f)/√(n log n) − H/n**, C growing with the parameters. "
             "Sensitive tasks need a large norm or a large blowup, more so at larger n.")
-if st.toggle("Compute for every pretrained checkpoint", key="sv_w_ln_zoo"):
+if page.flag("tradeoff", "Compute for every pretrained checkpoint"):
     with page.progress_bar("Measuring every pretrained checkpoint…") as report:
-        zoo = state.zoo_tradeoff(progress=report)
+        zoo = cache.zoo_tradeoff(progress=report)
     if zoo.empty:
         st.info("No pretrained checkpoints with a Boolean task were found.")
     else:

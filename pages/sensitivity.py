@@ -2,17 +2,18 @@
 
 import streamlit as st
 
-from ui import charts, page, state
+from sensviz import charts
+from ui import cache, nav, page
 
-selection = page.setup("Sensitivity", icon="🎲")
-if selection is None:
-    st.stop()
+nav.require_router()
+
+selection = page.model()
 ref, ck, n = selection.ref, selection.ck, selection.n
 
 with page.progress_bar(f"Evaluating the model on the cube (n={n})…") as report:
-    found = state.sensitivity_tables(ref, ck, n, progress=report)
+    found = cache.sensitivity_tables(ref, n, progress=report)
 result = found["report"]
-page.exactness_note(result.exact, n, state.DEFAULT_SAMPLES, 0)
+page.exactness_note(result.exact, n, cache.DEFAULT_SAMPLES, 0)
 boolean = ck.task is None or ck.task.boolean
 st.markdown(
     f"The model is read {'thresholded at its decision boundary (count form of s)' if boolean else 'as a real function (influence form of s)'}; "
@@ -22,23 +23,20 @@ st.markdown(
     + f", as_n of the raw output (influence form) = {result.model_real.avg_sensitivity:.4f}."
 )
 
+COLOURS = {"model": "s_model", "target": "s_target", "difference": "s_difference", "output": "output_pm1"}
+LABELS = {"model": "model", "target": "target", "difference": "model − target", "output": "model output (±1 scale)"}
+
 if "vertices" in found:
     vertices = found["vertices"]
     st.subheader("The cube")
-    if n <= state.GRID_LIMIT:
-        options = {"model": "s_model"}
-        if "s_target" in vertices:
-            options.update({"target": "s_target", "model − target": "s_difference"})
-        options["model output (±1 scale)"] = "output_pm1"
-        shown = st.segmented_control("Colour by", list(options), default="model", key="sv_w_sens_colour") or "model"
-        event = st.altair_chart(
-            charts.cube_grid(vertices, options[shown], f"{shown} on the 2^{n} inputs",
-                             diverging=shown in ("model − target", "model output (±1 scale)")),
-            width="content", on_select="rerun", key=f"sv_w_sens_grid_{n}",
+    if n <= cache.GRID_LIMIT:
+        options = [c for c in COLOURS if COLOURS[c] in vertices]
+        shown = page.choice("colour", "Colour by", options, widget=st.segmented_control, format_func=LABELS.get)
+        st.altair_chart(
+            charts.cube_grid(vertices, COLOURS[shown], f"{LABELS[shown]} on the 2^{n} inputs",
+                             diverging=shown in ("difference", "output")),
+            width="content", on_select=page.pick_vertex(n), key=page.chart_key("grid", n),
         )
-        picked = event.selection.get(charts.PICK) or []
-        if picked:
-            st.session_state[f"sv_w_sens_vertex_{n}"] = int(picked[0]["vertex"])
         st.caption("Rows and columns follow the Gray code, so inputs one bit apart are adjacent (with wrap-around). "
                    "Click a cell to look at that input below.")
     else:
@@ -46,8 +44,7 @@ if "vertices" in found:
     page.download(vertices, "cube_sensitivity.csv", "Download every vertex (CSV)")
 
     st.subheader("One input")
-    st.session_state.setdefault(f"sv_w_sens_vertex_{n}", 0)  # set by a click on the cube above
-    vertex = st.number_input(f"Vertex (0 … {2**n - 1})", 0, 2**n - 1, key=f"sv_w_sens_vertex_{n}")
+    vertex = page.number("vertex", f"Vertex (0 … {2**n - 1})", 0, 2**n - 1, 0, variant=n)
     row = vertices.iloc[int(vertex)]
     cols = st.columns(4)
     cols[0].metric("input x", row["bits"])
@@ -55,8 +52,7 @@ if "vertices" in found:
     cols[2].metric("s(model, x)", f"{row['s_model']:.3g}")
     if "s_target" in row:
         cols[3].metric("s(target, x)", f"{row['s_target']:.3g}")
-    flips = state.flip_table(ref, ck, n, int(vertex))
-    st.dataframe(flips, hide_index=True)
+    st.dataframe(cache.flip_table(ref, n, int(vertex)), hide_index=True)
 
 st.subheader("Distributions")
 left, right = st.columns(2)

@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from ui import page
+from ui import nav
 
-page.setup("About", icon="📖", needs_model=False)
+nav.require_router()
 
 st.markdown(
     "Hahn & Rofin (ACL 2024) prove that a transformer's loss landscape is constrained by the **input-space "

@@ -1,0 +1,114 @@
+"""The explorer's speed as a user meets it, printed as a table (a benchmark, not a test).
+
+    python benchmarks/explorer.py                 # every page at n = 8 and n = 10, and the PARITY preset
+    python benchmarks/explorer.py --no-train      # the pages only
+
+Serves `app.py` (`streamlit run`, a fresh data folder) and, for `encoder-parity-n8` and
+`encoder-parity-n10`, opens every page by URL in a fresh websocket session (`benchmarks/load.py`)
+on a cold server cache (cleared before each page; the server's modules are imported once before
+the first page), then re-renders it in the same session (cached). Times are from sending the
+request to the end of the script run; targets: first render <= 2 s, cached <= 0.3 s. Then, in
+headless Chromium, the time from pressing Train with the PARITY n = 8 preset to the converged
+model being selected in the sidebar (target <= 15 s). The machine's load average is printed with
+the table: these numbers depend on what else runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import load  # noqa: E402
+
+from ui import nav  # noqa: E402
+
+MODELS = ("encoder-parity-n8", "encoder-parity-n10")
+FIRST_TARGET_S, CACHED_TARGET_S, TRAIN_TARGET_S = 2.0, 0.3, 15.0
+PRESET = "PARITY, n = 8 (converges in seconds)"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def time_pages(base: str, model: str) -> list[tuple[str, float, float, bool]]:
+    """Per page: (name, first render on a cold cache, cached re-render, no exception)."""
+    import asyncio
+
+    rows = []
+    for spec in nav.PAGES:
+        load.clear_caches(base)
+        first, cached = asyncio.run(load.open_once(base, f"{spec.url_path}?model={model}", reruns=1))
+        rows.append((spec.key, first.seconds, cached.seconds, first.ok and cached.ok))
+    return rows
+
+
+def time_training(base: str) -> float:
+    """Seconds from pressing Train (the PARITY n = 8 preset) to the converged model selected."""
+    from playwright.sync_api import sync_playwright
+
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 1600})
+        page.goto(f"{base}/train", wait_until="domcontentloaded")
+        page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=120_000)
+        page.locator('[data-testid="stSelectbox"]').filter(has_text="Preset").click()
+        page.get_by_role("option").filter(has_text=PRESET).first.click()
+        page.wait_for_function("() => [...document.querySelectorAll('input')].some(e => e.getAttribute('aria-label') "
+                               "=== 'Learning rate' && e.value === '0.00300')", timeout=60_000)
+        page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=120_000)
+        start = time.perf_counter()
+        page.get_by_role("button", name="Train", exact=True).click()
+        page.locator('[data-testid="stSidebar"]').get_by_text("It is the selected model now").wait_for(timeout=600_000)
+        seconds = time.perf_counter() - start
+        message = page.locator('[data-testid="stSidebar"] [data-testid="stAlertContentSuccess"]').inner_text()
+        browser.close()
+    print(f"  {message.strip()}")
+    return seconds
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-train", action="store_true", help="time the pages only")
+    args = parser.parse_args(argv)
+    load_before = os.getloadavg()
+    env = {"SENSVIZ_DATA_DIR": tempfile.mkdtemp(prefix="sensviz-bench-")}
+    with load.serve(ROOT / "artifacts" / "streamlit-bench.log", env=env) as base:
+        load.open_many(base, ["about"])  # import the server's modules once
+        results = {model: time_pages(base, model) for model in MODELS}
+        train_s = None if args.no_train else time_training(base)
+    load_after = os.getloadavg()
+
+    header = f"{'page':<12}" + "".join(f" {m.removeprefix('encoder-'):>17} first  cached" for m in MODELS)
+    print(header)
+    print("-" * len(header))
+    ok = True
+    for i, spec in enumerate(nav.PAGES):
+        line = f"{spec.key:<12}"
+        for model in MODELS:
+            _, first, cached, fine = results[model][i]
+            ok &= fine and first <= FIRST_TARGET_S and cached <= CACHED_TARGET_S
+            line += f" {'':>17} {first:5.2f}  {cached:6.2f}" + ("" if fine else " EXCEPTION")
+        print(line)
+    worst_first = max(r[1] for rows in results.values() for r in rows)
+    worst_cached = max(r[2] for rows in results.values() for r in rows)
+    print(f"slowest first render {worst_first:.2f} s (target {FIRST_TARGET_S} s), "
+          f"slowest cached {worst_cached:.2f} s (target {CACHED_TARGET_S} s)")
+    if train_s is not None:
+        ok &= train_s <= TRAIN_TARGET_S
+        print(f"Train, PARITY n = 8 preset -> converged model selected: {train_s:.1f} s (target {TRAIN_TARGET_S} s)")
+    print(f"load average (1, 5, 15 min) before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
+          f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}, on {os.cpu_count()} cores")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

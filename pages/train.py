@@ -1,0 +1,58 @@
+"""Train: a small transformer trained by the server (its own process, queued behind a cap), with
+the paper's measurements streamed in while it learns."""
+
+import streamlit as st
+
+from sensviz import charts
+from ui import cache, job_panel, jobs, nav, page, registry, train_form
+
+nav.require_router()
+
+st.markdown("Train a transformer on fresh uniform bit strings every step (AdamW, the paper's setup), measuring "
+            "loss, accuracy, sharpness, LayerNorm blowup and the parameter norm as it learns. The run belongs to "
+            "the server: it goes on while you look at other pages (the sidebar shows it), and the finished model "
+            "becomes the selected one.")
+
+try:
+    request = train_form.form()
+    job_id = registry.job_manager().submit(registry.owner(), request) if request is not None else None
+except (jobs.JobRefused, ValueError) as err:
+    st.error(f"Cannot train with these settings: {err}")
+else:
+    if job_id is not None:
+        registry.follow_job(job_id)
+        st.rerun()
+
+
+def show_records(job_id: str) -> None:
+    records = registry.job_manager().records(job_id)
+    if not records:
+        st.caption("The first measurement is on its way…")
+        return
+    history, degrees = cache.training_tables(records)
+    st.altair_chart(charts.training_curves(history, "measurements during training"))
+    if not degrees.empty:
+        st.altair_chart(charts.degree_history(degrees, "Fourier degree profile of the model: which degrees are learned when"))
+    return history
+
+
+@st.fragment(run_every=1.5)
+def live(job_id: str) -> None:
+    status = registry.job_manager().status(job_id)
+    if status is None or not status.active:
+        st.rerun()
+    job_panel.show_progress(status, key=registry.TRAIN_STOP)
+    show_records(job_id)
+
+
+job_id = registry.followed_job()
+status = registry.job_manager().status(job_id) if job_id else None
+if status is not None:
+    st.subheader(status.name)
+    if status.active:
+        live(job_id)
+    else:
+        job_panel.show_outcome(status)
+        history = show_records(job_id)
+        if history is not None:
+            page.download(history, "training_measurements.csv")

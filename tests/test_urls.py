@@ -1,0 +1,134 @@
+"""The explorer's plumbing without a page: model links, the cache store's keys and per-key locks,
+and the one page list that the README's table follows."""
+
+import os
+import re
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ["SENSVIZ_DATA_DIR"] = tempfile.mkdtemp(prefix="sensviz-urltest-")
+
+import sensviz as sv  # noqa: E402
+from ui import cache, nav, registry  # noqa: E402
+from ui.cache import Store  # noqa: E402
+
+CEILING_S = 120
+
+
+# ----------------------------------------------------------------------------- model links
+
+
+def test_a_zoo_link_is_pinned_to_the_checkpoint_content():
+    ref, warning = registry.resolve("encoder-parity-n8")
+    digest = sv.checkpoints.file_hash(ROOT / "checkpoints" / "encoder-parity-n8.safetensors")
+    assert ref.kind == "zoo" and ref.digest == digest and warning is None
+    assert ref.param == f"encoder-parity-n8~{digest[:12]}"
+    assert registry.resolve(ref.param) == (ref, None)
+    assert registry.resolve("encoder-parity-n8.safetensors")[0] == ref
+    stale, warning = registry.resolve("encoder-parity-n8~000000000000")
+    assert stale == ref and "rebuilt since this link was made" in warning
+
+
+def test_a_kept_model_link_names_its_kind_and_token():
+    model = sv.build_model("formal", d_model=8, n_heads=2, max_len=4, seed=0)
+    kept = registry.kept_store().keep("trained", "run", sv.checkpoint_bytes(model, task="first", n=4), owner="alice")
+    ref, _ = registry.resolve(f"trained:{kept.token}")
+    assert ref.param == f"trained:{kept.token}" and ref.name == "run"
+    assert cache.load(ref).task.label == "first"  # validated like any upload
+    with pytest.raises(ValueError, match="no kept model"):
+        registry.resolve(f"upload:{kept.token}")  # the wrong kind
+
+
+@pytest.mark.parametrize("value, message", [
+    ("no-such", "no pretrained checkpoint"), ("../checkpoints/x", "not a checkpoint name"), ("", "not a checkpoint name"),
+    ("trained:../../x", "no kept model"), ("zoo:encoder-parity-n8", "not a kind of model"),
+])
+def test_bad_model_links_say_why(value, message):
+    with pytest.raises(ValueError, match=message):
+        registry.resolve(value)
+
+
+def test_a_kept_model_whose_bytes_changed_is_refused(tmp_path):
+    model = sv.build_model("formal", d_model=8, n_heads=2, max_len=4, seed=0)
+    store = registry.kept_store()
+    kept = store.keep("trained", "run", sv.checkpoint_bytes(model, task="first", n=4), owner="alice")
+    ref, _ = registry.resolve(f"trained:{kept.token}")
+    (store.root / f"{kept.token}.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
+    with pytest.raises(sv.CheckpointError, match="changed since it was selected"):
+        cache.load(ref)
+    store.delete(kept.token, "alice")
+    with pytest.raises(sv.CheckpointError, match="the model is gone"):
+        cache.load(ref)
+
+
+# ----------------------------------------------------------------------------- the cache store
+
+
+def test_a_missed_key_is_computed_once_while_others_wait():
+    store = Store(max_entries=8)
+    calls, started, release = [], threading.Event(), threading.Event()
+
+    def compute():
+        calls.append(1)
+        started.set()
+        assert release.wait(CEILING_S)
+        return object()
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(store.get_or_compute(("f", 1), compute))) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    try:
+        assert started.wait(CEILING_S)
+        assert store.get_or_compute(("g", 1), lambda: "other key") == "other key"  # not blocked by the missed key
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(CEILING_S)
+    assert len(calls) == 1 and len(results) == 16 and len({id(r) for r in results}) == 1
+    assert store.computed == {"f": 1, "g": 1} and not store.key_locks
+
+
+def test_a_failed_computation_is_not_kept_and_the_store_is_bounded():
+    store = Store(max_entries=2)
+    with pytest.raises(RuntimeError):
+        store.get_or_compute(("f", 1), lambda: (_ for _ in ()).throw(RuntimeError("boom")))
+    assert store.get_or_compute(("f", 1), lambda: 1) == 1
+    store.get_or_compute(("f", 2), lambda: 2)
+    store.get_or_compute(("f", 1), lambda: "recomputed")  # touched: the most recent
+    store.get_or_compute(("f", 3), lambda: 3)
+    assert list(store.values) == [("f", 1), ("f", 3)]
+
+
+def test_memo_keys_are_the_bound_arguments():
+    calls = []
+
+    @cache.memo
+    def double(x: int, scale: int = 2, progress=None) -> int:
+        calls.append((x, scale))
+        if progress:
+            progress(1.0)
+        return x * scale
+
+    reported = []
+    assert double(3) == double(3, 2) == double(x=3, scale=2, progress=reported.append) == 6
+    assert calls == [(3, 2)] and reported == []  # one computation; the progress callback is not part of the key
+    assert double(3, scale=5) == 15 and len(calls) == 2
+    with pytest.raises(TypeError, match="must be hashable"):
+        double([3])
+
+
+# ----------------------------------------------------------------------------- the one page list
+
+
+def test_the_readme_page_table_follows_the_page_list():
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## The explorer", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| \*\*(.+?)\*\* \(`(.*?)`\) \| (.+) \|$", section, flags=re.M)
+    assert rows == [(p.title, "/" + p.url_path, p.shows) for p in nav.PAGES]

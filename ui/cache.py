@@ -1,0 +1,600 @@
+"""The explorer's cache layer: every call into the `sensviz` core, cached by its arguments.
+
+Loaded checkpoints are `st.cache_resource` (read-only, shared by all sessions; never trained in
+place), validated by `sensviz.load_checkpoint` every time their bytes are loaded. Computed results
+go through `memo`: the key is the function's name and its bound arguments in signature order
+(everything but the `progress` callback), so a forgotten argument cannot serve a stale result,
+and a missed key is computed once even when many sessions ask at once (a lock per key; the others
+wait for the value). Not `st.cache_data` for these: it replays the elements a cached function
+drew and fails on a progress bar created outside it, and long computations here report progress
+through a callback. Values are shared between sessions: callers must not modify them.
+
+`stats()` counts the computations per function, and with $SENSVIZ_LOG=INFO every computation is
+logged (`sensviz.explorer`), which the load test reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import io
+import logging
+import math
+import os
+import sys
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+import torch
+
+import sensviz as sv
+from sensviz import analysis, figures, losses, report, sweeps, tables
+from sensviz.checkpoints import SIZE_CAP, read_metadata
+from sensviz.measure import MeasureSettings, measure, sharpness_radius
+from sensviz.models import config_to_dict
+from ui import registry
+from ui.registry import ModelRef
+
+UPLOAD_CAP_MB = SIZE_CAP // 2**20
+"""Upload size cap; `.streamlit/config.toml` sets `server.maxUploadSize` to the same value."""
+SETTINGS = MeasureSettings()
+"""The explorer measures with everyone's defaults (`sensviz.measure`): the exact limit, the samples
+above it, the landscape inputs, the radius of the paper's sharpness."""
+MODEL_EXACT_LIMIT = SETTINGS.exact_limit
+DEFAULT_SAMPLES = SETTINGS.samples
+LANDSCAPE_INPUTS = SETTINGS.measure_inputs
+GRID_LIMIT = 12
+"""Largest n drawn as a cube grid (2**12 cells); larger cubes get histograms and weight views."""
+
+Progress = Callable[[float], None] | None
+
+log = logging.getLogger("sensviz.explorer")
+if not log.handlers and os.environ.get("SENSVIZ_LOG"):
+    _handler = logging.StreamHandler(sys.stderr)
+    _handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+    log.addHandler(_handler)
+    log.setLevel(os.environ["SENSVIZ_LOG"].upper())
+    log.propagate = False
+
+
+# ----------------------------------------------------------------------------- the store
+
+
+class Store:
+    """A thread-safe LRU map from keys to computed values; a missed key is computed once (a lock
+    per key), while other keys stay readable."""
+
+    def __init__(self, max_entries: int):
+        self.max_entries = max_entries
+        self.values: OrderedDict = OrderedDict()
+        self.lock = threading.Lock()
+        self.key_locks: dict = {}  # key -> [lock, number of threads using it]
+        self.computed: Counter = Counter()  # function name -> computations
+
+    def get_or_compute(self, key: tuple, compute: Callable[[], object]):
+        with self.lock:
+            if key in self.values:
+                self.values.move_to_end(key)
+                return self.values[key]
+            entry = self.key_locks.setdefault(key, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                with self.lock:
+                    if key in self.values:  # computed by another thread while this one waited
+                        self.values.move_to_end(key)
+                        return self.values[key]
+                start = time.perf_counter()
+                value = compute()
+                with self.lock:
+                    self.values[key] = value
+                    self.computed[key[0]] += 1
+                    while len(self.values) > self.max_entries:
+                        self.values.popitem(last=False)
+                log.info("computed %s in %.3f s", _describe(key), time.perf_counter() - start)
+                return value
+        finally:
+            with self.lock:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    self.key_locks.pop(key, None)
+
+
+def _describe(key: tuple) -> str:
+    """`name(arg=value, ...)` of a `memo` key, models by their link."""
+    name, *arguments = key
+    shown = (f"{a[0]}={a[1].param if isinstance(a[1], ModelRef) else a[1]!r}" if isinstance(a, tuple) and len(a) == 2
+             else repr(a) for a in arguments)
+    return f"{name}({', '.join(shown)})"
+
+
+@st.cache_resource(show_spinner=False)
+def _store() -> Store:
+    return Store(max_entries=256)
+
+
+@st.cache_resource(show_spinner=False)
+def warm_up() -> threading.Thread:
+    """Pay torch's one-time costs of the landscape measurements (vmap, functional_call: about
+    1.5 s here) in the background as soon as the server serves its first page, not in the first
+    Landscape page a user opens."""
+
+    def work():
+        model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=4, seed=0)
+        sv.sharpness.sharpness(model, sv.cube.vertices(2), rho=0.1, n_directions=2, seed=0)
+
+    thread = threading.Thread(target=work, daemon=True, name="sensviz-warm-up")
+    thread.start()
+    return thread
+
+
+def stats() -> dict[str, int]:
+    """Computations per cached function since the server started (or the caches were cleared)."""
+    return dict(_store().computed)
+
+
+def memo(fn):
+    """Cache `fn` in the store under its name and bound arguments (not `progress`)."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def cached(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        key = (fn.__name__, *((k, v) for k, v in bound.arguments.items() if k != "progress"))
+        try:
+            hash(key)
+        except TypeError as err:
+            raise TypeError(f"{fn.__name__}: every argument must be hashable to be a cache key ({err})") from None
+        return _store().get_or_compute(key, lambda: fn(*bound.args, **bound.kwargs))
+
+    return cached
+
+
+# ----------------------------------------------------------------------------- models
+
+
+@st.cache_data(show_spinner=False)
+def _zoo_entries(folder: str, mtime_ns: int) -> list[dict]:
+    entries = []
+    for path in Path(folder).glob("*.safetensors"):
+        try:
+            meta = read_metadata(path)
+        except sv.CheckpointError:
+            continue
+        config = meta.get("config", {})
+        task = meta.get("task")
+        entries.append(
+            {
+                "stem": path.stem,
+                "arch": meta.get("arch", "encoder"),
+                "task": sv.tasks.task_from_spec(task).label if task else "?",
+                "n": int(meta["n"]) if "n" in meta else None,
+                "d_model": config.get("d_model"),
+                "n_layers": config.get("n_layers"),
+                "n_heads": config.get("n_heads"),
+                "accuracy": (meta.get("training") or {}).get("final_accuracy"),
+                "config": config,
+            }
+        )
+    return sorted(entries, key=lambda e: (e["task"], e["n"] or 0, e["arch"], e["d_model"] or 0, e["stem"]))
+
+
+def zoo_entries() -> list[dict]:
+    """Metadata of every pretrained checkpoint (header only), by task, then n, then architecture;
+    renewed when the folder changes (files are written by replacing them)."""
+    folder = registry.checkpoint_dir()
+    return _zoo_entries(str(folder), folder.stat().st_mtime_ns if folder.is_dir() else 0)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _load(ref: ModelRef) -> sv.Checkpoint:
+    try:
+        data = registry.model_bytes(ref)
+    except (KeyError, OSError):
+        raise sv.CheckpointError(f"{ref.label}: the model is gone (deleted, or evicted to make room)") from None
+    if registry.digest(data) != ref.digest:
+        raise sv.CheckpointError(f"{ref.label}: the file changed since it was selected; select it again")
+    source = io.BytesIO(data)
+    source.name = ref.name or ref.key
+    checkpoint = sv.load_checkpoint(source, **ref.overrides)
+    log.info("loaded %s", ref.param)
+    return checkpoint
+
+
+def load(ref: ModelRef) -> sv.Checkpoint:
+    """The loaded checkpoint (shared and read-only). Loading reads the bytes, checks they are the
+    ones the reference names and validates them (`sensviz.load_checkpoint`); later calls check
+    that the file is still there and unchanged. `CheckpointError` for a bad, changed or vanished file."""
+    if not registry.unchanged(ref):
+        raise sv.CheckpointError(f"{ref.label}: the model is gone or changed since it was selected; select it again")
+    return _load(ref)
+
+
+@st.cache_resource(show_spinner=False)
+def _failed_uploads() -> dict:
+    return {}
+
+
+def check_upload(name: str, data: bytes, overrides: dict) -> str | None:
+    """None when an upload loads; else the message, remembered per content and overrides, so a
+    rerun does not load a bad file again. The message names the file."""
+    key = (registry.digest(data), tuple(sorted(overrides.items())))
+    failed = _failed_uploads()
+    if key in failed:
+        return failed[key].replace("<name>", name)
+    source = io.BytesIO(data)
+    source.name = "<name>"
+    try:
+        sv.load_checkpoint(source, **overrides)
+    except sv.CheckpointError as err:
+        failed[key] = str(err)
+        return failed[key].replace("<name>", name)
+    return None
+
+
+@memo
+def model_facts(ref: ModelRef) -> dict:
+    """What the pages say about a model without computing anything: task, lengths, sizes."""
+    ck = load(ref)
+    c = ck.config
+    return {"task": ck.task.label if ck.task else None, "boolean": ck.task is None or ck.task.boolean,
+            "trained_n": ck.n, "default_n": ck.n or min(8, c.max_len), "max_len": c.max_len, "arch": ck.arch,
+            "size": f"d={c.d_model}, L={c.n_layers}, H={c.n_heads}", "n_params": ck.model.n_params()}
+
+
+def default_n(ref: ModelRef) -> int:
+    """The input length the pages analyse a model at unless told otherwise: its training length."""
+    return model_facts(ref)["default_n"]
+
+
+@memo
+def task_defined(ref: ModelRef, n: int) -> bool:
+    """Whether the model's task (if it has one) is defined at length n."""
+    ck = load(ref)
+    if ck.task is None:
+        return True
+    try:
+        ck.task.check_n(n)
+    except ValueError:
+        return False
+    return True
+
+
+def compatible_models(ref: ModelRef, others: list[ModelRef]) -> list[ModelRef]:
+    """The pretrained checkpoints and `others` with the architecture and config of `ref` (the
+    same parameter space, so a straight line between the two is meaningful)."""
+    ck = load(ref)
+    config = config_to_dict(ck.config)
+    found = [registry.zoo_ref(e["stem"]) for e in zoo_entries() if e["arch"] == ck.arch and e["config"] == config]
+    for other in others:
+        try:
+            same = load(other).arch == ck.arch and load(other).config == ck.config
+        except sv.CheckpointError:
+            continue
+        if same and other not in found:
+            found.append(other)
+    return [other for other in found if other != ref]
+
+
+# ----------------------------------------------------------------------------- the sidebar summary
+
+
+@memo
+def summary(ref: ModelRef, n: int, progress: Progress = None) -> dict:
+    """The selected model's summary at length n (`sensviz.measure`: sensitivity and Blowup): task,
+    sizes, accuracy, as_n of model vs target, param_norm, mean Blowup."""
+    ck = load(ref)
+    found = measure(ck.model, ck.task, n, SETTINGS, ("sensitivity", "blowup"), ck.encoding, progress=progress)
+    return {
+        **model_facts(ref),
+        "n": n,
+        "accuracy": found.sensitivity.accuracy,
+        "as_model": found.sensitivity.avg_sensitivity,
+        "as_target": found.sensitivity.task_avg_sensitivity,
+        "param_norm": found.param_norm,
+        "blowup_mean": found.blowup.mean if found.blowup else None,
+        "exact": found.sensitivity.exact,
+    }
+
+
+# ----------------------------------------------------------------------------- Sensitivity and Attention
+
+
+@memo
+def sensitivity_report(ref: ModelRef, n: int, samples: int = DEFAULT_SAMPLES, seed: int = 0,
+                       progress: Progress = None) -> analysis.SensitivityReport:
+    """Model vs target on the cube at length n (exact up to MODEL_EXACT_LIMIT, sampled above)."""
+    ck = load(ref)
+    return analysis.sensitivity_report(ck.model, n, ck.task, ck.encoding, exact_limit=MODEL_EXACT_LIMIT,
+                                       n_samples=samples, seed=seed, progress=progress)
+
+
+@memo
+def sensitivity_tables(ref: ModelRef, n: int, progress: Progress = None) -> dict:
+    """The Sensitivity page's tables: histogram, by_weight, influence, and (exact) vertices and degrees."""
+    report = sensitivity_report(ref, n, progress=progress)
+    found = {
+        "report": report,
+        "histogram": tables.sensitivity_histogram(report),
+        "by_weight": tables.by_weight_table(report),
+        "influence": tables.influence_table(report),
+    }
+    if report.exact:
+        found["degrees"] = tables.degree_table(report)
+        found["vertices"] = tables.vertex_table(report, load(ref).encoding)
+    return found
+
+
+def flip_table(ref: ModelRef, n: int, vertex: int) -> pd.DataFrame:
+    """For one vertex: each single-bit flip, the model's output there, and whether it changes."""
+    return tables.flip_table(sensitivity_report(ref, n), vertex, load(ref).encoding)
+
+
+@memo
+def mean_attention(ref: ModelRef, n: int, samples: int = DEFAULT_SAMPLES, seed: int = 0, progress: Progress = None):
+    """Attention averaged over the cube (or a sample), overall and by Hamming weight."""
+    return analysis.mean_attention(load(ref).model, n, exact_limit=MODEL_EXACT_LIMIT, n_samples=samples, seed=seed,
+                                   progress=progress)
+
+
+@memo
+def trace_one(ref: ModelRef, bits: tuple[int, ...]) -> sv.Trace:
+    """The trace of one input string."""
+    model = load(ref).model
+    with torch.inference_mode():
+        return model.trace(torch.tensor([bits], device=model.device)).to("cpu")
+
+
+def attention_tables(ref: ModelRef, bits: tuple[int, ...], flip_position: int | None):
+    """Attention of one input as rows, and (with a position) its change when that bit flips."""
+    trace = trace_one(ref, bits)
+    table = tables.attention_table(trace.attention[0], trace.attention_names)
+    if flip_position is None:
+        return table, None
+    flipped = list(bits)
+    flipped[flip_position] ^= 1
+    other = trace_one(ref, tuple(flipped))
+    return table, tables.attention_change_table(trace.attention[0], other.attention[0], trace.attention_names)
+
+
+def mean_attention_table(ref: ModelRef, n: int, weight: int | None, progress: Progress = None):
+    """Mean attention as rows, over all inputs (weight None) or inputs of one Hamming weight; and the average."""
+    average = mean_attention(ref, n, progress=progress)
+    values = average.overall if weight is None else average.by_weight[weight]
+    return tables.attention_table(values, tuple(load(ref).model.attention_names())), average
+
+
+def bits_of_vertex(n: int, vertex: int) -> tuple[int, ...]:
+    """The bit string of a cube vertex (position 0 is the most significant bit)."""
+    return tuple(sv.cube.vertex_bits(torch.tensor([vertex]), n)[0].tolist())
+
+
+def vertex_of_bits(bits: tuple[int, ...]) -> int:
+    return int(sv.cube.vertex_index(torch.tensor([bits]))[0])
+
+
+def random_vertex(n: int, seed: int) -> int:
+    """A uniformly random vertex, reproducible from the seed."""
+    return vertex_of_bits(tuple(sv.cube.sample(n, 1, seed)[0].tolist()))
+
+
+# ----------------------------------------------------------------------------- LayerNorm
+
+
+@memo
+def blowup_summary(ref: ModelRef, n: int, progress: Progress = None):
+    """Blowup over the cube (exact up to MODEL_EXACT_LIMIT, else sampled), with every input's N."""
+    return sv.blowup.blowup_summary(load(ref).model, n, exact_limit=MODEL_EXACT_LIMIT, n_samples=DEFAULT_SAMPLES,
+                                    progress=progress, keep_factors=True)
+
+
+@memo
+def layernorm_tables(ref: ModelRef, n: int, progress: Progress = None) -> dict:
+    """The LayerNorm page's tables: per-LN statistics, distributions of N and Blowup, and (exact)
+    Blowup grouped by the sensitivity of the model and of the target at the same inputs."""
+    summary_ = blowup_summary(ref, n, progress=progress)
+    names = tuple(row["name"] for row in summary_.per_ln)
+    found = {
+        "summary": summary_,
+        "per_ln": tables.per_ln_table(summary_),
+        "ln_histogram": tables.ln_factor_histogram(summary_.factors, names),
+        "blowup_histogram": tables.blowup_histogram(summary_.values),
+    }
+    if summary_.exact:
+        report_ = sensitivity_report(ref, n)
+        groups = [tables.blowup_by_sensitivity(summary_.values, report_.model.sensitivity, "model")]
+        if report_.target is not None:
+            groups.append(tables.blowup_by_sensitivity(summary_.values, report_.target.sensitivity, "target"))
+        found["by_sensitivity"] = pd.concat(groups, ignore_index=True)
+    return found
+
+
+def ln_factor_table(ref: ModelRef, bits: tuple[int, ...]) -> pd.DataFrame:
+    """N_i^(k) of one input as rows (LayerNorm x position)."""
+    trace = trace_one(ref, bits)
+    return tables.ln_factor_table(trace.ln_factor[0], trace.ln_names)
+
+
+@memo
+def _tradeoff(ref: ModelRef) -> dict:
+    ck = load(ref)
+    values = sv.blowup.tradeoff(ck.model, ck.task, ck.n, summary=blowup_summary(ref, ck.n),
+                                exact_limit=MODEL_EXACT_LIMIT)
+    return {"n": ck.n, "arch": ck.arch, "d_model": ck.config.d_model, **values.to_dict()}
+
+
+def zoo_tradeoff(progress: Progress = None) -> pd.DataFrame:
+    """param_norm, E[Blowup^2] and the bound's right-hand side for every pretrained checkpoint."""
+    entries = [e for e in zoo_entries() if e["n"] and e["n"] >= 2 and e["task"] != "?"]
+    rows = []
+    for i, entry in enumerate(entries):
+        if progress:
+            progress(i / max(len(entries), 1))
+        ref = registry.zoo_ref(entry["stem"])
+        ck = load(ref)
+        if ck.task is None or not ck.task.boolean:
+            continue
+        values = _tradeoff(ref)
+        rows.append({"file": entry["stem"], "task": entry["task"], "n": values["n"], "arch": values["arch"],
+                     "d_model": values["d_model"], "accuracy": entry["accuracy"],
+                     "param_norm": values["param_norm"], "blowup_mean_sq": values["blowup_mean_sq"],
+                     "log_blowup_mean_sq": math.log(values["blowup_mean_sq"]), "bound_rhs": values["bound_rhs"]})
+    if progress:
+        progress(1.0)
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- Landscape
+
+
+def paper_rho(ref: ModelRef) -> float:
+    """The radius of the paper's sharpness (`sensviz.measure.sharpness_radius`: 0.02 sqrt(P), the
+    typical |Delta| of its proxy's noise; P: parameters without positional encodings)."""
+    return sharpness_radius(load(ref).model, SETTINGS)
+
+
+def _dataset(ref: ModelRef, n: int, inputs: int, seed: int):
+    ck = load(ref)
+    bits, exact = sv.cube.measurement_inputs(n, inputs, seed)
+    targets = losses.targets(ck.task, bits, ck.encoding) if ck.task is not None else None
+    return bits, targets, exact
+
+
+@memo
+def sharpness(ref: ModelRef, n: int, rho: float, directions: int, inputs: int, seed: int):
+    """The paper's L_rho with its stderr and its exact small-rho limit (lim L_rho / rho^2), over
+    the cube or a seeded sample (`sensviz.measure`): (Sharpness with its limit, the inputs are the
+    whole cube, number of inputs)."""
+    ck = load(ref)
+    settings = dataclasses.replace(SETTINGS, rho=rho, directions=directions, measure_inputs=inputs, measure_seed=seed)
+    found = measure(ck.model, ck.task, n, settings, ("sharpness", "limit"), ck.encoding)
+    result = dataclasses.replace(found.sharpness, limit=found.limit.value if found.limit else None)
+    return result, found.inputs["kind"] == "cube", found.inputs["n_inputs"]
+
+
+def sharpness_table(result) -> pd.DataFrame:
+    """L_rho with its error bar beside the first-order prediction rho^2 * lim L_rho / rho^2, as rows."""
+    first_order = result.limit * result.rho**2
+    return pd.DataFrame([
+        {"quantity": f"L_ρ measured ({result.n_directions} directions)", "value": result.value,
+         "low": result.value - result.stderr, "high": result.value + result.stderr,
+         "label": f"{result.value:.4g} ± {result.stderr:.2g}"},
+        {"quantity": "ρ² × exact small-ρ limit", "value": first_order, "low": first_order, "high": first_order,
+         "label": f"{first_order:.4g} (exact)"},
+    ])
+
+
+@memo
+def sharpness_curve(ref: ModelRef, n: int, directions: int, inputs: int, seed: int) -> pd.DataFrame:
+    """L_rho / rho^2 over rho = 1e-3 .. 1 and the paper's radius, beside the exact limit."""
+    bits, _, _ = _dataset(ref, n, inputs, seed)
+    rhos = sorted({*(10 ** (e / 2) for e in range(-6, 1)), paper_rho(ref)})
+    return sv.sharpness.sharpness_curve(load(ref).model, bits, rhos, directions, seed)
+
+
+@memo
+def loss_slice(ref: ModelRef, n: int, dims: int, normalization: str, skip_bias_ln: bool, hessian: bool, span: float,
+               steps: int, inputs: int, seed: int) -> pd.DataFrame:
+    """A 1-D or 2-D slice of the loss through the checkpoint (random or Hessian directions)."""
+    ck = load(ref)
+    bits, targets, _ = _dataset(ref, n, inputs, seed)
+    loss = losses.loss_for(ck.encoding)
+    if hessian:
+        directions = sv.slices.hessian_directions(ck.model, bits, targets, loss, count=dims, seed=seed)
+    else:
+        directions = sv.slices.random_directions(ck.model, dims, normalization, skip_bias_ln, seed)
+    return sv.slices.loss_slice(ck.model, bits, targets, directions, loss, ck.encoding, span=span, steps=steps)
+
+
+@memo
+def contours(ref: ModelRef, n: int, normalization: str, skip_bias_ln: bool, hessian: bool, span: float, steps: int,
+             inputs: int, seed: int, levels: int = 8) -> pd.DataFrame:
+    """Contour segments of a 2-D slice."""
+    plane = loss_slice(ref, n, 2, normalization, skip_bias_ln, hessian, span, steps, inputs, seed)
+    return sv.slices.contour_segments(plane, "loss", levels)
+
+
+@memo
+def hessian_top(ref: ModelRef, n: int, k: int, inputs: int, seed: int) -> pd.DataFrame:
+    """The k largest eigenvalues of the loss Hessian (Lanczos) with their residuals."""
+    ck = load(ref)
+    bits, targets, _ = _dataset(ref, n, inputs, seed)
+    eigen = sv.curvature.top_eigenvalues(ck.model, bits, targets, losses.loss_for(ck.encoding), k=k, seed=seed)
+    return pd.DataFrame({"k": range(1, k + 1), "eigenvalue": eigen.values.numpy(),
+                         "residual": eigen.residuals.numpy(), "converged": eigen.converged})
+
+
+@memo
+def line_between(ref: ModelRef, other: ModelRef, n: int, inputs: int, seed: int) -> pd.DataFrame:
+    """The loss on the straight line from one checkpoint (alpha=0) to another (alpha=1)."""
+    ck = load(ref)
+    bits, targets, _ = _dataset(ref, n, inputs, seed)
+    alphas = torch.linspace(-0.25, 1.25, 31, dtype=torch.float64)
+    direction = sv.slices.line_direction(ck.model, load(other).model)
+    return sv.slices.loss_slice(ck.model, bits, targets, direction, losses.loss_for(ck.encoding), ck.encoding,
+                                alphas=alphas)
+
+
+# ----------------------------------------------------------------------------- Experiments
+
+
+def shipped_results() -> dict[str, dict[str, str]]:
+    """The shipped sweep folders, `{scale: {experiment: folder}}`, in the report's order (scales
+    quick, standard, paper first; experiments in the order of `sensviz.experiments.EXPERIMENTS`)."""
+    try:
+        folders = report.sweep_folders(registry.results_dir())
+    except ValueError:  # no results there
+        return {}
+    found: dict[str, dict[str, str]] = {}
+    for folder in folders:
+        found.setdefault(folder.parent.name, {})[folder.name] = str(folder)
+    return found
+
+
+def _results_mtime(folder: str) -> float:
+    path = Path(folder).expanduser() / "runs.parquet"
+    if not path.is_file():
+        raise ValueError(f"{folder}: not a sweep folder (no runs.parquet; run `sensviz sweep SPEC --out {folder}`)")
+    return max(p.stat().st_mtime for p in path.parent.glob("*.parquet"))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _read_results(folder: str, mtime: float):
+    return sweeps.read_results(folder)
+
+
+def experiment_results(folder: str) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """A sweep folder's runs table, history table and spec (ValueError if it is not one); the
+    cache is renewed when its tables change (a sweep still running, or resumed)."""
+    folder = str(Path(folder).expanduser())
+    return _read_results(folder, _results_mtime(folder))
+
+
+@memo
+def _experiment_figures(folder: str, mtime: float) -> list:
+    runs, history, spec = _read_results(folder, mtime)
+    if not spec.get("experiment"):
+        raise ValueError(f"{folder}: its spec.json is missing or names no experiment")
+    return figures.figures(spec["experiment"], runs, history)
+
+
+def experiment_figures(folder: str) -> list:
+    """The paper-style figures of a sweep folder (`sensviz.figures.Figure`), cached per table version."""
+    folder = str(Path(folder).expanduser())
+    return _experiment_figures(folder, _results_mtime(folder))
+
+
+# ----------------------------------------------------------------------------- training
+
+
+def training_tables(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A training run's measurements as tidy tables: every metric over the steps, and the
+    Fourier degree profile over the steps."""
+    return tables.training_table(records), tables.degree_history_table(records)

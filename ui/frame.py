@@ -1,0 +1,90 @@
+"""The frame the router draws around every page: the owner's cookie, the public URL parameters
+(`model`, `compare`, `n`, `job`: read on a session's first run, written on every run), the sidebar
+(the training job, the model), the page's title and the notices about its URL.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import sensviz as sv
+from ui import cache, job_panel, page, registry, sidebar
+from ui.nav import PageSpec
+from ui.registry import ModelRef
+
+
+def draw(spec: PageSpec) -> None:
+    """Everything around a page; the page's selection goes to `ui.page.model()`."""
+    page.begin(spec.key)
+    registry.owner()
+    incoming = registry.read_url()
+    if incoming is not None:
+        _apply_url(incoming)
+        registry.check_url_params(spec.params)
+    registry.keep_only(spec.params)
+    with st.sidebar:
+        job_id = job_panel.draw()
+        selection = sidebar.draw()
+        script = registry.owner_cookie_script()
+        if script:
+            st.html(script, unsafe_allow_javascript=True)
+    st.session_state[registry.CURRENT] = selection
+    registry.write_url({
+        "model": selection.ref.param if selection else None,
+        "n": str(selection.n) if selection and selection.n != cache.default_n(selection.ref) else None,
+        "compare": selection.compare.param if selection and selection.compare else None,
+        "job": job_id,
+    })
+    st.title(spec.heading)
+    page.notices_here()
+    if spec.needs_model and selection is None:
+        st.info("No model selected yet. Pick a pretrained checkpoint, upload a `.safetensors` file, or train one on "
+                "the **Train** page — the sidebar on the left has all three.")
+
+
+def _apply_url(params: dict[str, str]) -> None:
+    """The first run's public parameters: select the model, the length, the comparison, the job."""
+    ref = _resolve("model", params.get("model"))
+    if ref is not None:
+        registry.select(ref, show=True)
+        raw_n = params.get("n")
+        if raw_n is not None:
+            facts = cache.model_facts(ref)
+            n = int(raw_n) if raw_n.isdigit() else None
+            if n is None or not 1 <= n <= facts["max_len"]:
+                why = f"the model reads lengths 1..{facts['max_len']}"
+            elif not cache.task_defined(ref, n):
+                why = f"{facts['task']} is not defined at n={n}"
+            else:
+                why = None
+                registry.set_analysis_n(ref, n)
+            if why:
+                registry.notice(f"`n={raw_n}` was not used: {why}. Showing n={facts['default_n']}.")
+    elif "n" in params:
+        registry.notice(f"`n={params['n']}` was ignored: it needs a model.")
+    other = _resolve("compare", params.get("compare"))
+    if other is not None:
+        registry.set_compared(other)
+    job_id = params.get("job")
+    if job_id is not None:
+        if registry.job_manager().status(job_id) is None:
+            registry.notice(f"`job={job_id}` names no training run on this server (a mistyped link, or one from "
+                            "another server).")
+        else:
+            registry.follow_job(job_id)
+
+
+def _resolve(param: str, value: str | None) -> ModelRef | None:
+    if value is None:
+        return None
+    try:
+        ref, warning = registry.resolve(value)
+        cache.load(ref)  # validated like any upload
+    except (ValueError, sv.CheckpointError) as err:
+        registry.notice(f"`{param}={value}` was not used: {err}.")
+        return None
+    if warning:
+        registry.notice(warning)
+    if ref.kind != "zoo" and registry.kept_store().info(ref.key).owner != registry.owner():
+        registry.add_shared(ref)
+    return ref

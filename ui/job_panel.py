@@ -1,0 +1,123 @@
+"""The training job in the sidebar of every page and on the Train page: progress or place in the
+queue, Stop or Cancel, and the one message about how the run ended (whose model then becomes the
+selected one). The sidebar part refreshes itself (`st.fragment(run_every=...)`).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ui import jobs, registry
+
+
+def draw() -> str | None:
+    """The job this session follows (its own, or one named in the URL), while it runs and once it
+    ended; returns its id while it is worth keeping in the URL."""
+    manager = registry.job_manager()
+    job_id = registry.followed_job() or manager.active(registry.owner())
+    if job_id is None:
+        return None
+    status = manager.status(job_id)
+    if status is None:
+        registry.follow_job(None)
+        return None
+    registry.follow_job(job_id)
+    if status.active:
+        (_running_job if status.state == "running" else _queued_job)()
+        return job_id
+    if status.kept:
+        if not registry.job_done(job_id):  # once: the user may pick another model afterwards
+            registry.mark_job_done(job_id)
+            try:
+                ref = registry.kept_ref("trained", status.kept)
+            except ValueError as err:  # evicted since (the server keeps a limited total)
+                st.warning(f"**{status.name}** ended, but its model is gone: {err}.")
+                return None
+            registry.select(ref, show=True)
+            if status.owner != registry.owner():  # a run someone shared by its link
+                registry.add_shared(ref)
+        current = registry.selected()
+        if current is not None and current.key == status.kept:
+            show_outcome(status)
+    elif not registry.job_done(job_id):  # failed or cancelled: said until dismissed
+        show_outcome(status)
+        if st.button("Dismiss", key=registry.JOB_STOP):
+            registry.mark_job_done(job_id)
+            st.rerun()
+    return None
+
+
+def _job_in_sidebar(state: str) -> None:
+    status = registry.job_manager().status(registry.followed_job())
+    if status is None or status.state != state:
+        st.rerun()  # the whole page takes it from here: started, or ended and its model selected
+    st.subheader("Training")
+    show_progress(status, key=registry.JOB_STOP)
+
+
+@st.fragment(run_every=1.0)
+def _running_job() -> None:
+    """Progress and Stop, refreshed every second on every page."""
+    _job_in_sidebar("running")
+
+
+@st.fragment(run_every=3.0)
+def _queued_job() -> None:
+    """The place in the queue and Cancel, refreshed every three seconds on every page."""
+    _job_in_sidebar("queued")
+
+
+def show_progress(status: jobs.JobStatus, key: str) -> None:
+    """A job's progress (or its place in the queue) and the button that stops or cancels it."""
+    mine = status.owner == registry.owner()
+    if status.state == "queued":
+        manager = registry.job_manager()
+        st.info(f"**{status.name}** waits in the queue: **{_ordinal(status.position)}** in line "
+                f"(the server trains {manager.capacity} model{'s' if manager.capacity > 1 else ''} at a time).")
+        if mine and st.button("Cancel", key=key):
+            registry.job_manager().stop(status.id, registry.owner())
+            st.rerun()
+        return
+    progress = status.progress
+    if progress:
+        step, steps = progress["step"], progress["steps"]
+        parts = [f"step {step:,} of {steps:,}"]
+        if progress.get("eval_accuracy") is not None:
+            parts.append(f"accuracy {progress['eval_accuracy']:.1%}")
+        if progress.get("eval_loss") is not None:
+            parts.append(f"eval loss {progress['eval_loss']:.3g}")
+        st.progress(min(step / steps, 1.0), text=f"**{status.name}**: " + " · ".join(parts))
+    else:
+        st.progress(0.0, text=f"**{status.name}**: starting (a fresh process loads the trainer)…")
+    if mine and st.button("Stop and keep what was learned", key=key,
+                          help="Ends the run now; the weights of its last measurement become the selected model."):
+        registry.job_manager().stop(status.id, registry.owner())
+        st.rerun()
+
+
+def outcome_message(status: jobs.JobStatus) -> str:
+    """The one message about how a training run ended (the sidebar and the Train page both show it)."""
+    reason = {"early_stop": "reached the target (early stop)", "completed": "completed every step"}.get(
+        status.reason, status.reason)
+    if status.state == "failed":
+        return f"**{status.name}** failed: {status.error}"
+    if status.state == "cancelled":
+        return f"**{status.name}** was cancelled: {status.reason}."
+    text = f"**{status.name}** {reason}"
+    if status.state == "finished":
+        text += f" after {status.steps:,} steps" + (f" in {status.seconds:.1f} s" if status.seconds else "")
+    if status.kept:
+        text += ". It is the selected model now (in the sidebar, and on every page)."
+    return text + ("" if text.endswith(".") else ".")
+
+
+def show_outcome(status: jobs.JobStatus) -> None:
+    message = outcome_message(status)
+    if status.state == "finished" and not status.reason.startswith("diverged"):
+        st.success(message)
+    else:
+        st.warning(message)
+
+
+def _ordinal(k: int) -> str:
+    return f"{k}{'th' if 10 <= k % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"

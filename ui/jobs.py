@@ -1,0 +1,325 @@
+"""Training jobs that belong to the server, not to a page: a queue, a cap, one process per run.
+
+`JobManager` (one per server and data folder, `ui.registry.job_manager()`) runs each job in its
+own freshly started interpreter (`python -m ui.worker`; see there why not `multiprocessing`), at
+most `capacity` at once (default: one per two cores, each with up to cores / capacity torch
+threads), and queues the rest in order. One process is always started ahead, with torch loaded,
+waiting for the next job (`worker.standby`): a run then starts at once instead of after the
+seconds a fresh interpreter takes. The manager holds a lock on its jobs folder, so a second server
+on the same data folder is refused instead of taking over the first one's jobs. A user (owner
+id) has at most one job queued or running, and the queue holds at most `max_queue` jobs, so a
+class pressing Train at once waits in line instead of overloading the machine, and no one can fill
+the queue. A background thread starts queued jobs and collects finished ones; the finished model
+is kept (`ui.kept.KeptStore`, kind "trained") under its owner, and the job's `state.json`
+records the outcome, so a reload (the job id is in the URL) finds it again, also after the
+server restarted.
+
+Stop ends the process at once and keeps the weights of its last measurement; Cancel removes a
+queued job. Only the owner stops or cancels. No Streamlit here.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ui import worker
+from ui.kept import KeptStore, write_atomic
+
+ROOT = Path(__file__).resolve().parents[1]
+JOB_ID = re.compile(r"^[A-Za-z0-9_-]{12,64}$")
+ACTIVE = ("queued", "running")
+FINAL = ("finished", "stopped", "failed", "cancelled")
+MAX_QUEUE = 100
+MAX_FOLDERS = 500
+"""Job folders kept on disk (their records feed the Train page's charts); the oldest go first."""
+
+
+class JobRefused(Exception):
+    """A job that cannot be queued, with the reason for the user."""
+
+
+@dataclass
+class JobStatus:
+    """What a page shows of a job."""
+
+    id: str
+    owner: str
+    name: str
+    state: str  # queued, running, finished, stopped, failed, cancelled
+    created: float
+    position: int | None = None  # 1-based place in the queue while queued
+    progress: dict = field(default_factory=dict)  # step, steps, loss, seconds, eval_loss, eval_accuracy
+    reason: str | None = None  # how a finished or stopped run ended
+    error: str | None = None
+    kept: str | None = None  # the kept model's token
+    steps: int | None = None
+    seconds: float | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE
+
+
+@dataclass
+class _Job:
+    status: JobStatus
+    folder: Path
+    process: subprocess.Popen | None = None
+    stop_requested: bool = False
+
+
+def default_capacity(cores: int | None = None) -> int:
+    """One concurrent run per two cores (at least one); $SENSVIZ_MAX_JOBS overrides."""
+    configured = os.environ.get("SENSVIZ_MAX_JOBS")
+    if configured:
+        return max(1, int(configured))
+    return max(1, (cores or os.cpu_count() or 1) // 2)
+
+
+class JobManager:
+    """The server's training jobs, in folders under `root` (see the module docstring)."""
+
+    def __init__(self, root: Path, store: KeptStore, capacity: int | None = None, threads: int | None = None,
+                 max_queue: int = MAX_QUEUE, poll_s: float = 0.1):
+        cores = os.cpu_count() or 1
+        self.root = Path(root)
+        self.store = store
+        self.capacity = capacity or default_capacity(cores)
+        self.threads = threads or max(1, cores // self.capacity)
+        self.max_queue = max_queue
+        self.poll_s = poll_s
+        self.jobs: dict[str, _Job] = {}
+        self.queue: list[str] = []
+        self.lock = threading.RLock()
+        self._closed = threading.Event()
+        self._spare: subprocess.Popen | None = None  # the process waiting for the next job
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._folder_lock = open(self.root / ".lock", "w")  # noqa: SIM115 - held (and locked) while the manager lives
+        try:
+            fcntl.flock(self._folder_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._folder_lock.close()
+            raise RuntimeError(f"another server runs the training jobs in {self.root}; give this one its own "
+                               "SENSVIZ_DATA_DIR") from None
+        self._recover()
+        with self.lock:
+            self._start_spare()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="sensviz-jobs")
+        self._thread.start()
+
+    # ------------------------------------------------------------------ what pages call
+
+    def submit(self, owner: str, request: worker.TrainRequest) -> str:
+        """Queue a job for `owner`; its id. JobRefused when the owner has one queued or running,
+        or the queue is full; ValueError for bad settings (checked here, before queueing)."""
+        worker.prepare(request)
+        with self.lock:
+            active = self.active(owner)
+            if active is not None:
+                raise JobRefused(f"You already have a training run {self.jobs[active].status.state} "
+                                 f"({self.jobs[active].status.name}): stop or cancel it first.")
+            if len(self.queue) >= self.max_queue:
+                raise JobRefused(f"The server's queue is full ({len(self.queue)} runs waiting); try again in a few minutes.")
+            job_id = secrets.token_urlsafe(12)
+            folder = self.root / job_id
+            folder.mkdir(parents=True)
+            write_atomic(folder / "request.json", json.dumps(request.to_dict()).encode())
+            status = JobStatus(job_id, owner, request.name, "queued", time.time())
+            self.jobs[job_id] = _Job(status, folder)
+            self._write_state(self.jobs[job_id])
+            self.queue.append(job_id)
+            self._start_queued()
+        return job_id
+
+    def status(self, job_id: str) -> JobStatus | None:
+        """A snapshot of a job (None for an unknown id)."""
+        with self.lock:
+            job = self.jobs.get(job_id)
+            if job is None:
+                return self._from_disk(job_id)
+            status = JobStatus(**asdict(job.status))
+            if status.state == "queued":
+                status.position = self.queue.index(job_id) + 1
+        if status.state == "running":
+            status.progress = _read_json(job.folder / "progress.json") or {}
+        return status
+
+    def active(self, owner: str) -> str | None:
+        """The id of `owner`'s queued or running job, if any."""
+        with self.lock:
+            return next((i for i, j in self.jobs.items() if j.status.owner == owner and j.status.active), None)
+
+    def records(self, job_id: str) -> list[dict]:
+        """The job's measurement records so far (`sensviz.monitor.MeasurementCallback` records)."""
+        if not JOB_ID.match(job_id or ""):
+            return []
+        try:
+            lines = (self.root / job_id / "records.jsonl").read_text().splitlines()
+        except OSError:
+            return []
+        records = []
+        for line in lines:
+            try:
+                records.append(json.loads(line))
+            except ValueError:  # a line still being written
+                break
+        return records
+
+    def stop(self, job_id: str, owner: str) -> bool:
+        """Stop a running job (its last measurement is kept) or cancel a queued one; only the owner may."""
+        with self.lock:
+            job = self.jobs.get(job_id)
+            if job is None or job.status.owner != owner or not job.status.active:
+                return False
+            if job.status.state == "queued":
+                self.queue.remove(job_id)
+                job.status.state, job.status.reason = "cancelled", "cancelled while waiting in the queue"
+                self._write_state(job)
+                return True
+            job.stop_requested = True
+            job.process.terminate()
+            job.process.wait(timeout=30)
+            self._finish(job)
+            self._start_queued()
+            return True
+
+    def close(self) -> None:
+        """Stop the background thread and every process (tests; a server's processes exit with it)."""
+        self._closed.set()
+        with self.lock:
+            processes = [job.process for job in self.jobs.values() if job.process is not None]
+            processes += [self._spare] if self._spare is not None else []
+            self._spare = None
+            for process in processes:
+                if process.poll() is None:
+                    process.terminate()
+                    process.wait(timeout=30)
+        self._thread.join(timeout=5)
+        self._folder_lock.close()
+
+    # ------------------------------------------------------------------ the background thread
+
+    def _loop(self) -> None:
+        while not self._closed.wait(self.poll_s):
+            self.tick()
+
+    def tick(self) -> None:
+        """Collect finished processes and start queued jobs while there is room."""
+        with self.lock:
+            for job in list(self.jobs.values()):
+                if job.status.state == "running" and job.process.poll() is not None:
+                    self._finish(job)
+            self._start_queued()
+
+    def _start_queued(self) -> None:
+        running = sum(1 for j in self.jobs.values() if j.status.state == "running")
+        while self.queue and running < self.capacity:
+            job = self.jobs[self.queue.pop(0)]
+            job.process = self._take_spare(job.folder)
+            job.status.state = "running"
+            self._write_state(job)
+            running += 1
+
+    def _start_spare(self) -> None:
+        if self._closed.is_set():
+            return
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        self._spare = subprocess.Popen(
+            [sys.executable, "-m", "ui.worker", "--standby", "--threads", str(self.threads), "--parent", str(os.getpid())],
+            stdin=subprocess.PIPE, cwd=ROOT, env=env, text=True,
+        )
+
+    def _take_spare(self, folder: Path) -> subprocess.Popen:
+        """The waiting process, given this job's folder (a fresh one if it died); another one waits next."""
+        if self._spare is None or self._spare.poll() is not None:
+            self._start_spare()
+        process, self._spare = self._spare, None
+        process.stdin.write(f"{folder}\n")
+        process.stdin.close()
+        self._start_spare()
+        return process
+
+    def _finish(self, job: _Job) -> None:
+        """A running job's process has ended: keep its model and record the outcome."""
+        job.process.wait(timeout=30)
+        outcome = _read_json(job.folder / "outcome.json") or {}
+        status = job.status
+        if outcome.get("state") == "finished" and (job.folder / "result.safetensors").is_file():
+            status.state, status.reason = "finished", outcome["reason"]
+            status.steps, status.seconds = outcome.get("steps"), outcome.get("seconds")
+            self._keep(job, "result.safetensors")
+        elif outcome.get("state") == "failed":
+            status.state, status.error = "failed", outcome.get("error")
+        else:
+            why = ("stopped" if job.stop_requested
+                   else f"the training process ended unexpectedly (exit code {job.process.returncode})")
+            self._keep_last(job, why)
+        self._write_state(job)
+
+    def _keep_last(self, job: _Job, why: str) -> None:
+        """End a job with the weights of its last measurement, when there was one."""
+        progress = _read_json(job.folder / "progress.json") or {}
+        records = self.records(job.status.id)
+        job.status.state = "stopped"
+        if records and (job.folder / "last.safetensors").is_file():
+            measured = records[-1]["step"]
+            at = f" at step {progress['step']:,}" if progress.get("step") is not None else ""
+            job.status.reason = f"{why}{at}; the weights of the last measurement (step {measured:,}) are kept"
+            job.status.steps = measured
+            self._keep(job, "last.safetensors")
+        else:
+            job.status.reason = f"{why} before the first measurement; there are no weights to keep"
+
+    def _keep(self, job: _Job, file: str) -> None:
+        path = job.folder / file
+        kept = self.store.keep("trained", job.status.name, path.read_bytes(), job.status.owner)
+        job.status.kept = kept.token
+        for name in ("last.safetensors", "result.safetensors"):  # the kept copy is the one that counts
+            (job.folder / name).unlink(missing_ok=True)
+
+    def _write_state(self, job: _Job) -> None:
+        write_atomic(job.folder / "state.json", json.dumps(asdict(job.status)).encode())
+
+    # ------------------------------------------------------------------ jobs of an earlier server run
+
+    def _from_disk(self, job_id: str) -> JobStatus | None:
+        if not JOB_ID.match(job_id or ""):
+            return None
+        data = _read_json(self.root / job_id / "state.json")
+        return JobStatus(**data) if data else None
+
+    def _recover(self) -> None:
+        """Jobs left queued or running by a server that stopped: keep what they measured."""
+        if not self.root.is_dir():
+            return
+        folders = sorted((p for p in self.root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
+        for old in folders[: max(0, len(folders) - MAX_FOLDERS)]:
+            shutil.rmtree(old, ignore_errors=True)
+        for folder in folders[-MAX_FOLDERS:]:
+            status = self._from_disk(folder.name)
+            if status is None or not status.active:
+                continue
+            job = _Job(status, folder)
+            if status.state == "queued":
+                status.state, status.reason = "cancelled", "the server restarted before this run started"
+            else:
+                self._keep_last(job, "the server stopped during this run")
+            self._write_state(job)
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,188 @@
+"""The model in the sidebar of every page: choose a pretrained checkpoint, an upload or one of my
+models (kept on the server), then the selected model's summary at the input length analysed, its
+download and the link to the view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import streamlit as st
+
+import sensviz as sv
+from ui import cache, page, registry
+from ui.page import Selection
+from ui.registry import ModelRef
+
+SOURCES = ("Pretrained", "Upload", "My models")
+SOURCE_OF_KIND = {"zoo": "Pretrained", "upload": "Upload", "trained": "My models"}
+
+
+def draw() -> Selection | None:
+    """The model chooser and the selected model's summary; the selection (None when there is none)."""
+    st.header("Model")
+    current = registry.selected()
+    shown = st.session_state.pop(registry.SHOW_SOURCE, None)
+    if shown:
+        st.session_state[registry.SOURCE] = SOURCE_OF_KIND[shown]
+    st.session_state.setdefault(registry.SOURCE, SOURCE_OF_KIND[current.kind] if current else SOURCES[0])
+    source = st.segmented_control("Source", SOURCES, key=registry.SOURCE) or SOURCES[0]
+    {"Pretrained": _choose_zoo, "Upload": _choose_upload, "My models": _choose_mine}[source]()
+    ref = registry.selected()
+    if ref is None:
+        return None
+    try:
+        ck = cache.load(ref)
+    except sv.CheckpointError as err:
+        st.error(f"The selected model cannot be used any more: {err}")
+        registry.select(None)
+        return None
+    compare = registry.compared()
+    return _summary(ref, ck, compare)
+
+
+def _pick(key: str, make: Callable[[str], ModelRef]) -> Callable[[], None]:
+    def picked():
+        value = st.session_state.get(key)
+        if value:
+            registry.select(make(value))
+
+    return picked
+
+
+def _choose_zoo() -> None:
+    entries = cache.zoo_entries()
+    if not entries:
+        st.caption("No checkpoints in `checkpoints/` yet: build them with `sensviz zoo build`.")
+        return
+    tasks = sorted({e["task"] for e in entries})
+    archs = sorted({e["arch"] for e in entries})
+    lengths = sorted({e["n"] for e in entries if e["n"] is not None})
+    chosen_tasks = st.multiselect("Task", tasks, key=registry.ZOO_TASKS, placeholder="all tasks", persist_state="session")
+    chosen_archs = st.multiselect("Architecture", archs, key=registry.ZOO_ARCHS, placeholder="all architectures",
+                                  persist_state="session")
+    chosen_n = st.multiselect("Input length n", lengths, key=registry.ZOO_N, placeholder="all lengths",
+                              persist_state="session")
+    shown = [e for e in entries if e["task"] in (chosen_tasks or tasks) and e["arch"] in (chosen_archs or archs)
+             and (e["n"] in chosen_n if chosen_n else True)]
+    if not shown:
+        st.caption("No checkpoint matches these filters.")
+        return
+    labels = {e["stem"]: f"{e['task']} · n={e['n']} · {e['arch']} d={e['d_model']}"
+              + (f" · acc {e['accuracy']:.0%}" if e["accuracy"] is not None else "") for e in shown}
+    current = registry.selected()
+    st.session_state[registry.ZOO_FILE] = current.key if current and current.kind == "zoo" and current.key in labels else None
+    st.selectbox("Checkpoint", list(labels), index=None, format_func=labels.get, key=registry.ZOO_FILE,
+                 placeholder="Choose a checkpoint", on_change=_pick(registry.ZOO_FILE, registry.zoo_ref))
+
+
+def _choose_upload() -> None:
+    uploaded = st.file_uploader("Checkpoint (.safetensors)", type=["safetensors"], key=registry.UPLOAD_FILE,
+                                help=f"sensviz checkpoints or the authors' state dicts; at most {cache.UPLOAD_CAP_MB} MB. "
+                                "Kept on the server under a random name, so a link can share it.")
+    with st.expander("For files without sensviz metadata (the authors' layout)"):
+        n_heads = st.number_input("Attention heads", 0, 64, 0, key=registry.UPLOAD_HEADS, persist_state="session",
+                                  help="0: read from the file's metadata. The authors' code defaults to 2.")
+        task = st.text_input("Task", "", key=registry.UPLOAD_TASK, placeholder="e.g. parity", persist_state="session",
+                             help="parity, majority, first, mean, sparse_parity:k=3,seed=0, random:seed=0, table:0110")
+        n = st.number_input("Trained input length n", 0, 1024, 0, key=registry.UPLOAD_N, persist_state="session",
+                            help="0: from the file")
+    if uploaded is None:
+        return
+    data = uploaded.getvalue()
+    overrides = {k: v for k, v in (("n_heads", n_heads or None), ("task", task.strip() or None), ("n", n or None))
+                 if v is not None}
+    key = (registry.digest(data), tuple(sorted(overrides.items())))
+    if registry.kept_upload(key):
+        return  # kept (and selected) on an earlier run
+    error = cache.check_upload(uploaded.name, data, overrides)
+    if error:
+        current = registry.selected()
+        st.error(f"This file cannot be used: {error}")
+        st.caption(f"Still showing **{current.label}**." if current else "No model is selected.")
+        return
+    kept = registry.kept_store().keep("upload", uploaded.name, data, registry.owner(), overrides)
+    registry.remember_upload(key, kept.token)
+    registry.select(registry.kept_ref("upload", kept.token))
+
+
+def _choose_mine() -> None:
+    store = registry.kept_store()
+    mine = {k.token: k for k in store.owned(registry.owner())}
+    shared = {r.key: r for r in registry.shared_refs() if r.key not in mine and store.info(r.key)}
+    if not mine and not shared:
+        st.caption("No models of yours yet: train one on the **Train** page or upload one; they are kept on "
+                   "the server for you (and for whoever you send a link).")
+        return
+    labels = {t: f"{k.name} · {k.kind}" for t, k in mine.items()} | {t: f"{r.name} · shared with you" for t, r in shared.items()}
+    kinds = {t: k.kind for t, k in mine.items()} | {t: r.kind for t, r in shared.items()}
+    current = registry.selected()
+    st.session_state[registry.MINE] = current.key if current and current.key in labels else None
+    st.selectbox("Model", list(labels), index=None, format_func=labels.get, key=registry.MINE, placeholder="Choose a model",
+                 on_change=_pick(registry.MINE, lambda token: registry.kept_ref(kinds[token], token)))
+    deletable = current is not None and current.key in mine
+    if deletable and st.button("Delete this model", key=registry.DELETE,
+                               help="Removes it from the server; links to it stop working."):
+        store.delete(current.key, registry.owner())
+        registry.select(None)
+        st.rerun()
+
+
+def _summary(ref: ModelRef, ck: sv.Checkpoint, compare: ModelRef | None) -> Selection:
+    st.divider()
+    st.subheader(ref.label)
+    facts = cache.model_facts(ref)
+    key = registry.widget_key("n", ref.digest[:12])
+    if key not in st.session_state:
+        st.session_state[key] = registry.analysis_n(ref) or cache.default_n(ref)
+    n = int(st.number_input("Analyse at input length n", 1, facts["max_len"], key=key,
+                            help=f"The model reads lengths 1..{facts['max_len']}; it was trained at n={facts['trained_n']}. "
+                            f"Exact up to n={cache.MODEL_EXACT_LIMIT}, sampled above."))
+    if not cache.task_defined(ref, n):
+        st.warning(f"The task {facts['task']} is not defined at n={n}; analysing at the trained length n={facts['trained_n']}.")
+        n = facts["trained_n"]
+    registry.set_analysis_n(ref, n)
+    with page.progress_bar("Analysing the model on the cube…") as report:
+        info = cache.summary(ref, n, progress=report)
+    left, right = st.columns(2)
+    left.metric("accuracy", "—" if info["accuracy"] is None else f"{info['accuracy']:.1%}")
+    right.metric("param_norm", f"{info['param_norm']:.2f}")
+    left.metric("as_n model", f"{info['as_model']:.3f}", help="average sensitivity of the model (thresholded)")
+    right.metric("as_n target", "—" if info["as_target"] is None else f"{info['as_target']:.3f}")
+    left.metric("mean Blowup", f"{info['blowup_mean']:.4g}", help="E_x Blowup(x) = E_x Π_k max_w (1 + N_w^(k)(x))")
+    st.caption(f"**{info['task'] or 'unknown task'}** · {info['arch']} · {info['size']} · {info['n_params']:,} parameters "
+               f"· trained at n={info['trained_n']} · {'exact' if info['exact'] else 'sampled'} at n={n}")
+    if compare is not None:
+        st.caption(f"Compared with **{compare.label}**.")
+    left, right = st.columns(2)
+    with left:
+        st.download_button("Download", lambda: registry.model_bytes(ref), file_name=_file_name(ref), on_click="ignore",
+                           mime="application/octet-stream", key=registry.DOWNLOAD, help="the checkpoint (.safetensors)")
+    with right:
+        copy_link_button()
+    return Selection(ref, ck, n, compare)
+
+
+def copy_link_button() -> None:
+    """A button that copies the browser's current URL: the link to this view (every setting is in it)."""
+    st.html(
+        """<button class="sv-copy-link" title="Copies the link to this view: model, length and every setting"
+        style="width:100%;padding:0.3rem 0.5rem;border-radius:0.5rem;border:1px solid rgba(49,51,63,0.2);
+        background:transparent;cursor:pointer;font:inherit">Copy link</button>
+        <script>
+        for (const button of document.querySelectorAll('button.sv-copy-link:not([data-ready])')) {
+          button.dataset.ready = '1';
+          button.addEventListener('click', async () => {
+            const url = window.location.href;
+            try { await navigator.clipboard.writeText(url); button.textContent = 'Link copied'; }
+            catch (err) { window.prompt('Copy the link to this view:', url); }
+            setTimeout(() => { button.textContent = 'Copy link'; }, 2000);
+          });
+        }
+        </script>""",
+        unsafe_allow_javascript=True,
+    )
+
+
+def _file_name(ref: ModelRef) -> str:
+    return ref.name if ref.name.endswith(".safetensors") else f"{ref.name}.safetensors"

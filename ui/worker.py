@@ -1,0 +1,239 @@
+"""One training job in its own process: `sensviz.training.train` with live measurements, talking
+to the server only through files in the job's folder. No Streamlit here (the process imports torch
+and sensviz only).
+
+The process is a fresh interpreter, `python -m ui.worker` (`ui.jobs` starts it), not a
+`multiprocessing` child: Streamlit runs each page script as `__main__`, and a multiprocessing
+"spawn" child re-runs the parent's `__main__` — here the whole app, with its own job manager.
+With `--standby` it loads torch and the trainer first and then reads its job folder from stdin.
+
+Files in the job folder (`ui.jobs` reads them; every write is atomic or an appended line):
+
+- `request.json`   the `TrainRequest` (written by the server before the process starts)
+- `progress.json`  step, steps, training loss, the last evaluation, seconds (about 4 times a second)
+- `records.jsonl`  one measurement record per line (`sensviz.monitor.MeasurementCallback`)
+- `last.safetensors`  the weights of the last measurement (what Stop keeps)
+- `result.safetensors`  the final checkpoint, with its training history
+- `outcome.json`   how the run ended: finished (stop reason, steps, seconds) or failed (the error)
+
+Measurements cost at most as much time as the training itself: one is taken every
+`measure_every` steps only while the time spent measuring stays below the time spent training
+(and always at step 0 and for the final weights). The process exits when the server that
+started it is gone (its parent pid changes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+MAX_LIVE_N = 24
+"""Longest input the explorer trains on (the positional range of the models it builds)."""
+LIVE_LIMITS = {"d_model": 256, "n_layers": 6, "n_heads": 8, "n": MAX_LIVE_N, "steps": 100_000, "batch_size": 4096,
+               "measure_every": 100_000}
+"""A shared server's own, tighter caps on top of the library's limits (`sensviz.limits`, checked by the
+settings themselves): a class pressing Train at once must not fill the machine."""
+SMALL_WORK = 5e7
+"""Parameters x batch size below which a run trains on one torch thread: small models are bound by
+per-operation overhead, and a second thread made PARITY n = 8 (d = 32, batch 256) slower here
+(19 ms a step on two threads, 13 ms on one); larger models use every thread the manager gives."""
+PROGRESS_EVERY_S = 0.25
+
+
+def LIVE_SETTINGS():  # noqa: N802 - a constant, built on first use (the module imports torch lazily)
+    """What live runs measure: everyone's defaults (`sensviz.measure`) on 256 inputs and 8 directions."""
+    from sensviz.measure import MeasureSettings
+
+    return MeasureSettings(measure_inputs=256, directions=8)
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    """What a training job is asked to do: the task, the model, the trainer's settings
+    (`sensviz.training.TrainConfig` fields) and how often to measure."""
+
+    task: str  # a task label, e.g. "parity" or "sparse_parity:k=3,seed=0"
+    model: dict = field(default_factory=dict)  # `sensviz.models.ModelSettings` fields: arch, d_model, ...
+    train: dict = field(default_factory=dict)  # `sensviz.training.TrainConfig` fields: n, steps, batch_size, ...
+    measure_every: int = 100
+
+    @property
+    def name(self) -> str:
+        return (f"{self.task}-n{self.train.get('n')}-{self.model.get('arch', 'encoder')}-d{self.model.get('d_model')}"
+                f"-seed{self.train.get('seed', 0)}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TrainRequest:
+        return cls(**data)
+
+
+def _check_live_limits(request: TrainRequest) -> None:
+    """The shared server's caps (`LIVE_LIMITS`), after the settings' own checks."""
+    from sensviz.limits import Limit, check_int
+
+    values = {**request.model, **request.train, "measure_every": request.measure_every}
+    for name, high in LIVE_LIMITS.items():
+        if values.get(name) is not None:
+            check_int(name, values[name], Limit("this server's", 1, high, "live training"))
+
+
+def prepare(request: TrainRequest):
+    """The model, task and training config of a request; ValueError with the reason for bad values.
+    Cheap: the server calls it before queueing a job, so bad settings are refused at once."""
+    import dataclasses
+
+    import sensviz as sv
+    from sensviz.configs import build
+    from sensviz.models import ModelSettings
+    from sensviz.training import TrainConfig
+
+    task = sv.get_task(request.task)
+    train = dict(request.train)
+    if not task.boolean:
+        train["target_accuracy"] = None  # accuracy is not defined for a real-valued target
+    config = build(TrainConfig, train)
+    settings = build(ModelSettings, request.model)
+    _check_live_limits(request)
+    settings = dataclasses.replace(settings, max_len=settings.max_len or max(config.n, MAX_LIVE_N))
+    model = settings.build(config.n, seed=config.seed)
+    config.check(model, task)
+    return model, task, config
+
+
+def write_json(path: Path, value) -> None:
+    from ui.kept import write_atomic
+
+    write_atomic(path, json.dumps(value).encode())
+
+
+def _live_callback(folder: Path, request: TrainRequest):
+    """The callback that measures (within the time budget) and writes progress and records."""
+    from sensviz.checkpoints import checkpoint_bytes
+    from sensviz.monitor import MeasurementCallback
+    from ui.kept import write_atomic
+
+    class Live(MeasurementCallback):
+        def __init__(self):
+            super().__init__(every=request.measure_every, settings=LIVE_SETTINGS())
+            self.measuring_s = 0.0
+            self.last_progress = 0.0
+            self.last_eval: dict = {}
+            self.records_file = open(folder / "records.jsonl", "a")  # noqa: SIM115 - appended to until on_end
+
+        def _record(self, state, model, step):
+            start = time.perf_counter()
+            super()._record(state, model, step)
+            data = checkpoint_bytes(model, task=state.task, n=state.config.n, encoding=state.config.encoding,
+                                    training={"trainer": "sensviz.training (explorer job)", "steps": step,
+                                              "config": state.config.to_dict(), "request": request.to_dict(),
+                                              "history": state.history})
+            write_atomic(folder / "last.safetensors", data)
+            self.records_file.write(json.dumps(self.records[-1]) + "\n")
+            self.records_file.flush()
+            self.measuring_s += time.perf_counter() - start
+
+        def on_step(self, state):
+            training_s = state.elapsed - self.measuring_s
+            if state.step % self.every == 0 and self.measuring_s <= training_s:
+                self._record(state, state.model, state.step)
+            now = time.perf_counter()
+            if now - self.last_progress >= PROGRESS_EVERY_S or state.step == state.steps:
+                self.last_progress = now
+                write_json(folder / "progress.json", {"step": state.step, "steps": state.steps, "loss": state.loss,
+                                                      "seconds": state.elapsed, **self.last_eval})
+
+        def on_eval(self, state, record):
+            self.last_eval = {"eval_loss": record.get("eval_loss"), "eval_accuracy": record.get("eval_accuracy"),
+                              "eval_step": record.get("step")}
+
+        def on_end(self, state, result):
+            super().on_end(state, result)
+            self.records_file.close()
+
+    return Live()
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Exit this process as soon as the server that started it is gone."""
+
+    def watch():
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(3)
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, daemon=True, name="sensviz-parent-watch").start()
+
+
+def _warm_up() -> None:
+    """Import the trainer and take one tiny measurement: torch's one-time costs (vmap,
+    functional_call) are paid before a job arrives, not in its first measurement."""
+    import sensviz as sv
+    from sensviz.monitor import MeasurementCallback
+    from sensviz.training import TrainConfig
+
+    model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=2, seed=0)
+    MeasurementCallback(every=1, settings=LIVE_SETTINGS()).measure(model, sv.get_task("parity"), TrainConfig(n=2), 0)
+
+
+def standby(threads: int, parent_pid: int) -> None:
+    """A process started ahead of time: it loads torch and the trainer, then waits for the folder
+    of its job on stdin (so a run starts without the seconds a fresh interpreter takes)."""
+    _watch_parent(parent_pid)
+    _warm_up()
+    folder = sys.stdin.readline().strip()
+    if folder:  # an empty line: the server closed without a job for this process
+        run(folder, threads, parent_pid)
+
+
+def run(folder: str, threads: int, parent_pid: int) -> None:
+    """The job process: train as `request.json` asks and write the files described above."""
+    _watch_parent(parent_pid)
+    folder = Path(folder)
+    try:
+        import torch
+
+        from sensviz.checkpoints import checkpoint_bytes
+        from sensviz.training import train
+        from ui.kept import write_atomic
+
+        request = TrainRequest.from_dict(json.loads((folder / "request.json").read_text()))
+        model, task, config = prepare(request)
+        torch.set_num_threads(1 if model.n_params() * config.batch_size < SMALL_WORK else max(1, threads))
+        live = _live_callback(folder, request)
+        result = train(model, task, config, [live])
+        summary = result.summary(with_history=True)
+        data = checkpoint_bytes(result.model, task=task, n=config.n, encoding=config.encoding,
+                                training={**summary, "request": request.to_dict()})
+        write_atomic(folder / "result.safetensors", data)
+        write_json(folder / "outcome.json", {"state": "finished", "reason": result.stop_reason, "steps": result.steps,
+                                             "seconds": result.wall_time, "measuring_seconds": live.measuring_s,
+                                             "final": result.final})
+    except Exception as err:  # noqa: BLE001 - any failure is reported to the user through the outcome file
+        write_json(folder / "outcome.json", {"state": "failed", "error": f"{type(err).__name__}: {err}"})
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description="one training job of the sensviz explorer (started by ui.jobs)")
+    parser.add_argument("folder", nargs="?", help="the job's folder (with --standby: read from stdin)")
+    parser.add_argument("--standby", action="store_true", help="load torch first, then read the folder from stdin")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads at most")
+    parser.add_argument("--parent", type=int, required=True, help="exit when this process (the server) is gone")
+    args = parser.parse_args(argv)
+    if args.standby:
+        standby(args.threads, args.parent)
+    else:
+        run(args.folder, args.threads, args.parent)
+
+
+if __name__ == "__main__":
+    main()
