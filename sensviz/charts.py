@@ -380,8 +380,10 @@ def length_scaling(points: pd.DataFrame, models: pd.DataFrame) -> alt.LayerChart
                "count:Q"]
     lines = alt.Chart(points).mark_line(point=True).encode(x=x, y=y, color=colour, tooltip=tooltip)
     bars = alt.Chart(points).mark_rule().encode(x=x, y="low:Q", y2="high:Q", color=colour)
-    mine = alt.Chart(models).mark_point(shape="diamond", size=110, filled=True, color="#222").encode(
-        x="n:Q", y="value:Q", tooltip=["model:N", "n:Q", alt.Tooltip("value:Q", format=VALUE)])
+    mine = alt.Chart(models).mark_point(size=120, filled=True, color="#222").encode(
+        x="n:Q", y="value:Q", tooltip=["model:N", "n:Q", alt.Tooltip("value:Q", format=VALUE)],
+        shape=alt.Shape("model:N", title="", scale=alt.Scale(range=["diamond", "triangle-up", "square", "cross"]),
+                        legend=alt.Legend(orient="top")))
     return (lines + bars + mine).properties(width=WIDTH, height=260)
 
 

@@ -42,6 +42,17 @@ from .training import TrainingData
 Loader = Callable[[str], Checkpoint]
 """Loads a zoo model by its name (the file stem, e.g. "encoder-parity-n8")."""
 
+
+@dataclass
+class Sources:
+    """Where a chapter's numbers come from: the zoo (`load`), the shipped results folder (chapter 5),
+    and models the student brings (`yours`: label -> Checkpoint, drawn beside the zoo's where a
+    chapter can place them)."""
+
+    load: Loader
+    results: Path | None = None
+    yours: dict[str, Checkpoint] = field(default_factory=dict)
+
 SETTINGS = MeasureSettings()
 """The Lab measures with everyone's defaults (`sensviz.measure`)."""
 
@@ -81,11 +92,11 @@ class Chapter:
     try_it: str  # what to try yourself (the app adds the control)
     look_for: str  # a template filled with `Built.numbers`
     answer: str  # a template filled with `Built.numbers`
-    compute: Callable[..., tuple[dict, list[Figure]]] = field(repr=False)
+    compute: Callable[[Sources], tuple[dict, list[Figure]]] = field(repr=False)
 
-    def build(self, load: Loader, results: Path | None = None) -> Built:
-        """Compute the chapter from its models (and, for chapter 5, the shipped results folder)."""
-        numbers, figures = self.compute(load, results) if self.number == 5 else self.compute(load)
+    def build(self, sources: Sources) -> Built:
+        """Compute the chapter from its models (and, for chapter 5, the shipped results)."""
+        numbers, figures = self.compute(sources)
         return Built(numbers, figures, fill(self.look_for, numbers), fill(self.answer, numbers))
 
 
@@ -114,7 +125,8 @@ def _task_name(ck: Checkpoint) -> str:
 # ----------------------------------------------------------------------------- chapter 1
 
 
-def _sensitivity(load: Loader) -> tuple[dict, list[Figure]]:
+def _sensitivity(src: Sources) -> tuple[dict, list[Figure]]:
+    load = src.load
     parity, first = load("encoder-parity-n8"), load("encoder-first-n8")
     grids, degrees, numbers = {}, [], {}
     for ck in (parity, first):
@@ -142,7 +154,8 @@ def _sensitivity(load: Loader) -> tuple[dict, list[Figure]]:
 # ----------------------------------------------------------------------------- chapter 2
 
 
-def _training(load: Loader) -> tuple[dict, list[Figure]]:
+def _training(src: Sources) -> tuple[dict, list[Figure]]:
+    load = src.load
     ck = load("encoder-parity-n8")
     records = ck.metadata.get("extra", {}).get("measurements") or []
     if not records:
@@ -178,7 +191,8 @@ def _training(load: Loader) -> tuple[dict, list[Figure]]:
 BLOWUP_MODELS = ("encoder-parity-n12", "encoder-first-n12")
 
 
-def _blowup(load: Loader) -> tuple[dict, list[Figure]]:
+def _blowup(src: Sources) -> tuple[dict, list[Figure]]:
+    load = src.load
     parity, first = (load(name) for name in BLOWUP_MODELS)
     groups, numbers, factors = [], {}, []
     for ck in (parity, first):
@@ -208,7 +222,8 @@ def _blowup(load: Loader) -> tuple[dict, list[Figure]]:
 LANDSCAPE_MODELS = ("encoder-parity-n16", "encoder-first-n16")
 
 
-def _landscape(load: Loader) -> tuple[dict, list[Figure]]:
+def _landscape(src: Sources) -> tuple[dict, list[Figure]]:
+    load = src.load
     rows, slices_, numbers = [], [], {}
     for name in LANDSCAPE_MODELS:
         ck = load(name)
@@ -272,10 +287,11 @@ def zoo_point(ck: Checkpoint, label: str) -> dict:
     return {"model": label, "task": ck.task.name, "n": ck.n, "value": scale * found.proxy.value}
 
 
-def _length(load: Loader, results: Path) -> tuple[dict, list[Figure]]:
-    runs, scale = shipped_length_scaling(results)
+def _length(src: Sources) -> tuple[dict, list[Figure]]:
+    runs, scale = shipped_length_scaling(src.results)
     points = length_points(runs)
-    mine = pd.DataFrame([zoo_point(load(name), "zoo PARITY model") for name in LENGTH_MODELS])
+    mine = pd.DataFrame([zoo_point(src.load(name), "zoo PARITY model") for name in LENGTH_MODELS]
+                        + [zoo_point(ck, label) for label, ck in src.yours.items() if ck.task is not None and ck.n])
     kept = runs[(runs["status"] == "finished") & runs["converged"].fillna(False).astype(bool)]
     numbers = {"scale": scale, "runs": len(kept), "level": stats.LEVEL}
     for task in ("parity", "first"):
@@ -292,7 +308,8 @@ def _length(load: Loader, results: Path) -> tuple[dict, list[Figure]]:
 # ----------------------------------------------------------------------------- chapter 6
 
 
-def _few_examples(load: Loader) -> tuple[dict, list[Figure]]:
+def _few_examples(src: Sources) -> tuple[dict, list[Figure]]:
+    load = src.load
     ck = load("encoder-random-n8")
     config_fields = ck.metadata["training"]["config"]
     from .training import TrainConfig
@@ -501,7 +518,7 @@ def handout(load: Loader, results: Path, answers: bool = False) -> str:
 
     specs, sections = [], []
     for ch in CHAPTERS:
-        built = ch.build(load, results)
+        built = ch.build(Sources(load, results))
         parts = [f'<section id="chapter-{ch.number}"><h2>{ch.number}. {html.escape(ch.title)}</h2>',
                  f'<p class="question">{html.escape(ch.question)}</p>',
                  f"<p><b>Models:</b> {', '.join(html.escape(m) for m in ch.models)}</p>"]

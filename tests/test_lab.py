@@ -17,7 +17,7 @@ RESULTS = ROOT / "experiments" / "results"
 
 @pytest.fixture(scope="module")
 def built():
-    return {ch.number: ch.build(LOAD, RESULTS) for ch in lab.CHAPTERS}
+    return {ch.number: ch.build(lab.Sources(LOAD, RESULTS)) for ch in lab.CHAPTERS}
 
 
 def fields(template: str) -> set[str]:

@@ -598,3 +598,24 @@ def training_tables(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """A training run's measurements as tidy tables: every metric over the steps, and the
     Fourier degree profile over the steps."""
     return tables.training_table(records), tables.degree_history_table(records)
+
+
+# ----------------------------------------------------------------------------- Lab
+
+
+@memo
+def lab_chapter(number: int, yours: tuple[ModelRef, ...] = ()) -> "sv.lab.Built":
+    """A Lab chapter computed from its zoo models (and the shipped results, and the student's own models)."""
+    from sensviz import lab
+
+    sources = lab.Sources(lambda name: load(registry.zoo_ref(name)), registry.results_dir(),
+                          {f"your model ({ref.label})": load(ref) for ref in yours})
+    return lab.chapter(number).build(sources)
+
+
+@memo
+def lab_handout(answers: bool) -> bytes:
+    """The whole Lab as one offline HTML page (`sensviz lab`)."""
+    from sensviz import lab
+
+    return lab.handout(lambda name: load(registry.zoo_ref(name)), registry.results_dir(), answers).encode()

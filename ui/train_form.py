@@ -58,7 +58,14 @@ def _task_key(task: str, param: str) -> str:
 
 
 def _apply_preset() -> None:
-    preset = dict(PRESETS.get(st.session_state.get(registry.TRAIN_PRESET)) or {})
+    apply_preset(st.session_state.get(registry.TRAIN_PRESET))
+
+
+def apply_preset(name: str | None) -> None:
+    """Fill the form with a preset (also from another page: the Lab's "try it yourself")."""
+    if name in PRESETS:
+        st.session_state[registry.TRAIN_PRESET] = name
+    preset = dict(PRESETS.get(name) or {})
     if "task_seed" in preset:
         st.session_state[_task_key(preset["task"], "seed")] = preset.pop("task_seed")
     for field, value in preset.items():
