@@ -8,14 +8,15 @@ from ui import cache, nav, page, registry, train_form
 nav.require_router()
 
 NUMBERS = list(range(1, len(lab.CHAPTERS) + 1))
+# chapters whose "try it yourself" is a training run: the page and the Train form's preset
+# (no bare strings here: Streamlit would draw them)
 TRY_IT = {
     2: ("train", "PARITY, n = 8 (converges in seconds)"),
     5: ("train", "PARITY, n = 8 (converges in seconds)"),
     6: ("train", "few examples: a random function from 64 of 256 inputs"),
 }
-"""Chapters whose "try it yourself" is a training run: the page and the Train form's preset."""
+# chapters whose "try it yourself" opens an analysis page with their models
 EXPLORE = {1: "sensitivity", 3: "layernorm", 4: "landscape"}
-"""Chapters whose "try it yourself" opens an analysis page with their models."""
 
 number = page.choice("chapter", "Chapter", NUMBERS, widget=st.segmented_control,
                      format_func=lambda k: f"{k}. {lab.chapter(k).title}", selection_mode="single")
@@ -59,7 +60,8 @@ st.info(f"**Question.** {chapter.ask}", icon=":material/help:")
 with st.expander("Reveal the answer"):
     st.markdown(built.answer)
 st.markdown("**The formula**")
-st.latex(chapter.formula)
+for line in chapter.formula:
+    st.latex(line)
 
 st.markdown(f"**Try it yourself.** {chapter.try_it}")
 if number in TRY_IT:

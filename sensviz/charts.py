@@ -316,7 +316,7 @@ def degree_profiles(table: pd.DataFrame) -> alt.Chart:
         y=alt.Y("weight:Q", title="d_k = Σ λ_P² over |P| = k", scale=alt.Scale(domain=[0, 1])),
         color=model_colour(table["model"]),
         tooltip=["model:N", "degree:O", alt.Tooltip("weight:Q", format=VALUE)],
-    ).properties(width=WIDTH, height=200)
+    ).properties(width=WIDTH, height=260)
 
 
 def model_log_histograms(table: pd.DataFrame) -> alt.Chart:
@@ -325,7 +325,7 @@ def model_log_histograms(table: pd.DataFrame) -> alt.Chart:
         x=alt.X("log10_start:Q", title="log10 Blowup(x)"), y=alt.Y("fraction:Q", title="fraction of inputs"),
         color=model_colour(table["model"]),
         tooltip=["model:N", alt.Tooltip("log10_start:Q", format=".3~g"), alt.Tooltip("fraction:Q", format=VALUE)],
-    ).properties(width=WIDTH, height=200)
+    ).properties(width=WIDTH, height=260)
 
 
 def blowup_by_sensitivity(table: pd.DataFrame) -> alt.Chart:
@@ -339,7 +339,7 @@ def blowup_by_sensitivity(table: pd.DataFrame) -> alt.Chart:
     )
     y = alt.Y("q10:Q", title="Blowup(x)", scale=alt.Scale(type="log", padding=12))
     return (base.mark_rule(strokeWidth=2).encode(y=y, y2="q90:Q")
-            + base.mark_point(filled=True, size=60).encode(y="median:Q")).properties(width=WIDTH, height=220)
+            + base.mark_point(filled=True, size=60).encode(y="median:Q")).properties(width=WIDTH, height=280)
 
 
 def radius_curves(table: pd.DataFrame, paper_rho: float) -> alt.LayerChart:
@@ -357,7 +357,7 @@ def radius_curves(table: pd.DataFrame, paper_rho: float) -> alt.LayerChart:
         y="limit:Q", color=colour, tooltip=["model:N", alt.Tooltip("limit:Q", format=VALUE, title="small-ρ limit")])
     paper = alt.Chart(pd.DataFrame({"rho": [paper_rho]})).mark_rule(color="#888").encode(
         x="rho:Q", tooltip=[alt.Tooltip("rho:Q", format=".3~g", title="the paper's radius 0.02·√P")])
-    return (lines + bars + limits + paper).properties(width=WIDTH, height=240)
+    return (lines + bars + limits + paper).properties(width=WIDTH, height=300)
 
 
 def model_lines(table: pd.DataFrame, x: str, y: str, x_title: str, y_title: str) -> alt.Chart:
@@ -365,7 +365,7 @@ def model_lines(table: pd.DataFrame, x: str, y: str, x_title: str, y_title: str)
     return alt.Chart(table).mark_line(point=True).encode(
         x=alt.X(f"{x}:Q", title=x_title), y=alt.Y(f"{y}:Q", title=y_title), color=model_colour(table["model"]),
         tooltip=["model:N", alt.Tooltip(f"{x}:Q", format=".3~g"), alt.Tooltip(f"{y}:Q", format=VALUE)],
-    ).properties(width=WIDTH, height=220)
+    ).properties(width=WIDTH, height=280)
 
 
 def length_scaling(points: pd.DataFrame, models: pd.DataFrame) -> alt.LayerChart:
@@ -384,7 +384,7 @@ def length_scaling(points: pd.DataFrame, models: pd.DataFrame) -> alt.LayerChart
         x="n:Q", y="value:Q", tooltip=["model:N", "n:Q", alt.Tooltip("value:Q", format=VALUE)],
         shape=alt.Shape("model:N", title="", scale=alt.Scale(range=["diamond", "triangle-up", "square", "cross"]),
                         legend=alt.Legend(orient="top")))
-    return (lines + bars + mine).properties(width=WIDTH, height=260)
+    return (lines + bars + mine).properties(width=WIDTH, height=320)
 
 
 def sensitivity_strip(table: pd.DataFrame) -> alt.Chart:
@@ -394,7 +394,7 @@ def sensitivity_strip(table: pd.DataFrame) -> alt.Chart:
         y=alt.Y("function:N", title=None, sort=None, axis=alt.Axis(labelLimit=260)),
         color=alt.Color("function:N", legend=None),
         tooltip=["function:N", alt.Tooltip("as_n:Q", format=VALUE)],
-    ).properties(width=WIDTH - 200, height=130)
+    ).properties(width=WIDTH - 200, height=170)
 
 
 def training_curves(table: pd.DataFrame, title: str = "", columns: int = 3) -> alt.FacetChart:
@@ -424,5 +424,5 @@ def degree_history(table: pd.DataFrame, title: str = "") -> alt.Chart:
             color=alt.Color("weight:Q", scale=alt.Scale(scheme="greens", domain=[0, 1]), title="d_k"),
             tooltip=["step:O", "degree:O", alt.Tooltip("weight:Q", format=VALUE)],
         )
-        .properties(width=WIDTH, height=180)
+        .properties(width=WIDTH, height=230)
     )

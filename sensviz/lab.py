@@ -88,7 +88,7 @@ class Chapter:
     question: str
     models: tuple[str, ...]  # the zoo models the setup loads: the first is the model, the second the comparison
     ask: str  # the student's question
-    formula: str  # LaTeX
+    formula: tuple[str, ...]  # LaTeX, one line each
     try_it: str  # what to try yourself (the app adds the control)
     look_for: str  # a template filled with `Built.numbers`
     answer: str  # a template filled with `Built.numbers`
@@ -361,8 +361,8 @@ CHAPTERS: tuple[Chapter, ...] = (
         "show it?",
         ("encoder-parity-n8", "encoder-first-n8"),
         "Flip one bit of an input. How many of the n flips change PARITY? How many change FIRST?",
-        r"s(f,x) = \#\{i : f(x^{\oplus i}) \neq f(x)\},\quad \mathrm{as}_n(f) = \mathbb{E}_x\, s(f,x)"
-        r" = \sum_{k=0}^{n} k\, d_k,\quad d_k = \sum_{|P|=k} \lambda_P^2",
+        (r"s(f,x) = \#\{i : f(x^{\oplus i}) \neq f(x)\}",
+         r"\mathrm{as}_n(f) = \mathbb{E}_x\, s(f,x) = \sum_{k=0}^{n} k\, d_k,\quad d_k = \sum_{|P|=k} \lambda_P^2"),
         "Change n, or open the Sensitivity page with both models and click any cell to see its flips.",
         "The trained PARITY model is sensitive everywhere: as_n = {as_parity:.3g} of a possible {n}, and its "
         "Fourier weight sits at degree {n} (d_{n} = {top_parity:.3f}). The FIRST model reacts to one bit only: "
@@ -379,7 +379,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         ("encoder-parity-n8",),
         "Before PARITY is learned, where is the model's Fourier weight? What happens to sharpness when degree n "
         "appears?",
-        r"L_{\rho,n}(T) = \mathbb{E}_x\,\mathbb{E}_{\|\Delta\|=\rho}\big(T_{\theta+\Delta}(x)-T_\theta(x)\big)^2",
+        (r"L_{\rho,n}(T) = \mathbb{E}_x\,\mathbb{E}_{\|\Delta\|=\rho}\big(T_{\theta+\Delta}(x)-T_\theta(x)\big)^2",),
         "Train it yourself: the PARITY preset of the Train page converges in well under a minute.",
         "For the first {step_half} steps the model stays at low degrees (it cannot fit PARITY partially: every "
         "lower-degree part of PARITY is zero). Then degree {n} takes over (d_{n} = {top_end:.3f} at step "
@@ -395,8 +395,8 @@ CHAPTERS: tuple[Chapter, ...] = (
         "PARITY model manage to flip at every bit?",
         BLOWUP_MODELS,
         "Which model needs the larger LayerNorm factors N, and why would dividing by a small variance help?",
-        r"N_i^{(k)} = \frac{1}{\sqrt{\sigma^2(Y_i^{(k)})+\varepsilon}},\quad \tau^{(k)}(x) = \max_w (1+N_w^{(k)}(x)),"
-        r"\quad C\,\mathbb{E}[\mathrm{Blowup}^2] \ge \frac{\mathrm{as}_n(f)}{\sqrt{n\log n}} - \frac{H}{n}",
+        (r"N_i^{(k)} = \frac{1}{\sqrt{\sigma^2(Y_i^{(k)})+\varepsilon}},\quad \tau^{(k)}(x) = \max_w (1+N_w^{(k)}(x))",
+         r"C\,\mathbb{E}[\mathrm{Blowup}^2] \ge \frac{\mathrm{as}_n(f)}{\sqrt{n\log n}} - \frac{H}{n}"),
         "Pick an input on the LayerNorm page and compare N_i^(k) of both models position by position.",
         "At n = {n} the PARITY model's mean Blowup is {blowup_parity:.3g}, {ratio:.2g} times the FIRST model's "
         "{blowup_first:.3g}; its largest LayerNorm factor N reaches {max_n_parity:.3g} (FIRST: "
@@ -412,8 +412,8 @@ CHAPTERS: tuple[Chapter, ...] = (
         "Is the minimum the PARITY model sits in sharper than the FIRST model's?",
         LANDSCAPE_MODELS,
         "At the paper's radius, which minimum is sharper? Does the small-ρ limit tell the same story?",
-        r"\lim_{\rho\to0}\,\liminf_{n\to\infty} L_{\rho,n}(T) \ge \liminf_{n\to\infty} \frac{\mathrm{as}_n(T)}{2n}"
-        r" - L\,e^{-\Omega(d)}",
+        (r"\lim_{\rho\to0}\,\liminf_{n\to\infty} L_{\rho,n}(T) \ge \liminf_{n\to\infty} \frac{\mathrm{as}_n(T)}{2n}"
+         r" - L\,e^{-\Omega(d)}",),
         "Open the Landscape page with both models and move the radius, or compute a 2-D slice.",
         "At the paper's radius ρ = {rho:.3g}, L_ρ is {sharp_parity:.3g} ± {stderr_parity:.2g} for PARITY and "
         "{sharp_first:.3g} ± {stderr_first:.2g} for FIRST ({sharp_ratio:.2g}×). The small-ρ limit "
@@ -428,8 +428,8 @@ CHAPTERS: tuple[Chapter, ...] = (
         "Does PARITY's sharpness grow with the input length n, and FIRST's not?",
         ("encoder-parity-n8", "encoder-first-n8"),
         "If sharpness grows with n, what does that mean for training PARITY at n = 100?",
-        r"\mathrm{as}_n(\mathrm{PARITY}) = n \;\Rightarrow\; \liminf_{n} L_{\rho,n} \ge \tfrac12,\qquad "
-        r"\mathrm{as}_n(\mathrm{FIRST}) = 1 \;\Rightarrow\; \text{bound} \to 0",
+        (r"\mathrm{as}_n(\mathrm{PARITY}) = n \;\Rightarrow\; \liminf_{n} L_{\rho,n} \ge \tfrac12",
+         r"\mathrm{as}_n(\mathrm{FIRST}) = 1 \;\Rightarrow\; \text{bound} \to 0"),
         "Train a model on the Train page and add it as a point.",
         "Over {runs} converged runs ({scale} scale) PARITY's sharpness proxy grows by {slope_parity:.3g} per "
         "unit of n ({level:.0%} interval {slope_parity_low:.3g} to {slope_parity_high:.3g}); FIRST's slope is "
@@ -443,8 +443,8 @@ CHAPTERS: tuple[Chapter, ...] = (
         "Shown a random function on a handful of inputs, what does a transformer guess for the rest?",
         ("encoder-random-n8",),
         "Of all functions that agree with the training inputs, which one did the transformer pick?",
-        r"\text{low sensitivity: } \mathrm{as}_n(\hat f) \ll \mathbb{E}_{g \text{ agreeing on the data}}\, "
-        r"\mathrm{as}_n(g)",
+        (r"\text{low sensitivity: } \mathrm{as}_n(\hat f) \ll \mathbb{E}_{g \text{ agreeing on the data}}\, "
+         r"\mathrm{as}_n(g)",),
         "Train one yourself with fewer or more examples (the Train page's restricted training set).",
         "The model fits its {train_size} training inputs ({fit:.0%}) and guesses {held_out:.0%} of the other "
         "{others} right (a constant guess gets {chance:.0%}). What it learned has as_n = {as_learned:.3g}, against "
@@ -530,7 +530,7 @@ def handout(load: Loader, results: Path, answers: bool = False) -> str:
                   f'<p class="ask"><b>Question.</b> {html.escape(ch.ask)}</p>']
         if answers:
             parts.append(f"<p><b>Answer.</b> {html.escape(built.answer)}</p>")
-        parts += [f'<p class="formula">{html.escape(formula_text(ch.formula))}</p>',
+        parts += [f'<p class="formula">{"<br>".join(html.escape(formula_text(line)) for line in ch.formula)}</p>',
                   f"<p><b>Try it yourself</b> (in the explorer): {html.escape(ch.try_it)}</p></section>"]
         sections.append("\n".join(parts))
     toc = "".join(f'<li><a href="#chapter-{c.number}">{html.escape(c.title)}</a></li>' for c in CHAPTERS)
