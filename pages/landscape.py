@@ -77,11 +77,11 @@ if page.flag("slice", "Compute the 1-D slice (41 points)"):
 
 st.subheader("Curvature")
 if page.flag("hessian", "Compute the top Hessian eigenvalues (Lanczos)"):
-    with st.spinner("Lanczos on Hessian-vector products…"):
+    with st.spinner("Lanczos on Hessian-vector products…"), page.guarded("The Hessian's eigenvalues"):
         eigen = cache.hessian_top(ref, n, 3, min(inputs, 512), seed)
-    st.dataframe(eigen, hide_index=True)
-    st.caption("Top eigenvalues of the Hessian of the training loss over the inputs, with residuals ‖Hv − λv‖.")
-    page.download(eigen, "hessian_top.csv")
+        st.dataframe(eigen, hide_index=True)
+        st.caption("Top eigenvalues of the Hessian of the training loss over the inputs, with residuals ‖Hv − λv‖.")
+        page.download(eigen, "hessian_top.csv")
 
 st.subheader("The line to another model")
 if page.flag("line", "Walk the straight line to a second model of the same size"):

@@ -493,3 +493,44 @@ def test_page_scripts_hold_no_bare_strings_streamlit_would_draw():
         bare = [node.lineno for node in body if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
                 and isinstance(node.value.value, str)]
         assert bare == [], (path.name, bare)
+
+
+def diverged_checkpoint() -> bytes:
+    """A model whose run diverged (lr 1e5): the trainer keeps its last finite weights, which are enormous."""
+    from sensviz.training import TrainConfig, train
+
+    model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=5, seed=0)
+    result = train(model, "parity", TrainConfig(n=5, batch_size=32, steps=50, lr=1e5, eval_interval=5))
+    assert result.stop_reason.startswith("diverged")
+    return sv.checkpoint_bytes(model, task="parity", n=5)
+
+
+def test_a_diverged_model_goes_through_every_page():
+    at = upload(open_url("home"), "diverged.safetensors", diverged_checkpoint())
+    if selected(at) is None:  # refused at the door (its outputs overflow): one line naming the file
+        assert any("diverged.safetensors" in e.value for e in at.sidebar.error)
+        return
+    for page in PAGE:
+        goto(at, page)
+        assert not at.exception, page
+    for flag in ("curve", "slice", "hessian"):
+        goto(at, "landscape")
+        at.toggle(key=f"sv_w_landscape_{flag}").set_value(True).run()
+        assert not at.exception, flag
+
+
+def test_an_unexpected_error_of_a_page_is_one_line():
+    def script():
+        import streamlit as st
+
+        from ui import nav
+
+        with nav.routing():
+            st.write("before")
+            raise RuntimeError("broken at /srv/secret/place.py\nsecond line")
+
+    at = AppTest.from_function(script)
+    at.run()
+    assert not at.exception
+    assert [e.value for e in at.error] and "RuntimeError: broken at <path>." in at.error[0].value
+    assert "secret" not in at.error[0].value and "second line" not in at.error[0].value

@@ -327,3 +327,21 @@ def test_python_dash_m_and_help_list_the_registered_tasks(capsys):
         assert name in text
     for flag in ("--batch-size", "--weight-decay", "--target-accuracy", "--d-model", "--n-layers"):
         assert flag in text  # generated from TrainConfig and ModelSettings
+
+
+def test_inspect_a_diverged_checkpoint_reports_what_it_cannot_measure(capsys, tmp_path):
+    from sensviz.training import TrainConfig, train
+
+    model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=5, seed=0)
+    assert train(model, "parity", TrainConfig(n=5, batch_size=32, steps=50, lr=1e5, eval_interval=5)
+                 ).stop_reason.startswith("diverged")
+    path = sv.save_checkpoint(model, tmp_path / "diverged.safetensors", task="parity", n=5)
+    code, out, err = run(capsys, "inspect", str(path), "--with", "hessian", "radii")
+    if code == 2:  # the loader refuses weights whose outputs overflow: one line, no traceback
+        assert err.count("\n") == 1 and "Traceback" not in err and "diverged.safetensors" in err
+        return
+    assert code == 0 and "Traceback" not in err
+    asked = set(sv.measure.default_quantities(model)) | {"hessian", "radii"}
+    assert out["notes"]  # what could not be measured, and why
+    for name in asked:
+        assert out[name] is not None or name in out["notes"], name  # a value, or null with a reason

@@ -8,11 +8,15 @@ selected model, the URL parameters of its own settings (beside the public `model
 
 from __future__ import annotations
 
+import logging
+import re
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
 import streamlit as st
+
+log = logging.getLogger("sensviz.explorer")
 
 
 @dataclass(frozen=True)
@@ -85,12 +89,24 @@ _ROUTED: ContextVar[bool] = ContextVar("sensviz_routed", default=False)
 
 @contextmanager
 def routing():
-    """The router's `with` block around `page.run()`: pages inside it know they are routed."""
+    """The router's `with` block around `page.run()`: pages inside it know they are routed, and an
+    unexpected error of a page becomes one line on the page (the traceback goes to the server's log,
+    never to the browser), so one bad file or value cannot show a user the server's paths."""
     token = _ROUTED.set(True)
     try:
         yield
+    except Exception as err:  # noqa: BLE001 - the last guard of a page; Streamlit's own controls are BaseException
+        log.exception("a page failed")
+        st.error(f"This view could not be drawn: {type(err).__name__}: {_first_line(err)}. The rest of the app "
+                 "works; try other settings or another model.", icon=":material/error:")
     finally:
         _ROUTED.reset(token)
+
+
+def _first_line(err: Exception) -> str:
+    """The error's message, first line only, without file system paths."""
+    text = str(err).splitlines()[0] if str(err) else ""
+    return re.sub(r"(/[\w.-]+){2,}", "<path>", text)[:300]
 
 
 def frame() -> st.Page:

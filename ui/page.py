@@ -16,6 +16,7 @@ import streamlit as st
 
 import sensviz as sv
 from sensviz import charts
+from sensviz.measure import NUMERICAL_ERRORS
 from ui import cache, registry
 from ui.registry import ModelRef
 
@@ -58,6 +59,17 @@ def flush_notices() -> None:
     slot = _NOTICE_SLOT.get()
     for text in registry.take_notices():
         (slot or st).warning(text, icon=":material/link:")
+
+
+@contextmanager
+def guarded(what: str):
+    """Around one section's computation: a model it cannot be computed for (a diverged model whose
+    Hessian has no eigen-decomposition) gets one line here, and the rest of the page goes on."""
+    try:
+        yield
+    except NUMERICAL_ERRORS as err:
+        st.warning(f"{what} is not available for this model: {type(err).__name__}: {str(err).splitlines()[0]}",
+                   icon=":material/warning:")
 
 
 # ----------------------------------------------------------------------------- page settings in the URL
