@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import socket
 import statistics
@@ -31,6 +32,7 @@ import websockets
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ClientState_pb2 import ClientState, ContextInfo
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 
 ROOT = Path(__file__).resolve().parents[1]
 FINISHED = {ForwardMsg.FINISHED_SUCCESSFULLY: "finished", ForwardMsg.FINISHED_WITH_COMPILE_ERROR: "compile error"}
@@ -47,6 +49,7 @@ class Run:
     elements: int = 0
     query_string: str = ""  # the URL's query string after the run (the app keeps it in step)
     texts: list[str] = field(default_factory=list)  # markdown, headings, alerts and metrics, for assertions
+    buttons: dict[str, str] = field(default_factory=dict)  # a button's label -> its widget id
 
     @property
     def ok(self) -> bool:
@@ -97,9 +100,14 @@ class Session:
         """Run the current page again, as a browser does after a widget changes (here: none did)."""
         return await self._run(f"{self.page_name}?{self.query_string}", timeout)
 
-    async def _run(self, url: str, timeout: float) -> Run:
+    async def press(self, button_id: str, timeout: float = 600) -> Run:
+        """Press a button of the page (its widget id, from `Run.buttons` of the last run), as a user's click."""
+        return await self._run(f"{self.page_name}?{self.query_string}", timeout,
+                               WidgetStates(widgets=[WidgetState(id=button_id, trigger_value=True)]))
+
+    async def _run(self, url: str, timeout: float, widgets: WidgetStates | None = None) -> Run:
         state = ClientState(query_string=self.query_string, page_name=self.page_name,
-                            page_script_hash=self.page_script_hash,
+                            page_script_hash=self.page_script_hash, widget_states=widgets,
                             context_info=ContextInfo(url=f"{self.base}/{self.page_name}", timezone="UTC", locale="en-US"))
         run = Run(url)
         start = time.perf_counter()
@@ -119,6 +127,8 @@ class Session:
                 if element.WhichOneof("type") == "exception":
                     run.exceptions.append(f"{element.exception.type}: {element.exception.message}")
                 run.texts += _text_of(element)
+                if element.WhichOneof("type") == "button":
+                    run.buttons[element.button.label] = element.button.id
             elif kind == "page_info_changed":
                 self.query_string = msg.page_info_changed.query_string
             elif kind == "navigation":
@@ -154,6 +164,21 @@ async def _many(base: str, urls: list[str], timeout: float) -> list[Run]:
 def open_many(base: str, urls: list[str], timeout: float = 600) -> list[Run]:
     """One fresh session per URL, all at once; the first run of each."""
     return asyncio.run(_many(base, urls, timeout))
+
+
+async def _train_then_load(base: str, trainers: int, urls: list[str], timeout: float) -> tuple[list[Run], list[Run]]:
+    """`trainers` users press Train on the Train page (the server runs them behind its job cap), then,
+    while they train, one fresh session per URL opens it; the trainers' press runs and the others' runs."""
+    async with contextlib.AsyncExitStack() as stack:
+        sessions = [await stack.enter_async_context(Session(base)) for _ in range(trainers)]
+        opened = await asyncio.gather(*(s.open("train", timeout) for s in sessions))
+        pressed = await asyncio.gather(*(s.press(run.buttons["Train"], timeout) for s, run in zip(sessions, opened)))
+        return list(pressed), await _many(base, urls, timeout)
+
+
+def train_then_load(base: str, trainers: int, urls: list[str], timeout: float = 600) -> tuple[list[Run], list[Run]]:
+    """See `_train_then_load`."""
+    return asyncio.run(_train_then_load(base, trainers, urls, timeout))
 
 
 def clear_caches(base: str) -> None:
@@ -216,12 +241,21 @@ def main(argv=None) -> int:
     parser.add_argument("urls", nargs="+", help="pages with their query string, e.g. 'sensitivity?model=encoder-parity-n8'")
     parser.add_argument("--sessions", type=int, default=30, help="sessions per URL, all at once")
     parser.add_argument("--base", help="a running server (default: start one)")
+    parser.add_argument("--train", type=int, default=0, metavar="K",
+                        help="first, K more users press Train (the preset form's PARITY run) and train meanwhile")
     args = parser.parse_args(argv)
 
     def measure(base: str) -> bool:
         urls = [url for url in args.urls for _ in range(args.sessions)]
+        open_many(base, ["about"])  # the server imports its modules and routes once before the crowd arrives
         start = time.perf_counter()
-        runs = open_many(base, urls)
+        if args.train:
+            pressed, runs = train_then_load(base, args.train, urls)
+            states = sorted({t for r in pressed for t in r.texts if "queue" in t.lower() or "running" in t.lower()})
+            print(f"{args.train} users pressed Train: {sum(r.ok for r in pressed)} runs finished without an exception; "
+                  + "; ".join(states)[:300])
+        else:
+            runs = open_many(base, urls)
         wall = time.perf_counter() - start
         print(f"{'url':<50} {'runs':>5} {'ok':>4} {'exceptions':>10} {'fastest':>8} {'median':>8} {'slowest':>8}")
         for url in args.urls:

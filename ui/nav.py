@@ -126,7 +126,9 @@ def require_router() -> None:
     """The first line of every page script. Streamlit runs a file of `pages/` directly (its multipage
     convention) until some script run has called `st.navigation` (for a link opened first after the
     server starts; AppTest on every run): such a run draws the router's frame here and the page goes
-    on, so nothing of the run (a button press, the URL's parameters) is lost."""
+    on, so nothing of the run (a button press, the URL's parameters) is lost. (Widgets drawn in that
+    first run have other ids than in the routed runs after it: a session opened in the very first
+    moments of a server may need a second click once.)"""
     if not _ROUTED.get():
         frame()
 
