@@ -282,6 +282,27 @@ def bench_pages(model: str, pages):
             "cached re-render vs first render (AppTest)")
 
 
+INSPECT_TARGET_S = 10.0
+"""`sensviz inspect` with its defaults answers within this on every zoo checkpoint."""
+
+
+def bench_inspect(names):
+    """`sensviz inspect CKPT` with its defaults (`sensviz.measure`), end to end, one row per
+    architecture's largest zoo checkpoint; the note compares with the target."""
+    import contextlib
+    import io
+
+    from sensviz.cli import main as cli
+
+    for name in names:
+        path = str(ROOT / "checkpoints" / f"{name}.safetensors")
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            seconds, code = best_time(lambda: cli(["inspect", path]), 1)
+        ok = code == 0 and seconds <= INSPECT_TARGET_S
+        row(f"inspect (defaults), {name}", seconds, None, code == 0,
+            f"{'within' if ok else 'OVER'} the {INSPECT_TARGET_S:g} s target; {len(out.getvalue())} bytes of JSON")
+
+
 SECTIONS = {
     "spectrum": lambda q, r: bench_spectrum([10, 16] if q else [12, 16, 20], 10 if q else 12, r),
     "model_sensitivity": lambda q, r: bench_model_sensitivity([8] if q else [10, 14], r),
@@ -290,6 +311,8 @@ SECTIONS = {
     "sharpness": lambda q, r: bench_sharpness([32] if q else [32, 128], 8 if q else 10, r),
     "slice": lambda q, r: bench_slice(32, 8 if q else 10, 11 if q else 41, r),
     "hessian": lambda q, r: bench_hessian([(8, 6, "dense")] if q else [(16, 8, "dense"), (32, 10, "power")], r),
+    "inspect": lambda q, r: bench_inspect(["formal-parity-n4", "encoder-parity-n6", "scratchpad-parity-n8"] if q else
+                                          ["formal-parity-n8", "encoder-parity-n16", "scratchpad-parity-n32"]),
     "pages": lambda q, r: bench_pages("encoder-parity-n6" if q else "encoder-parity-n10",
                                       nav.PAGES[:3] if q else nav.PAGES),
 }

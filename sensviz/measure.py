@@ -75,7 +75,7 @@ class MeasureSettings:
 
     exact_limit: int = setting(14, "largest n whose cube is analysed whole (sensitivity, degree profile, Blowup)",
                                low=1, high=cube.EXACT_LIMIT)
-    samples: int = setting(1024, "seeded Monte Carlo samples above exact_limit", limit="samples")
+    samples: int = setting(512, "seeded Monte Carlo samples above exact_limit", limit="samples")
     measure_inputs: int = setting(512, "landscape inputs (sharpness, proxy, Hessian): the cube when 2**n <= this, "
                                   "else a seeded sample of this many", limit="inputs")
     rho: float | None = setting(None, "radius of L_rho (default proxy_eps * sqrt(P), the proxy's typical |Delta|)",
