@@ -33,7 +33,7 @@ from .experiments import CONVERGED_AUTOREGRESSIVE, CONVERGED_MSE, EXPERIMENTS
 from .experiments import defaults as experiment_defaults
 from .figures import TASK_COLORS
 from .models import build_model
-from .report import SCALES
+from .report import SCALES, write_text
 from .sweeps import load_spec, read_results
 
 TASK_ORDER = tuple(TASK_COLORS)
@@ -894,12 +894,7 @@ def _summary(claims: list[Claim]) -> str:
 def write_page(folder, out, scale: str | None = None) -> dict:
     """Write the fidelity page of `folder` (e.g. experiments/results) for one scale to `out`; a summary."""
     page, claims = build(folder, scale)
-    out = Path(out)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(page, encoding="utf-8")
-    except OSError as err:
-        raise ValueError(f"cannot write {out}: {err}") from None
+    out = write_text(out, page)
     verdicts = [c.verdict for c in claims]
     return {"written": str(out), "scale": scale_of(page), "claims": len(claims),
             **{v: verdicts.count(v) for v in (stats.REPRODUCED, stats.DIFFERS, stats.UNRESOLVED)}}

@@ -36,6 +36,7 @@ from .checkpoints import Checkpoint, load_checkpoint
 from .experiments import completions
 from .losses import loss_for, targets
 from .measure import RADIUS_FRACTIONS, MeasureSettings, measure
+from .report import offline_page, write_text
 from .slices import loss_slice, random_directions
 from .training import TrainingData
 
@@ -514,8 +515,6 @@ def formula_text(latex: str) -> str:
 
 def handout(load: Loader, results: Path, answers: bool = False) -> str:
     """The whole lab as one offline HTML page: every chapter's text, figures, question (and answer)."""
-    from .report import _script_json, javascript_bundle
-
     specs, sections = [], []
     for ch in CHAPTERS:
         built = ch.build(Sources(load, results))
@@ -534,30 +533,20 @@ def handout(load: Loader, results: Path, answers: bool = False) -> str:
                   f"<p><b>Try it yourself</b> (in the explorer): {html.escape(ch.try_it)}</p></section>"]
         sections.append("\n".join(parts))
     toc = "".join(f'<li><a href="#chapter-{c.number}">{html.escape(c.title)}</a></li>' for c in CHAPTERS)
-    embed = (f"const specs = {_script_json(specs)};\n"
-             "specs.forEach((spec, i) => vegaEmbed('#chart-' + i, spec, {actions: false, renderer: 'svg'})"
-             ".catch(err => { document.getElementById('chart-' + i).textContent = 'chart error: ' + err; }));")
-    return "\n".join([
-        "<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        "<title>sensviz lab: why sensitive functions are hard for transformers</title>",
-        f"<style>{STYLE}</style>", f"<script>{javascript_bundle()}</script>", "</head><body>",
-        "<h1>Why are sensitive functions hard for transformers? A lab in six chapters</h1>",
-        "<p>Hahn &amp; Rofin (ACL 2024), with models trained by sensviz. Every number in the text is computed "
-        "from the models shown. Formulas are in LaTeX notation." + (" Answers included." if answers else "")
-        + " This page loads nothing from the internet.</p>",
-        f"<nav><ol>{toc}</ol></nav>", *sections, f"<script>{embed}</script>", "</body></html>"])
+    return offline_page(
+        "sensviz lab: why sensitive functions are hard for transformers", STYLE,
+        ["<h1>Why are sensitive functions hard for transformers? A lab in six chapters</h1>",
+         "<p>Hahn &amp; Rofin (ACL 2024), with models trained by sensviz. Every number in the text is computed "
+         "from the models shown." + (" Answers included." if answers else "")
+         + " This page loads nothing from the internet.</p>",
+         f"<nav><ol>{toc}</ol></nav>", *sections],
+        specs)
 
 
 def write_handout(checkpoints: str | Path, results: str | Path, out: str | Path, answers: bool = False) -> dict:
     """Write the handout of the zoo in `checkpoints` and the shipped `results` to `out`; returns a summary."""
     page = handout(zoo_loader(checkpoints), Path(results), answers)
-    out = Path(out)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(page, encoding="utf-8")
-    except OSError as err:
-        raise ValueError(f"cannot write {out}: {err}") from None
+    out = write_text(out, page)
     return {"written": str(out), "chapters": len(CHAPTERS), "answers": answers, "bytes": out.stat().st_size,
             "figures": page.count('class="chart"')}
 

@@ -111,39 +111,53 @@ def render(folder) -> tuple[str, dict]:
         sections.append(text)
         names.append(experiment)
     toc = "".join(f'<li><a href="#sweep-{i}">{html.escape(name)}</a></li>' for i, name in enumerate(names))
+    page = offline_page(
+        "sensviz: the paper's experiments", STYLE,
+        ["<h1>sensviz: the paper's experiments</h1>",
+         "<p>Hahn &amp; Rofin, <i>Why are Sensitive Functions Hard for Transformers?</i> (ACL 2024), reproduced "
+         "with sensviz. Sharpness on the ±1 scale (×4 for MSE on {0,1} targets); error bars ± one standard error "
+         "over seeds; every figure keeps the runs that pass the paper's convergence filter and says how many it "
+         "dropped. This page loads nothing from the internet.</p>",
+         f"<nav><ul>{toc}</ul></nav>", *sections],
+        charts)
+    return page, {"sweeps": names, "figures": len(charts)}
+
+
+def offline_page(title: str, style: str, body: list[str], specs: list[dict]) -> str:
+    """A standalone HTML page: the body's parts, and every Vega-Lite spec drawn into the element
+    `#chart-<i>` by the inlined Vega JavaScript (nothing loaded from the internet)."""
     embed = (
-        f"const specs = {_script_json(charts)};\n"
+        f"const specs = {_script_json(specs)};\n"
         "specs.forEach((spec, i) => vegaEmbed('#chart-' + i, spec, {actions: false, renderer: 'svg'})"
         ".catch(err => { document.getElementById('chart-' + i).textContent = 'chart error: ' + err; }));"
     )
-    page = "\n".join([
+    return "\n".join([
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        "<title>sensviz: the paper's experiments</title>",
-        f"<style>{STYLE}</style>",
+        f"<title>{html.escape(title)}</title>",
+        f"<style>{style}</style>",
         f"<script>{javascript_bundle()}</script>",
         "</head><body>",
-        "<h1>sensviz: the paper's experiments</h1>",
-        "<p>Hahn &amp; Rofin, <i>Why are Sensitive Functions Hard for Transformers?</i> (ACL 2024), reproduced "
-        "with sensviz. Sharpness on the ±1 scale (×4 for MSE on {0,1} targets); error bars ± one standard error "
-        "over seeds; every figure keeps the runs that pass the paper's convergence filter and says how many it "
-        "dropped. This page loads nothing from the internet.</p>",
-        f"<nav><ul>{toc}</ul></nav>",
-        *sections,
+        *body,
         f"<script>{embed}</script>",
         "</body></html>",
     ])
-    return page, {"sweeps": names, "figures": len(charts)}
+
+
+def write_text(out, text: str) -> Path:
+    """Write a page to `out` (its folder made if needed); ValueError naming the path when it cannot be."""
+    out = Path(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise ValueError(f"cannot write {out}: {err}") from None
+    return out
 
 
 def write_report(folder, out) -> dict:
     """Write the HTML report of `folder` (a sweep folder or a folder of them) to `out`; returns a summary."""
     page, summary = render(folder)
-    out = Path(out)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(page, encoding="utf-8")
-    except OSError as err:
-        raise ValueError(f"cannot write {out}: {err}") from None
+    out = write_text(out, page)
     return {"written": str(out), **summary, "bytes": out.stat().st_size}
