@@ -58,6 +58,8 @@ class Sharpness(Record):
     limit: float | None  # exact lim_{rho->0} L_rho / rho^2 = E_x ||grad T(x)||^2 / P, if computed
     estimator: str = "exact"  # "exact" (T evaluated at theta + Delta) or "linearised" (J Delta)
     steps: str = "last"  # which outputs per input: the last ("last") or every decoder step ("all")
+    label: str = ("the paper's sharpness: L_rho = E_x E_{|Delta|=rho} (T_{theta+Delta}(x) - T_theta(x))^2 at this finite "
+                  "radius (the theorem bounds it at a fixed radius as n grows)")
     per_direction: torch.Tensor = per_input(default=None)  # [K] m_k, float64
 
 
@@ -70,6 +72,8 @@ class SharpnessLimit(Record):
     n_params: int  # P
     n_inputs: int
     steps: str = "last"
+    label: str = ("the first-order part of the sharpness: lim_{rho->0} L_rho / rho^2 = E_x |grad T(x)|^2 / P at this n, "
+                  "exact (rho -> 0 before n grows: not the order of limits of the theorem)")
 
 
 @dataclass
