@@ -35,8 +35,8 @@ def radius(m: page.Shown) -> float:
 
 def on_task(shown: list[page.Shown]) -> str:
     """Which task the losses are on, for the charts' titles."""
-    tasks = {f"{cache.model_facts(m.ref)['task'].upper()} inputs, n={m.n}" for m in shown}
-    return tasks.pop() if len(tasks) == 1 else "each model's own task"
+    tasks = [f"{cache.model_facts(m.ref)['task'].upper()} inputs, n={m.n}" for m in shown]
+    return tasks[0] if len(set(tasks)) == 1 else f"each model's own task ({'; '.join(tasks)})"
 
 
 st.subheader("Sharpness")
@@ -86,14 +86,16 @@ tasked = [m for m in models if cache.model_facts(m.ref)["task"]]
 
 st.subheader("Loss slices")
 if page.flag("slice", "Compute the 1-D slice (41 points)"):
-    cols = st.columns(4)
+    cols = st.columns(2)
     kind = page.choice("kind", "Directions", ["random", "hessian"], widget=cols[0].radio,
                        format_func={"random": "random", "hessian": "top Hessian eigenvectors"}.get)
     hessian = kind == "hessian"
     normalization = page.choice("norm", "Normalization", ["filter", "layer", "none"], widget=cols[1].radio,
                                 disabled=hessian, help="filter: each row scaled to the norm of the weights' row")
-    skip = page.flag("skip", "Leave biases and LayerNorm parameters out", widget=cols[2].checkbox, disabled=hessian)
-    span = page.choice("span", "Span", [0.1, 0.25, 0.5, 1.0, 2.0], default=1.0, widget=cols[3].select_slider)
+    cols = st.columns(2)
+    skip = page.flag("skip", "Skip biases and LayerNorms", widget=cols[0].checkbox, disabled=hessian,
+                     help="Leave the biases and the LayerNorm parameters out of the random directions")
+    span = page.choice("span", "Span", [0.1, 0.25, 0.5, 1.0, 2.0], default=1.0, widget=cols[1].select_slider)
     lines = {}
     for m in tasked:
         with st.spinner(f"Evaluating the loss of {m.label} along the direction…"):

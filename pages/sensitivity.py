@@ -63,9 +63,8 @@ if len(vertices) == len(models):
         row = vertices[m.label].iloc[int(vertex)]
         if compare:
             st.markdown(f"**{m.label}**")
-        cols = st.columns([2, 1, 1, 1] if n <= 8 else [1])  # the bits in full; more of them on their own row
-        cols[0].metric("input x", row["bits"])
-        cols = cols[1:] if n <= 8 else st.columns(3)
+        st.metric("input x", row["bits"])  # on a row of its own: every bit shown
+        cols = st.columns(3)
         cols[0].metric("model output", f"{row['output']:.4f}")
         cols[1].metric("s(model, x)", f"{row['s_model']:.3g}")
         if "s_target" in row:

@@ -18,9 +18,11 @@ WIDTH = 520
 """Width of a full-width chart: the app's main column beside the sidebar is about 560 px at 1024 px."""
 MIN_HEIGHT = 100
 """No chart is flatter than this (a projector's reader must see its marks)."""
-HEIGHT = 260
-"""Height of a single chart: in the app it includes the title, legend and axes (Streamlit fits the
-chart to its column), so its plot keeps well over `MIN_HEIGHT`."""
+HEIGHT = 200
+"""Height of the plot of a single chart (titles, legends and axes come on top of it)."""
+FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
+"""A single chart's width includes its axes and legends (Streamlit stretches it to its column) and its
+height is the plot's own: a legend or a long axis label never squeezes the plot."""
 VALUE = ".4~g"
 """Tooltip format of values."""
 PICK = "pick"
@@ -64,6 +66,11 @@ def _log_ticks(low: float, high: float, count: int = 4) -> list[float]:
         return [float(f"{max(low, high):.2g}")] if max(low, high) > 0 else []
     ticks = [low * (high / low) ** (i / (count - 1)) for i in range(count)]
     return list(dict.fromkeys(float(f"{t:.2g}") for t in ticks))
+
+
+def _single(chart, height: int = HEIGHT):
+    """A single chart `WIDTH` wide, axes and legends included, with a plot `height` tall."""
+    return chart.properties(width=WIDTH, height=height, autosize=FIT_X)
 
 
 # ----------------------------------------------------------------------------- the cube
@@ -155,12 +162,11 @@ def histogram(table: pd.DataFrame, title: str = "") -> alt.LayerChart:
                     alt.Tooltip("fraction:Q", format=VALUE)],
     }
     if field == "model":
-        return alt.layer(alt.Chart(table).mark_bar(opacity=0.55).encode(**encoding), title=title).properties(
-            height=HEIGHT)
+        return _single(alt.layer(alt.Chart(table).mark_bar(opacity=0.55).encode(**encoding), title=title))
     model = alt.Chart(table[table["function"] == "model"]).mark_bar(opacity=0.75).encode(**encoding)
     target = alt.Chart(table[table["function"] == "target"]).mark_bar(fillOpacity=0, strokeWidth=2).encode(
         **{**encoding, "stroke": alt.Stroke("function:N", scale=FUNCTION_COLORS, legend=None)})
-    return alt.layer(model, target, title=title).properties(height=HEIGHT)
+    return _single(alt.layer(model, target, title=title))
 
 
 def _x_axis(table: pd.DataFrame, x: str, title: str) -> alt.X:
@@ -182,7 +188,7 @@ def lines(table: pd.DataFrame, x: str, y: str, x_title: str, y_title: str, title
         band = table.assign(_low=table[y] - table[error], _high=table[y] + table[error])
         layers.append(alt.Chart(band).mark_errorbar().encode(x=f"{x}:Q", y=alt.Y("_low:Q", title=y_title),
                                                              y2="_high:Q", color=colour))
-    return alt.layer(*layers, title=title).properties(width=WIDTH, height=height)
+    return _single(alt.layer(*layers, title=title), height)
 
 
 def model_lines(table: pd.DataFrame, x: str, y: str, x_title: str, y_title: str) -> alt.LayerChart:
@@ -195,12 +201,12 @@ def degree_profiles(table: pd.DataFrame, title: str = "") -> alt.Chart:
     or of one model and its target (`function`)."""
     field, colour = _series(table)
     top = max(1.0, float(table["weight"].max()))
-    return alt.Chart(table, title=title).mark_bar().encode(
+    return _single(alt.Chart(table, title=title).mark_bar().encode(
         x=alt.X("degree:O", title="degree k", axis=alt.Axis(labelAngle=0)), xOffset=f"{field}:N",
         y=alt.Y("weight:Q", title="d_k = Σ λ_P² over |P| = k", scale=alt.Scale(domain=[0, top])),
         color=colour,
         tooltip=[f"{field}:N", "degree:O", alt.Tooltip("weight:Q", format=VALUE)],
-    ).properties(width=WIDTH, height=HEIGHT)
+    ))
 
 
 # ----------------------------------------------------------------------------- attention
@@ -294,10 +300,10 @@ def log_histogram(table: pd.DataFrame, x_title: str, title: str = "", color: str
                                                    alt.Tooltip("fraction:Q", format=VALUE)]
     chart = alt.Chart(table)
     if color is None:
-        return chart.mark_bar().encode(
+        return _single(chart.mark_bar().encode(
             x=alt.X("log10_start:Q", bin="binned", title=x_title), x2="log10_end:Q",
             y=alt.Y("fraction:Q", title="fraction"), tooltip=tooltip,
-        ).properties(title=title, height=HEIGHT)
+        ).properties(title=title))
     colour = model_colour(table["model"]) if color == "model" else alt.Color(
         f"{color}:N", title="", legend=alt.Legend(orient="top", labelLimit=200))
     steps = chart.mark_line(interpolate="step-after", point=True).encode(
@@ -306,7 +312,7 @@ def log_histogram(table: pd.DataFrame, x_title: str, title: str = "", color: str
     if "model" in table and color != "model":
         return steps.properties(width=WIDTH - 60, height=140).facet(
             row=alt.Row("model:N", title=None, sort=_models(table))).properties(title=title)
-    return steps.properties(title=title, width=WIDTH, height=HEIGHT)
+    return _single(steps.properties(title=title))
 
 
 def model_log_histograms(table: pd.DataFrame, title: str = "") -> alt.Chart:
@@ -323,10 +329,10 @@ def per_ln_bars(table: pd.DataFrame, title: str = "") -> alt.Chart:
     x = alt.X("ln_name:N", sort=alt.SortField("ln"), title="LayerNorm k", axis=alt.Axis(labelAngle=-45))
     tooltip = ids[1:] + ["statistic:N", alt.Tooltip("N:Q", format=VALUE)]
     if "model" not in table:
-        return alt.Chart(long, title=title).mark_bar().encode(
+        return _single(alt.Chart(long, title=title).mark_bar().encode(
             x=x, xOffset="statistic:N", y=alt.Y("N:Q", title="N_i^(k)"),
             color=alt.Color("statistic:N", title="", legend=alt.Legend(orient="top")), tooltip=tooltip,
-        ).properties(height=HEIGHT)
+        ))
     return alt.Chart(long).mark_bar().encode(
         x=x, xOffset="model:N", y=alt.Y("N:Q", title="N_i^(k)"), color=model_colour(long["model"]), tooltip=tooltip,
     ).properties(width=WIDTH - 90, height=140).facet(row=alt.Row("statistic:N", title=None, sort=None)).properties(
@@ -348,13 +354,13 @@ def blowup_by_sensitivity(table: pd.DataFrame) -> alt.LayerChart:
     )
     bottom, top = float(table["q10"].min()), float(table["q90"].max())
     y = alt.Y("q10:Q", title="Blowup(x)", scale=alt.Scale(type="log", domain=[bottom / 1.15, top * 1.15], nice=False))
-    return (base.mark_rule(strokeWidth=2).encode(y=y, y2="q90:Q")
-            + base.mark_point(filled=True, size=60).encode(y="median:Q")).properties(width=WIDTH, height=HEIGHT)
+    return _single(base.mark_rule(strokeWidth=2).encode(y=y, y2="q90:Q")
+                   + base.mark_point(filled=True, size=60).encode(y="median:Q"))
 
 
 def tradeoff_scatter(table: pd.DataFrame, title: str) -> alt.Chart:
     """Checkpoints by parameter norm against log E[Blowup²] (the paper's trade-off plane)."""
-    return (
+    return _single(
         alt.Chart(table, title=title)
         .mark_point(filled=True, size=80)
         .encode(
@@ -366,13 +372,12 @@ def tradeoff_scatter(table: pd.DataFrame, title: str) -> alt.Chart:
                      alt.Tooltip("param_norm:Q", format=".3f"), alt.Tooltip("blowup_mean_sq:Q", format=".4g"),
                      alt.Tooltip("bound_rhs:Q", format=".4f", title="as_n/√(n log n) − H/n")],
         )
-        .properties(height=HEIGHT)
     )
 
 
 def bound_by_length(table: pd.DataFrame, title: str) -> alt.Chart:
     """The bound's right-hand side as_n(f)/√(n log n) − H/n of each checkpoint's task and length."""
-    return (
+    return _single(
         alt.Chart(table, title=title)
         .mark_line(point=True)
         .encode(
@@ -381,7 +386,6 @@ def bound_by_length(table: pd.DataFrame, title: str) -> alt.Chart:
             color=alt.Color("task:N", title="task", legend=alt.Legend(orient="top")),
             tooltip=["task:N", "n:Q", alt.Tooltip("bound_rhs:Q", format=".4f")],
         )
-        .properties(height=HEIGHT)
     )
 
 
@@ -401,8 +405,9 @@ def sharpness_at_radius(table: pd.DataFrame, title: str = "") -> alt.LayerChart:
         alt.Tooltip("high:Q", format=VALUE)]
     x_title = "mean squared change of the output, (T_θ+Δ(x) − T_θ(x))²"
     legend = alt.Legend(orient="top", labelLimit=400, title=None) if compare else None
+    room = alt.Scale(domain=[0, 1.6 * float(table["high"].max())], nice=False)  # the labels right of the bars fit
     bars = base.mark_bar().encode(
-        x=alt.X("value:Q", title=x_title, scale=alt.Scale(domainMin=0)),
+        x=alt.X("value:Q", title=x_title, scale=room),
         color=alt.Color("quantity:N", legend=legend, sort=None, scale=alt.Scale(range=["#1f77b4", "#d62728"])),
         tooltip=tooltip,
     )
@@ -411,7 +416,7 @@ def sharpness_at_radius(table: pd.DataFrame, title: str = "") -> alt.LayerChart:
     labels = base.mark_text(align="left", dx=6, fontSize=13).encode(x=alt.X("high:Q", title=x_title),
                                                                     text="label:N", tooltip=tooltip)
     rows = len(table)
-    return alt.layer(bars, errors, labels, title=title).properties(height=max(180, 50 * rows))
+    return _single(alt.layer(bars, errors, labels, title=title), max(MIN_HEIGHT, 45 * rows))
 
 
 def radius_curves(table: pd.DataFrame, paper_rho, title: str = "") -> alt.LayerChart:
@@ -436,7 +441,7 @@ def radius_curves(table: pd.DataFrame, paper_rho, title: str = "") -> alt.LayerC
     radii = sorted(set(paper_rho if isinstance(paper_rho, (list, tuple)) else [paper_rho]))
     paper = alt.Chart(pd.DataFrame({"rho": radii})).mark_rule(color="#888").encode(
         x="rho:Q", tooltip=[alt.Tooltip("rho:Q", format=".3~g", title="the paper's radius 0.02·√P")])
-    return alt.layer(lines_, bars, limits, paper, title=title).properties(width=WIDTH, height=HEIGHT + 20)
+    return _single(alt.layer(lines_, bars, limits, paper, title=title), HEIGHT + 20)
 
 
 def slice_line(table: pd.DataFrame, title: str = "", x_title: str = "α (step along the direction)",
@@ -452,10 +457,10 @@ def slice_line(table: pd.DataFrame, title: str = "", x_title: str = "α (step al
                                                     alt.Tooltip("accuracy:Q", format=".3~g")]
     x = alt.X("alpha:Q", title=x_title)
     loss = alt.Chart(table, title=f"loss{on}").mark_line(point=True).encode(
-        x=x, y=alt.Y("loss:Q", title="loss"), color=colour, tooltip=tooltip).properties(width=WIDTH, height=170)
+        x=x, y=alt.Y("loss:Q", title="loss"), color=colour, tooltip=tooltip).properties(width=WIDTH - 60, height=170)
     accuracy = alt.Chart(table, title=f"accuracy{on}").mark_line(point=True, strokeDash=[4, 3]).encode(
         x=x, y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])), color=colour,
-        tooltip=tooltip).properties(width=WIDTH, height=MIN_HEIGHT + 20)
+        tooltip=tooltip).properties(width=WIDTH - 60, height=MIN_HEIGHT + 20)
     return alt.vconcat(loss, accuracy, title=title)
 
 
@@ -500,17 +505,17 @@ def length_scaling(points: pd.DataFrame, models: pd.DataFrame) -> alt.LayerChart
     bars = alt.Chart(points).mark_rule().encode(x=x, y="low:Q", y2="high:Q", color=colour)
     mine = alt.Chart(models).mark_point(shape="diamond", size=110, filled=True, color="#222").encode(
         x="n:Q", y="value:Q", tooltip=["model:N", "n:Q", alt.Tooltip("value:Q", format=VALUE)])
-    return (lines + bars + mine).properties(width=WIDTH, height=HEIGHT + 40)
+    return _single(lines + bars + mine, HEIGHT + 40)
 
 
 def sensitivity_strip(table: pd.DataFrame) -> alt.Chart:
     """as_n of several functions (`function`, `as_n`): one row of dots per kind of function."""
-    return alt.Chart(table).mark_tick(thickness=3, size=26).encode(
+    return _single(alt.Chart(table).mark_tick(thickness=3, size=26).encode(
         x=alt.X("as_n:Q", title="average sensitivity as_n", scale=alt.Scale(zero=True)),
         y=alt.Y("function:N", title=None, sort=None, axis=alt.Axis(labelLimit=260)),
         color=alt.Color("function:N", legend=None),
         tooltip=["function:N", alt.Tooltip("as_n:Q", format=VALUE)],
-    ).properties(width=WIDTH - 200, height=160)
+    ), 130)
 
 
 def training_curves(table: pd.DataFrame, title: str = "", columns: int = 3, log_loss: bool = False) -> alt.ConcatChart:
@@ -531,7 +536,7 @@ def training_curves(table: pd.DataFrame, title: str = "", columns: int = 3, log_
 
 def degree_history(table: pd.DataFrame, title: str = "") -> alt.Chart:
     """The Fourier degree profile d_k of the model over training (`step`, `degree`, `weight`)."""
-    return (
+    return _single(
         alt.Chart(table, title=title)
         .mark_rect()
         .encode(
@@ -541,5 +546,4 @@ def degree_history(table: pd.DataFrame, title: str = "") -> alt.Chart:
                             legend=alt.Legend(orient="top")),
             tooltip=["step:O", "degree:O", alt.Tooltip("weight:Q", format=VALUE)],
         )
-        .properties(width=WIDTH, height=HEIGHT)
     )
