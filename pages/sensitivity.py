@@ -29,8 +29,7 @@ for m in models:
         page.exactness_note(result.exact, m.n, cache.DEFAULT_SAMPLES, 0)
 
 COLOURS = {"model": "s_model", "target": "s_target", "difference": "s_difference", "output": "output_pm1"}
-LABELS = {"model": "model's s(f,x)", "target": "target's s(f,x)", "difference": "model − target",
-          "output": "model output (±1 scale)"}
+LABELS = {"model": "model", "target": "target", "difference": "model − target", "output": "model output (±1 scale)"}
 vertices = {m.label: found[m.label]["vertices"] for m in models if "vertices" in found[m.label]}
 n = selection.n
 top = max(m.n for m in models)
@@ -41,7 +40,8 @@ if len(vertices) == len(models):
         options = [c for c in COLOURS if all(COLOURS[c] in v for v in vertices.values())]
         shown = page.choice("colour", "Colour by", options, widget=st.segmented_control, format_func=LABELS.get)
         st.altair_chart(
-            charts.cube_grids(vertices, COLOURS[shown], top, title=f"{LABELS[shown]} on every input"),
+            charts.cube_grids(vertices, COLOURS[shown], top,
+                              title=f"{charts.CUBE_COLOURINGS[COLOURS[shown]]} on every input"),
             width="content", on_select=page.pick_vertex(n), key=page.chart_key("grid", n),
         )
         scale = (f"the fixed range 0..{top} (0: no flip changes f(x); {top}: every flip does)"

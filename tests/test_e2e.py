@@ -237,6 +237,22 @@ def test_every_view_fits_the_window_with_one_model_and_in_compare_mode(server, b
     assert drawn > 20 and not wrong, wrong
 
 
+def test_a_click_on_either_models_cube_selects_that_input(server, browser):
+    page = browser.new_page(viewport=WIDE)
+    page.goto(f"{server}/sensitivity?model={MODEL}&compare=encoder-first-n6", wait_until="domcontentloaded")
+    wait_until_done(page)
+    chart_boxes(page)
+    box = page.locator('[data-testid="stVegaLiteChart"]').first.locator("canvas, svg.marks").first.bounding_box()
+    page.mouse.click(box["x"] + 0.75 * box["width"], box["y"] + 0.6 * box["height"])  # inside the second cube
+    page.wait_for_function("() => /[?&]vertex=[1-9]/.test(window.location.search)", timeout=60_000)
+    wait_until_done(page)
+    vertex = int(page.url.split("vertex=")[1].split("&")[0])
+    bits = format(vertex, "06b")
+    assert page.locator('[data-testid="stMetricValue"]').filter(has_text=bits).count() == 2  # the input, both models
+    check_page(page, "compare-cube-clicked")
+    page.close()
+
+
 def spec_needs_model(path: str) -> bool:
     url_path = path.split("?")[0]
     return any(spec.url_path == url_path and spec.needs_model for spec in nav.PAGES)
