@@ -4,10 +4,14 @@ Functions take a pandas DataFrame (from `sensviz.tables`, or a small frame of a 
 and return an Altair chart; they compute nothing beyond Altair's own encodings. Every chart has
 tooltips with 3–4 significant digits and labelled axes, fits the main column of the app at a
 1024-px-wide window (`WIDTH`), and is at least ~100 px tall. Several models in one chart (compare
-mode, the Lab) are told apart by `model_colour`: a fixed colour per model label, PARITY's red first.
+mode, the Lab) are told apart by `model_colour`: a fixed colour per model label, a task's own colour
+(PARITY's red) when the labels name different tasks. Compare mode draws two models on one colour
+scale and one set of axes, so that equal colours and equal positions mean equal values.
 """
 
 from __future__ import annotations
+
+import re
 
 import altair as alt
 import pandas as pd
@@ -34,10 +38,21 @@ FUNCTION_COLORS = alt.Scale(domain=["model", "target"], range=["#1f77b4", "#ff7f
 # ----------------------------------------------------------------------------- colours
 
 
+def _task_of(label) -> str | None:
+    """The one task a model's label names (`PARITY`, `encoder-first-n8`), if it names exactly one."""
+    found = [task for task in TASK_COLORS if task in re.split(r"[^a-z]+", str(label).lower())]
+    return found[0] if len(found) == 1 else None
+
+
 def model_colour(labels, field: str = "model", title: str = "") -> alt.Color:
-    """A colour per model label, fixed by order of appearance; labels named after a task take its colour."""
+    """A colour per model label: the colour of its task when every label names a different task
+    (PARITY's red beside FIRST's green, as in the Experiments), else fixed by order of appearance."""
     order = list(dict.fromkeys(pd.Series(list(labels)).dropna()))
-    palette = [TASK_COLORS.get(str(label).lower(), COLORS[i % len(COLORS)]) for i, label in enumerate(order)]
+    tasks = [_task_of(label) for label in order]
+    if all(tasks) and len(set(tasks)) == len(tasks):
+        palette = [TASK_COLORS[task] for task in tasks]
+    else:
+        palette = [COLORS[i % len(COLORS)] for i in range(len(order))]
     long = sum(len(str(label)) + 4 for label in order) > 36  # one row would not fit half a column
     return alt.Color(f"{field}:N", title=title, scale=alt.Scale(domain=order, range=palette),
                      legend=alt.Legend(orient="top", labelLimit=400, columns=1 if long else alt.Undefined))

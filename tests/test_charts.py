@@ -13,6 +13,7 @@ import vl_convert
 
 import sensviz as sv
 from sensviz import analysis, charts, tables
+from sensviz.figures import TASK_COLORS
 
 ROOT = Path(__file__).resolve().parents[1]
 COLUMN = 560  # the main column beside the sidebar at a 1024-px window
@@ -267,3 +268,12 @@ def test_every_chart_fits_the_main_column_and_is_tall_enough(found):
             # one view: its width includes axes and legends, its height is the plot's own
             assert spec["autosize"] == {"type": "fit-x", "contains": "padding"}, name
             assert spec["width"] == charts.WIDTH and spec["height"] >= charts.MIN_HEIGHT, name
+
+
+def test_models_take_their_tasks_colours_when_their_labels_name_different_tasks():
+    assert charts.model_colour(["encoder-parity-n8", "encoder-first-n8"]).to_dict()["scale"]["range"] == [
+        TASK_COLORS["parity"], TASK_COLORS["first"]]
+    assert charts.model_colour(["PARITY", "FIRST"]).to_dict()["scale"]["range"] == [TASK_COLORS["parity"],
+                                                                                   TASK_COLORS["first"]]
+    same_task = charts.model_colour(["encoder-parity-n8", "encoder-parity-n16"]).to_dict()["scale"]["range"]
+    assert len(set(same_task)) == 2  # two PARITY models: told apart by order

@@ -11,7 +11,7 @@ import zipfile
 import pandas as pd
 import pyarrow as pa
 import pytest
-from test_app import ROOT, ZOO, notices, open_url, selected, upload
+from test_app import ROOT, ZOO, goto, notices, open_url, selected, train_tiny, upload, wait_until
 
 import sensviz as sv
 from ui import page, registry
@@ -139,8 +139,15 @@ def test_the_sidebar_offers_compare_with_any_zoo_or_kept_model():
     model = sv.build_model("formal", d_model=8, n_heads=2, max_len=8, seed=1)
     at = upload(at, "mine.safetensors", sv.checkpoint_bytes(model, task="first", n=8))
     mine = selected(at)
-    at.sidebar.selectbox(key=registry.COMPARE_WITH).set_value(f"upload:{mine.key}")  # an upload can't compare with itself
-    assert f"upload:{mine.key}" not in at.sidebar.selectbox(key=registry.COMPARE_WITH).options
+    shown = at.sidebar.selectbox(key=registry.COMPARE_WITH).options
+    assert "mine.safetensors (upload)" not in shown and "parity n=8 · encoder · 100%" in shown  # not with itself
+    at.sidebar.selectbox(key=registry.COMPARE_WITH).set_value(PARITY).run()  # a kept model beside a zoo model
+    assert not at.exception and compared(at).key == PARITY
+    again = open_url("sensitivity", model=PARITY, compare=f"upload:{mine.key}")  # and the other way round
+    assert compared(again).key == mine.key
+    assert "mine.safetensors (upload)" in again.sidebar.selectbox(key=registry.COMPARE_WITH).options
+    cube = charts(again)[0][0]
+    assert [view["title"] for view in cube["hconcat"]] == [PARITY, "mine.safetensors (upload)"]
 
 
 def test_compare_naming_the_model_itself_is_a_notice():
@@ -168,6 +175,19 @@ def test_the_sidebar_lists_checkpoints_by_task_then_numeric_n():
     assert parity == [4, 6, 8, 10, 12, 16]  # never 10, 12, 16 before 4
     tasks = [label.split(" n=")[0] for label in labels]
     assert tasks == sorted(tasks)  # that they are not cut short is checked in the browser (test_e2e)
+
+
+def test_the_training_curves_offer_a_log_axis_for_the_loss():
+    at = train_tiny(open_url("home"))
+    wait_until(at, lambda at: selected(at) is not None and selected(at).kind == "trained")
+    goto(at, "train")
+    curves = charts(at)[0][0]
+    assert [view["title"] for view in curves["concat"]][0] == "loss"
+    at.toggle(key="sv_w_train_logloss").set_value(True).run()
+    curves = charts(at)[0][0]
+    loss = next(view for view in curves["concat"] if view["title"] == "loss (log axis)")
+    assert loss["encoding"]["y"]["scale"] == {"type": "log"} and at.query_params["logloss"] == "1"
+    assert all(view["encoding"]["y"]["scale"].get("type") != "log" for view in curves["concat"] if view is not loss)
 
 
 @pytest.mark.parametrize("value, text", [(10120.4, "1.012e4"), (24.2216, "24.22"), (0.5, "0.5"), (3.2e-5, "3.2e-5"),
