@@ -445,7 +445,7 @@ def radius_curves(table: pd.DataFrame, paper_rho, title: str = "") -> alt.LayerC
         table = table.assign(model="this model")
     colour = model_colour(table["model"])
     x = alt.X("rho:Q", title="radius ρ", scale=alt.Scale(type="log"))
-    y = alt.Y("ratio:Q", title="L_ρ / ρ²", scale=alt.Scale(type="log"))
+    y = alt.Y("ratio:Q", title="L_ρ / ρ²", scale=alt.Scale(type="log", nice=False, padding=10))  # fitted, not to decades
     tooltip = ["model:N", alt.Tooltip("rho:Q", format=".3~g"), alt.Tooltip("ratio:Q", format=VALUE),
                alt.Tooltip("limit:Q", format=VALUE, title="small-ρ limit")]
     lines_ = alt.Chart(table).mark_line(point=True).encode(x=x, y=y, color=colour, tooltip=tooltip)
