@@ -1,10 +1,34 @@
-"""About: the theory in brief, with its formulas, and what each chart shows."""
+"""About: the paper (a link and its citation), the theory in brief with its formulas, and what each chart shows."""
 
 import streamlit as st
 
 from ui import nav
 
 nav.require_router()
+
+PAPER = "https://aclanthology.org/2024.acl-long.800"
+CITATION = ("Michael Hahn and Mark Rofin. 2024. Why are Sensitive Functions Hard for Transformers? In *Proceedings "
+            "of the 62nd Annual Meeting of the Association for Computational Linguistics (Volume 1: Long Papers)*, "
+            "pages 14973–15008, Bangkok, Thailand. Association for Computational Linguistics.")
+BIBTEX = """@inproceedings{hahn-rofin-2024-sensitive,
+  title = "Why are Sensitive Functions Hard for Transformers?",
+  author = "Hahn, Michael and Rofin, Mark",
+  booktitle = "Proceedings of the 62nd Annual Meeting of the Association for Computational Linguistics (Volume 1: Long Papers)",
+  month = aug,
+  year = "2024",
+  address = "Bangkok, Thailand",
+  publisher = "Association for Computational Linguistics",
+  url = "https://aclanthology.org/2024.acl-long.800",
+  doi = "10.18653/v1/2024.acl-long.800",
+  pages = "14973--15008"
+}"""
+
+st.subheader("The paper")
+st.markdown(f"[**Why are Sensitive Functions Hard for Transformers?**]({PAPER}) by Michael Hahn and Mark Rofin, "
+            "ACL 2024 (also [arXiv:2402.09963](https://arxiv.org/abs/2402.09963)). Cite it as:")
+st.markdown(f"> {CITATION}")
+with st.expander("BibTeX"):
+    st.code(BIBTEX, language="bibtex")
 
 st.markdown(
     "Hahn & Rofin (ACL 2024) prove that a transformer's loss landscape is constrained by the **input-space "
@@ -14,7 +38,8 @@ st.markdown(
 )
 
 st.subheader("Sensitivity and the Fourier spectrum")
-st.latex(r"s(f,x) = \sum_{i=1}^n \mathbf{1}\{f(x^{\oplus i}) \neq f(x)\}, \qquad \mathrm{as}_n(f) = \mathbb{E}_{x\in\{\pm1\}^n}\, s(f,x)")
+st.latex(r"s(f,x) = \sum_{i=1}^n \mathbf{1}\{f(x^{\oplus i}) \neq f(x)\}, \qquad "
+         r"\mathrm{as}_n(f) = \mathbb{E}_{x\in\{\pm1\}^n}\, s(f,x)")
 st.markdown("For a real-valued f (MEAN, a model's raw output) the influence form, equal to the count for ±1-valued f:")
 st.latex(r"s(f,x) = \sum_{i=1}^n \left(\frac{f(x) - f(x^{\oplus i})}{2}\right)^2")
 st.latex(r"f(x) = \sum_{P \subseteq [n]} \lambda_P \chi_P(x),\quad \chi_P(x) = \prod_{i\in P} x_i,\qquad "
@@ -24,7 +49,8 @@ st.markdown("PARITY has as_n = n with all weight on degree n; FIRST has as_n = 1
 st.subheader("The transformer and its LayerNorm factors")
 st.latex(r"y_i^{(0)} = e(x_i) + p_i,\quad a_{ij} = (K y_j)^\top Q y_i,\quad b_{i,h} = \sum_j \hat a_{ij} V y_j,\quad "
          r"Y_i^{(k)} = f^{\mathrm{MLP}}\big(y_i^{(k-1)} + \textstyle\sum_h b_{i,h}\big)")
-st.latex(r"y_i^{(k)} = \mathrm{LayerNorm}(Y_i^{(k)}),\qquad N_i^{(k)} = \frac{1}{\sqrt{\sigma^2(Y_i^{(k)}) + \varepsilon}},\qquad "
+st.latex(r"y_i^{(k)} = \mathrm{LayerNorm}(Y_i^{(k)}),\qquad "
+         r"N_i^{(k)} = \frac{1}{\sqrt{\sigma^2(Y_i^{(k)}) + \varepsilon}},\qquad "
          r"T(x) = \nu_{\mathrm{out}}^\top y_n^{(L)}")
 st.latex(r"\tau^{(k)}(x) = \max_w \big(1 + N_w^{(k)}(x)\big),\qquad \mathrm{Blowup}(x) = \prod_k \tau^{(k)}(x)")
 st.markdown("The trade-off: a model of parameter constant C fitting f must have")
@@ -32,7 +58,8 @@ st.latex(r"C \cdot \mathbb{E}\big[\mathrm{Blowup}(x)^2\big] \;\ge\; \frac{\mathr
 
 st.subheader("Sharpness")
 st.latex(r"L_{\rho,n}(T) = \mathbb{E}_{x}\,\mathbb{E}_{\|\Delta\|_2=\rho}\big(T_{\theta+\Delta}(x) - T_\theta(x)\big)^2,"
-         r"\qquad \lim_{\rho\to0}\liminf_{n\to\infty} L_{\rho,n}(T) \ge \liminf_{n\to\infty}\frac{\mathrm{as}_n(T_\theta)}{2n} - L\exp(-\Omega(d))")
+         r"\qquad \lim_{\rho\to0}\liminf_{n\to\infty} L_{\rho,n}(T) \ge "
+         r"\liminf_{n\to\infty}\frac{\mathrm{as}_n(T_\theta)}{2n} - L\exp(-\Omega(d))")
 st.markdown("Δ is uniform on the sphere of radius ρ over all parameters except positional encodings. As ρ → 0, "
             "L_ρ/ρ² tends to E_x‖∇_θ T(x)‖²/P, which sensviz computes exactly from per-example gradients.")
 

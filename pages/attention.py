@@ -1,4 +1,5 @@
-"""Attention: maps for one input, averages over the cube, and the effect of one bit flip."""
+"""Attention: maps for one input, averages over the cube, and the effect of one bit flip; in compare
+mode the second model's maps under the first's, on one colour scale."""
 
 import streamlit as st
 
@@ -8,29 +9,53 @@ from ui import cache, nav, page
 nav.require_router()
 
 selection = page.model()
-ref, n = selection.ref, selection.n
+models = page.shown()
+n = selection.n
+same_n = [m for m in models if m.n == n]  # the models that read the chosen input
+
+fixed = page.choice("range", "Colour range", ["fitted", "fixed"], widget=st.segmented_control,
+                    format_func={"fitted": "fitted to the weights shown", "fixed": "fixed 0–1"}.get,
+                    help="Fitted: the palest cell is the smallest weight shown, the darkest the largest, the same "
+                    "for every panel. Fixed: 0 to 1, for comparing with other pages or inputs.") == "fixed"
 
 st.subheader("One input")
 bits = page.choose_input(n)
+x = "".join(map(str, bits))
 NONE = -1  # no flip / all inputs (a selectbox shows a None option as unselected)
 flip = page.choice("flip", "Also show the change when this bit flips", [NONE, *range(n)], variant=n,
                    fmt=lambda i: "none" if i == NONE else str(i),
                    format_func=lambda i: "no flip" if i == NONE else f"position {i}")
-table, change = cache.attention_tables(ref, bits, None if flip == NONE else flip)
-st.altair_chart(charts.attention_heatmaps(table, title="attention weights â_ij"))
+found = {m.label: cache.attention_tables(m.ref, bits, None if flip == NONE else flip) for m in same_n}
+table = page.labelled({label: weights for label, (weights, _) in found.items()})
+st.altair_chart(charts.attention_heatmaps(table, title=f"attention weights â_ij for x = {x}", bits=x, fixed=fixed))
 page.download(table, "attention.csv")
-if change is not None:
-    st.altair_chart(charts.attention_heatmaps(change, value="change", title=f"change when bit {flip} flips"))
+for m in models:
+    if m.n != n:
+        st.caption(f"{m.label} is analysed at n={m.n}, so it does not read this input: see its average below.")
+if flip != NONE:
+    change = page.labelled({label: delta for label, (_, delta) in found.items()})
+    st.altair_chart(charts.attention_heatmaps(change, value="change", title=f"change when bit {flip} of x flips",
+                                              bits=x, fixed=fixed))
     page.download(change, "attention_change.csv", "Download the change (CSV)")
 
 st.subheader("Averaged over inputs")
 weight = page.choice("weight", "Inputs", [NONE, *range(n + 1)], variant=n, fmt=lambda w: "all" if w == NONE else str(w),
                      format_func=lambda w: "all inputs" if w == NONE else f"Hamming weight {w}")
-with page.progress_bar("Averaging attention over the cube…") as report:
-    mean_table, average = cache.mean_attention_table(ref, n, None if weight == NONE else weight, progress=report)
-page.exactness_note(average.exact, n, cache.DEFAULT_SAMPLES, 0)
-if weight != NONE and average.counts[weight] == 0:
-    st.warning(f"No sampled input has Hamming weight {weight}.")
-else:
-    st.altair_chart(charts.attention_heatmaps(mean_table, title="mean attention weights"))
+means = {}
+for m in models:
+    if weight != NONE and weight > m.n:
+        st.caption(f"{m.label} is analysed at n={m.n}: it has no inputs of Hamming weight {weight}.")
+        continue
+    with page.progress_bar(f"Averaging the attention of {m.label} over the cube…") as report:
+        mean_table, average = cache.mean_attention_table(m.ref, m.n, None if weight == NONE else weight,
+                                                         progress=report)
+    if m is models[0] or m.n != n:
+        page.exactness_note(average.exact, m.n, cache.DEFAULT_SAMPLES, 0)
+    if weight != NONE and average.counts[weight] == 0:
+        st.warning(f"No sampled input of {m.label} has Hamming weight {weight}.")
+    else:
+        means[m.label] = mean_table
+if means:
+    mean_table = page.labelled(means)
+    st.altair_chart(charts.attention_heatmaps(mean_table, title="mean attention weights", fixed=fixed))
     page.download(mean_table, "mean_attention.csv")

@@ -69,11 +69,10 @@ if number in TRY_IT:
     if st.button(f"Open the Train page with the preset “{preset}”", key=registry.widget_key("lab", "try", number)):
         train_form.apply_preset(preset)
         st.switch_page(nav.spec(target).file)
-elif number in EXPLORE:
-    if st.button(f"Open the {nav.spec(EXPLORE[number]).title} page with these models",
-                 key=registry.widget_key("lab", "try", number)):
-        setup()
-        st.switch_page(nav.spec(EXPLORE[number]).file)
+elif number in EXPLORE and st.button(f"Open the {nav.spec(EXPLORE[number]).title} page with these models",
+                                     key=registry.widget_key("lab", "try", number)):
+    setup()
+    st.switch_page(nav.spec(EXPLORE[number]).file)
 
 st.divider()
 

@@ -1,5 +1,5 @@
 """Landscape: the paper's sharpness at its radius first; the rho curve, loss slices, Hessian curvature
-and the line to a second model on demand."""
+and the line to a second model on demand. In compare mode both models on the same axes."""
 
 import streamlit as st
 
@@ -9,35 +9,61 @@ from ui import cache, nav, page
 nav.require_router()
 
 selection = page.model()
+models = page.shown()
+compare = len(models) > 1
 ref, ck, n = selection.ref, selection.ck, selection.n
 paper_rho = cache.paper_rho(ref)
 
 with st.expander("Measurement settings", expanded=False):
     cols = st.columns(4)
     rho = page.number("rho", "ρ (radius of the perturbation)", 1e-4, 100.0, paper_rho, integer=False,
-                      widget=cols[0].number_input, variant=ref.digest[:12], format="%.4g", help=f"default: the paper's radius 0.02·√P = {paper_rho:.4g} (P = "
-                      f"{ck.model.n_params():,} parameters without positional encodings)")
+                      widget=cols[0].number_input, variant=ref.digest[:12], format="%.4g",
+                      help=f"default: the paper's radius 0.02·√P = {paper_rho:.4g} (P = {ck.model.n_params():,} "
+                      "parameters without positional encodings)")
     inputs = page.choice("inputs", "Inputs (the cube when it has at most this many)", [64, 128, 256, 512, 1024],
                          default=cache.LANDSCAPE_INPUTS, widget=cols[1].select_slider)
     directions = page.choice("directions", "Random directions", [16, 32, 64, 128, 256], default=64,
                              widget=cols[2].select_slider)
     seed = page.number("seed", "Seed", 0, 2**31 - 1, 0, widget=cols[3].number_input)
+at_paper = abs(rho - paper_rho) <= 1e-9 * paper_rho
+
+
+def radius(m: page.Shown) -> float:
+    """The radius a model is measured at: its own paper radius 0.02·√P by default, else the radius chosen."""
+    return cache.paper_rho(m.ref) if at_paper else rho
+
+
+def on_task(shown: list[page.Shown]) -> str:
+    """Which task the losses are on, for the charts' titles."""
+    tasks = [f"{cache.model_facts(m.ref)['task'].upper()} inputs, n={m.n}" for m in shown]
+    return tasks[0] if len(set(tasks)) == 1 else f"each model's own task ({'; '.join(tasks)})"
+
 
 st.subheader("Sharpness")
 st.markdown("**L_ρ,n = E_x E_{‖Δ‖=ρ} (T_{θ+Δ}(x) − T_θ(x))²**, Δ uniform on the sphere of radius ρ over all "
             "parameters except the positional encodings. The paper measures it at a finite radius; its exact "
             "small-ρ limit (per-example gradients, no random directions) is the first-order part.")
-with st.spinner("Perturbing the parameters…"):
-    result, exact, count = cache.sharpness(ref, n, rho, directions, inputs, seed)
-at_paper = abs(rho - paper_rho) <= 1e-9 * paper_rho
-cols = st.columns(3)
-cols[0].metric(f"L_ρ at ρ = {rho:.4g}", f"{result.value:.4g}",
-               help=f"± {result.stderr:.2g}: one standard error over {directions} directions")
-cols[1].metric("± stderr", f"{result.stderr:.2g}")
-cols[2].metric("small-ρ limit × ρ²", f"{result.limit * rho**2:.4g}",
-               help=f"lim L_ρ/ρ² = E_x‖∇_θT(x)‖²/P = {result.limit:.4g}, exactly, from per-example gradients")
-table = cache.sharpness_table(result)
-st.altair_chart(charts.sharpness_at_radius(table, f"L_ρ at ρ = {rho:.4g} beside the first-order prediction"))
+results = {}
+for m in models:
+    with st.spinner(f"Perturbing the parameters of {m.label}…"):
+        results[m.label] = cache.sharpness(m.ref, m.n, radius(m), directions, inputs, seed)
+for m in models:
+    result, exact, count = results[m.label]
+    if compare:
+        st.markdown(f"**{m.label}** (n={m.n})")
+    cols = st.columns(3)
+    cols[0].metric(f"L_ρ at ρ = {radius(m):.4g}", page.figure(result.value),
+                   help=f"± {result.stderr:.2g}: one standard error over {directions} directions")
+    cols[1].metric("± stderr", page.figure(result.stderr, 2))
+    first_order = None if result.limit is None else result.limit * radius(m) ** 2
+    cols[2].metric("small-ρ limit × ρ²", page.figure(first_order),
+                   help=f"lim L_ρ/ρ² = E_x‖∇_θT(x)‖²/P = {page.figure(result.limit)}, exactly, from per-example "
+                   "gradients: the first-order part of the sharpness")
+table = page.labelled({m.label: cache.sharpness_table(results[m.label][0]) for m in models})
+same_radius = len({round(radius(m), 12) for m in models}) == 1
+title = f"L_ρ at ρ = {rho:.4g}" if same_radius else "L_ρ at each model's radius 0.02·√P"
+st.altair_chart(charts.sharpness_at_radius(table, f"{title} beside the first-order prediction"))
+_, exact, count = results[models[0].label]
 st.caption(("ρ = 0.02·√P is the paper's radius (the typical size of its proxy's noise). " if at_paper else "")
            + f"Over {'all' if exact else 'a seeded sample of'} {count:,} inputs, {directions} seeded directions "
            f"(seed {seed}). Everything below is computed when you ask for it.")
@@ -45,40 +71,62 @@ page.download(table, "sharpness.csv")
 
 st.subheader("How L_ρ/ρ² depends on ρ")
 if page.flag("curve", "Sweep ρ from 0.001 to 1 and the paper's radius"):
-    with st.spinner("Sweeping ρ…"):
-        curve = cache.sharpness_curve(ref, n, min(directions, 64), min(inputs, 256), seed)
-    st.altair_chart(charts.sharpness_curve(curve, "L_ρ / ρ² approaches the exact limit as ρ → 0"))
+    curves = {}
+    for m in models:
+        with st.spinner(f"Sweeping ρ for {m.label}…"):
+            curves[m.label] = cache.sharpness_curve(m.ref, m.n, min(directions, 64), min(inputs, 256), seed)
+    curve = page.labelled(curves)
+    st.altair_chart(charts.radius_curves(curve, [cache.paper_rho(m.ref) for m in models],
+                                         "L_ρ / ρ² approaches the exact limit as ρ → 0"))
+    st.caption("Dashed: the exact small-ρ limit E‖∇T‖²/P; grey: the paper's radius 0.02·√P.")
     page.download(curve, "sharpness_curve.csv")
 
 if ck.task is None:
     st.info("Loss slices and curvature need the model's task; upload it with the task named in the sidebar.")
     st.stop()
+tasked = [m for m in models if cache.model_facts(m.ref)["task"]]
 
 st.subheader("Loss slices")
 if page.flag("slice", "Compute the 1-D slice (41 points)"):
-    cols = st.columns(4)
+    cols = st.columns(2)
     kind = page.choice("kind", "Directions", ["random", "hessian"], widget=cols[0].radio,
                        format_func={"random": "random", "hessian": "top Hessian eigenvectors"}.get)
     hessian = kind == "hessian"
     normalization = page.choice("norm", "Normalization", ["filter", "layer", "none"], widget=cols[1].radio,
                                 disabled=hessian, help="filter: each row scaled to the norm of the weights' row")
-    skip = page.flag("skip", "Leave biases and LayerNorm parameters out", widget=cols[2].checkbox, disabled=hessian)
-    span = page.choice("span", "Span", [0.1, 0.25, 0.5, 1.0, 2.0], default=1.0, widget=cols[3].select_slider)
-    with st.spinner("Evaluating the loss along the direction…"):
-        line = cache.loss_slice(ref, n, 1, normalization, skip, hessian, span, 41, min(inputs, 512), seed)
-    st.altair_chart(charts.slice_line(line, "1-D slice (α = 0 is the checkpoint)"))
+    cols = st.columns(2)
+    skip = page.flag("skip", "Skip biases and LayerNorms", widget=cols[0].checkbox, disabled=hessian,
+                     help="Leave the biases and the LayerNorm parameters out of the random directions")
+    span = page.choice("span", "Span", [0.1, 0.25, 0.5, 1.0, 2.0], default=1.0, widget=cols[1].select_slider)
+    lines = {}
+    for m in tasked:
+        with st.spinner(f"Evaluating the loss of {m.label} along the direction…"):
+            lines[m.label] = cache.loss_slice(m.ref, m.n, 1, normalization, skip, hessian, span, 41, min(inputs, 512),
+                                              seed)
+    line = page.labelled(lines)
+    st.altair_chart(charts.slice_line(line, "1-D slice (α = 0 is the checkpoint)", task=on_task(tasked)))
     page.download(line, "slice_1d.csv")
     if page.flag("plane", "Compute the 2-D slice (21 × 21 points)"):
-        with st.spinner("Evaluating the loss on the grid…"):
-            plane = cache.loss_slice(ref, n, 2, normalization, skip, hessian, span, 21, min(inputs, 256), seed)
-            segments = cache.contours(ref, n, normalization, skip, hessian, span, 21, min(inputs, 256), seed)
-        st.altair_chart(charts.contour_chart(plane, segments, "2-D slice with contours"))
+        planes, segments = {}, {}
+        for m in tasked:
+            with st.spinner(f"Evaluating the loss of {m.label} on the grid…"):
+                planes[m.label] = cache.loss_slice(m.ref, m.n, 2, normalization, skip, hessian, span, 21,
+                                                   min(inputs, 256), seed)
+                segments[m.label] = cache.contours(m.ref, m.n, normalization, skip, hessian, span, 21, min(inputs, 256),
+                                                   seed)
+        plane = page.labelled(planes)
+        st.altair_chart(charts.contour_chart(plane, page.labelled(segments),
+                                             f"2-D slice with contours, loss on {on_task(tasked)}"))
         page.download(plane, "slice_2d.csv")
 
 st.subheader("Curvature")
 if page.flag("hessian", "Compute the top Hessian eigenvalues (Lanczos)"):
-    with st.spinner("Lanczos on Hessian-vector products…"), page.guarded("The Hessian's eigenvalues"):
-        eigen = cache.hessian_top(ref, n, 3, min(inputs, 512), seed)
+    with page.guarded("The Hessian's eigenvalues"):
+        eigen = {}
+        for m in tasked:
+            with st.spinner(f"Lanczos on Hessian-vector products of {m.label}…"):
+                eigen[m.label] = cache.hessian_top(m.ref, m.n, 3, min(inputs, 512), seed)
+        eigen = page.labelled(eigen)
         st.dataframe(eigen, hide_index=True)
         st.caption("Top eigenvalues of the Hessian of the training loss over the inputs, with residuals ‖Hv − λv‖.")
         page.download(eigen, "hessian_top.csv")
@@ -89,6 +137,6 @@ if page.flag("line", "Walk the straight line to a second model of the same size"
     if other is not None:
         with st.spinner("Walking the straight line between the two…"):
             between = cache.line_between(ref, other, n, min(inputs, 512), seed)
-        st.altair_chart(charts.slice_line(between, f"loss from {ref.label} (α = 0) to {other.label} (α = 1)",
-                                          x_title="α (0: this model, 1: the other)"))
+        st.altair_chart(charts.slice_line(between, f"from {ref.label} (α = 0) to {other.label} (α = 1)",
+                                          x_title="α (0: this model, 1: the other)", task=on_task(models[:1])))
         page.download(between, "line_between.csv")

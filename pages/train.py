@@ -24,35 +24,37 @@ else:
         st.rerun()
 
 
-def show_records(job_id: str) -> None:
+def show_records(job_id: str, log_loss: bool):
     records = registry.job_manager().records(job_id)
     if not records:
         st.caption("The first measurement is on its way…")
         return
     history, degrees = cache.training_tables(records)
-    st.altair_chart(charts.training_curves(history, "measurements during training"))
+    st.altair_chart(charts.training_curves(history, "measurements during training", log_loss=log_loss))
     if not degrees.empty:
         st.altair_chart(charts.degree_history(degrees, "Fourier degree profile of the model: which degrees are learned when"))
     return history
 
 
 @st.fragment(run_every=1.5)
-def live(job_id: str) -> None:
+def live(job_id: str, log_loss: bool) -> None:
     status = registry.job_manager().status(job_id)
     if status is None or not status.active:
         st.rerun()
     job_panel.show_progress(status, key=registry.TRAIN_STOP)
-    show_records(job_id)
+    show_records(job_id, log_loss)
 
 
 job_id = registry.followed_job()
 status = registry.job_manager().status(job_id) if job_id else None
 if status is not None:
     st.subheader(status.name)
+    log_loss = page.flag("logloss", "Loss on a log axis", help="The loss falls over orders of magnitude: a log axis "
+                         "shows its late steps too.")
     if status.active:
-        live(job_id)
+        live(job_id, log_loss)
     else:
         job_panel.show_outcome(status)
-        history = show_records(job_id)
+        history = show_records(job_id, log_loss)
         if history is not None:
             page.download(history, "training_measurements.csv")

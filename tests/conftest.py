@@ -1,5 +1,7 @@
 """Shared fixtures: small seeded models of both architectures; a Ray that can start here."""
 
+import sys
+
 import pytest
 import torch
 
@@ -35,3 +37,14 @@ def ray():
     finally:
         ray.shutdown()
     return ray
+
+
+_MAIN = sys.modules["__main__"]
+
+
+@pytest.fixture(autouse=True)
+def restore_main_module():
+    """AppTest runs the app as Streamlit does, leaving its script as `__main__`; restore pytest's
+    afterwards, or a process spawned later (a sweep's workers) would re-run the app on import."""
+    yield
+    sys.modules["__main__"] = _MAIN

@@ -62,8 +62,8 @@ def test_every_page_opens_cold_and_says_what_to_do(page):
 
 
 def test_the_router_lists_every_page_once_with_its_url_path():
-    assert [p.url_path for p in nav.PAGES] == ["", "train", "attention", "sensitivity", "layernorm", "landscape",
-                                               "experiments", "about"]
+    assert [p.url_path for p in nav.PAGES] == ["", "lab", "train", "attention", "sensitivity", "layernorm",
+                                               "landscape", "experiments", "about"]
     assert all((ROOT / p.file).is_file() and p.file.startswith("pages/") for p in nav.PAGES)
     for path in (ROOT / "pages").glob("*.py"):  # a page run without the router goes through it (nav.require_router)
         assert "\nnav.require_router()\n" in path.read_text(), path

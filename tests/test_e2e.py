@@ -1,13 +1,14 @@
 """End to end: the real app served by `streamlit run`, driven in headless Chromium.
 
 Every page of the page list cold and with a pretrained checkpoint (by URL and by the sidebar's
-navigation) at 1024 px wide; a view's link copied with the Copy link button and opened in a new
-browser context; training as a server job (the run goes on across page switches, the finished
-model is selected, a reload keeps it); two browsers training at once with a cap of one run (the
-second waits in the queue, both finish); a corrupt upload. No page may show a Streamlit exception.
-Screenshots go to `artifacts/screenshots/` (override with SENSVIZ_SCREENSHOTS). Chromium is
-Debian's (`apt-get install -y chromium`; `.ci/run` installs it), driven by the Python Playwright
-package; no browser is downloaded.
+navigation) at 1024 px wide; every page (and every Lab chapter) with one model and in compare mode
+at 1024×768 and 1400×900, every chart at least 100 px tall and inside the window; a view's link
+copied with the Copy link button and opened in a new browser context; training as a server job
+(the run goes on across page switches, the finished model is selected, a reload keeps it); two
+browsers training at once with a cap of one run (the second waits in the queue, both finish); a
+corrupt upload. No page may show a Streamlit exception. Screenshots go to `artifacts/screenshots/`
+(override with SENSVIZ_SCREENSHOTS). Chromium is Debian's (`apt-get install -y chromium`; `.ci/run`
+installs it), driven by the Python Playwright package; no browser is downloaded.
 """
 
 import os
@@ -70,11 +71,25 @@ def wait_until_done(page, timeout_ms: int = 120_000) -> None:
 def check_page(page, name: str) -> None:
     """No exception, no missing page, nothing wider than the window; a screenshot."""
     wait_until_done(page)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    screenshot(page, name)
     errors = page.locator('[data-testid="stException"]')
     assert errors.count() == 0, f"{name}: {errors.first.inner_text()[:500]}"
     assert page.get_by_text("Page not found").count() == 0, name
+
+
+def screenshot(page, name: str) -> None:
+    """The whole page at the window's width: Streamlit scrolls inside the page, so the window is made as
+    tall as its content for the picture, then put back."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    size = page.viewport_size
+    tall = page.evaluate("""() => Math.max(...[...document.querySelectorAll(
+        '[data-testid="stMain"], [data-testid="stAppViewContainer"], [data-testid="stSidebarContent"]')]
+        .map(e => e.scrollHeight), window.innerHeight)""")
+    if tall > size["height"]:
+        page.set_viewport_size({"width": size["width"], "height": min(tall, 16_000)})
+        page.wait_for_timeout(300)  # one frame for Vega to redraw at the new size
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    page.set_viewport_size(size)
 
 
 def overflowing_charts(page) -> list[str]:
@@ -86,6 +101,30 @@ def overflowing_charts(page) -> list[str]:
              .map(e => (e.closest('[data-testid="stVegaLiteChart"]').getAttribute('aria-label') || 'chart')
                        + ' ' + Math.round(e.getBoundingClientRect().right) + 'px')"""
     )
+
+
+def chart_boxes(page) -> list[dict]:
+    """Every drawn chart (its canvas or svg, once Vega has drawn it): its label and where it is on the page."""
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')]
+                 .every(c => c.querySelector('canvas, svg.marks'))""", timeout=120_000)
+    return page.evaluate(
+        """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')].map(c => {
+                 const drawn = c.querySelector('canvas, svg.marks').getBoundingClientRect();
+                 const title = c.closest('[data-testid="stVerticalBlock"]')?.querySelector('h3')?.innerText;
+                 return {label: c.getAttribute('aria-label') || title || 'chart', left: Math.round(drawn.left),
+                         right: Math.round(drawn.right), width: Math.round(drawn.width),
+                         height: Math.round(drawn.height)};
+               })""")
+
+
+def cut_short(page) -> list[str]:
+    """Texts shown cut short with an ellipsis (a label, a metric's value, a select box's choice)."""
+    return page.evaluate(
+        """() => [...document.querySelectorAll('[data-testid="stApp"] *')]
+             .filter(e => e.offsetParent !== null && getComputedStyle(e).textOverflow === 'ellipsis'
+                          && e.scrollWidth > e.clientWidth + 1 && e.innerText.trim())
+             .map(e => e.innerText.trim().slice(0, 80))""")
 
 
 def sidebar_text(page) -> str:
@@ -152,6 +191,71 @@ def test_a_copied_link_opens_the_same_view_in_another_browser(server, browser):
     assert page.get_by_label("Vertex (0 … 63)").input_value() == "9"
     assert page.locator('[data-testid="stMetricValue"]').filter(has_text="001001").count() == 1
     other.close()
+
+
+SIZES = {"1024x768": {"width": 1024, "height": 768}, "1400x900": {"width": 1400, "height": 900}}
+COMPARED = "encoder-first-n8"
+EXTRA_VIEWS = {"attention-flip": "attention?flip=2", "landscape-all": "landscape?curve=1&slice=1&plane=1&line=1",
+               "layernorm-tradeoff": "layernorm?tradeoff=1", "sensitivity-output": "sensitivity?colour=output"}
+"""Views with charts that a page draws only on demand."""
+
+
+def views() -> dict[str, str]:
+    """Every page of the page list, the on-demand views, and every chapter of the Lab when there is one."""
+    found = {spec.key: spec.url_path for spec in nav.PAGES} | EXTRA_VIEWS
+    if any(spec.url_path == "lab" for spec in nav.PAGES):
+        from sensviz.lab import CHAPTERS
+
+        found |= {f"lab-{number}": f"lab?chapter={number}" for number in range(1, len(CHAPTERS) + 1)}
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compare", [False, True], ids=["one-model", "compare"])
+@pytest.mark.parametrize("size", SIZES)
+def test_every_view_fits_the_window_with_one_model_and_in_compare_mode(server, browser, size, compare):
+    """Every page and chapter opened by its link (with `compare=` or without): no exception, every chart
+    at least 100 px tall and inside the window's width."""
+    context = browser.new_context(viewport=SIZES[size])
+    page = context.new_page()
+    mode = "compare" if compare else "one"
+    params = f"model=encoder-parity-n8{f'&compare={COMPARED}' if compare else ''}"
+    wrong, drawn = {}, 0
+    for name, path in views().items():
+        page.goto(f"{server}/{path}{'&' if '?' in path else '?'}{params}", wait_until="domcontentloaded")
+        check_page(page, f"{mode}-{size}-{name}")
+        boxes = chart_boxes(page)
+        drawn += len(boxes)
+        width = SIZES[size]["width"]
+        bad = [b for b in boxes if b["height"] < 100 or b["left"] < 0 or b["right"] > width]
+        bad += [f"cut short: {text}" for text in cut_short(page)]
+        if bad:
+            wrong[name] = bad
+        if compare and spec_needs_model(path):
+            assert COMPARED in sidebar_text(page) and f"compare={COMPARED}" in page.url, name
+    context.close()
+    assert drawn > 20 and not wrong, wrong
+
+
+def test_a_click_on_either_models_cube_selects_that_input(server, browser):
+    page = browser.new_page(viewport=WIDE)
+    page.goto(f"{server}/sensitivity?model={MODEL}&compare=encoder-first-n6", wait_until="domcontentloaded")
+    wait_until_done(page)
+    chart_boxes(page)
+    box = page.locator('[data-testid="stVegaLiteChart"]').first.locator("canvas, svg.marks").first.bounding_box()
+    page.mouse.click(box["x"] + 0.75 * box["width"], box["y"] + 0.6 * box["height"])  # inside the second cube
+    page.wait_for_function("() => /[?&]vertex=[1-9]/.test(window.location.search)", timeout=60_000)
+    wait_until_done(page)
+    vertex = int(page.url.split("vertex=")[1].split("&")[0])
+    bits = format(vertex, "06b")
+    assert page.locator('[data-testid="stMetricValue"]').filter(has_text=bits).count() == 2  # the input, both models
+    check_page(page, "compare-cube-clicked")
+    page.close()
+
+
+def spec_needs_model(path: str) -> bool:
+    url_path = path.split("?")[0]
+    return any(spec.url_path == url_path and spec.needs_model for spec in nav.PAGES)
 
 
 def start_preset_training(page) -> None:

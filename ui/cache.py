@@ -29,6 +29,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 import torch
@@ -222,21 +223,44 @@ def _failed_uploads() -> dict:
     return {}
 
 
+TORCH_SUFFIXES = ("pt", "pth")
+"""PyTorch's pickle-based files: the uploader takes them only to refuse them with a way forward."""
+_TORCH_MAGIC = (b"PK\x03\x04", b"\x80\x02\x8a\x0a")  # torch.save's zip archive, its legacy pickle format
+_APP_TERMS = (
+    ("n_heads / --n-heads", "the field **Attention heads** under “For files without sensviz metadata”"),
+    ("pass n (--n)", "set **Trained input length n** under “For files without sensviz metadata”"),
+)
+"""The loader's words for the command line, in the app's words."""
+
+
+def in_app_terms(message: str) -> str:
+    """A message of the loader with its command-line flags named as the upload's fields."""
+    for cli, app in _APP_TERMS:
+        message = message.replace(cli, app)
+    return message
+
+
 def check_upload(name: str, data: bytes, overrides: dict) -> str | None:
     """None when an upload loads; else the message, remembered per content and overrides, so a
-    rerun does not load a bad file again. The message names the file."""
+    rerun does not load a bad file again. The message names the file and the fields of the app.
+    A PyTorch file is refused by its name or its first bytes, never opened: the server never
+    unpickles a user's file (not even with `weights_only`)."""
+    if name.lower().rsplit(".", 1)[-1] in TORCH_SUFFIXES or data.startswith(_TORCH_MAGIC):
+        return (f"{name} is a PyTorch file (a pickle), which the explorer never opens. Convert it on your own "
+                f"machine with `sensviz convert {name} model.safetensors --n-heads 2` (the number of heads of "
+                "the authors' models) and upload model.safetensors.")
     key = (registry.digest(data), tuple(sorted(overrides.items())))
     failed = _failed_uploads()
-    if key in failed:
-        return failed[key].replace("<name>", name)
-    source = io.BytesIO(data)
-    source.name = "<name>"
-    try:
-        sv.load_checkpoint(source, **overrides)
-    except sv.CheckpointError as err:
-        failed[key] = str(err)
-        return failed[key].replace("<name>", name)
-    return None
+    if key not in failed:
+        source = io.BytesIO(data)
+        source.name = "<name>"
+        try:
+            sv.load_checkpoint(source, **overrides)
+        except sv.CheckpointError as err:
+            failed[key] = in_app_terms(str(err))
+        else:
+            return None
+    return failed[key].replace("<name>", name)
 
 
 @memo
@@ -480,15 +504,17 @@ def sharpness(ref: ModelRef, n: int, rho: float, directions: int, inputs: int, s
 
 
 def sharpness_table(result) -> pd.DataFrame:
-    """L_rho with its error bar beside the first-order prediction rho^2 * lim L_rho / rho^2, as rows."""
-    first_order = result.limit * result.rho**2
-    return pd.DataFrame([
-        {"quantity": f"L_ρ measured ({result.n_directions} directions)", "value": result.value,
-         "low": result.value - result.stderr, "high": result.value + result.stderr,
-         "label": f"{result.value:.4g} ± {result.stderr:.2g}"},
-        {"quantity": "ρ² × exact small-ρ limit", "value": first_order, "low": first_order, "high": first_order,
-         "label": f"{first_order:.4g} (exact)"},
-    ])
+    """L_rho with its error bar beside the first-order prediction rho^2 * lim L_rho / rho^2, as rows
+    (a quantity that is missing or not finite for this model, e.g. a diverged one, is left out)."""
+    rows = [{"quantity": f"L_ρ measured ({result.n_directions} directions)", "value": result.value,
+             "low": result.value - result.stderr, "high": result.value + result.stderr,
+             "label": f"{result.value:.4g} ± {result.stderr:.2g}"}]
+    if result.limit is not None:
+        first_order = result.limit * result.rho**2
+        rows.append({"quantity": "ρ² × exact small-ρ limit", "value": first_order, "low": first_order,
+                     "high": first_order, "label": f"{first_order:.4g} (exact)"})
+    table = pd.DataFrame(rows)
+    return table[np.isfinite(table[["value", "low", "high"]]).all(axis=1)]
 
 
 @memo
@@ -604,7 +630,7 @@ def training_tables(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 @memo
-def lab_chapter(number: int, yours: tuple[ModelRef, ...] = ()) -> "sv.lab.Built":
+def lab_chapter(number: int, yours: tuple[ModelRef, ...] = ()) -> sv.lab.Built:
     """A Lab chapter computed from its zoo models (and the shipped results, and the student's own models)."""
     from sensviz import lab
 

@@ -63,7 +63,9 @@ def _apply_url(params: dict[str, str]) -> None:
     elif "n" in params:
         registry.notice(f"`n={params['n']}` was ignored: it needs a model.")
     other = _resolve("compare", params.get("compare"))
-    if other is not None:
+    if other is not None and other == ref:
+        registry.notice(f"`compare={params['compare']}` names the model itself; there is nothing to compare.")
+    elif other is not None:
         registry.set_compared(other)
     job_id = params.get("job")
     if job_id is not None:

@@ -50,11 +50,12 @@ PAGES: tuple[PageSpec, ...] = (
              "the paper's story in six guided chapters for a class: each with its question, one-click setup, the "
              "few charts that make the point, a question to answer and the formula; an offline handout",
              heading="Lab: why are sensitive functions hard for transformers?"),
-    PageSpec("Train", "pages/train.py", "train", "Explore", ":material/model_training:", False, (),
+    PageSpec("Train", "pages/train.py", "train", "Explore", ":material/model_training:", False, ("logloss",),
              "train a small transformer on PARITY, MAJORITY, FIRST, MEAN, sparse or random functions, as a "
              "server-side job that keeps running while you look at other pages; live loss, accuracy, sharpness, "
              "Blowup, param_norm, as_n and the Fourier degree profile; presets and early stopping"),
-    PageSpec("Attention", "pages/attention.py", "attention", "Explore", ":material/visibility:", True, ("x", "flip", "weight"),
+    PageSpec("Attention", "pages/attention.py", "attention", "Explore", ":material/visibility:", True,
+             ("x", "flip", "weight", "range"),
              "attention maps for any input, averaged over the cube or by Hamming weight, and how one bit flip "
              "changes them"),
     PageSpec("Sensitivity", "pages/sensitivity.py", "sensitivity", "Explore", ":material/grid_on:", True, ("colour", "vertex"),

@@ -1,12 +1,15 @@
-"""What the pages share: the selected model (`model()`), page settings kept in the session and in
-the URL (`choice`, `number`, `flag`, `choose_input`, the second model `choose_compare`), the
-notices about bad URL values, and small widgets (progress bars, downloads, the exactness note).
+"""What the pages share: the selected model (`model()`) and the models a page shows (`shown()`: the
+selected one and, in compare mode, the second), page settings kept in the session and in the URL
+(`choice`, `number`, `flag`, `choose_input`, the second model `choose_compare`), the notices
+about bad URL values, and small helpers (tables of several models, numbers for people, progress
+bars, downloads, the exactness note).
 `ui.frame` draws everything around a page before it runs.
 """
 
 from __future__ import annotations
 
 import contextvars
+import math
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,12 +26,23 @@ from ui.registry import ModelRef
 
 @dataclass
 class Selection:
-    """The selected model, loaded, the input length the pages analyse, and the model to compare with."""
+    """The selected model, loaded, the input length the pages analyse, and the model to compare with
+    with the input length it is analysed at (the first model's n when it can read it)."""
 
     ref: ModelRef
     ck: sv.Checkpoint
     n: int
     compare: ModelRef | None = None
+    compare_n: int | None = None
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A model a page shows: its label in the charts, its reference, the input length it is analysed at."""
+
+    label: str
+    ref: ModelRef
+    n: int
 
 
 _NOTICE_SLOT: contextvars.ContextVar = contextvars.ContextVar("sv_notice_slot", default=None)
@@ -52,6 +66,43 @@ def model() -> Selection:
     if selection is None:
         st.stop()
     return selection
+
+
+def shown() -> list[Shown]:
+    """The models the analysis pages show: the selected one, then in compare mode the second."""
+    selection = model()
+    models = [Shown(selection.ref.label, selection.ref, selection.n)]
+    if selection.compare is not None:
+        label = selection.compare.label
+        if label == models[0].label:  # e.g. two uploads of the same file name
+            label += " (compared)"
+        models.append(Shown(label, selection.compare, selection.compare_n))
+    return models
+
+
+def labelled(tables: dict[str, pd.DataFrame], column: str = "model", models_only: bool = False) -> pd.DataFrame:
+    """The tables of the models shown (by label) as one table for one chart: one model's table as it
+    is; several with the label in `column` and, with `models_only`, each model's own rows without
+    its target's (`function == "model"`)."""
+    if len(tables) == 1:
+        return next(iter(tables.values()))
+    return pd.concat([(t[t["function"] == "model"] if models_only else t).assign(**{column: label})
+                      for label, t in tables.items()], ignore_index=True)
+
+
+def figure(x: float | None, digits: int = 4) -> str:
+    """A number for people: `digits` significant digits, in scientific form when large or small
+    (1.012e4, 3.2e-5), so that it fits a metric without being cut."""
+    if x is None:
+        return "—"
+    if not math.isfinite(x):
+        return "not finite"
+    if x == 0 or 1e-3 <= abs(x) < 1e4:
+        return f"{x:.{digits}g}"
+    mantissa, exponent = f"{x:.{digits - 1}e}".split("e")
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{int(exponent)}"
 
 
 def flush_notices() -> None:

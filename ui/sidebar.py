@@ -1,6 +1,6 @@
 """The model in the sidebar of every page: choose a pretrained checkpoint, an upload or one of my
-models (kept on the server), then the selected model's summary at the input length analysed, its
-download and the link to the view.
+models (kept on the server), then the selected model's summary at the input length analysed, the
+second model to compare with, the download and the link to the view.
 """
 
 from __future__ import annotations
@@ -37,8 +37,7 @@ def draw() -> Selection | None:
         st.error(f"The selected model cannot be used any more: {err}")
         registry.select(None)
         return None
-    compare = registry.compared()
-    return _summary(ref, ck, compare)
+    return _summary(ref, ck)
 
 
 def _pick(key: str, make: Callable[[str], ModelRef]) -> Callable[[], None]:
@@ -68,18 +67,26 @@ def _choose_zoo() -> None:
     if not shown:
         st.caption("No checkpoint matches these filters.")
         return
-    labels = {e["stem"]: f"{e['task']} · n={e['n']} · {e['arch']} d={e['d_model']}"
-              + (f" · acc {e['accuracy']:.0%}" if e["accuracy"] is not None else "") for e in shown}
+    labels = {e["stem"]: _zoo_label(e) for e in shown}
     current = registry.selected()
     st.session_state[registry.ZOO_FILE] = current.key if current and current.kind == "zoo" and current.key in labels else None
     st.selectbox("Checkpoint", list(labels), index=None, format_func=labels.get, key=registry.ZOO_FILE,
                  placeholder="Choose a checkpoint", on_change=_pick(registry.ZOO_FILE, registry.zoo_ref))
 
 
+def _zoo_label(entry: dict) -> str:
+    """A pretrained checkpoint for people, short enough for the sidebar at a 1024-px window:
+    `parity n=8 · encoder · 100%` (the model's size is in its summary)."""
+    accuracy = f" · {entry['accuracy']:.0%}" if entry["accuracy"] is not None else ""
+    return f"{entry['task']} n={entry['n']} · {entry['arch']}{accuracy}"
+
+
 def _choose_upload() -> None:
-    uploaded = st.file_uploader("Checkpoint (.safetensors)", type=["safetensors"], key=registry.UPLOAD_FILE,
+    uploaded = st.file_uploader("Checkpoint (.safetensors)", type=["safetensors", *cache.TORCH_SUFFIXES],
+                                key=registry.UPLOAD_FILE,
                                 help=f"sensviz checkpoints or the authors' state dicts; at most {cache.UPLOAD_CAP_MB} MB. "
-                                "Kept on the server under a random name, so a link can share it.")
+                                "Kept on the server under a random name, so a link can share it. A PyTorch .pt file "
+                                "is never opened here: convert it first with `sensviz convert`.")
     with st.expander("For files without sensviz metadata (the authors' layout)"):
         n_heads = st.number_input("Attention heads", 0, 64, 0, key=registry.UPLOAD_HEADS, persist_state="session",
                                   help="0: read from the file's metadata. The authors' code defaults to 2.")
@@ -99,7 +106,8 @@ def _choose_upload() -> None:
     if error:
         current = registry.selected()
         st.error(f"This file cannot be used: {error}")
-        st.caption(f"Still showing **{current.label}**." if current else "No model is selected.")
+        st.caption(f"Still showing **{current.label}**, the model selected before this upload." if current
+                   else "No model is selected.")
         return
     kept = registry.kept_store().keep("upload", uploaded.name, data, registry.owner(), overrides)
     registry.remember_upload(key, kept.token)
@@ -128,7 +136,7 @@ def _choose_mine() -> None:
         st.rerun()
 
 
-def _summary(ref: ModelRef, ck: sv.Checkpoint, compare: ModelRef | None) -> Selection:
+def _summary(ref: ModelRef, ck: sv.Checkpoint) -> Selection:
     st.divider()
     st.subheader(ref.label)
     facts = cache.model_facts(ref)
@@ -146,21 +154,80 @@ def _summary(ref: ModelRef, ck: sv.Checkpoint, compare: ModelRef | None) -> Sele
         info = cache.summary(ref, n, progress=report)
     left, right = st.columns(2)
     left.metric("accuracy", "—" if info["accuracy"] is None else f"{info['accuracy']:.1%}")
-    right.metric("param_norm", f"{info['param_norm']:.2f}")
+    right.metric("param_norm", page.figure(info["param_norm"], 3))
     left.metric("as_n model", f"{info['as_model']:.3f}", help="average sensitivity of the model (thresholded)")
     right.metric("as_n target", "—" if info["as_target"] is None else f"{info['as_target']:.3f}")
-    left.metric("mean Blowup", f"{info['blowup_mean']:.4g}", help="E_x Blowup(x) = E_x Π_k max_w (1 + N_w^(k)(x))")
+    left.metric("mean Blowup", page.figure(info["blowup_mean"]), help="E_x Blowup(x) = E_x Π_k max_w (1 + N_w^(k)(x))")
     st.caption(f"**{info['task'] or 'unknown task'}** · {info['arch']} · {info['size']} · {info['n_params']:,} parameters "
                f"· trained at n={info['trained_n']} · {'exact' if info['exact'] else 'sampled'} at n={n}")
-    if compare is not None:
-        st.caption(f"Compared with **{compare.label}**.")
+    for note in ck.notes:
+        st.caption(f"Note: {cache.in_app_terms(note)}.")
+    compare, compare_n = _choose_compare(ref, n)
     left, right = st.columns(2)
     with left:
         st.download_button("Download", lambda: registry.model_bytes(ref), file_name=_file_name(ref), on_click="ignore",
                            mime="application/octet-stream", key=registry.DOWNLOAD, help="the checkpoint (.safetensors)")
     with right:
         copy_link_button()
-    return Selection(ref, ck, n, compare)
+    return Selection(ref, ck, n, compare, compare_n)
+
+
+NO_COMPARE = ""
+"""The "Compare with…" choice of no second model."""
+
+
+def _compare_value(ref: ModelRef) -> str:
+    """A model as an option of "Compare with…": a zoo stem, or `kind:token` (what `registry.resolve` reads)."""
+    return ref.key if ref.kind == "zoo" else f"{ref.kind}:{ref.key}"
+
+
+def _compare_picked() -> None:
+    value = st.session_state.get(registry.COMPARE_WITH) or NO_COMPARE
+    if value == NO_COMPARE:
+        registry.set_compared(None)
+        return
+    try:
+        registry.set_compared(registry.resolve(value)[0])
+    except ValueError as err:
+        registry.notice(f"That model cannot be compared: {err}.")
+
+
+def _choose_compare(ref: ModelRef, n: int) -> tuple[ModelRef | None, int | None]:
+    """"Compare with…": any pretrained checkpoint or kept model beside the selected one (the analysis
+    pages show both). It is analysed at the selected model's n when it can read it; otherwise at
+    its own default length, and a one-line notice says so."""
+    current = registry.compared()
+    if current == ref:  # the compared model became the selected one
+        registry.set_compared(current := None)
+    options = {NO_COMPARE: "nothing: one model"}
+    options |= {e["stem"]: _zoo_label(e) for e in cache.zoo_entries() if not (ref.kind == "zoo" and e["stem"] == ref.key)}
+    options |= {_compare_value(r): r.label for r in page.my_models() if r != ref}
+    value = _compare_value(current) if current else NO_COMPARE
+    options.setdefault(value, current.label if current else "")
+    st.session_state[registry.COMPARE_WITH] = value
+    st.selectbox("Compare with…", list(options), format_func=options.get, key=registry.COMPARE_WITH,
+                 on_change=_compare_picked,
+                 help="A second model beside this one on the Attention, Sensitivity, LayerNorm and Landscape pages, "
+                 "on the same colour scales and axes.")
+    if current is None:
+        return None, None
+    try:
+        cache.load(current)
+    except sv.CheckpointError as err:
+        st.warning(f"The compared model cannot be used any more: {err}")
+        registry.set_compared(None)
+        return None, None
+    facts = cache.model_facts(current)
+    compare_n = n if n <= facts["max_len"] and cache.task_defined(current, n) else facts["default_n"]
+    if compare_n != n:
+        why = f"reads lengths 1..{facts['max_len']}" if n > facts["max_len"] else f"its task is not defined at n={n}"
+        st.warning(f"{current.label} {why}: it is analysed at n={compare_n}.")
+    with page.progress_bar("Analysing the second model…") as report:
+        info = cache.summary(current, compare_n, progress=report)
+    accuracy = "" if info["accuracy"] is None else f" · accuracy {info['accuracy']:.1%}"
+    st.caption(f"Compared with **{current.label}** at n={compare_n}: as_n {info['as_model']:.3f}{accuracy} "
+               f"· mean Blowup {page.figure(info['blowup_mean'])}")
+    return current, compare_n
 
 
 def copy_link_button() -> None:

@@ -157,8 +157,9 @@ def form() -> TrainRequest | None:
         shown = [s for s in settings_of(TrainConfig) if s.name not in SERVER_SIDE | EARLY_STOP]
         train = {s.name: setting_widget(c, s, key(s.name)) for c, s in _grid(shown)}
         cols = st.columns(4)
-        early = cols[0].checkbox("stop early at the targets", key=key("early_stop"), persist_state="session",
-                                 help="the paper's convergence filter: 100 % accuracy and MSE < 0.001")
+        early = cols[0].checkbox("stop early", key=key("early_stop"), persist_state="session",
+                                 help="at the targets on the right: the paper's convergence filter is 100 % accuracy "
+                                 "and MSE < 0.001")
         for c, s in zip(cols[1:3], [s for s in settings_of(TrainConfig) if s.name in EARLY_STOP]):
             train[s.name] = setting_widget(c, s, key(s.name)) if early else None
         every = cols[3].number_input("measure every … steps", 1, LIVE_LIMITS["measure_every"], key=key("measure_every"),
