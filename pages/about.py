@@ -61,7 +61,10 @@ st.latex(r"L_{\rho,n}(T) = \mathbb{E}_{x}\,\mathbb{E}_{\|\Delta\|_2=\rho}\big(T_
          r"\qquad \lim_{\rho\to0}\liminf_{n\to\infty} L_{\rho,n}(T) \ge "
          r"\liminf_{n\to\infty}\frac{\mathrm{as}_n(T_\theta)}{2n} - L\exp(-\Omega(d))")
 st.markdown("Δ is uniform on the sphere of radius ρ over all parameters except positional encodings. As ρ → 0, "
-            "L_ρ/ρ² tends to E_x‖∇_θ T(x)‖²/P, which sensviz computes exactly from per-example gradients.")
+            "L_ρ/ρ² tends to E_x‖∇_θ T(x)‖²/P, which sensviz computes exactly from per-example gradients. "
+            "That limit is the first-order part of the sharpness; the paper's quantity is L_ρ at a finite radius "
+            "(by default ρ = 0.02·√P), which the Landscape page reports first, with the limit beside it as the "
+            "*small-ρ limit*.")
 
 st.subheader("Glossary: what each chart shows")
 st.markdown(

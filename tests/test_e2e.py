@@ -264,7 +264,7 @@ def start_preset_training(page) -> None:
     page.locator('[data-testid="stSelectbox"]').filter(has_text="Preset").click()
     page.get_by_role("option").filter(has_text=PRESET).first.click()
     page.wait_for_function("() => [...document.querySelectorAll('input')].some(e => e.getAttribute('aria-label') === "
-                           "'Learning rate' && e.value === '0.00300')", timeout=60_000)  # the preset reached the form
+                           "'lr' && e.value === '0.003')", timeout=60_000)  # the preset reached the form (lr 3e-3)
     wait_until_done(page)
     page.get_by_role("button", name="Train", exact=True).click()
     page.wait_for_function("() => window.location.search.includes('job=')", timeout=60_000)

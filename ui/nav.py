@@ -125,13 +125,18 @@ def frame() -> st.Page:
 
 def require_router() -> None:
     """The first line of every page script. Streamlit runs a file of `pages/` directly (its multipage
-    convention) until some script run has called `st.navigation` (for a link opened first after the
-    server starts; AppTest on every run): such a run draws the router's frame here and the page goes
-    on, so nothing of the run (a button press, the URL's parameters) is lost. (Widgets drawn in that
-    first run have other ids than in the routed runs after it: a session opened in the very first
-    moments of a server may need a second click once.)"""
-    if not _ROUTED.get():
+    convention) until some script run has called `st.navigation`: for a link opened first after the
+    server starts, and in AppTest on every run. On a server such a run registers the pages and reruns,
+    so the page is drawn by the router, with the same widget ids as every later run (the first run of a
+    session carries no widget interaction to lose; the URL's parameters are kept). AppTest cannot rerun
+    into the router: there the router's frame is drawn here and the page goes on."""
+    if _ROUTED.get():
+        return
+    if st.config.get_option("global.appTest"):
         frame()
+        return
+    navigation()
+    st.rerun()
 
 
 def navigation() -> tuple[st.Page, PageSpec]:
