@@ -85,11 +85,11 @@ def go(k: int) -> None:
 
 cols = st.columns(3)
 if number > 1:
-    cols[0].button(f"← {number - 1}. {lab.chapter(number - 1).title}", on_click=go, args=(number - 1,),
-                   key=registry.widget_key("lab", "previous"))
+    cols[0].button(f"← Chapter {number - 1}", help=lab.chapter(number - 1).title, on_click=go, args=(number - 1,),
+                   key=registry.widget_key("lab", "previous"), width="stretch")
 if number < len(NUMBERS):
-    cols[2].button(f"{number + 1}. {lab.chapter(number + 1).title} →", on_click=go, args=(number + 1,),
-                   key=registry.widget_key("lab", "next"), type="primary")
+    cols[2].button(f"Chapter {number + 1} →", help=lab.chapter(number + 1).title, on_click=go, args=(number + 1,),
+                   key=registry.widget_key("lab", "next"), type="primary", width="stretch")
 with cols[1].popover("Instructor handout"):
     st.markdown("The whole lab as one HTML page that opens offline (every chapter's text, charts and "
                 "questions); also `sensviz lab --out lab.html [--answers]`.")

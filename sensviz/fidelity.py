@@ -132,7 +132,9 @@ class Claim:
         half, most = self.interval.units_needed(0.5), self.interval.units_needed(0.8)
         if half is None:
             return "no effect measured" if self.interval.estimate == 0 else f"more than {stats.MAX_UNITS}"
-        return f"{half} {self.interval.unit} ({most if most else f'more than {stats.MAX_UNITS}'} for 80 % power)"
+        now = f"{self.interval.units:.3g}"
+        return (f"{half} {self.interval.unit} (now {now}; {most if most else f'more than {stats.MAX_UNITS}'} "
+                "for 80 % power)")
 
 
 def attempt(test: Callable[[], stats.Interval]) -> tuple[stats.Interval | None, str]:
@@ -876,8 +878,9 @@ METHOD = (
     "the others (OLS with a task indicator). Every test keeps the runs that pass the paper's convergence filter "
     "and the page says which it dropped.\n\n"
     "Where a claim is not resolved, the last column of each section's table gives the units (seeds per setting, "
-    "functions or runs) at which the measured effect and the measured variance would give an interval that "
-    "excludes zero (the standard error shrinking as 1/√units), and in brackets the units for an 80 % chance of it."
+    "functions or runs), counted among the runs the filter keeps, at which the measured effect and the measured "
+    "variance would give an interval that excludes zero (the standard error shrinking as 1/√units); in brackets "
+    "the units the tables hold now (kept runs per setting, on average) and those for an 80 % chance of it."
 )
 
 
