@@ -1,4 +1,5 @@
-"""Experiments: the paper's experiments as sweeps — the shipped quick-scale results or a sweep folder of your own."""
+"""Experiments: the paper's experiments as sweeps — the shipped results (quick and standard scale) or a sweep folder
+of your own."""
 
 import streamlit as st
 
@@ -8,8 +9,10 @@ nav.require_router()
 st.markdown(
     "The paper's five experiments — **length scaling**, the **norm/blowup trade-off**, **training dynamics**, "
     "the **scratchpad** and **low-sensitivity generalization** — run as declarative sweeps "
-    "(`sensviz sweep experiments/<name>.toml --out DIR`). The shipped results are the quick scale (small models, "
-    "a few minutes each on two CPU cores); `--scale paper` runs the paper's sizes. Every figure keeps the runs "
+    "(`sensviz sweep experiments/<name>.toml --out DIR`). Two scales are shipped: **quick** (small models, a few "
+    "minutes each on two CPU cores) and **standard** (the same widths with the seeds and lengths that decide each "
+    "claim, hours on two cores; its verdicts are in `docs/fidelity.md`); `--scale paper` runs the paper's sizes. "
+    "Every figure keeps the runs "
     "that pass the paper's convergence filter and says how many it dropped; sharpness is on the ±1 scale "
     "(×4 for MSE on {0,1} targets) and error bars are ± one standard error over seeds."
 )
