@@ -803,6 +803,12 @@ def default_scale(present: list[str]) -> str:
     return (named or present)[-1]
 
 
+def page_path(scale: str, present: list[str]) -> str:
+    """Where the page of one scale lives: `docs/fidelity.md` for the default scale (the largest
+    present), `docs/fidelity-<scale>.md` for each other one."""
+    return "docs/fidelity.md" if scale == default_scale(present) else f"docs/fidelity-{scale}.md"
+
+
 def build(folder, scale: str | None = None) -> tuple[str, list[Claim]]:
     """The fidelity page for one scale of the results folder (default: `default_scale`) and its claims."""
     folder = Path(folder)
@@ -825,7 +831,8 @@ def build(folder, scale: str | None = None) -> tuple[str, list[Claim]]:
             claims += found
     counts = {v: sum(c.verdict == v for c in claims) for v in (stats.REPRODUCED, stats.DIFFERS, stats.UNRESOLVED)}
     unresolved = [c for c in claims if c.verdict == stats.UNRESOLVED]
-    command = f"sensviz fidelity {root} --out docs/fidelity.md --scale {scale}"
+    command = f"sensviz fidelity {root} --out {page_path(scale, present)} --scale {scale}"
+    others = [f"[`{s}`]({Path(page_path(s, present)).name})" for s in present if s != scale]
     page = [
         MARKER.format(scale=scale),
         f"# Fidelity: the paper's claims beside the shipped `{scale}`-scale runs",
@@ -833,7 +840,8 @@ def build(folder, scale: str | None = None) -> tuple[str, list[Claim]]:
         f"claims. `experiments/*.toml` runs each of them as a sweep; `{root}/{scale}/` holds the tables of the "
         f"`{scale}` scale. This page is written by `{command}` from those tables: every number on it is computed "
         "from them (the paper's setup from the specs' `paper` scale), and a test regenerates it and fails if this "
-        "file differs. The Experiments page of the app and `sensviz report` draw the same tables.",
+        "file differs. The Experiments page of the app and `sensviz report` draw the same tables."
+        + (f" The same claims at the other shipped scales: {', '.join(others)}." if others else ""),
         "Each section sets the scale's settings beside the spec's `paper` scale. Everything else follows the "
         "paper's code: the post-LN encoder with concatenated embeddings, MSE on {0,1} targets, fresh uniform "
         "inputs every step, the sharpness proxy (Gaussian noise of std eps on every non-positional parameter, the "

@@ -14,14 +14,17 @@ ROOT = Path(__file__).resolve().parents[1]
 RHO = 2.0  # rho_proxy of the fixed tables
 
 
-def test_the_committed_page_is_the_page_the_tables_give():
-    page = (ROOT / "docs" / "fidelity.md").read_text(encoding="utf-8")
-    scale = fidelity.scale_of(page)
-    assert scale in fidelity.scales(ROOT / "experiments" / "results")
-    regenerated = fidelity.render(ROOT / "experiments" / "results", scale)
-    assert regenerated == page, (
-        f"docs/fidelity.md is not what the {scale} tables give: run "
-        f"`sensviz fidelity experiments/results --out docs/fidelity.md --scale {scale}`")
+def test_the_committed_pages_are_the_pages_the_tables_give():
+    results = ROOT / "experiments" / "results"
+    present = fidelity.scales(results)
+    pages = {p.name: p.read_text(encoding="utf-8") for p in (ROOT / "docs").glob("fidelity*.md")}
+    assert sorted(pages) == sorted(Path(fidelity.page_path(s, present)).name for s in present)  # one page per scale
+    for name, page in pages.items():
+        scale = fidelity.scale_of(page)
+        assert scale in present and fidelity.page_path(scale, present) == f"docs/{name}"
+        assert fidelity.render(results, scale) == page, (
+            f"docs/{name} is not what the {scale} tables give: run "
+            f"`sensviz fidelity experiments/results --out docs/{name} --scale {scale}`")
 
 
 def length_runs(radii: bool) -> pd.DataFrame:
@@ -108,6 +111,12 @@ def test_the_default_scale_is_the_largest_and_a_missing_one_is_named(tmp_path):
     assert fidelity.scales(folder) == ["quick", "standard"]
     assert fidelity.scale_of(fidelity.render(folder)) == "standard"
     assert fidelity.scale_of(fidelity.render(folder, "quick")) == "quick"
+    # the default scale's page is docs/fidelity.md, each other one docs/fidelity-<scale>.md, linked both ways
+    assert [fidelity.page_path(s, ["quick", "standard"]) for s in ("quick", "standard")] == [
+        "docs/fidelity-quick.md", "docs/fidelity.md"]
+    assert "--out docs/fidelity-quick.md --scale quick" in fidelity.render(folder, "quick")
+    assert "at the other shipped scales: [`standard`](fidelity.md)." in fidelity.render(folder, "quick")
+    assert "at the other shipped scales: [`quick`](fidelity-quick.md)." in fidelity.render(folder)
     with pytest.raises(ValueError, match="no 'paper' scale here; found quick, standard"):
         fidelity.render(folder, "paper")
     with pytest.raises(ValueError, match="no results here"):
