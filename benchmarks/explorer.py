@@ -6,7 +6,7 @@
 Serves `app.py` (`streamlit run`, a fresh data folder) and, for `encoder-parity-n8` and
 `encoder-parity-n10`, opens every page by URL in a fresh websocket session (`benchmarks/load.py`)
 on a cold server cache (cleared before each page; the server's modules are imported once before
-the first page), then re-renders it in the same session (cached). Times are from sending the
+the first page), then re-renders it in the same session (cached); the same for each Lab chapter. Times are from sending the
 request to the end of the script run; targets: first render <= 2 s, cached <= 0.3 s. Then, in
 headless Chromium, the time from pressing Train with the PARITY n = 8 preset to the converged
 model being selected in the sidebar (target <= 15 s). The machine's load average is printed with
@@ -50,6 +50,20 @@ def time_pages(base: str, model: str) -> list[tuple[str, float, float, bool]]:
     return rows
 
 
+def time_chapters(base: str) -> list[tuple[int, float, float, bool]]:
+    """Per Lab chapter (`lab?chapter=k`, its own models): (k, first render on a cold cache, cached, no exception)."""
+    import asyncio
+
+    from sensviz.lab import CHAPTERS
+
+    rows = []
+    for k in range(1, len(CHAPTERS) + 1):
+        load.clear_caches(base)
+        first, cached = asyncio.run(load.open_once(base, f"lab?chapter={k}", reruns=1))
+        rows.append((k, first.seconds, cached.seconds, first.ok and cached.ok))
+    return rows
+
+
 def time_training(base: str) -> float:
     """Seconds from pressing Train (the PARITY n = 8 preset) to the converged model selected."""
     from playwright.sync_api import sync_playwright
@@ -84,6 +98,7 @@ def main(argv=None) -> int:
     with load.serve(ROOT / "artifacts" / "streamlit-bench.log", env=env) as base:
         load.open_many(base, ["about"])  # import the server's modules once
         results = {model: time_pages(base, model) for model in MODELS}
+        chapters = time_chapters(base)
         train_s = None if args.no_train else time_training(base)
     load_after = os.getloadavg()
 
@@ -98,6 +113,9 @@ def main(argv=None) -> int:
             ok &= fine and first <= FIRST_TARGET_S and cached <= CACHED_TARGET_S
             line += f" {'':>17} {first:5.2f}  {cached:6.2f}" + ("" if fine else " EXCEPTION")
         print(line)
+    print("Lab chapter " + "  ".join(f"{k}: {first:.2f} / {cached:.2f}" + ("" if fine else " EXCEPTION")
+                                     for k, first, cached, fine in chapters) + "  (first render / cached, s)")
+    ok &= all(fine and first <= FIRST_TARGET_S and cached <= CACHED_TARGET_S for _, first, cached, fine in chapters)
     worst_first = max(r[1] for rows in results.values() for r in rows)
     worst_cached = max(r[2] for rows in results.values() for r in rows)
     print(f"slowest first render {worst_first:.2f} s (target {FIRST_TARGET_S} s), "
