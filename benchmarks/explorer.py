@@ -8,10 +8,9 @@ Serves `app.py` (`streamlit run`, a fresh data folder) and, for `encoder-parity-
 on a cold server cache (cleared before each page; the server's modules are imported once before
 the first page), then re-renders it in the same session (cached); the same for each Lab chapter.
 Times are from sending the request to the end of the script run; targets: first render <= 2 s,
-cached <= 0.3 s. Then, in
-headless Chromium, the time from pressing Train with the PARITY n = 8 preset to the converged
-model being selected in the sidebar (target <= 15 s). The machine's load average is printed with
-the table: these numbers depend on what else runs.
+cached <= 0.3 s. Then, in headless Chromium, the time from pressing Train with the PARITY n = 8
+preset to the converged model being selected in the sidebar (target <= 15 s). The machine's load
+average is printed with the table: these numbers depend on what else runs.
 """
 
 from __future__ import annotations
