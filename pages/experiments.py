@@ -11,8 +11,8 @@ st.markdown(
     "the **scratchpad** and **low-sensitivity generalization** — run as declarative sweeps "
     "(`sensviz sweep experiments/<name>.toml --out DIR`). Two scales are shipped: **quick** (small models, a few "
     "minutes each on two CPU cores) and **standard** (the same widths with the seeds and lengths that decide each "
-    "claim, hours on two cores; its verdicts are in `docs/fidelity.md`, the quick scale's in `docs/fidelity-quick.md`); `--scale paper` runs the paper's sizes. "
-    "Every figure keeps the runs "
+    "claim, hours on two cores; its verdicts are in `docs/fidelity.md`, the quick scale's in "
+    "`docs/fidelity-quick.md`); `--scale paper` runs the paper's sizes. Every figure keeps the runs "
     "that pass the paper's convergence filter and says how many it dropped; sharpness is on the ±1 scale "
     "(×4 for MSE on {0,1} targets) and error bars are ± one standard error over seeds."
 )
