@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 from test_app import ROOT, ZOO, goto, notices, open_url, selected, train_tiny, upload, wait_until
+from test_charts import walk
 
 import sensviz as sv
 from ui import page, registry
@@ -29,18 +30,6 @@ def charts(at) -> list[tuple[dict, pd.DataFrame]]:
         frames = [pa.ipc.open_stream(d.data.data).read_pandas() for d in element.proto.datasets]
         found.append((spec, pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()))
     return found
-
-
-def walk(node, key):
-    """Every value stored under `key` anywhere in a spec."""
-    if isinstance(node, dict):
-        for k, v in node.items():
-            if k == key:
-                yield v
-            yield from walk(v, key)
-    elif isinstance(node, list):
-        for v in node:
-            yield from walk(v, key)
 
 
 def colours(spec: dict) -> list[dict]:

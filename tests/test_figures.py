@@ -5,6 +5,7 @@ import re
 
 import pandas as pd
 import pytest
+from test_charts import walk
 
 from sensviz import figures
 
@@ -170,18 +171,6 @@ def every_figure() -> list:
             + figures.figures("dynamics", runs[runs["task"] == "parity"], history)
             + figures.figures("scratchpad", scratch, pd.DataFrame())
             + figures.figures("generalization", general, pd.DataFrame()))
-
-
-def walk(node, key):
-    """Every value stored under `key` anywhere in a spec."""
-    if isinstance(node, dict):
-        for k, v in node.items():
-            if k == key:
-                yield v
-            yield from walk(v, key)
-    elif isinstance(node, list):
-        for v in node:
-            yield from walk(v, key)
 
 
 def luminance(colour: str) -> float:
