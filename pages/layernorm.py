@@ -29,10 +29,7 @@ for m in models:
         st.caption(f"{m.label} is analysed at n={m.n}, so it does not read this input.")
 
 st.subheader("Over the cube")
-found = {}
-for m in models:
-    with page.progress_bar(f"Tracing every input of {m.label}…") as report:
-        found[m.label] = cache.layernorm_tables(m.ref, m.n, progress=report)
+found = page.each_model(models, "Tracing every input of {label}…", cache.layernorm_tables)
 for m in models:
     summary = found[m.label]["summary"]
     if compare:

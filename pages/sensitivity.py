@@ -11,10 +11,7 @@ nav.require_router()
 selection = page.model()
 models = page.shown()
 compare = len(models) > 1
-found = {}
-for m in models:
-    with page.progress_bar(f"Evaluating {m.label} on the cube (n={m.n})…") as report:
-        found[m.label] = cache.sensitivity_tables(m.ref, m.n, progress=report)
+found = page.each_model(models, "Evaluating {label} on the cube (n={n})…", cache.sensitivity_tables)
 for m in models:
     result = found[m.label]["report"]
     facts = cache.model_facts(m.ref)

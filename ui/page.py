@@ -298,6 +298,16 @@ def progress_bar(text: str):
         bar.empty()
 
 
+def each_model(models: list[Shown], text: str, compute) -> dict:
+    """`compute(ref, n, progress=...)` for every model shown, each under its own progress bar (`text`
+    formatted with the model's `label` and `n`); the results by label."""
+    found = {}
+    for m in models:
+        with progress_bar(text.format(label=m.label, n=m.n)) as report:
+            found[m.label] = compute(m.ref, m.n, progress=report)
+    return found
+
+
 def download(table: pd.DataFrame, name: str, label: str = "Download the data (CSV)") -> None:
     """A download button for the data behind a chart."""
     st.download_button(label, table.to_csv(index=False).encode(), file_name=name, mime="text/csv",
