@@ -3,8 +3,8 @@ the paper's measurements streamed in while it learns."""
 
 import streamlit as st
 
-from sensviz import charts
-from ui import cache, job_panel, jobs, nav, page, registry, train_form
+from sensviz import charts, jobs
+from ui import cache, job_panel, nav, page, registry, train_form
 
 nav.require_router()
 

@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import sensviz as sv  # noqa: E402
-from ui.jobs import JobManager, JobRefused  # noqa: E402
-from ui.kept import KeptStore  # noqa: E402
-from ui.worker import TrainRequest  # noqa: E402
+from sensviz.jobs import JobManager, JobRefused  # noqa: E402
+from sensviz.kept import KeptStore  # noqa: E402
+from sensviz.worker import TrainRequest  # noqa: E402
 
 CEILING_S = 300  # generous: the machine is shared
 
@@ -120,9 +120,9 @@ PARENT = textwrap.dedent(
     import sys, time
     sys.path.insert(0, {root!r})
     from pathlib import Path
-    from ui.jobs import JobManager
-    from ui.kept import KeptStore
-    from ui.worker import TrainRequest
+    from sensviz.jobs import JobManager
+    from sensviz.kept import KeptStore
+    from sensviz.worker import TrainRequest
     if __name__ == "__main__":
         manager = JobManager(Path({root_jobs!r}), KeptStore(Path({root_kept!r}), 2**26), capacity=1, threads=1)
         job = manager.submit("alice", TrainRequest("first", {{"arch": "encoder", "d_model": 8, "n_layers": 1, "n_heads": 2}},

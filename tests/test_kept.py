@@ -8,7 +8,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sensviz as sv  # noqa: E402
-from ui.kept import TOKEN, KeptStore  # noqa: E402
+from sensviz.kept import TOKEN, KeptStore  # noqa: E402
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import jobs, registry
+from sensviz import jobs
+from ui import registry
 
 
 def draw() -> str | None:

@@ -3,7 +3,7 @@ training jobs, and the URL state of every view.
 
 **Models** are named by `ModelRef`: a zoo checkpoint (`model=encoder-parity-n8`, pinned to its
 content as `encoder-parity-n8~<sha256 prefix>`), or a kept model (`model=trained:<token>`,
-`model=upload:<token>`, `ui.kept`). The selection lives in the session and in the URL.
+`model=upload:<token>`, `sensviz.kept`). The selection lives in the session and in the URL.
 
 **URL state.** Every view is a link: the public parameters `model`, `compare`, `n` and `job`, the
 same on every page, and each page's own settings (`setting` / `set_setting`). On the first run of
@@ -33,8 +33,8 @@ from typing import TypeVar
 
 import streamlit as st
 
-from ui.jobs import JobManager
-from ui.kept import KeptStore, cap_bytes, data_dir
+from sensviz.jobs import JobManager
+from sensviz.kept import KeptStore, cap_bytes, data_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")

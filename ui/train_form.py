@@ -19,8 +19,8 @@ from sensviz.configs import Setting, settings_of
 from sensviz.models import ModelSettings
 from sensviz.tasks import Param
 from sensviz.training import TrainConfig
+from sensviz.worker import LIVE_LIMITS, TrainRequest
 from ui import registry
-from ui.worker import LIVE_LIMITS, TrainRequest
 
 DEFAULTS = {"task": "parity", "n": 8, "steps": 2000, "batch_size": 256, "lr": 1e-3, "eval_interval": 50,
             "target_accuracy": 1.0, "target_loss": 0.001, "measure_every": 100, "early_stop": True}

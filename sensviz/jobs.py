@@ -1,7 +1,7 @@
 """Training jobs that belong to the server, not to a page: a queue, a cap, one process per run.
 
 `JobManager` (one per server and data folder, `ui.registry.job_manager()`) runs each job in its
-own freshly started interpreter (`python -m ui.worker`; see there why not `multiprocessing`), at
+own freshly started interpreter (`python -m sensviz.worker`; see there why not `multiprocessing`), at
 most `capacity` at once (default: one per two cores, each with up to cores / capacity torch
 threads), and queues the rest in order. One process is always started ahead, with torch loaded,
 waiting for the next job (`worker.standby`): a run then starts at once instead of after the
@@ -10,7 +10,7 @@ on the same data folder is refused instead of taking over the first one's jobs. 
 id) has at most one job queued or running, and the queue holds at most `max_queue` jobs, so a
 class pressing Train at once waits in line instead of overloading the machine, and no one can fill
 the queue. A background thread starts queued jobs and collects finished ones; the finished model
-is kept (`ui.kept.KeptStore`, kind "trained") under its owner, and the job's `state.json`
+is kept (`sensviz.kept.KeptStore`, kind "trained") under its owner, and the job's `state.json`
 records the outcome, so a reload (the job id is in the URL) finds it again, also after the
 server restarted.
 
@@ -33,8 +33,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ui import worker
-from ui.kept import KeptStore, write_atomic
+from sensviz import worker
+from sensviz.files import write_atomic
+from sensviz.kept import KeptStore
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB_ID = re.compile(r"^[A-Za-z0-9_-]{12,64}$")
@@ -236,7 +237,7 @@ class JobManager:
             return
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         self._spare = subprocess.Popen(
-            [sys.executable, "-m", "ui.worker", "--standby", "--threads", str(self.threads), "--parent", str(os.getpid())],
+            [sys.executable, "-m", "sensviz.worker", "--standby", "--threads", str(self.threads), "--parent", str(os.getpid())],
             stdin=subprocess.PIPE, cwd=ROOT, env=env, text=True,
         )
 

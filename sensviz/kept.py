@@ -6,7 +6,7 @@ the hash of a public file or a seeded run can be computed by anyone, a token can
 (`model=trained:<token>`) shares one model on purpose and listing another user's models is
 impossible. The total size is capped (`SENSVIZ_KEPT_CAP_MB`, default 1024 MiB); keeping a new
 model evicts the oldest ones over the cap. Only the owner lists or deletes a model. The bytes are
-never trusted: every load validates them again (`ui.cache.load`). No Streamlit here.
+never trusted: every load validates them again (the app's `ui.cache.load`). No Streamlit here.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from sensviz.files import write_atomic
 
 KINDS = ("trained", "upload")
 TOKEN = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
@@ -38,13 +40,6 @@ def data_dir() -> Path:
 def cap_bytes() -> int:
     """The kept models' total size cap: $SENSVIZ_KEPT_CAP_MB MiB (default 1024)."""
     return int(float(os.environ.get("SENSVIZ_KEPT_CAP_MB", DEFAULT_CAP_MB)) * 2**20)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write a file so that a reader sees the old content or the new one, never half of it."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 @dataclass(frozen=True)

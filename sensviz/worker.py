@@ -2,12 +2,12 @@
 to the server only through files in the job's folder. No Streamlit here (the process imports torch
 and sensviz only).
 
-The process is a fresh interpreter, `python -m ui.worker` (`ui.jobs` starts it), not a
+The process is a fresh interpreter, `python -m sensviz.worker` (`sensviz.jobs` starts it), not a
 `multiprocessing` child: Streamlit runs each page script as `__main__`, and a multiprocessing
 "spawn" child re-runs the parent's `__main__` — here the whole app, with its own job manager.
 With `--standby` it loads torch and the trainer first and then reads its job folder from stdin.
 
-Files in the job folder (`ui.jobs` reads them; every write is atomic or an appended line):
+Files in the job folder (`sensviz.jobs` reads them; every write is atomic or an appended line):
 
 - `request.json`   the `TrainRequest` (written by the server before the process starts)
 - `progress.json`  step, steps, training loss, the last evaluation, seconds (about 4 times a second)
@@ -110,7 +110,7 @@ def prepare(request: TrainRequest):
 
 
 def write_json(path: Path, value) -> None:
-    from ui.kept import write_atomic
+    from sensviz.files import write_atomic
 
     write_atomic(path, json.dumps(value).encode())
 
@@ -118,8 +118,8 @@ def write_json(path: Path, value) -> None:
 def _live_callback(folder: Path, request: TrainRequest):
     """The callback that measures (within the time budget) and writes progress and records."""
     from sensviz.checkpoints import checkpoint_bytes
+    from sensviz.files import write_atomic
     from sensviz.monitor import MeasurementCallback
-    from ui.kept import write_atomic
 
     class Live(MeasurementCallback):
         def __init__(self):
@@ -203,8 +203,8 @@ def run(folder: str, threads: int, parent_pid: int) -> None:
         import torch
 
         from sensviz.checkpoints import checkpoint_bytes
+        from sensviz.files import write_atomic
         from sensviz.training import train
-        from ui.kept import write_atomic
 
         request = TrainRequest.from_dict(json.loads((folder / "request.json").read_text()))
         model, task, config = prepare(request)
@@ -223,7 +223,7 @@ def run(folder: str, threads: int, parent_pid: int) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description="one training job of the sensviz explorer (started by ui.jobs)")
+    parser = argparse.ArgumentParser(description="one training job of the sensviz explorer (started by sensviz.jobs)")
     parser.add_argument("folder", nargs="?", help="the job's folder (with --standby: read from stdin)")
     parser.add_argument("--standby", action="store_true", help="load torch first, then read the folder from stdin")
     parser.add_argument("--threads", type=int, default=1, help="torch threads at most")
