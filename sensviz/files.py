@@ -50,22 +50,29 @@ def _check_writable_folder(path: Path, shown) -> None:
         raise ValueError(f"{shown}: cannot write in the folder {folder}")
 
 
+def _resolve(path, wanted: str, kind: Callable[[int], bool]) -> tuple[Path, bool]:
+    """`path`'s target (a link followed) and whether it exists; ValueError in one line when it exists
+    but is not what `kind` accepts (`wanted`: what to name instead)."""
+    target = Path(os.path.realpath(path))
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        return target, False
+    except OSError as err:
+        raise ValueError(f"{path}: {err.strerror}") from None
+    if not kind(mode):
+        link = f" (a link to {target})" if target != Path(os.path.abspath(path)) else ""
+        raise ValueError(f"{path}{link} is {_kind(mode)}; name {wanted} or a new path")
+    return target, True
+
+
 def check_file(path, suffix: str | None = None) -> Path:
     """The file that writing `path` replaces (a link's target): a regular file or a new path in a
     folder that can be written, else ValueError in one line; `suffix` (e.g. ".npz"): the name must
     end in it."""
     if suffix is not None and not str(path).endswith(suffix):
         raise ValueError(f"{path}: the name must end in {suffix}")
-    target = Path(os.path.realpath(path))  # a link is written through: the link stays, its target changes
-    try:
-        mode = target.stat().st_mode
-    except FileNotFoundError:
-        mode = None
-    except OSError as err:
-        raise ValueError(f"{path}: {err.strerror}") from None
-    if mode is not None and not stat.S_ISREG(mode):
-        link = f" (a link to {target})" if target != Path(os.path.abspath(path)) else ""
-        raise ValueError(f"{path}{link} is {_kind(mode)}; name a regular file or a new path")
+    target, _ = _resolve(path, "a regular file", stat.S_ISREG)  # a link is written through: its target changes
     _check_writable_folder(target, path)
     return target
 
@@ -73,14 +80,11 @@ def check_file(path, suffix: str | None = None) -> Path:
 def check_folder(path) -> Path:
     """`path` as a folder to write files in: an existing folder (or a link to one) or a new path
     in a folder that can be written, else ValueError in one line."""
-    target = Path(os.path.realpath(path))
-    if target.exists():
-        if not target.is_dir():
-            raise ValueError(f"{path} is {_kind(target.stat().st_mode)}; name a folder or a new path")
-        if not os.access(target, os.W_OK | os.X_OK):
-            raise ValueError(f"{path}: cannot write in this folder")
-        return target
-    _check_writable_folder(target, path)
+    target, exists = _resolve(path, "a folder", stat.S_ISDIR)
+    if not exists:
+        _check_writable_folder(target, path)
+    elif not os.access(target, os.W_OK | os.X_OK):
+        raise ValueError(f"{path}: cannot write in this folder")
     return target
 
 
