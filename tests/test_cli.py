@@ -356,19 +356,23 @@ def test_inspect_a_diverged_checkpoint_reports_what_it_cannot_measure(capsys, tm
         assert out[name] is not None or name in out["notes"], name  # a value, or null with a reason
 
 
-def _bad_targets(folder: Path, want_folder: bool) -> list[tuple[Path, str]]:
-    """Places no output may replace, each with what the refusal calls it: a device, a fifo, a folder
-    (or a file, where a folder is wanted), and links to the first two (names end in .npz so that
-    `--dump` gets to check them)."""
+def bad_targets(folder: Path, want_folder: bool) -> list[tuple[str, Path, str]]:
+    """Places no output may replace, made in `folder`: what each is, its path, and what the refusal
+    says: a device, a fifo, links to those, a path under a file, and a folder (or a file, where a
+    folder is wanted). Names end in .npz so that `--dump` gets to check them; benchmarks/hostile.py
+    measures them too."""
     os.mkfifo(folder / "fifo.npz")
     (folder / "dir.npz").mkdir()
     (folder / "file.npz").write_text("keep")
     (folder / "null-link.npz").symlink_to("/dev/null")
     (folder / "fifo-link.npz").symlink_to(folder / "fifo.npz")
-    return [(Path("/dev/null"), "is a character device"), (folder / "fifo.npz", "is a fifo"),
-            (folder / "null-link.npz", f"null-link.npz (a link to {os.path.realpath('/dev/null')}) is a character device"),
-            (folder / "fifo-link.npz", f"fifo-link.npz (a link to {folder / 'fifo.npz'}) is a fifo"),
-            (folder / "file.npz", "is a file") if want_folder else (folder / "dir.npz", "is a folder")]
+    return [("a device", Path("/dev/null"), "is a character device"),
+            ("a fifo", folder / "fifo.npz", "is a fifo"),
+            ("a link to a device", folder / "null-link.npz",
+             f"null-link.npz (a link to {os.path.realpath('/dev/null')}) is a character device"),
+            ("a link to a fifo", folder / "fifo-link.npz", f"fifo-link.npz (a link to {folder / 'fifo.npz'}) is a fifo"),
+            ("a path under a file", folder / "file.npz" / "x.npz", "Not a directory"),
+            ("a file", folder / "file.npz", "is a file") if want_folder else ("a folder", folder / "dir.npz", "is a folder")]
 
 
 OUTPUT_COMMANDS = {  # each would fail later on (a missing input) or work for minutes: the output check comes first
@@ -387,7 +391,7 @@ OUTPUT_COMMANDS = {  # each would fail later on (a missing input) or work for mi
 @pytest.mark.parametrize("command", OUTPUT_COMMANDS)
 def test_an_output_onto_a_device_fifo_or_folder_is_refused_before_any_work(capsys, tmp_path, command):
     argv, want_folder = OUTPUT_COMMANDS[command]
-    for place, called in _bad_targets(tmp_path, want_folder):
+    for _, place, called in bad_targets(tmp_path, want_folder):
         code, out, err = run(capsys, *argv, str(place))
         assert code == 2 and out is None and len(err.splitlines()) == 1 and "Traceback" not in err, err
         if command == "inspect --dump" and place.suffix != ".npz":
