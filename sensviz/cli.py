@@ -300,28 +300,20 @@ _length = _limited(int, "n")
 _samples = _limited(int, "samples")
 
 
-def _output_file(suffix: str | None = None):
-    """An argparse type: a file to write (`sensviz.files.check_file`: a regular file or a new path;
-    with `suffix`, a name ending in it), checked before any work starts; the path as given."""
+def _output(check, *options):
+    """An argparse type: a path to write that `check` (`sensviz.files.check_file`, with `options` such
+    as a suffix, or `check_folder`) accepts, checked while the arguments are read, before any work;
+    the path as given."""
 
     def parse(text: str) -> str:
         try:
-            check_file(text, suffix)
+            check(text, *options)
         except ValueError as err:
             raise argparse.ArgumentTypeError(str(err)) from None
         return text
 
     parse.__name__ = "path"
     return parse
-
-
-def _output_folder(text: str) -> str:
-    """An argparse type: a folder to write files in (`sensviz.files.check_folder`); the path as given."""
-    try:
-        check_folder(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    return text
 
 
 class _Renamed(argparse.Action):
@@ -366,7 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "trade-off, sharpness, the proxy")
     p.add_argument("checkpoint")
     _file_options(p)
-    p.add_argument("--dump", metavar="FILE.npz", type=_output_file(".npz"),
+    p.add_argument("--dump", metavar="FILE.npz", type=_output(check_file, ".npz"),
                    help="write outputs, LN factors and attention for every vertex (a name ending in .npz)")
     extra = [name for name, q in QUANTITIES.items()]
     p.add_argument("--with", dest="with_quantities", nargs="+", choices=extra, metavar="QUANTITY",
@@ -387,7 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-bias-ln", action="store_true", help="no movement of biases and LayerNorm parameters")
     p.add_argument("--to", metavar="OTHER.safetensors", help="the straight line to another checkpoint of the same model")
     p.add_argument("--hessian", action="store_true", help="along the top Hessian eigenvector(s) of the loss")
-    p.add_argument("--out", required=True, metavar="FILE.csv", type=_output_file(), help="where to write the slice")
+    p.add_argument("--out", required=True, metavar="FILE.csv", type=_output(check_file), help="where to write the slice")
     _file_options(p)
     p.add_argument("--seed", type=_seed, default=0, help="seed of the directions and the input sample")
     p.add_argument("--inputs", type=_limited(int, "inputs"), default=MeasureSettings().measure_inputs,
@@ -397,7 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("convert", help="convert the authors' .pt state dict to a safetensors checkpoint")
     p.add_argument("source", help="a .pt file holding a state dict")
-    p.add_argument("out", type=_output_file(), help="the .safetensors file to write")
+    p.add_argument("out", type=_output(check_file), help="the .safetensors file to write")
     p.add_argument("--n-heads", type=_limited(int, "n_heads"), required=True, help="attention heads of the model")
     p.add_argument("--task", help="the task it was trained on")
     p.add_argument("--n", type=_length, help="the input length it was trained on")
@@ -408,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     configs.add_arguments(p.add_argument_group("model (sensviz.models.ModelSettings)"), ModelSettings)
     configs.add_arguments(p.add_argument_group("training (sensviz.training.TrainConfig)"), TrainConfig,
                           required=("n",))
-    p.add_argument("--out", metavar="PATH.safetensors", type=_output_file(), help="write the trained model here")
+    p.add_argument("--out", metavar="PATH.safetensors", type=_output(check_file), help="write the trained model here")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     _add_renamed(p, "train")
     p.set_defaults(run=_train)
@@ -416,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("zoo", help="the pretrained checkpoints: build them, or verify hashes and loading")
     zoo_sub = p.add_subparsers(dest="zoo_command", required=True, parser_class=Parser)
     q = zoo_sub.add_parser("build", help="train every zoo checkpoint (deterministic) and write the manifest")
-    q.add_argument("--dir", default="checkpoints", type=_output_folder, help="where the checkpoints go")
+    q.add_argument("--dir", default="checkpoints", type=_output(check_folder), help="where the checkpoints go")
     q.add_argument("--only", nargs="+", metavar="NAME", help="rebuild only these entries (file stems)")
     q.add_argument("--threads", type=_limited(int, "threads"), default=1,
                    help="CPU threads (default 1: reproducible, and robust on a busy machine)")
@@ -428,7 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sweep", help="run a sweep spec (TOML) of the paper's experiments; resumable")
     p.add_argument("spec", help="a sweep spec, e.g. experiments/length_scaling.toml")
-    p.add_argument("--out", required=True, metavar="DIR", type=_output_folder,
+    p.add_argument("--out", required=True, metavar="DIR", type=_output(check_folder),
                    help="results folder (rerun with the same folder to resume)")
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="local: process pool on this machine (default); ray: Ray tasks")
@@ -442,11 +434,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="a standalone HTML report with every figure of a sweep folder (or of its subfolders)")
     p.add_argument("folder", help="a sweep folder (holding runs.parquet), or a folder of sweep folders")
-    p.add_argument("--out", required=True, metavar="REPORT.html", type=_output_file(), help="where to write the report")
+    p.add_argument("--out", required=True, metavar="REPORT.html", type=_output(check_file), help="where to write the report")
     p.set_defaults(run=_report)
 
     p = sub.add_parser("lab", help="the Lab as one offline HTML handout: every chapter's text, figures and questions")
-    p.add_argument("--out", required=True, metavar="LAB.html", type=_output_file(), help="where to write the handout")
+    p.add_argument("--out", required=True, metavar="LAB.html", type=_output(check_file), help="where to write the handout")
     p.add_argument("--answers", action="store_true", help="include the answers to the questions")
     p.add_argument("--checkpoints", default="checkpoints", help="the zoo the chapters load (default checkpoints)")
     p.add_argument("--results", default="experiments/results", help="the shipped results (chapter 5)")
@@ -454,7 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("fidelity", help="the fidelity page: each claim of the paper with its interval and verdict")
     p.add_argument("folder", help="a results folder holding <scale>/<experiment>/runs.parquet, e.g. experiments/results")
-    p.add_argument("--out", required=True, metavar="PAGE.md", type=_output_file(),
+    p.add_argument("--out", required=True, metavar="PAGE.md", type=_output(check_file),
                    help="where to write the page, e.g. docs/fidelity.md")
     p.add_argument("--scale", help="the scale to decide from, e.g. quick or standard (default: the largest present)")
     p.set_defaults(run=_fidelity)
