@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from test_files import leftovers, read_only
+from test_sweeps import _children
 
 import sensviz as sv
 from sensviz.cli import RENAMED, RENAMED_UNTIL, build_parser, main
@@ -446,13 +447,12 @@ BUSY_CPU_S = 5.0
 def _busy_children(pid: int) -> int:
     """How many child processes of `pid` have used `BUSY_CPU_S` of CPU (Linux /proc)."""
     busy = 0
-    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+    for child in _children(pid):
         try:
-            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+            fields = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[1]) == pid and (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") >= BUSY_CPU_S:
-            busy += 1
+        busy += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") >= BUSY_CPU_S
     return busy
 
 

@@ -4,17 +4,10 @@ import contextlib
 import os
 import stat
 import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
 from sensviz.files import check_file, check_folder, write_atomic
-from sensviz.processes import WATCH_INTERVAL_S
-
-CEILING_S = 120.0
-"""Longest wait for a process to end (a busy machine)."""
 
 
 def leftovers(folder) -> list[str]:
@@ -114,46 +107,3 @@ def test_suffix_and_folder_checks(tmp_path):
         check_file(tmp_path / "file" / "inside.txt")
     assert check_folder(tmp_path / "new" / "results") == tmp_path / "new" / "results"
     assert not (tmp_path / "new").exists()  # a check makes nothing
-
-
-WATCHED_CHILD = """
-import os, threading, time
-from sensviz.processes import exit_with_parent
-exit_with_parent(os.getppid())
-exit_with_parent(os.getppid())  # a second call for the same parent starts no second watcher
-watchers = [t for t in threading.enumerate() if t.name == "sensviz-exit-with-parent"]
-print(os.getpid(), len(watchers), flush=True)
-time.sleep(600)
-"""
-
-PARENT = """
-import subprocess, sys, time
-child = subprocess.Popen([sys.executable, "-c", sys.argv[1]], stdout=subprocess.PIPE, text=True)
-print(child.stdout.readline().strip(), flush=True)
-time.sleep(600)
-"""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def test_exit_with_parent_ends_a_child_whose_parent_was_killed():
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, WATCHED_CHILD], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    try:
-        child, watchers = map(int, parent.stdout.readline().split())
-        assert watchers == 1
-        time.sleep(3 * WATCH_INTERVAL_S)
-        assert _alive(child)  # its parent is there: it runs on
-    finally:
-        parent.kill()  # SIGKILL: the parent cannot end its child itself
-        parent.wait()
-    deadline = time.monotonic() + CEILING_S
-    while _alive(child):
-        assert time.monotonic() < deadline, "the child outlived its parent"
-        time.sleep(0.1)
