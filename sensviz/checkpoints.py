@@ -31,10 +31,8 @@ import io
 import json
 import math
 import numbers
-import os
 import re
 import struct
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +43,7 @@ from torch.overrides import TorchFunctionMode
 
 from . import cube
 from .base import TracedModel
+from .files import write_atomic
 from .limits import LIMITS, MiB, check_int, check_json_depth, is_int
 from .models import ARCHITECTURES, config_from_dict, config_to_dict
 from .tasks import ZERO_ONE, TargetEncoding, Task, get_encoding, get_task, task_from_spec
@@ -147,18 +146,12 @@ def checkpoint_bytes(model: TracedModel, **metadata) -> bytes:
 
 
 def save_checkpoint(model: TracedModel, path, **metadata) -> Path:
-    """Write `model` to `path` as a sensviz safetensors checkpoint (atomically) and return the path.
+    """Write `model` to `path` as a sensviz safetensors checkpoint and return the path (atomically, its
+    folder made if needed: `sensviz.files.write_atomic`, which refuses a device, fifo or folder).
 
     Keyword arguments: `task`, `n`, `encoding`, `training`, `extra` (see `checkpoint_metadata`).
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = checkpoint_bytes(model, **metadata)
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.name, suffix=".tmp", delete=False) as tmp:
-        tmp.write(data)
-    os.chmod(tmp.name, 0o644)  # a temporary file is private (0600); a checkpoint is an ordinary file
-    os.replace(tmp.name, path)
-    return path
+    return write_atomic(Path(path), checkpoint_bytes(model, **metadata))
 
 
 def _source_name(source) -> str:
