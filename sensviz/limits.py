@@ -86,6 +86,7 @@ _ALL = (
     Limit("json_depth", 1, 64, "nesting depth of JSON in a header or metadata"),
     Limit("metadata_entries", 0, 256, "metadata fields of a checkpoint"),
     Limit("metadata_bytes", 0, 1 * MiB, "size of one metadata field"),
+    Limit("label_chars", 1, 120, "characters of a label or name shown or stored as is (longer ones are shortened with a hash)"),
 )
 
 LIMITS: dict[str, Limit] = {limit.name: limit for limit in _ALL}
