@@ -11,9 +11,9 @@ Fair shares of one disk (a class server: no student can push out another's model
 
 - Quota: each owner holds at most `quota` bytes ($SENSVIZ_KEPT_QUOTA_MB, default a quarter of the
   cap), counting their models' files, their metadata and whatever they hold elsewhere (the job
-  manager counts their job folders: records, request, names, temporaries). A keep over the quota
-  evicts the owner's own models, least recently opened first, and never anyone else's; what still
-  does not fit is refused.
+  manager counts their job folders: records, request, names, temporaries), and at most the
+  `kept_models` limit of models. A keep over either evicts the owner's own models, least recently
+  opened first, and never anyone else's; what still does not fit is refused.
 - Cap: all files of the store together ($SENSVIZ_KEPT_CAP_MB, default 1024 MiB, temporaries
   included). When a new model does not fit, it is refused with the reason; nothing is evicted.
 - Expiry: a model not opened for $SENSVIZ_KEPT_TTL_DAYS (default 30) is gone; opening it (`data`)
@@ -21,6 +21,8 @@ Fair shares of one disk (a class server: no student can push out another's model
 - The same bytes kept again by the same owner (another name or input length) share one file; an
   identical keep (same kind and loading overrides) returns the model already kept. Another owner's
   equal bytes get their own file and token: no keep ever returns someone else's token.
+- A listing stays cheap for everyone: a model's metadata (name, loading overrides) is at most the
+  `kept_meta_bytes` limit, and each metadata file is parsed once (then found by its inode and size).
 - Every limit is checked before anything is written; a failed write leaves no file behind, and
   temporaries left by a crash are removed when the store opens.
 
@@ -44,6 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sensviz.files import write_atomic
+from sensviz.limits import LIMITS
 from sensviz.text import short_label
 
 KINDS = ("trained", "upload")
@@ -137,6 +140,7 @@ class KeptStore:
         self.elsewhere: Callable[[str], int] | None = None
         self.lock = threading.Lock()
         self.last_created = 0.0
+        self._parsed: dict[str, tuple[tuple[int, int], Kept]] = {}  # token -> ((inode, size), its metadata)
         with self.lock:
             self._remove_temporaries()
             self._expire()
@@ -167,6 +171,9 @@ class KeptStore:
             self.last_created = max(self.clock(), self.last_created + 1e-6)  # strictly increasing
             kept = Kept(secrets.token_urlsafe(12), kind, name, owner, self.last_created, len(data), overrides, digest, stem)
             meta = json.dumps(asdict(kept)).encode()
+            if len(meta) > LIMITS["kept_meta_bytes"].high:
+                raise KeptRefused(f"{name} was not kept: its name and loading settings take {len(meta):,} bytes, more than "
+                                  f"{LIMITS['kept_meta_bytes'].high:,} (limit 'kept_meta_bytes')")
             self._fit(kept, len(meta), mine)
             self._write(kept, data, meta, new_file=not any(k.file == stem for k in self._all() if k.owner == owner))
         return kept
@@ -180,7 +187,8 @@ class KeptStore:
         def need() -> int:  # its metadata, and its data unless one of the staying models holds the same bytes
             return meta_size + (0 if any(k.file == kept.file for k in staying) else kept.size)
 
-        while staying and self._bytes(staying) + elsewhere + need() > self.quota:
+        while staying and (self._bytes(staying) + elsewhere + need() > self.quota
+                           or len(staying) >= LIMITS["kept_models"].high):
             staying.pop(0)
         held = self._bytes(mine) + elsewhere
         if self._bytes(staying) + elsewhere + need() > self.quota:
@@ -221,12 +229,23 @@ class KeptStore:
         """The model kept under `token`, or None (bad token, never kept, expired, evicted or deleted)."""
         if not TOKEN.match(token or ""):
             return None
+        kept = self._read(token)
+        if kept is None or not TOKEN.match(kept.file or kept.token) or self._expired(kept):
+            return None
+        return kept
+
+    def _read(self, token: str) -> Kept | None:
+        """A metadata file, parsed once: it is written once (by replacing), so its inode and size identify it."""
         try:
+            stat = self._meta(token).stat()
+            key = (stat.st_ino, stat.st_size)
+            if token in self._parsed and self._parsed[token][0] == key:
+                return self._parsed[token][1]
             kept = Kept(**json.loads(self._meta(token).read_text()))
         except (OSError, ValueError, TypeError):
+            self._parsed.pop(token, None)
             return None
-        if not TOKEN.match(kept.file or kept.token) or self._expired(kept):
-            return None
+        self._parsed[token] = (key, kept)
         return kept
 
     def data(self, token: str) -> bytes:
@@ -298,13 +317,8 @@ class KeptStore:
         if not self.root.is_dir():
             return
         for path in self.root.glob("*.json"):
-            if not TOKEN.match(path.stem):
-                continue
-            try:
-                kept = Kept(**json.loads(path.read_text()))
-            except (OSError, ValueError, TypeError):
-                continue
-            if self._expired(kept):
+            kept = self._read(path.stem) if TOKEN.match(path.stem) else None
+            if kept is not None and self._expired(kept):
                 self._remove(kept.token, kept)
 
     def _remove_temporaries(self) -> None:
@@ -317,6 +331,7 @@ class KeptStore:
         """Remove a model's metadata, and its data file unless another of the owner's models shares it."""
         kept = kept or self.info(token)
         _delete(self._meta(token))
+        self._parsed.pop(token, None)
         if kept is not None and not any(other.file == kept.file for other in self._all() if other.file):
             _delete(self._file(kept))
 

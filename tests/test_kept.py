@@ -189,6 +189,22 @@ def test_a_long_name_is_stored_shortened(tmp_path, checkpoint):
     assert store.usage("alice") < len(checkpoint) + 2048
 
 
+def test_a_count_limit_per_owner_and_small_metadata_keep_listings_cheap(tmp_path, monkeypatch):
+    monkeypatch.setitem(sv.limits.LIMITS, "kept_models", sv.limits.Limit("kept_models", 1, 3, "test"))
+    store = KeptStore(tmp_path, cap=10 * 2**20)
+    bobs = store.keep("upload", "b", b"bob's bytes", owner="bob").token
+    for i in range(5):
+        store.keep("upload", f"a{i}", f"alice {i}".encode(), owner="alice")
+    assert [k.name for k in store.owned("alice")] == ["a4", "a3", "a2"] and store.info(bobs) is not None
+    with pytest.raises(KeptRefused, match=r"more than 65,536 \(limit 'kept_meta_bytes'\)$"):
+        store.keep("upload", "t", b"x", owner="alice", overrides={"task": "table:" + "01" * 2**16})
+    parses = []
+    real = kept_module.json.loads
+    monkeypatch.setattr(kept_module.json, "loads", lambda text: parses.append(1) or real(text))
+    store.owned("alice")
+    assert parses == []  # every metadata file was parsed once already
+
+
 @pytest.mark.parametrize("token", ["", "short", "../../etc/passwd", "a" * 65, "abc/def" * 4, None])
 def test_bad_tokens_open_no_file(tmp_path, token):
     store = KeptStore(tmp_path, cap=2**20)
