@@ -250,7 +250,7 @@ class KeptStore:
 
     def data(self, token: str) -> bytes:
         """The bytes of a kept model (opening it restarts its expiry clock); KeyError when it is gone,
-        `KeptUnreadable` when its file is there but cannot be read whole."""
+        `KeptUnreadable` when its file is there but cannot be read (the loader validates the bytes)."""
         kept = self.info(token)
         if kept is None:
             raise KeyError(token)
@@ -261,9 +261,6 @@ class KeptStore:
         except OSError as err:
             raise KeptUnreadable(f"kept model unreadable ({err.strerror or type(err).__name__}); "
                                  "it cannot be opened, choose another model") from None
-        if len(data) != kept.size:
-            raise KeptUnreadable(f"kept model unreadable (the file holds {len(data):,} bytes, not {kept.size:,}); "
-                                 "it cannot be opened, choose another model")
         self._touch(token)
         return data
 
