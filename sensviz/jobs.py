@@ -131,8 +131,8 @@ class JobManager:
             self._folder_lock.close()
             raise RuntimeError(f"another server runs the training jobs in {self.root}; give this one its own "
                                "SENSVIZ_DATA_DIR") from None
-        self._recover()
         store.elsewhere = self.folder_bytes
+        self._recover()
         with self.lock:
             self._start_spare()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="sensviz-jobs")
