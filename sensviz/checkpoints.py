@@ -8,8 +8,9 @@ known, `task` (JSON task spec), `n` (the input length it was trained on), `targe
 truth table (up to 2**24 entries) is not written into the header, which stays small: it is the
 uint8 tensor `sensviz.task_table` (bits packed 8 to a byte) beside the weights, and the task spec
 says so (`{"name": "table", "n": 24, "tensor": "sensviz.task_table"}`; files that hold the bits in
-the spec load as before). Strings in `training` and `extra` longer than the `label_chars` limit
-are stored shortened with a hash (`sensviz.text.short_label`): they describe, the task is stored once.
+the spec load as before). Strings in `training` and `extra` longer than the `metadata_chars` limit
+(4,096) are stored shortened with a hash (`sensviz.text.short_label`): they describe, the task is
+stored once.
 
 Any other file is read as the authors' published model class (the `encoder` architecture) when
 its keys have their layout; d_model, max_len, n_layers and d_ff come from the shapes, but the
@@ -135,16 +136,16 @@ def checkpoint_metadata(
 
 
 def _short_strings(value):
-    """`value` (JSON-compatible) with every string over the `label_chars` limit shortened (iteratively)."""
+    """`value` (JSON-compatible) with every string over the `metadata_chars` limit shortened (iteratively)."""
     root = [value]
     stack = [(root, 0)]
     while stack:
         container, key = stack.pop()
         item = container[key]
         if isinstance(item, str):
-            container[key] = short_label(item)
+            container[key] = short_label(item, "metadata_chars")
         elif isinstance(item, dict):
-            container[key] = item = {short_label(str(k)): v for k, v in item.items()}
+            container[key] = item = {short_label(str(k), "metadata_chars"): v for k, v in item.items()}
             stack.extend((item, k) for k in item)
         elif isinstance(item, (list, tuple)):
             container[key] = item = list(item)
