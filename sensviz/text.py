@@ -13,7 +13,7 @@ through `escape_markdown` first:
   `name@host`, and Streamlit turns `:smile:` and `:material/…:` into icons, all *after* escapes
   are resolved, so escaping alone does not stop them.
 
-A value of unbounded length (a URL parameter, an error that quotes one) is shown through `shown`:
+A value of unbounded length (a URL parameter, an error that quotes one) is shown through `quoted`:
 one line, at most `SHOWN_CHARS` characters, escaped.
 
 No Streamlit here: the handout (`sensviz.report`) and the app use the same helper.
@@ -47,6 +47,6 @@ def one_line(value: object, limit: int = SHOWN_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+def quoted(value: object, limit: int = SHOWN_CHARS) -> str:
     """A user's value quoted in a one-line message: `one_line`, then `escape_markdown`."""
     return escape_markdown(one_line(value, limit))

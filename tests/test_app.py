@@ -5,7 +5,9 @@ uploads and kept models."""
 
 import io
 import os
+import re
 import shutil
+import string
 import sys
 import tempfile
 import time
@@ -21,6 +23,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import sensviz as sv  # noqa: E402
 from sensviz import sweeps  # noqa: E402
+from sensviz.text import WORD_JOINER  # noqa: E402
 from ui import cache, nav, registry, train_form  # noqa: E402
 
 APP = str(ROOT / "app.py")
@@ -45,8 +48,14 @@ def goto(at: AppTest, page: str) -> AppTest:
     return at
 
 
+def plain(markdown: str) -> str:
+    """What a markdown renderer shows of an escaped text (`sensviz.text`): backslash escapes resolved,
+    the invisible word joiners dropped."""
+    return re.sub(r"\\([" + re.escape(string.punctuation) + "])", r"\1", markdown).replace(WORD_JOINER, "")
+
+
 def notices(at: AppTest) -> list[str]:
-    return [w.value for w in at.warning]
+    return [plain(w.value) for w in at.warning]
 
 
 def selected(at: AppTest) -> registry.ModelRef | None:
@@ -129,14 +138,14 @@ BAD = [
     ("sensitivity", {"model": "trained:AAAAAAAAAAAAAAAAAAAA"}, "no kept model"),
     ("sensitivity", {"model": "elsewhere:abc"}, "not a kind of model"),
     ("sensitivity", {"model": ZOO, "n": "99"}, "reads lengths 1..6"),
-    ("sensitivity", {"model": ZOO, "n": "six"}, "`n=six` was not used: the model reads lengths 1..6. Showing n=6."),
+    ("sensitivity", {"model": ZOO, "n": "six"}, "n=six was not used: the model reads lengths 1..6. Showing n=6."),
     ("sensitivity", {"model": ZOO, "colour": "purple"}, "colour is one of model, target, difference, output"),
     ("sensitivity", {"model": ZOO, "vertex": "64"}, "vertex is in 0..63"),
     ("attention", {"model": ZOO, "x": "10"}, "x is a string of 6 bits"),
     ("landscape", {"model": ZOO, "rho": "-1"}, "rho is in 0.0001..100"),
     ("landscape", {"model": ZOO, "curve": "maybe"}, "curve is 1 or 0"),
     ("experiments", {"experiment": "astrology"}, "experiment is one of"),
-    ("about", {"colour": "target"}, "`colour` is not a setting of this page"),
+    ("about", {"colour": "target"}, "colour is not a setting of this page"),
     ("home", {"job": "nosuchjob00000000"}, "names no training run"),
 ]
 
@@ -364,9 +373,9 @@ def test_a_corrupt_upload_names_the_file_keeps_the_model_and_is_not_loaded_twice
     original = sv.load_checkpoint
     monkeypatch.setattr(sv, "load_checkpoint", lambda *a, **k: calls.append(1) or original(*a, **k))
     at = upload(at, "broken.safetensors", b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
-    errors = [e.value for e in at.sidebar.error]
+    errors = [plain(e.value) for e in at.sidebar.error]
     assert any("broken.safetensors" in e and "header" in e for e in errors), errors
-    assert any(f"Still showing **{ZOO}**" in c.value for c in at.sidebar.caption)
+    assert any(f"Still showing **{ZOO}**" in plain(c.value) for c in at.sidebar.caption)
     assert selected(at).key == ZOO  # the previous model is still selected
     first = len(calls)
     at.run()
@@ -401,13 +410,15 @@ def test_experiments_page_with_a_sweep_folder(tmp_path):
     at.segmented_control(key=registry.EXP_SOURCE).set_value("A sweep folder").run()
     assert any("Enter the folder" in i.value for i in at.info)
     at.text_input(key=registry.EXP_FOLDER).set_value(str(tmp_path)).run()
-    assert not at.exception and any("not a sweep folder" in e.value for e in at.error)
+    assert not at.exception and any("not a sweep folder under this server's results folders" in e.value for e in at.error)
     at.text_input(key=registry.EXP_FOLDER).set_value(str(ROOT / "experiments" / "results" / "quick" / "tradeoff")).run()
     assert not at.exception and "Trade-off: parameter norm against LayerNorm blowup" in [s.value for s in at.subheader]
 
 
-def test_experiments_page_with_a_sweep_whose_runs_all_failed(tmp_path):
+def test_experiments_page_with_a_sweep_whose_runs_all_failed(tmp_path, monkeypatch):
     from sweep_jobs import toy_job
+
+    monkeypatch.setenv("SENSVIZ_RESULTS_DIRS", os.pathsep.join([str(ROOT / "experiments" / "results"), str(tmp_path)]))
 
     spec = sweeps.SweepSpec("length_scaling", [{"n": 4, "seed": s, "fail": True} for s in (0, 1)], name="broken")
     sweeps.run_sweep(spec, tmp_path, toy_job, log=io.StringIO())

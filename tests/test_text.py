@@ -6,7 +6,7 @@ import string
 
 import pytest
 
-from sensviz.text import SHOWN_CHARS, WORD_JOINER, escape_markdown, one_line, shown
+from sensviz.text import SHOWN_CHARS, WORD_JOINER, escape_markdown, one_line, quoted
 
 GFM_AUTOLINKS = (re.compile(r"(https?://|www\.)", re.IGNORECASE), re.compile(r"[-.\w+]+@[-\w]+(\.[-\w]+)+"),
                  re.compile(r"(mailto|xmpp):[-.\w+]+@", re.IGNORECASE))
@@ -72,5 +72,5 @@ def test_one_line_is_one_bounded_line():
     long = one_line("x" * 100_000)
     assert len(long) == SHOWN_CHARS and long.endswith("…")
     assert one_line("short") == "short"
-    assert "\n" not in shown("[a](https://evil.invalid)\n# b" * 10_000)
-    assert len(resolved(shown("[" * 100_000)).replace(WORD_JOINER, "")) == SHOWN_CHARS
+    assert "\n" not in quoted("[a](https://evil.invalid)\n# b" * 10_000)
+    assert len(resolved(quoted("[" * 100_000)).replace(WORD_JOINER, "")) == SHOWN_CHARS
