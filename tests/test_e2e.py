@@ -15,6 +15,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
@@ -405,8 +406,13 @@ def test_bad_link_values_are_one_line_in_the_browser(server, browser):
     page.close()
 
 
+METRICS_TTL_S = 5.5
+
+
 def uploaded_bytes(server: str) -> int:
-    """The bytes Streamlit's uploaded-file manager holds, from the server's own metrics."""
+    """The bytes Streamlit's uploaded-file manager holds, from the server's own metrics (which it
+    recomputes at most every 5 s: the reading waits that long first)."""
+    time.sleep(METRICS_TTL_S)
     with urllib.request.urlopen(f"{server}/_stcore/metrics", timeout=30) as response:
         text = response.read().decode()
     return sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines()
@@ -414,8 +420,10 @@ def uploaded_bytes(server: str) -> int:
 
 
 def choose_upload(page, path: Path | dict) -> None:
-    page.locator('[data-testid="stSidebar"] button').filter(has_text="Upload").click()
-    wait_until_done(page)
+    """Upload a file (a path, or a Playwright file payload) in the sidebar."""
+    if page.locator('[data-testid="stFileUploader"]').count() == 0:
+        page.locator('[data-testid="stSidebar"] button').filter(has_text="Upload").click()
+        wait_until_done(page)
     page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(path)
 
 
@@ -435,9 +443,12 @@ def test_a_hostile_upload_name_is_text_for_its_owner_and_whoever_opens_its_link(
     wait_until_done(page)
     assert "[a](https:" in sidebar_text(page)  # the name as typed
     link = page.url
-    for title in ("Sensitivity", "Attention", "LayerNorm", "Landscape", "Home"):
+    for title in ("Sensitivity", "Attention", "LayerNorm", "Landscape"):
         goto_page(page, title)
         assert_text_only(page, requested, f"hostile-name-{title.lower()}")
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Home").first.click()
+    page.get_by_text("Selected:").wait_for(timeout=60_000)
+    assert_text_only(page, requested, "hostile-name-home")
     page.locator('[data-testid="stSidebar"] button').filter(has_text="My models").click()
     assert_text_only(page, requested, "hostile-name-mine")
     context.close()
@@ -452,7 +463,7 @@ def test_a_hostile_upload_name_is_text_for_its_owner_and_whoever_opens_its_link(
 
 
 @pytest.mark.slow
-def test_a_refused_upload_leaves_the_server_and_a_huge_name_is_one_line(server, browser, tmp_path):
+def test_a_refused_upload_leaves_the_servers_memory(server, browser, tmp_path):
     page = browser.new_page(viewport=WIDE)
     page.goto(f"{server}/?model={MODEL}", wait_until="domcontentloaded")
     wait_until_done(page)
@@ -464,12 +475,25 @@ def test_a_refused_upload_leaves_the_server_and_a_huge_name_is_one_line(server, 
     check_page(page, "upload-refused-big")
     assert uploaded_bytes(server) - before < 2**20  # the 20 MiB left the uploaded-file manager at once
     assert page.locator('[data-testid="stFileUploaderFile"]').count() == 0  # the uploader starts empty
+    assert f"Still showing {MODEL}" in sidebar_text(page)
+    page.close()
+
+
+@pytest.mark.slow
+def test_a_10000_character_file_name_is_one_line(server, browser):
+    """Streamlit's upload request carries the name in a multipart header, which python-multipart caps at
+    4,224 bytes a line: the server answers 400 before the app sees the file, and the uploader says so in
+    one line; the app and its model stay."""
+    page = browser.new_page(viewport=WIDE)
+    page.goto(f"{server}/?model={MODEL}", wait_until="domcontentloaded")
+    wait_until_done(page)
     choose_upload(page, {"name": "n" * 10_000 + ".safetensors", "mimeType": "application/octet-stream",
-                         "buffer": big.read_bytes()[:64]})
-    page.wait_for_timeout(3000)
+                         "buffer": b"\x10\x00\x00\x00\x00\x00\x00\x00{not json"})
+    uploader = page.locator('[data-testid="stFileUploader"]')
+    uploader.get_by_text("Error").wait_for(timeout=60_000)
     wait_until_done(page)
     check_page(page, "upload-huge-name")
-    errors = page.locator('[data-testid="stFileUploaderFileErrorMessage"], [data-testid="stAlertContentError"]')
-    assert errors.count() >= 1 and all(len(t) < 400 and "\n" not in t.strip() for t in errors.all_inner_texts())
-    assert f"Still showing {MODEL}" in sidebar_text(page) or MODEL in sidebar_text(page)
+    errors = [line for line in uploader.inner_text().splitlines() if "Error" in line]
+    assert len(errors) == 1 and len(errors[0]) < 200, errors
+    assert MODEL in sidebar_text(page) and "cannot be used" not in sidebar_text(page)
     page.close()
