@@ -388,6 +388,7 @@ def refused_upload() -> str | None:
 
 
 def accept_upload() -> None:
+    """An upload was kept: the line about an earlier refused one goes."""
     st.session_state.pop(UPLOAD_REFUSED, None)
 
 
