@@ -458,7 +458,7 @@ def check_url_params(allowed: tuple[str, ...]) -> None:
 
 def notice(text: str) -> None:
     """A one-line notice about the URL, shown at the top of the page as markdown: every value of the
-    URL in it is quoted with `sensviz.text.shown` (escaped, one bounded line)."""
+    URL in it is quoted with `sensviz.text.quoted` (escaped, one bounded line)."""
     st.session_state.setdefault(NOTICES, []).append(text)
 
 
