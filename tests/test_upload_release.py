@@ -80,6 +80,7 @@ def test_a_refused_upload_leaves_the_managers_memory_and_the_uploader_starts_emp
     assert not at.exception
     assert removed == [(len(data), [])]  # the bytes were held, and are gone
     assert [e.value.startswith("This file cannot be used") for e in at.sidebar.error] == [True]
+    assert at.sidebar.file_uploader[0].key != first_key  # the run went on with a fresh, empty uploader
+    assert first_key not in at.session_state  # and Streamlit dropped the old one's value, which held the file
     at.run()
-    assert at.sidebar.file_uploader[0].key != first_key  # a fresh, empty uploader
     assert len(removed) == 1 and len(at.sidebar.error) == 1  # the line stays; nothing left to free

@@ -375,11 +375,13 @@ def upload_key() -> str:
 
 
 def refuse_upload(uploaded, message: str) -> None:
-    """Forget a refused upload: its bytes leave the server's memory now (not when the session ends),
-    the uploader starts empty on the next run, and `message` stays until the next upload."""
+    """Forget a refused upload: its bytes leave the server's memory now (not when the session ends)
+    and the script reruns with a new, empty uploader, so that Streamlit also drops the old widget's
+    value (it holds the file too); `message` stays until the next upload."""
     release_upload(uploaded)
     st.session_state[UPLOAD_REFUSED] = message
     st.session_state[UPLOAD_ROUND] = st.session_state.get(UPLOAD_ROUND, 0) + 1
+    st.rerun()
 
 
 def refused_upload() -> str | None:

@@ -112,9 +112,7 @@ def _choose_upload() -> None:
         return  # kept (and selected) on an earlier run
     error = cache.check_upload(name, data, overrides)
     if error:
-        registry.refuse_upload(uploaded, f"This file cannot be used: {error}")
-        _refused()
-        return
+        registry.refuse_upload(uploaded, f"This file cannot be used: {error}")  # reruns
     kept = registry.kept_store().keep("upload", name, data, registry.owner(), overrides)
     registry.accept_upload()
     registry.remember_upload(key, kept.token)
