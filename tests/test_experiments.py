@@ -170,6 +170,20 @@ def test_generalization_reads_the_learned_table_and_retrains(tmp_path, monkeypat
             assert row[f"{kind}_sharpness_proxy_pm1"] == pytest.approx(4 * row[f"{kind}_sharpness_proxy"])
 
 
+def test_the_relax_arm_records_when_the_filter_was_met_and_relaxes_that_long(tmp_path):
+    relax = {**TINY, "task": "first", "steps": 3000, "batch_size": 64, "lr": 3e-3, "target_accuracy": 1.0,
+             "target_loss": 1e-3, "relax_steps": 30}
+    fixed = {**TINY, "task": "first", "steps": 400, "batch_size": 64, "lr": 3e-3}
+    table, _ = sweep("length_scaling", [relax, fixed], tmp_path)
+    row = table.loc[sweeps.run_id(relax)]
+    assert row["stop_reason"] == "relaxed" and row["steps_since_converged"] == 30
+    assert row["steps_trained"] == row["converged_step"] + 30 < 3000
+    row = table.loc[sweeps.run_id(fixed)]  # no targets: the first evaluation that met the filter, from the history
+    history = pd.read_parquet(tmp_path / "history.parquet")
+    met = history[(history["run_id"] == row.name) & (history["eval_loss"] < 1e-3) & (history["eval_accuracy"] >= 1)]
+    assert row["converged_step"] == met["step"].min() and row["steps_since_converged"] == 400 - met["step"].min()
+
+
 def test_dynamics_measures_every_k_steps_with_the_same_draws(tmp_path):
     runs = [{**TINY, "measure_every": 5, "weight_decay": wd} for wd in (0.0, 0.3)]
     table, _ = sweep("dynamics", runs, tmp_path)
