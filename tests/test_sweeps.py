@@ -2,6 +2,7 @@
 
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -349,6 +350,56 @@ def test_the_cli_needs_max_runs_above_the_cap(tmp_path, capsys):
     assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--max-runs", "10000"]) == 2
     assert "more than --max-runs 10,000" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # nothing ran
+
+
+ANALYSIS = SPEC + """
+[scales.big.analysis.arms]
+small = {n = 4}
+large = {n = 6}
+[scales.big.analysis.claims.C1]
+statement = "value grows"
+primary_arm = "small"
+runs = {arch = "encoder"}
+filter = "converged"
+quantity = "value"
+estimator = "mean"
+error = "classical"
+alpha = 0.05
+power = 0.8
+smallest_effect = 1.0
+power_command = "echo"
+secondaries = [{arm = "large"}, {error = "HC3"}, {covariate = "steps_since_converged"}]
+"""
+
+
+def test_a_pre_registered_analysis_is_checked_and_part_of_the_spec_hash(tmp_path):
+    spec = sweeps.load_spec(write_spec(tmp_path, ANALYSIS), scale="big")
+    assert spec.analysis["claims"]["C1"]["primary_arm"] == "small" and len(spec.runs) == 4
+    assert "analysis" not in spec.runs[0]  # not a setting
+    plain = sweeps.load_spec(write_spec(tmp_path), scale="big")
+    assert plain.runs == spec.runs and plain.hash != spec.hash
+    changed = sweeps.load_spec(write_spec(tmp_path, ANALYSIS.replace("alpha = 0.05", "alpha = 0.01")), scale="big")
+    assert changed.hash != spec.hash
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ('primary_arm = "small"', 'primary_arm = "medium"', "primary_arm must be one of small, large"),
+    ('estimator = "mean"', 'estimator = "median"', "estimator must be one of ols_slope, mean"),
+    ('error = "classical"', 'error = "HC9"', "error must be one of classical, HC3"),
+    ("alpha = 0.05", "alpha = 5", "alpha must lie in (0, 1)"),
+    ("smallest_effect = 1.0", "smallest_effect = 0", "smallest_effect must not be 0"),
+    ('filter = "converged"', 'filter = "kept"', "filter must be one of converged, ever_converged"),
+    ('{error = "HC3"}', '{error = "HC3", filter = "converged"}', "must change one of arm, filter, error, covariate"),
+    ('power_command = "echo"\n', "", "missing ['power_command']"),
+    ('estimator = "mean"', 'estimator = "ols_slope"', "missing ['x']"),
+    ("large = {n = 6}", "large = {n = 4}", "is in 2 arms"),
+    ("large = {n = 6}", "large = {n = 8}", "is in 0 arms"),
+    ('runs = {arch = "encoder"}', 'runs = {arch = "decoder"}', "no run of arm 'small' matches"),
+])
+def test_bad_analyses_are_refused(tmp_path, old, new, message):
+    assert old in ANALYSIS
+    with pytest.raises(ValueError, match=re.escape(message)):
+        sweeps.load_spec(write_spec(tmp_path, ANALYSIS.replace(old, new)), scale="big")
 
 
 def test_the_cli_refuses_another_experiments_folder_in_one_line(tmp_path, capsys):
