@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from . import stats
-from .experiments import CONVERGED_AUTOREGRESSIVE, CONVERGED_MSE, EXPERIMENTS
+from .experiments import CONVERGED_AUTOREGRESSIVE, CONVERGED_MSE, EXPERIMENTS, TRAIN_TOGETHER
 from .experiments import defaults as experiment_defaults
 from .figures import TASK_COLORS
 from .models import build_model
@@ -973,28 +973,43 @@ def _first_met(history: pd.DataFrame, limit: float) -> pd.Series:
 
 
 def design_cost(spec, scale: str, folder) -> pd.DataFrame:
-    """Runs and estimated CPU-hours per arm of the spec's `scale`, from the wall time per run of the
-    tables under `folder` at the same task, n and weight decay, scaled by steps: the fixed arms'
-    steps; a relax arm's expected steps are the tables' median first step meeting the filter
-    (tables of the same settings) plus `relax_steps`, at most its `steps` (its upper bound)."""
+    """Runs and estimated CPU-hours per arm of the spec's `scale`, from the wall time per run and step
+    of the tables under `folder` at the same task, n and weight decay, times the steps: a fixed arm's
+    `steps`; in a relax arm a run's expected steps are the latest first step at which the tables' runs
+    of the same settings met the filter, plus `relax_steps` (`steps` if one of them never met it: in a
+    batch of many seeds one such run is likely), and the models trained together
+    (`experiments.TRAIN_TOGETHER`, at most `batch_models`) all step until the last of them stops.
+    The upper bound: every run trains its `steps`."""
     found = load_spec(spec, scale)
     t = load(Path(folder), found.experiment)
     runs = t.runs[t.runs["status"] == "finished"]
     keys = [k for k in ("task", "n", "weight_decay") if k in runs]
     first = _first_met(t.history, threshold(runs)) if "eval_loss" in t.history else pd.Series(dtype=float)
-    runs = runs.assign(first_met=runs["run_id"].map(first), per_step=runs["wall_s"] / runs["steps"])
-    base = runs.groupby(keys).agg(per_step=("per_step", "mean"), first_met=("first_met", "median"))
+    runs = runs.assign(first_met=runs["run_id"].map(first).fillna(math.inf), per_step=runs["wall_s"] / runs["steps"])
+    base = runs.groupby(keys).agg(per_step=("per_step", "mean"), first_met=("first_met", "max"))
+
+    def at(s: dict) -> pd.Series:
+        return base.loc[tuple(s[k] for k in keys)] if len(keys) > 1 else base.loc[s[keys[0]]]
+
+    def steps(s: dict) -> float:
+        met = at(s)["first_met"]
+        return min(s["steps"], met + s["relax_steps"]) if s.get("relax_steps") is not None and math.isfinite(met) \
+            else s["steps"]
+
     rows = []
     for arm, picks in found.analysis["arms"].items():
         mine = [s for s in found.runs if all(s.get(k) == v for k, v in picks.items())]
-        expected = bound = 0.0
+        groups: dict[str, list[dict]] = {}
         for s in mine:
-            at = base.loc[tuple(s[k] for k in keys)] if len(keys) > 1 else base.loc[s[keys[0]]]
-            steps = s["steps"]
-            if s.get("relax_steps") is not None and math.isfinite(at["first_met"]):
-                steps = min(steps, at["first_met"] + s["relax_steps"])
-            expected += at["per_step"] * steps / 3600
-            bound += at["per_step"] * s["steps"] / 3600
+            groups.setdefault(repr(sorted((k, v) for k, v in s.items() if k not in TRAIN_TOGETHER)), []).append(s)
+        expected = 0.0
+        for group in groups.values():
+            size = group[0].get("batch_models", experiment_defaults(found.experiment)["batch_models"])
+            for start in range(0, len(group), size):
+                batch = group[start : start + size]
+                longest = max(steps(s) for s in batch)
+                expected += sum(at(s)["per_step"] for s in batch) * longest / 3600
+        bound = sum(at(s)["per_step"] * s["steps"] for s in mine) / 3600
         rows.append({"arm": arm, "runs": len(mine), "cpu_hours_expected": round(expected, 2),
                      "cpu_hours_at_most": round(bound, 2)})
     return pd.DataFrame(rows)
