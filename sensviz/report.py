@@ -19,6 +19,7 @@ import altair as alt
 
 from . import figures
 from .experiments import EXPERIMENTS
+from .files import write_atomic
 from .sweeps import read_results
 
 SCALES = ("quick", "standard", "paper")
@@ -146,11 +147,11 @@ def offline_page(title: str, style: str, body: list[str], specs: list[dict]) -> 
 
 
 def write_text(out, text: str) -> Path:
-    """Write a page to `out` (its folder made if needed); ValueError naming the path when it cannot be."""
+    """Write a page to `out` (its folder made if needed, atomically: `sensviz.files.write_atomic`);
+    ValueError naming the path when it cannot be."""
     out = Path(out)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        write_atomic(out, text.encode("utf-8"))
     except OSError as err:
         raise ValueError(f"cannot write {out}: {err}") from None
     return out

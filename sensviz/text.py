@@ -17,8 +17,11 @@ No Streamlit here: the handout (`sensviz.report`) and the app use the same helpe
 
 from __future__ import annotations
 
+import hashlib
 import re
 import string
+
+from sensviz.limits import LIMITS
 
 WORD_JOINER = "\u2060"
 _PUNCTUATION = re.compile("([" + re.escape(string.punctuation) + "])")
@@ -29,3 +32,13 @@ def escape_markdown(value: object) -> str:
     """`value` as a string that any markdown renderer shows exactly as typed, with no link or markup."""
     text = _AUTOLINKS.sub(WORD_JOINER, str(value))
     return _PUNCTUATION.sub(r"\\\1", text)
+
+
+def short_label(text: str, limit: str = "label_chars") -> str:
+    """`text` as is when it is at most the named limit's length; otherwise its start, its length and
+    a hash of the whole, e.g. `table:0110…(16,777,216 chars)#a1b2c3d4` (as long as the limit allows)."""
+    most = int(LIMITS[limit].high)
+    if len(text) <= most:
+        return text
+    tail = f"…({len(text):,} chars)#{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+    return text[: max(0, most - len(tail))] + tail

@@ -374,6 +374,31 @@ def test_a_corrupt_upload_names_the_file_keeps_the_model_and_is_not_loaded_twice
     assert len(calls) == first  # the failure is remembered per file content
 
 
+def test_an_upload_over_the_owners_share_is_refused_in_one_line(monkeypatch):
+    monkeypatch.setattr(registry.kept_store(), "quota", 1000)
+    model = sv.build_model("formal", d_model=8, n_heads=2, max_len=8, seed=2)
+    at = upload(open_url("home"), "big.safetensors", sv.checkpoint_bytes(model, task="first", n=5))
+    errors = [e.value for e in at.sidebar.error]
+    assert len(errors) == 1 and "\n" not in errors[0], errors
+    assert errors[0].startswith("This file was not kept: big\\.safetensors") and "more than one user may keep" in errors[0]
+    assert selected(at) is None
+
+
+def test_a_kept_file_replaced_by_a_directory_is_unreadable_and_the_store_serves_on():
+    store = registry.kept_store()
+    model = sv.build_model("formal", d_model=8, n_heads=2, max_len=8, seed=3)
+    at = upload(open_url("home"), "fine.safetensors", sv.checkpoint_bytes(model, task="first", n=5))
+    link = dict(at.query_params)
+    path = store.root / f"{store.info(selected(at).key).file}.safetensors"
+    path.unlink()
+    path.mkdir()
+    other = open_url("home", **link)
+    assert any("kept model unreadable" in text for text in notices(other)), notices(other)
+    model = sv.build_model("formal", d_model=8, n_heads=2, max_len=8, seed=4)
+    other = upload(other, "next.safetensors", sv.checkpoint_bytes(model, task="first", n=5))
+    assert not other.sidebar.error and selected(other).name == "next.safetensors"
+
+
 # ----------------------------------------------------------------------------- Experiments
 
 SHIPPED = sorted(p.parent.name for p in (ROOT / "experiments" / "results" / "quick").glob("*/runs.parquet"))

@@ -37,6 +37,7 @@ import torch
 import sensviz as sv
 from sensviz import analysis, figures, losses, report, sweeps, tables
 from sensviz.checkpoints import SIZE_CAP, read_metadata
+from sensviz.kept import KeptUnreadable
 from sensviz.measure import MeasureSettings, measure, sharpness_radius
 from sensviz.models import config_to_dict
 from ui import registry
@@ -198,6 +199,8 @@ def zoo_entries() -> list[dict]:
 def _load(ref: ModelRef) -> sv.Checkpoint:
     try:
         data = registry.model_bytes(ref)
+    except KeptUnreadable as err:
+        raise sv.CheckpointError(f"{ref.label}: {err}") from None
     except (KeyError, OSError):
         raise sv.CheckpointError(f"{ref.label}: the model is gone (deleted, or evicted to make room)") from None
     if registry.digest(data) != ref.digest:

@@ -10,6 +10,8 @@ from collections.abc import Callable
 import streamlit as st
 
 import sensviz as sv
+from sensviz.kept import KeptRefused
+from sensviz.text import escape_markdown
 from ui import cache, page, registry
 from ui.page import Selection
 from ui.registry import ModelRef
@@ -44,7 +46,10 @@ def _pick(key: str, make: Callable[[str], ModelRef]) -> Callable[[], None]:
     def picked():
         value = st.session_state.get(key)
         if value:
-            registry.select(make(value))
+            try:
+                registry.select(make(value))
+            except ValueError as err:  # gone or unreadable since it was listed
+                registry.notice(escape_markdown(err))
 
     return picked
 
@@ -109,7 +114,11 @@ def _choose_upload() -> None:
         st.caption(f"Still showing **{current.label}**, the model selected before this upload." if current
                    else "No model is selected.")
         return
-    kept = registry.kept_store().keep("upload", uploaded.name, data, registry.owner(), overrides)
+    try:
+        kept = registry.kept_store().keep("upload", uploaded.name, data, registry.owner(), overrides)
+    except KeptRefused as err:  # over the owner's share or the server's cap
+        st.error(f"This file was not kept: {escape_markdown(err)}")
+        return
     registry.remember_upload(key, kept.token)
     registry.select(registry.kept_ref("upload", kept.token))
 
