@@ -454,13 +454,16 @@ def load_spec(path, scale: str | None = None, max_runs: int | None = None) -> Sw
 
 
 def jobs(runs: Iterable[dict], batch: Iterable[str] = ("seed",)) -> list[list[dict]]:
-    """Runs grouped into jobs: runs whose settings differ only in the `batch` fields share a job."""
+    """Runs grouped into jobs: runs whose settings differ only in the `batch` fields share a job, at
+    most `batch_models` of them when the runs set it (a job is the unit that is recorded when it ends,
+    so small jobs let an interrupted sweep keep more of its work)."""
     batch = set(batch)
     groups: dict[str, list[dict]] = {}
     for settings in runs:
         key = json.dumps({k: v for k, v in settings.items() if k not in batch}, sort_keys=True)
         groups.setdefault(key, []).append(settings)
-    return list(groups.values())
+    return [group[start : start + size] for group in groups.values()
+            for size in [group[0].get("batch_models") or len(group)] for start in range(0, len(group), size)]
 
 
 # ----------------------------------------------------------------------------- execution

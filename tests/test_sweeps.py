@@ -316,6 +316,14 @@ def test_jobs_group_runs_by_everything_but_the_batch_fields():
     assert len(sweeps.jobs(runs, batch=("seed", "lr", "n"))) == 1
 
 
+def test_jobs_hold_at_most_batch_models_runs():
+    runs = [{"n": n, "seed": s, "batch_models": 2} for n in (4, 6) for s in range(5)]
+    split = sweeps.jobs(runs)
+    assert sorted(len(j) for j in split) == [1, 1, 2, 2, 2, 2]
+    assert sorted(r["seed"] for job in split for r in job if r["n"] == 4) == list(range(5))
+    assert all(len({r["n"] for r in job}) == 1 for job in split)
+
+
 def test_threads_of_an_in_process_sweep(tmp_path):
     import torch
 
