@@ -1,13 +1,30 @@
-"""Shared fixtures: small seeded models of both architectures; a Ray that can start here."""
+"""Shared fixtures: small seeded models of both architectures; a Ray that starts and stops without
+leaving its signal handlers behind; the markers that say what a test needs (each one also `slow`)."""
 
+import signal
 import sys
+from contextlib import contextmanager
 
 import pytest
 import torch
 
 import sensviz as sv
 
-torch.set_num_threads(2)
+# One thread: the tests' models are tiny, and torch's second thread costs more than it gives on them
+# (on a busy machine, many times more); the training worker makes the same choice for small runs.
+torch.set_num_threads(1)
+
+NEEDS = ("browser", "ray", "server")
+"""Markers that name what a test needs beyond this process; every one of them also counts as `slow`,
+so `pytest -m "not slow"` is the fast subset of unit and AppTest tests."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Before `-m` selects: a test marked with one of `NEEDS` is also marked `slow`."""
+    for item in items:
+        if any(item.get_closest_marker(name) for name in NEEDS) and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
@@ -25,18 +42,47 @@ def any_model(request, encoder_model, formal_model):
     return encoder_model if request.param == "encoder" else formal_model
 
 
-@pytest.fixture
-def ray():
-    """The ray module, once a local Ray instance has been seen to start (and shut down again);
-    the test is skipped, saying why, only when Ray is missing or cannot start on this machine."""
-    ray = pytest.importorskip("ray", reason="Ray is not installed (requirements-dev.txt installs it)")
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+@contextmanager
+def signal_handlers_restored():
+    """Puts back the SIGTERM and SIGINT handlers found on entry: `ray.init` installs its own SIGTERM
+    handler (`sys.exit`) in the driver and `ray.shutdown` leaves it, so a later signal would surface
+    as `SystemExit` inside an unrelated test."""
+    before = {sig: signal.getsignal(sig) for sig in SIGNALS}
     try:
-        ray.init(num_cpus=1, include_dashboard=False)
-    except Exception as err:  # noqa: BLE001 - any failure to start means there is no Ray here
-        pytest.skip(f"Ray cannot start on this machine: {err}")
+        yield before
     finally:
-        ray.shutdown()
+        for sig, handler in before.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+@pytest.fixture(scope="session")
+def ray_module():
+    """The ray module, once a local Ray instance has been seen to start (and shut down again) in this
+    session; skipped, saying why, only when Ray is missing or cannot start on this machine."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (requirements-dev.txt installs it)")
+    with signal_handlers_restored():
+        try:
+            ray.init(num_cpus=1, include_dashboard=False)
+        except Exception as err:  # noqa: BLE001 - any failure to start means there is no Ray here
+            pytest.skip(f"Ray cannot start on this machine: {err}")
+        finally:
+            ray.shutdown()
     return ray
+
+
+@pytest.fixture
+def ray(ray_module):
+    """The ray module for one test; afterwards no Ray instance is left running and the process's
+    SIGTERM/SIGINT handlers are those from before the test."""
+    with signal_handlers_restored():
+        try:
+            yield ray_module
+        finally:
+            if ray_module.is_initialized():
+                ray_module.shutdown()
 
 
 _MAIN = sys.modules["__main__"]

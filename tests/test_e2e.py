@@ -39,6 +39,8 @@ MODEL = "encoder-parity-n6"
 PRESET = "PARITY, n = 8 (converges in seconds)"
 TRAINING_MS = 600_000  # a shared two-core machine: minutes, not seconds
 
+pytestmark = [pytest.mark.browser, pytest.mark.server]
+
 
 @pytest.fixture(scope="module")
 def server():

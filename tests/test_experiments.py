@@ -207,6 +207,7 @@ def test_scratchpad_runs_use_the_autoregressive_filter(tmp_path):
     assert pd.isna(table.loc[sweeps.run_id(runs[1]), "autoregressive_accuracy"])
 
 
+@pytest.mark.ray
 def test_ray_executor_runs_the_experiments(tmp_path, ray):
     runs = [{**TINY, "task": "first", "seed": s} for s in (0, 1)] + [{**TINY, "task": "parity", "n": 5}]
     table, _ = sweep("length_scaling", runs, tmp_path, executor="ray", workers=2)

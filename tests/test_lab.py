@@ -8,16 +8,34 @@ import pytest
 
 from sensviz import lab
 from sensviz.cli import main
-from sensviz.measure import measure
+from sensviz.measure import MeasureSettings, measure
 
 ROOT = Path(__file__).resolve().parents[1]
 LOAD = lab.zoo_loader(ROOT / "checkpoints")
 RESULTS = ROOT / "experiments" / "results"
+QUICK_MEASURE = MeasureSettings(measure_inputs=64, directions=4, proxy_draws=4, samples=64)
+"""Small measurement sizes: every quantity still computed, from fewer inputs, directions and draws."""
+
+
+class Chapters(dict):
+    """Chapter number -> the chapter built from the zoo, each built on first use with `settings`."""
+
+    def __init__(self, settings: MeasureSettings):
+        super().__init__()
+        self.settings = settings
+
+    def __missing__(self, number: int) -> lab.Built:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(lab, "SETTINGS", self.settings)
+            self[number] = lab.chapter(number).build(lab.Sources(LOAD, RESULTS))
+        return self[number]
 
 
 @pytest.fixture(scope="module")
 def built():
-    return {ch.number: ch.build(lab.Sources(LOAD, RESULTS)) for ch in lab.CHAPTERS}
+    """The chapters at small measurement sizes (`QUICK_MEASURE`): what their structure and their
+    agreement with the measurement layer need, not the numbers of the paper's settings."""
+    return Chapters(QUICK_MEASURE)
 
 
 def fields(template: str) -> set[str]:
@@ -46,17 +64,26 @@ def test_texts_state_only_computed_numbers(built):
 
 def test_numbers_are_those_of_the_measurement_layer(built):
     parity = LOAD("encoder-parity-n8")
-    s = measure(parity.model, parity.task, 8, quantities=["sensitivity"]).sensitivity
+    s = measure(parity.model, parity.task, 8, QUICK_MEASURE, quantities=["sensitivity"]).sensitivity
     assert built[1].numbers["as_parity"] == pytest.approx(s.avg_sensitivity)
     ck = LOAD("encoder-parity-n16")
-    found = measure(ck.model, ck.task, 16, quantities=["sharpness", "limit"], encoding=ck.encoding)
+    found = measure(ck.model, ck.task, 16, QUICK_MEASURE, quantities=["sharpness", "limit"], encoding=ck.encoding)
     assert built[4].numbers["sharp_parity"] == pytest.approx(found.sharpness.value, rel=1e-9)
     assert built[4].numbers["limit_parity"] == pytest.approx(found.limit.value, rel=1e-9)
-    # the contrast the chapter is about: the finite radius separates PARITY from FIRST, the limit alone does not
-    assert built[4].numbers["sharp_ratio"] > 1.5 and built[4].numbers["limit_ratio"] < 1.5
     records = parity.metadata["extra"]["measurements"]
     assert built[2].numbers["sharp_end"] == records[-1]["sharpness"]
     assert built[6].numbers["as_learned"] < built[6].numbers["as_target"]
+
+
+@pytest.mark.slow
+def test_the_landscape_chapter_at_the_papers_settings_separates_parity_from_first():
+    landscape = Chapters(lab.SETTINGS)[4]  # everyone's defaults, as the app and the handout show it
+    ck = LOAD("encoder-parity-n16")
+    found = measure(ck.model, ck.task, 16, lab.SETTINGS, quantities=["sharpness", "limit"], encoding=ck.encoding)
+    assert landscape.numbers["sharp_parity"] == pytest.approx(found.sharpness.value, rel=1e-9)
+    assert landscape.numbers["limit_parity"] == pytest.approx(found.limit.value, rel=1e-9)
+    # the contrast the chapter is about: the finite radius separates PARITY from FIRST, the limit alone does not
+    assert landscape.numbers["sharp_ratio"] > 1.5 and landscape.numbers["limit_ratio"] < 1.5
 
 
 def test_chapter_numbers_are_checked():
@@ -73,7 +100,7 @@ def test_formulas_read_as_text_in_the_handout():
         assert all("\\" not in lab.formula_text(line) for line in ch.formula), ch.slug
 
 
-@pytest.mark.slow
+@pytest.mark.browser
 def test_the_handout_opens_offline_with_every_figure(tmp_path):
     from playwright.sync_api import sync_playwright
 

@@ -22,7 +22,7 @@ MODEL = "encoder-parity-n8"
 CEILING_S = 900  # a shared two-core machine: minutes, not seconds
 
 
-@pytest.mark.slow
+@pytest.mark.server
 def test_thirty_sessions_open_the_same_models_pages_at_once():
     log_path = ROOT / "artifacts" / "streamlit-load.log"
     env = {"SENSVIZ_LOG": "INFO", "SENSVIZ_DATA_DIR": tempfile.mkdtemp(prefix="sensviz-load-")}

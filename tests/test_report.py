@@ -56,6 +56,7 @@ def test_one_sweep_folder_and_bad_folders(results, tmp_path):
     assert "no figures for experiment" in page  # an experiment without figures is said so, not a crash
 
 
+@pytest.mark.browser
 def test_the_report_renders_offline_in_a_browser(results, tmp_path):
     if not Path(CHROMIUM).exists():
         pytest.skip("the browser check needs Debian's chromium (apt-get install -y chromium)")
@@ -99,6 +100,7 @@ def test_sweep_folders_of_several_scales_come_grouped_by_scale(tmp_path):
         "quick/tradeoff", "quick/dynamics", "standard/length_scaling", "standard/tradeoff", "extra/alpha"]
 
 
+@pytest.mark.browser
 def test_every_shipped_figure_reads_at_a_1024_px_window(tmp_path):
     """The report of the shipped results in Chromium at 1024 x 768: every chart drawn, at least 100 px
     tall, inside the window and no wider than the app's column beside its sidebar (figures.MAX_WIDTH)."""

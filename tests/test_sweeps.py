@@ -257,6 +257,7 @@ def test_read_results_and_bad_folder(tmp_path):
         sweeps.read_results(tmp_path)
 
 
+@pytest.mark.ray
 def test_ray_executor_runs_a_tiny_sweep_on_a_local_instance(tmp_path, ray):
     spec = sweeps.load_spec(write_spec(tmp_path))
     runs = sweeps.run_sweep(spec, tmp_path / "out", toy_job, executor="ray", workers=2)
