@@ -235,7 +235,7 @@ def phases(model_settings, config, calibration: Calibration) -> dict[str, float]
         analysis, per_call = 2**n, min(2**n, ANALYSIS_BATCH)
     else:  # samples with their n neighbours, in calls of at most ANALYSIS_SAMPLED strings
         analysis, per_call = SAMPLES * (n + 1), min(SAMPLES * (n + 1), ANALYSIS_SAMPLED)
-    grad_chunk = max(1, min(GRADIENT_CHUNK, GRADIENT_FLOATS // (s.params * outputs)))
+    grad_chunk = max(1, min(m, GRADIENT_CHUNK, GRADIENT_FLOATS // (s.params * outputs)))
     parts = [_forward(s, m, n), _forward(s, analysis, n, 2 * math.ceil(analysis / per_call)),
              _forward(s, m, n, DIRECTIONS)]
     pex_ops, pex_flops = _forward(s, m, n, math.ceil(m / grad_chunk))
