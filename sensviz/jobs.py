@@ -287,7 +287,7 @@ class JobManager:
 
     def _start_queued(self) -> None:
         running = sum(1 for j in self.jobs.values() if j.status.state == "running")
-        while self.queue and running < self.capacity:
+        while self.queue and running < self.capacity and not self._closed.is_set():  # closing: no new process
             job = self.jobs[self.queue.pop(0)]  # the queue is in the order of turns (`_order_queue`)
             self._turn += 1
             self._served[job.address] = self._turn
