@@ -15,17 +15,20 @@ heads are d wide each), one forward pass over b strings costs
 
     flops_fwd(b) = 2 b n P  +  4 b n^2 d A          ops_fwd = OPS_PER_LAYER * L (per call)
 
-A training step is a forward and a backward (3 x the flops, 3 x the ops) plus AdamW
-(`ADAM_FLOPS_PER_PARAM` * P). An evaluation is a forward over the evaluation strings in chunks
-of 2048; every `eval_interval` steps, at step 0 and at the end. A measurement
-(`sensviz.monitor`, the worker's `LIVE_SETTINGS`: M = min(2^n, 256) landscape inputs, 8
-directions) is: a forward over M (loss, accuracy), the cube analyses (a forward over 2^n strings
-up to n = 14, else 512 samples with their n neighbours, twice: sensitivity and Blowup), 8
-directions x (a forward over M + `PERTURB_FLOPS_PER_PARAM` * P), and per-example gradients over
-M (`PER_EXAMPLE_FACTOR` x the flops of a training pass, times n outputs for the scratchpad);
-plus writing a checkpoint (`CHECKPOINT_FLOPS_PER_PARAM` * P). One is scheduled every
-`measure_every` steps, at step 0 and at the end, but the worker skips one while measuring has
-taken longer than training, so measuring costs at most the training time plus one measurement.
+Elementwise work (LayerNorm, softmax, residuals: memory-bound) adds `ELEMENT_FLOPS` flops per
+activation element, b n (L (d + d_ff) + A H n). A training step is a forward and a backward (3 x
+the flops, 3 x the ops, plus `TRAIN_OPS`) plus AdamW (`ADAM_FLOPS_PER_PARAM` * P). An evaluation
+is a forward over the evaluation strings in chunks of 2048; one every `eval_interval` steps, at
+step 0 and at the end. A measurement (`sensviz.monitor` with the worker's `LIVE_SETTINGS`: M =
+min(2^n, 256) landscape inputs, 8 directions) is a forward over M (loss, accuracy); the cube
+analyses, twice (sensitivity and Blowup), a forward over 2^n strings up to n = 14, else over 512
+samples with their n neighbours; 8 directions x (a forward over M + `PERTURB_FLOPS_PER_PARAM` * P);
+per-example gradients over M (`PER_EXAMPLE_FACTOR` x the flops of a training pass, times n outputs
+for the scratchpad, plus `ELEMENT_FLOPS` per gradient element M P); `MEASURE_OPS_PER_LAYER` * L
+operations of bookkeeping; and a checkpoint (`CHECKPOINT_FLOPS_PER_PARAM` * P + `CHECKPOINT_OPS`).
+One is scheduled every `measure_every` steps, at step 0 and at the end, but the worker skips one
+while measuring has taken longer than training, so measuring costs at most the training time plus
+two measurements.
 
     seconds = op_s * ops + flop_s * flops        (summed over every phase)
 
@@ -36,12 +39,14 @@ a busy machine is slower in wall-clock terms).
 
 **Memory** (peak growth of the worker's resident memory, in bytes, float32 = 4 bytes):
 
-    resident  = 4 P * (5 + 3)            weights, gradients, AdamW's two moments, the last good
-                                         copy; a checkpoint's bytes and its serialisation
-    training  = 4 b n L (ACT_PER_WIDTH d + 2 d_ff + ACT_PER_SCORE H n)   saved activations
-    per pass  = the largest transient of an evaluation chunk, a cube analysis batch, or a chunk of
-                per-example gradients (min(1024 outputs, 2^24 floats / P) x P x 4 + activations)
-    peak      = BASE_MIB + resident + max(training, per pass)
+    resident  = 4 P * RESIDENT_PER_PARAM   weights, gradients, AdamW's two moments, the last good
+                                           copy; a checkpoint's bytes and its serialisation
+    training  = 4 b n L (ACT_PER_WIDTH d + 2 d_ff + ACT_PER_SCORE H n)   activations saved for backward
+    no grad   = 4 b n (8 d + 2 d_ff + 2 H n)   the largest tensors of a forward pass without gradients
+                (an evaluation chunk, a batch of the cube analyses)
+    gradients = 4 c k P + training(c k)   a chunk of c = min(M, 1024, 2^24 / (k P)) per-example
+                gradients of k outputs each (k = n for the scratchpad, else 1)
+    peak      = BASE_MIB + resident + max(training, no grad, gradients)
 
 The constants were fitted on the development machine (tests/test_budget.py keeps time and memory
 within 2x of what the worker measures, over configurations across the Train form's ranges).
@@ -54,45 +59,47 @@ import os
 import time
 from dataclasses import dataclass
 
+# The cost model's constants (fitted on the development machine; see the module docstring).
 OPS_PER_LAYER = 40
 """Tensor operations of one layer's forward pass (attention, feed-forward, two LayerNorms, residuals)."""
+TRAIN_OPS = 30
+"""Operations of a step besides the model's (data, loss, AdamW's foreach kernels)."""
+ELEMENT_FLOPS = 1000
+"""Elementwise work (LayerNorm, softmax, activations, residuals) per activation element of a
+forward pass, in flop-equivalents: memory-bound, it dominates small and medium models."""
 ADAM_FLOPS_PER_PARAM = 60
 """AdamW and the last-good copy per parameter, in flop-equivalents (elementwise, memory-bound)."""
 PERTURB_FLOPS_PER_PARAM = 40
 """Drawing and applying one random direction, per parameter."""
-CHECKPOINT_FLOPS_PER_PARAM = 100
-"""Serialising and writing one checkpoint, per parameter."""
-ELEMENT_FLOPS = 1000
-"""Elementwise work (LayerNorm, softmax, activations, residuals) per activation element of a
-forward pass, in flop-equivalents: memory-bound, it dominates small and medium models."""
 PER_EXAMPLE_FACTOR = 3.0
 """Per-example gradients (vmap of jacrev) against one batched forward-and-backward pass."""
+PER_EXAMPLE_OPS = 6
+"""Operations of a per-example-gradient call against a forward pass."""
+MEASURE_OPS_PER_LAYER = 1500
+"""Operations of one measurement besides its passes (hooks, reports, the quantities' bookkeeping), per layer."""
+CHECKPOINT_FLOPS_PER_PARAM = 100
+"""Serialising and writing one checkpoint, per parameter."""
+CHECKPOINT_OPS = 200
+"""A checkpoint's fixed cost (metadata, the file), in operations."""
 ACT_PER_WIDTH = 24
 """Floats saved for the backward pass per token, layer and unit of width."""
 ACT_PER_SCORE = 3
 """Floats saved per attention score (scores, softmax, dropout-free weights)."""
-BASE_MIB = 60
-"""What any job adds however small: the trainer's modules, allocator arenas, the records."""
-EVAL_CHUNK = 2048
-MEASURE_INPUTS = 256
-DIRECTIONS = 8
-SAMPLES = 512
-EXACT_LIMIT = 14
-GRADIENT_FLOATS = 2**24
-GRADIENT_CHUNK = 1024
-ANALYSIS_BATCH = 2048
-ANALYSIS_SAMPLED = 65536
-TRAIN_OPS = 30
-"""Operations of a step besides the model's (data, loss, AdamW's foreach kernels)."""
-PER_EXAMPLE_OPS = 6
-MEASURE_OPS_PER_LAYER = 1500
-"""Operations of one measurement besides its passes (hooks, reports, the quantities' own bookkeeping), per layer."""
-CHECKPOINT_OPS = 200
-"""A checkpoint's fixed cost (metadata, the file), in operations."""
-"""Operations of a per-example-gradient call against a forward pass."""
 RESIDENT_PER_PARAM = 8
 """Floats per parameter held while training: weights, gradients, AdamW's two moments, the last
 good copy, and a checkpoint's bytes with their serialisation."""
+BASE_MIB = 16
+"""What any job adds however small: the trainer's lazily loaded modules, allocator arenas, the records."""
+
+# What the worker and the library do (their sizes, as the cost model needs them).
+EVAL_CHUNK = 2048  # sensviz.training: evaluation strings per forward call
+MEASURE_INPUTS = 256  # worker.LIVE_SETTINGS: landscape inputs
+DIRECTIONS = 8  # worker.LIVE_SETTINGS: directions of L_rho
+SAMPLES = 512  # MeasureSettings: cube samples above the exact limit
+EXACT_LIMIT = 14  # MeasureSettings: the largest n analysed over the whole cube
+ANALYSIS_BATCH = 2048  # sensviz.analysis: strings per forward call of the cube analyses
+GRADIENT_FLOATS = 2**24  # sensviz.params.GRADIENT_BUDGET: per-example gradient floats at once
+GRADIENT_CHUNK = 1024  # sensviz.params.CHUNK_SIZE
 DEFAULT_BUDGET = "1800s,4096MiB"
 MiB = 2**20
 
@@ -203,7 +210,7 @@ def _activation_bytes(s: Shape, strings: int, n: int, saved: bool) -> float:
     when `saved`; else (no grad) the largest tensors alive at once."""
     if saved:
         return 4.0 * strings * n * s.layers * (ACT_PER_WIDTH * s.d_model + 2 * s.d_ff + ACT_PER_SCORE * s.heads * n)
-    return 4.0 * strings * n * (2 * s.d_model + max(s.d_ff, s.heads * n))
+    return 4.0 * strings * n * (8 * s.d_model + 2 * s.d_ff + 2 * s.heads * n)
 
 
 def _eval_strings(config) -> list[int]:
@@ -231,10 +238,8 @@ def phases(model_settings, config, calibration: Calibration) -> dict[str, float]
         evaluation += seconds(*_forward(s, strings, n, math.ceil(strings / EVAL_CHUNK)))
 
     m = min(2**n, MEASURE_INPUTS)
-    if n <= EXACT_LIMIT:
-        analysis, per_call = 2**n, min(2**n, ANALYSIS_BATCH)
-    else:  # samples with their n neighbours, in calls of at most ANALYSIS_SAMPLED strings
-        analysis, per_call = SAMPLES * (n + 1), min(SAMPLES * (n + 1), ANALYSIS_SAMPLED)
+    analysis = 2**n if n <= EXACT_LIMIT else SAMPLES * (n + 1)  # the cube, or samples with their n neighbours
+    per_call = min(analysis, ANALYSIS_BATCH)
     grad_chunk = max(1, min(m, GRADIENT_CHUNK, GRADIENT_FLOATS // (s.params * outputs)))
     parts = [_forward(s, m, n), _forward(s, analysis, n, 2 * math.ceil(analysis / per_call)),
              _forward(s, m, n, DIRECTIONS)]
@@ -250,7 +255,7 @@ def phases(model_settings, config, calibration: Calibration) -> dict[str, float]
         _activation_bytes(s, b, n, saved=True),
         _activation_bytes(s, min(max(_eval_strings(config)), EVAL_CHUNK), n, saved=False),
         _activation_bytes(s, per_call, n, saved=False),
-        4.0 * grad_chunk * outputs * s.params + _activation_bytes(s, grad_chunk, n, saved=True),
+        4.0 * grad_chunk * outputs * s.params + _activation_bytes(s, grad_chunk * outputs, n, saved=True),
     )
     return {"step": step, "evaluation": evaluation, "measurement": measurement, "checkpoint": checkpoint,
             "bytes": RESIDENT_PER_PARAM * 4.0 * s.params + transient, "params": s.params}

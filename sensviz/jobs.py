@@ -115,9 +115,13 @@ def calibration() -> budget.Calibration:
     with _CALIBRATION_LOCK:
         if not _CALIBRATION:
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-            out = subprocess.run([sys.executable, "-m", "sensviz.budget"], capture_output=True, text=True, cwd=ROOT,
-                                 env=env, timeout=300, check=True).stdout
-            _CALIBRATION.append(budget.Calibration(**json.loads(out.strip().splitlines()[-1])))
+            try:
+                out = subprocess.run([sys.executable, "-m", "sensviz.budget"], capture_output=True, text=True, cwd=ROOT,
+                                     env=env, timeout=300, check=True).stdout
+                _CALIBRATION.append(budget.Calibration(**json.loads(out.strip().splitlines()[-1])))
+            except (subprocess.SubprocessError, OSError, ValueError, IndexError, TypeError) as err:
+                raise JobRefused(f"The server could not measure its own speed, which the budget per run needs "
+                                 f"({type(err).__name__}); try again in a minute.") from None
         return _CALIBRATION[0]
 
 

@@ -6,6 +6,8 @@ The process is a fresh interpreter, `python -m sensviz.worker` (`sensviz.jobs` s
 `multiprocessing` child: Streamlit runs each page script as `__main__`, and a multiprocessing
 "spawn" child re-runs the parent's `__main__` — here the whole app, with its own job manager.
 With `--standby` it loads torch and the trainer first and then reads its job folder from stdin.
+With `--max-mib` (the server's memory budget per job) its address space is capped before the job
+starts (`limit_memory`), and a run that needs more fails with one line saying so.
 
 Files in the job folder (`sensviz.jobs` reads them; every write is atomic or an appended line):
 

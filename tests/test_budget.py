@@ -56,14 +56,14 @@ def live_request(config: dict) -> TrainRequest:
 
 
 CHILD = textwrap.dedent(
-    """
+    r"""
     import json, os, re, sys, time
     from pathlib import Path
     sys.path.insert(0, {root!r})
 
     def rss():
         status = Path("/proc/self/status").read_text()
-        return [int(re.search(rf"^{{k}}:\\\\s+(\\\\d+) kB", status, re.M).group(1)) / 1024 for k in ("VmRSS", "VmHWM")]
+        return [int(re.search(rf"^{{k}}:\s+(\d+) kB", status, re.M).group(1)) / 1024 for k in ("VmRSS", "VmHWM")]
 
     import torch
     torch.set_num_threads(1)
@@ -92,9 +92,10 @@ def measured(config: dict, folder: Path) -> dict:
     folder.mkdir()
     (folder / "request.json").write_text(json.dumps(live_request(config).to_dict()))
     script = CHILD.format(root=str(ROOT), folder=str(folder))
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=CEILING_S,
-                         env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=CEILING_S,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[f"{c.get('arch', 'encoder')}-d{c['d_model']}-n{c['n']}-b{c['batch_size']}"
