@@ -46,7 +46,10 @@ a busy machine is slower in wall-clock terms).
                 (an evaluation chunk, a batch of the cube analyses)
     gradients = 4 c k P + training(c k)   a chunk of c = min(M, 1024, 2^24 / (k P)) per-example
                 gradients of k outputs each (k = n for the scratchpad, else 1)
-    peak      = BASE_MIB + resident + max(training, no grad, gradients)
+    peak      = BASE_MIB + resident + training + max(no grad, gradients)
+
+(training's activations and a later pass's add up: the allocator keeps the memory a training step
+freed, in pieces that a pass of another shape cannot always reuse).
 
 The constants were fitted on the development machine (tests/test_budget.py keeps time and memory
 within 2x of what the worker measures, over configurations across the Train form's ranges).
@@ -251,8 +254,7 @@ def phases(model_settings, config, calibration: Calibration) -> dict[str, float]
                           + (DIRECTIONS * PERTURB_FLOPS_PER_PARAM + CHECKPOINT_FLOPS_PER_PARAM) * s.params)
     checkpoint = seconds(CHECKPOINT_OPS, CHECKPOINT_FLOPS_PER_PARAM * s.params)
 
-    transient = max(
-        _activation_bytes(s, b, n, saved=True),
+    transient = _activation_bytes(s, b, n, saved=True) + max(  # the allocator keeps what training freed
         _activation_bytes(s, min(max(_eval_strings(config)), EVAL_CHUNK), n, saved=False),
         _activation_bytes(s, per_call, n, saved=False),
         4.0 * grad_chunk * outputs * s.params + _activation_bytes(s, grad_chunk * outputs, n, saved=True),
