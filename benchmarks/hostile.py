@@ -1,4 +1,4 @@
-"""The cost of rejecting hostile checkpoint files and arguments, printed as a table.
+"""The cost of rejecting hostile checkpoint files, arguments and output paths, printed as a table.
 
     python benchmarks/hostile.py            # every case of tests/hostile_cases.py, one row each
     python benchmarks/hostile.py --summary  # one row per family, and the worst case
@@ -8,18 +8,29 @@ All cases are loaded in one child process (torch at one thread); `extra MB` is t
 memory of the call above the resident memory before it (the peak is reset before every case). The targets (issue 12): every case
 rejected with one line, under 2 s and 300 MB.
 
+The family 'CLI outputs' (issue 17) runs `sensviz.cli.main` in a second child process with every
+writing command's output (`--out`, `--dump`, `--dir`) onto a device, a fifo, a folder (or a file
+where a folder is wanted), links to those, a path under a file and a dump without .npz; a case
+is rejected when the command exits 2 with one line on stderr and the place is left as it was.
+
 `--jobs`: the hostile tester's job cases against a real `sensviz.jobs.JobManager` (issue 17): 101
 owners from one address flooding the queue and then one honest student; forged owner cookies;
 the requests that held the machine (d_ff and the scratchpad over the limits, the Train form's
 largest run); each with its outcome and the seconds it took to decide. The target: the student is
-queued second in line, every forged cookie counts as absent, every oversized request is refused.
+queued ahead of the flood's waiting runs, every forged cookie counts as absent, every oversized request is refused.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
+import os
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,6 +38,74 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import hostile_cases  # noqa: E402
+
+
+def cli_output_cases(folder: Path) -> list[dict]:
+    """The 'CLI outputs' cases (those of tests/test_cli.py), with places made in `folder`."""
+    from test_cli import OUTPUT_COMMANDS, bad_targets
+
+    cases = []
+    for command, (argv, want_folder) in OUTPUT_COMMANDS.items():
+        (folder / command.replace(" ", "_")).mkdir()
+        places = bad_targets(folder / command.replace(" ", "_"), want_folder)
+        cases += [{"name": f"{command} onto {what}", "argv": [*argv, str(path)], "place": str(path)}
+                  for what, path, _ in places]
+    (folder / "dump").mkdir()
+    dump = str(folder / "dump" / "X")
+    cases.append({"name": "inspect --dump without .npz", "argv": ["inspect", "missing.safetensors", "--dump", dump],
+                  "place": dump})
+    return cases
+
+
+def _state(place: str) -> tuple | None:
+    """What is at `place` (not following a link): type, inode, size, modification time; None when nothing."""
+    try:
+        st = os.lstat(place)
+    except OSError:
+        return None
+    return st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _cli_child(spec_path: str) -> None:
+    """Run every case of the spec through `sensviz.cli.main`; one row per case as JSON on stdout."""
+    import torch
+
+    from sensviz.cli import main
+
+    torch.set_num_threads(1)
+    rows = []
+    for case in json.loads(Path(spec_path).read_text()):
+        before = _state(case["place"])
+        listing = sorted(Path(spec_path).parent.rglob("*"))
+        hostile_cases._reset_peak()
+        baseline, _ = hostile_cases._memory_mb()
+        err = io.StringIO()
+        cpu, wall = time.process_time(), time.perf_counter()
+        try:
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                code = main(case["argv"])
+        except BaseException as exc:  # noqa: BLE001 - what the benchmark must never see
+            code = f"escaped {type(exc).__name__}"
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        _, peak = hostile_cases._memory_mb()
+        message = err.getvalue()
+        untouched = _state(case["place"]) == before and sorted(Path(spec_path).parent.rglob("*")) == listing
+        clean = code == 2 and message.count("\n") == 1 and untouched
+        rows.append({"family": "CLI outputs", "name": case["name"], "outcome": "rejected" if clean else f"exit {code}",
+                     "message": message.strip(), "cpu_s": cpu, "wall_s": wall, "extra_mb": peak - baseline})
+    json.dump(rows, sys.stdout)
+
+
+def measure_cli_outputs(folder: Path) -> list[dict]:
+    """The 'CLI outputs' family, measured in one fresh child process."""
+    spec = folder / "cli-cases.json"
+    spec.write_text(json.dumps(cli_output_cases(folder)))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, __file__, "--cli-child", str(spec)], capture_output=True, text=True, env=env,
+                          timeout=1800, cwd=folder)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the measuring child failed ({proc.returncode}): {proc.stderr[-3000:]}")
+    return json.loads(proc.stdout)
 
 
 def job_cases() -> list[dict]:
@@ -83,6 +162,8 @@ def job_cases() -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--summary", action="store_true", help="one row per family")
+    parser.add_argument("--family", help="only this family, e.g. 'CLI outputs'")
+    parser.add_argument("--cli-child", help=argparse.SUPPRESS)  # the measuring child of the 'CLI outputs' family
     parser.add_argument("--jobs", action="store_true", help="the class server's job cases instead")
     args = parser.parse_args()
     if args.jobs:
@@ -90,9 +171,15 @@ def main() -> None:
         for r in job_cases():
             print(f"{r['family']:14} {r['case']:40} {r['seconds']:8.2f}  {r['outcome'][:150]}")
         return
-    cases = hostile_cases.cases()
+    if args.cli_child:
+        _cli_child(args.cli_child)
+        return
     with tempfile.TemporaryDirectory() as folder:
-        rows = hostile_cases.measure(cases, Path(folder))
+        rows = [] if args.family == "CLI outputs" else hostile_cases.measure(hostile_cases.cases(), Path(folder))
+        if args.family in (None, "CLI outputs"):
+            (Path(folder) / "cli").mkdir()
+            rows += measure_cli_outputs(Path(folder) / "cli")
+    rows = [r for r in rows if args.family in (None, r["family"])]
     if args.summary:
         print(f"{'family':28} {'cases':>5} {'rejected':>8} {'max cpu s':>9} {'max wall s':>10}")
         for family in dict.fromkeys(r["family"] for r in rows):

@@ -4,7 +4,13 @@ A sensviz checkpoint is a safetensors file whose metadata (string values) holds
 `format="sensviz"`, `format_version`, `arch`, `config` (JSON of the config dataclass), and, when
 known, `task` (JSON task spec), `n` (the input length it was trained on), `target_encoding`
 (`zero_one`: {0,1} targets, threshold 0.5, the authors' default; or `pm1`: ±1 targets, threshold 0),
-`training` (JSON summary of how it was made) and `extra` (JSON, the caller's).
+`training` (JSON summary of how it was made) and `extra` (JSON, the caller's). A `table` task's
+truth table (up to 2**24 entries) is not written into the header, which stays small: it is the
+uint8 tensor `sensviz.task_table` (bits packed 8 to a byte) beside the weights, and the task spec
+says so (`{"name": "table", "n": 24, "tensor": "sensviz.task_table"}`; files that hold the bits in
+the spec load as before). Strings in `training` and `extra` longer than the `metadata_chars` limit
+(4,096) are stored shortened with a hash (`sensviz.text.short_label`): they describe, the task is
+stored once.
 
 Any other file is read as the authors' published model class (the `encoder` architecture) when
 its keys have their layout; d_model, max_len, n_layers and d_ff come from the shapes, but the
@@ -31,10 +37,8 @@ import io
 import json
 import math
 import numbers
-import os
 import re
 import struct
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,17 +49,22 @@ from torch.overrides import TorchFunctionMode
 
 from . import cube
 from .base import TracedModel
+from .files import write_atomic
 from .limits import LIMITS, MiB, check_int, check_json_depth, is_int
 from .models import ARCHITECTURES, config_from_dict, config_to_dict
-from .tasks import ZERO_ONE, TargetEncoding, Task, get_encoding, get_task, task_from_spec
+from .tasks import ZERO_ONE, TargetEncoding, Task, TruthTable, get_encoding, get_task, task_from_spec
+from .text import short_label
 
 FORMAT = "sensviz"
 FORMAT_VERSION = "1"
-SIZE_CAP = LIMITS["file_bytes"].high
-"""Default largest checkpoint accepted, in bytes (200 MiB, the `file_bytes` limit)."""
+SIZE_CAP = min(64 * MiB, LIMITS["file_bytes"].high)
+"""Default largest checkpoint accepted, in bytes: 64 MiB (within the `file_bytes` limit), the explorer's
+upload cap too (`server.maxUploadSize` in .streamlit/config.toml); pass `size_cap` to read a larger file."""
 
 _DTYPES = {"F16": ("<f2", 2), "BF16": ("<u2", 2), "F32": ("<f4", 4), "F64": ("<f8", 8)}
 """The float dtypes a checkpoint may hold: numpy's reading of the little-endian bytes, and their size."""
+TASK_TABLE = "sensviz.task_table"
+"""The tensor that holds a `table` task's truth table (packed bits, uint8) in a sensviz checkpoint."""
 _AUTHORS_LAYER_KEY = re.compile(r"^encoders\.layers\.(\d+)\.")
 _HEADS_KEYS = ("n_heads", "num_heads", "num_attn_heads", "num_attention_heads", "nhead", "n_head", "heads")
 """Metadata fields that other people's files use for the number of attention heads."""
@@ -114,14 +123,34 @@ def checkpoint_metadata(
         "target_encoding": encoding.name,
     }
     if task is not None:
-        meta["task"] = json.dumps(get_task(task).spec())
+        task = get_task(task)
+        spec = {"name": task.name, "n": task.n, "tensor": TASK_TABLE} if isinstance(task, TruthTable) else task.spec()
+        meta["task"] = json.dumps(spec)
     if n is not None:
         meta["n"] = str(int(n))
     if training is not None:
-        meta["training"] = json.dumps(training)
+        meta["training"] = json.dumps(_short_strings(training))
     if extra is not None:
-        meta["extra"] = json.dumps(extra)
+        meta["extra"] = json.dumps(_short_strings(extra))
     return meta
+
+
+def _short_strings(value):
+    """`value` (JSON-compatible) with every string over the `metadata_chars` limit shortened (iteratively)."""
+    root = [value]
+    stack = [(root, 0)]
+    while stack:
+        container, key = stack.pop()
+        item = container[key]
+        if isinstance(item, str):
+            container[key] = short_label(item, "metadata_chars")
+        elif isinstance(item, dict):
+            container[key] = item = {short_label(str(k), "metadata_chars"): v for k, v in item.items()}
+            stack.extend((item, k) for k in item)
+        elif isinstance(item, (list, tuple)):
+            container[key] = item = list(item)
+            stack.extend((item, i) for i in range(len(item)))
+    return root[0]
 
 
 def _sorted_header(data: bytes) -> bytes:
@@ -143,22 +172,20 @@ def checkpoint_bytes(model: TracedModel, **metadata) -> bytes:
 
     The same model and metadata always give the same bytes.
     """
-    return _sorted_header(safetensors.torch.save(_state_tensors(model), checkpoint_metadata(model, **metadata)))
+    tensors = _state_tensors(model)
+    task = metadata.get("task")
+    if task is not None and isinstance(task := get_task(task), TruthTable):
+        tensors[TASK_TABLE] = task.packed()
+    return _sorted_header(safetensors.torch.save(tensors, checkpoint_metadata(model, **metadata)))
 
 
 def save_checkpoint(model: TracedModel, path, **metadata) -> Path:
-    """Write `model` to `path` as a sensviz safetensors checkpoint (atomically) and return the path.
+    """Write `model` to `path` as a sensviz safetensors checkpoint and return the path (atomically, its
+    folder made if needed: `sensviz.files.write_atomic`, which refuses a device, fifo or folder).
 
     Keyword arguments: `task`, `n`, `encoding`, `training`, `extra` (see `checkpoint_metadata`).
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = checkpoint_bytes(model, **metadata)
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.name, suffix=".tmp", delete=False) as tmp:
-        tmp.write(data)
-    os.chmod(tmp.name, 0o644)  # a temporary file is private (0600); a checkpoint is an ordinary file
-    os.replace(tmp.name, path)
-    return path
+    return write_atomic(Path(path), checkpoint_bytes(model, **metadata))
 
 
 def _source_name(source) -> str:
@@ -244,6 +271,10 @@ def _parse_header(data: bytes, name: str) -> _Header:
     return _Header(metadata, tensors, 8 + header_len)
 
 
+_TABLE_DTYPES = {"U8": ("<u1", 1)}
+"""The one dtype of the `sensviz.task_table` tensor (packed bits)."""
+
+
 def _check_metadata(metadata, name: str) -> None:
     if not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
         raise CheckpointError(f"{name}: the safetensors metadata is corrupt (it must map strings to strings)")
@@ -257,9 +288,11 @@ def _entry(key: str, entry, body: int, name: str) -> _Entry:
     if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= set(entry):
         raise CheckpointError(f"{corrupt} (it needs dtype, shape and data_offsets)")
     dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
-    if not isinstance(dtype, str) or dtype not in _DTYPES:
+    dtypes = _TABLE_DTYPES if key == TASK_TABLE else _DTYPES
+    if not isinstance(dtype, str) or dtype not in dtypes:
         raise CheckpointError(f"{name}: tensor '{key[:80]}' has dtype {_short(dtype)}; "
-                              f"weights must be floating point ({', '.join(_DTYPES)})")
+                              + (f"a task table must be {', '.join(dtypes)}" if key == TASK_TABLE
+                                 else f"weights must be floating point ({', '.join(dtypes)})"))
     if not isinstance(shape, list) or not all(is_int(d) and d >= 0 for d in shape):
         raise CheckpointError(f"{corrupt} (its shape is not a list of sizes)")
     check_int(f"'{key[:80]}' dimensions", len(shape), "tensor_dims")
@@ -272,7 +305,7 @@ def _entry(key: str, entry, body: int, name: str) -> _Entry:
         raise CheckpointError(f"{corrupt} (data_offsets {offsets} are not a range)")
     if end > body:
         raise CheckpointError(f"{name}: the file is truncated ('{key[:80]}' ends past the end of the file)")
-    if end - start != numel * _DTYPES[dtype][1]:
+    if end - start != numel * dtypes[dtype][1]:
         raise CheckpointError(f"{corrupt} ({end - start} bytes for {numel} elements of {dtype})")
     return _Entry(dtype, tuple(shape), start, end)
 
@@ -452,8 +485,9 @@ class _Known:
     notes: list[str] = field(default_factory=list)
 
 
-def _sensviz_known(header: _Header, name: str) -> tuple[str, dict, _Known]:
-    """A sensviz file, parsed strictly: its architecture, config fields and what it knows."""
+def _sensviz_known(data: bytes, header: _Header, name: str) -> tuple[str, dict, _Known]:
+    """A sensviz file, parsed strictly: its architecture, config fields and what it knows (a
+    `table` task's truth table is read from its tensor, which is then no longer among the tensors)."""
     meta = header.metadata
     version = meta.get("format_version")
     if version != FORMAT_VERSION:
@@ -471,12 +505,22 @@ def _sensviz_known(header: _Header, name: str) -> tuple[str, dict, _Known]:
         spec = metadata["task"]
         if not (isinstance(spec, dict) and isinstance(spec.get("name"), str)):
             raise CheckpointError(f"{name}: the metadata field 'task' is not a task spec (a JSON object with a name)")
-        known.task = task_from_spec(spec)
+        known.task = _stored_table(data, header, spec, name) if "tensor" in spec else task_from_spec(spec)
     if "n" in metadata:
         known.n = _decimal(metadata["n"], "n", name, "n")
     if "target_encoding" in metadata:
         get_encoding(metadata["target_encoding"])
     return arch, fields, known
+
+
+def _stored_table(data: bytes, header: _Header, spec: dict, name: str) -> Task:
+    """The `table` task whose truth table is the `sensviz.task_table` tensor (taken out of `header.tensors`)."""
+    entry = header.tensors.pop(TASK_TABLE, None)
+    if spec != {"name": "table", "n": spec.get("n"), "tensor": TASK_TABLE} or entry is None:
+        raise CheckpointError(f"{name}: the metadata field 'task' names a tensor for its truth table, but the file "
+                              f"has no '{TASK_TABLE}' tensor or the spec is not a table's")
+    packed = np.frombuffer(data, dtype=np.uint8, count=entry.end - entry.start, offset=header.data_start + entry.start)
+    return TruthTable.from_packed(packed, spec["n"])
 
 
 def _decimal(text: str, key: str, name: str, limit: str) -> int:
@@ -545,7 +589,7 @@ def _load(source, name, size_cap, n_heads, task, n, encoding, device, config_ove
     if n_heads is not None:
         n_heads = check_int("n_heads", n_heads)
     if header.metadata.get("format") == FORMAT:
-        arch, fields, known = _sensviz_known(header, name)
+        arch, fields, known = _sensviz_known(data, header, name)
         layout = FORMAT
     elif _is_authors_layout(header.tensors):
         known, arch, layout = _foreign_known(header), "encoder", "authors"

@@ -17,6 +17,12 @@
 
 The flags of `train` come from the fields of `ModelSettings` and `TrainConfig`, those of `inspect`'s
 measurement from `MeasureSettings` (`sensviz.configs`), each with its help and range.
+
+Every file the command writes goes through `sensviz.files.write_atomic` (whole or not at all), and
+every output path (`--out`, `--dump`, `--dir`) is checked while the arguments are read, before any
+work: a device, fifo, folder or unwritable place is refused in one line (exit 2). Ctrl-C ends any
+command with one line and exit 130. Renamed flags (`RENAMED`) keep working, with a one-line note,
+until version `RENAMED_UNTIL`.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import torch
 
 from . import analysis, configs, cube, experiments, slices, sweeps, zoo
 from .checkpoints import CheckpointError, convert_torch_file, load_checkpoint
+from .files import check_file, check_folder, write_atomic
 from .limits import check_float, check_int
 from .losses import loss_for, targets
 from .measure import QUANTITIES, MeasureSettings, default_quantities, measure
@@ -42,6 +49,14 @@ from .training import PrintProgress, TrainConfig, train
 
 DUMP_CAP_BYTES = 2 * 2**30
 """Largest attention array `inspect --dump` writes (2 GiB)."""
+RENAMED = {
+    "inspect": {"--seed": "--measure-seed", "--inputs": "--measure-inputs"},
+    "slice": {"--directions": "--normalization"},
+    "train": {"--layers": "--n-layers", "--heads": "--n-heads"},
+}
+"""Old spellings of renamed flags, per command: old -> new. They work, with a note, until `RENAMED_UNTIL`."""
+RENAMED_UNTIL = "0.2.0"
+"""The version that drops the old spellings (tests/test_cli.py fails from then on until they are gone)."""
 
 
 class UsageError(Exception):
@@ -79,6 +94,8 @@ def _inspect(args) -> dict:
     ck = _load(args)
     if ck.n is None:
         raise UsageError(f"{args.checkpoint}: the input length is not recorded in the file; pass --n")
+    if args.dump:
+        _check_dump_size(ck)  # before the measurement, not after it
     settings = configs.from_arguments(MeasureSettings, args)
     quantities = default_quantities(ck.model) + tuple(args.with_quantities or ())
     found = measure(ck.model, ck.task, ck.n, settings, quantities, ck.encoding)
@@ -139,7 +156,7 @@ def _slice(args) -> dict:
         ck.model, bits, labels, directions, loss, ck.encoding, alphas=alphas, span=span, steps=args.steps
     )
     try:
-        frame.to_csv(args.out, index=False)
+        write_atomic(args.out, frame.to_csv(index=False).encode())
     except OSError as err:
         raise UsageError(f"cannot write {args.out}: {err}") from None
     centre = frame.loc[(frame.drop(columns=["loss", "accuracy"]) == 0).all(axis=1), "loss"]
@@ -155,7 +172,8 @@ def _slice(args) -> dict:
     }
 
 
-def _dump(ck, path: str) -> None:
+def _check_dump_size(ck) -> None:
+    """UsageError when the dump's attention array would be over `DUMP_CAP_BYTES`."""
     n, c = ck.n, ck.config
     size = 4 * 2**n * len(ck.model.attention_names()) * c.n_heads * n * n
     if n > cube.EXACT_LIMIT or size > DUMP_CAP_BYTES:
@@ -163,6 +181,10 @@ def _dump(ck, path: str) -> None:
             f"--dump stores attention for all 2**{n} inputs ({size / 2**30:.1f} GiB); "
             f"that is over the {DUMP_CAP_BYTES / 2**30:.0f} GiB cap: use a smaller n"
         )
+
+
+def _dump(ck, path: str) -> None:
+    n = ck.n
     tr = analysis.cube_trace(ck.model, n, limit=cube.EXACT_LIMIT)
     arrays = {
         "output": tr.output.numpy(),  # [2**n] vertex order
@@ -175,7 +197,7 @@ def _dump(ck, path: str) -> None:
     }
     if ck.task is not None:
         arrays["target"] = ck.task.values(n).numpy()
-    np.savez_compressed(path, **arrays)
+    write_atomic(path, lambda file: np.savez_compressed(file, **arrays))
 
 
 def _convert(args) -> dict:
@@ -278,15 +300,40 @@ _length = _limited(int, "n")
 _samples = _limited(int, "samples")
 
 
-class _OldFlag(argparse.Action):
-    """A flag that was renamed: answers with a one-line hint."""
+def _output(check, *options):
+    """An argparse type: a path to write that `check` (`sensviz.files.check_file`, with `options` such
+    as a suffix, or `check_folder`) accepts, checked while the arguments are read, before any work;
+    the path as given."""
 
-    def __init__(self, option_strings, dest, hint: str, **kwargs):
-        self.hint = hint
-        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS, **kwargs)
+    def parse(text: str) -> str:
+        try:
+            check(text, *options)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+        return text
+
+    parse.__name__ = "path"
+    return parse
+
+
+class _Renamed(argparse.Action):
+    """The old spelling of a renamed flag: does what the new one does, with a one-line note on stderr."""
+
+    def __init__(self, option_strings, dest, new: argparse.Action, **kwargs):
+        self.new_flag = new.option_strings[0]
+        super().__init__(option_strings, new.dest, nargs=new.nargs, type=new.type, choices=new.choices,
+                         metavar=new.metavar, help=argparse.SUPPRESS)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        parser.error(f"{option_string} {self.hint}")
+        print(f"{parser.prog}: note: {option_string} was renamed to {self.new_flag} "
+              f"(the old name works until sensviz {RENAMED_UNTIL})", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def _add_renamed(p: argparse.ArgumentParser, command: str) -> None:
+    """The old spellings of `command`'s renamed flags (`RENAMED`), after the flags they stand for."""
+    for old, new in RENAMED.get(command, {}).items():
+        p.add_argument(old, action=_Renamed, new=p._option_string_actions[new])  # argparse's table of flags
 
 
 def _file_options(p) -> None:
@@ -311,11 +358,13 @@ def build_parser() -> argparse.ArgumentParser:
                                        "trade-off, sharpness, the proxy")
     p.add_argument("checkpoint")
     _file_options(p)
-    p.add_argument("--dump", metavar="FILE.npz", help="write outputs, LN factors and attention for every vertex")
+    p.add_argument("--dump", metavar="FILE.npz", type=_output(check_file, ".npz"),
+                   help="write outputs, LN factors and attention for every vertex (a name ending in .npz)")
     extra = [name for name, q in QUANTITIES.items()]
     p.add_argument("--with", dest="with_quantities", nargs="+", choices=extra, metavar="QUANTITY",
                    help=f"also measure these (default set plus these): {', '.join(extra)}")
     configs.add_arguments(p.add_argument_group("measurement (sensviz.measure.MeasureSettings)"), MeasureSettings)
+    _add_renamed(p, "inspect")
     p.set_defaults(run=_inspect)
 
     p = sub.add_parser("slice", help="the loss along one or two directions in parameter space, as CSV")
@@ -327,21 +376,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="alpha in [-span, span] (default 1); with --to, [-span, 1+span] (default 0.5)")
     p.add_argument("--normalization", choices=slices.NORMALIZATIONS, default="filter",
                    help="random directions scaled per filter (default), per layer, or none (unit norm)")
-    p.add_argument("--directions", action=_OldFlag, hint="was renamed: the normalization of the random directions "
-                   "is --normalization filter|layer|none")
     p.add_argument("--skip-bias-ln", action="store_true", help="no movement of biases and LayerNorm parameters")
     p.add_argument("--to", metavar="OTHER.safetensors", help="the straight line to another checkpoint of the same model")
     p.add_argument("--hessian", action="store_true", help="along the top Hessian eigenvector(s) of the loss")
-    p.add_argument("--out", required=True, metavar="FILE.csv", help="where to write the slice")
+    p.add_argument("--out", required=True, metavar="FILE.csv", type=_output(check_file), help="where to write the slice")
     _file_options(p)
     p.add_argument("--seed", type=_seed, default=0, help="seed of the directions and the input sample")
     p.add_argument("--inputs", type=_limited(int, "inputs"), default=MeasureSettings().measure_inputs,
                    help="inputs: the cube when 2**n <= this, else a seeded sample of this many")
+    _add_renamed(p, "slice")
     p.set_defaults(run=_slice)
 
     p = sub.add_parser("convert", help="convert the authors' .pt state dict to a safetensors checkpoint")
     p.add_argument("source", help="a .pt file holding a state dict")
-    p.add_argument("out", help="the .safetensors file to write")
+    p.add_argument("out", type=_output(check_file), help="the .safetensors file to write")
     p.add_argument("--n-heads", type=_limited(int, "n_heads"), required=True, help="attention heads of the model")
     p.add_argument("--task", help="the task it was trained on")
     p.add_argument("--n", type=_length, help="the input length it was trained on")
@@ -352,14 +400,15 @@ def build_parser() -> argparse.ArgumentParser:
     configs.add_arguments(p.add_argument_group("model (sensviz.models.ModelSettings)"), ModelSettings)
     configs.add_arguments(p.add_argument_group("training (sensviz.training.TrainConfig)"), TrainConfig,
                           required=("n",))
-    p.add_argument("--out", metavar="PATH.safetensors", help="write the trained model here")
+    p.add_argument("--out", metavar="PATH.safetensors", type=_output(check_file), help="write the trained model here")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    _add_renamed(p, "train")
     p.set_defaults(run=_train)
 
     p = sub.add_parser("zoo", help="the pretrained checkpoints: build them, or verify hashes and loading")
     zoo_sub = p.add_subparsers(dest="zoo_command", required=True, parser_class=Parser)
     q = zoo_sub.add_parser("build", help="train every zoo checkpoint (deterministic) and write the manifest")
-    q.add_argument("--dir", default="checkpoints", help="where the checkpoints go")
+    q.add_argument("--dir", default="checkpoints", type=_output(check_folder), help="where the checkpoints go")
     q.add_argument("--only", nargs="+", metavar="NAME", help="rebuild only these entries (file stems)")
     q.add_argument("--threads", type=_limited(int, "threads"), default=1,
                    help="CPU threads (default 1: reproducible, and robust on a busy machine)")
@@ -371,7 +420,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sweep", help="run a sweep spec (TOML) of the paper's experiments; resumable")
     p.add_argument("spec", help="a sweep spec, e.g. experiments/length_scaling.toml")
-    p.add_argument("--out", required=True, metavar="DIR", help="results folder (rerun with the same folder to resume)")
+    p.add_argument("--out", required=True, metavar="DIR", type=_output(check_folder),
+                   help="results folder (rerun with the same folder to resume)")
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="local: process pool on this machine (default); ray: Ray tasks")
     p.add_argument("--workers", type=_limited(int, "workers"), default=1, help="parallel jobs (default 1: in this process)")
@@ -384,11 +434,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="a standalone HTML report with every figure of a sweep folder (or of its subfolders)")
     p.add_argument("folder", help="a sweep folder (holding runs.parquet), or a folder of sweep folders")
-    p.add_argument("--out", required=True, metavar="REPORT.html", help="where to write the report")
+    p.add_argument("--out", required=True, metavar="REPORT.html", type=_output(check_file), help="where to write the report")
     p.set_defaults(run=_report)
 
     p = sub.add_parser("lab", help="the Lab as one offline HTML handout: every chapter's text, figures and questions")
-    p.add_argument("--out", required=True, metavar="LAB.html", help="where to write the handout")
+    p.add_argument("--out", required=True, metavar="LAB.html", type=_output(check_file), help="where to write the handout")
     p.add_argument("--answers", action="store_true", help="include the answers to the questions")
     p.add_argument("--checkpoints", default="checkpoints", help="the zoo the chapters load (default checkpoints)")
     p.add_argument("--results", default="experiments/results", help="the shipped results (chapter 5)")
@@ -396,7 +446,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("fidelity", help="the fidelity page: each claim of the paper with its interval and verdict")
     p.add_argument("folder", help="a results folder holding <scale>/<experiment>/runs.parquet, e.g. experiments/results")
-    p.add_argument("--out", required=True, metavar="PAGE.md", help="where to write the page, e.g. docs/fidelity.md")
+    p.add_argument("--out", required=True, metavar="PAGE.md", type=_output(check_file),
+                   help="where to write the page, e.g. docs/fidelity.md")
     p.add_argument("--scale", help="the scale to decide from, e.g. quick or standard (default: the largest present)")
     p.set_defaults(run=_fidelity)
     return parser
@@ -414,14 +465,19 @@ def _json_safe(value):
 
 
 def main(argv: list[str] | None = None) -> int:
+    command = "sensviz"
     try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as done:  # --help (0) or a bad argument, already reported in one line (2)
-        return done.code
-    try:
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as done:  # --help (0) or a bad argument, already reported in one line (2)
+            return done.code
+        command = f"sensviz {args.command}"
         result = args.run(args)
+    except KeyboardInterrupt:  # Ctrl-C: the writers left no half file behind
+        print(f"{command}: interrupted", file=sys.stderr)
+        return 130
     except (CheckpointError, UsageError, ValueError, OSError) as err:
-        print(f"sensviz {args.command}: error: {err}", file=sys.stderr)
+        print(f"{command}: error: {err}", file=sys.stderr)
         return 2
     json.dump(_json_safe(result), sys.stdout, indent=2)
     sys.stdout.write("\n")

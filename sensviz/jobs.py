@@ -30,12 +30,23 @@ server restarted.
 
 Stop ends the process at once and keeps the weights of its last measurement; Cancel removes a
 queued job. Only the owner stops or cancels. No Streamlit here.
+
+The background thread cannot die: any failure while collecting one job (its model refused by the
+store, a full or unwritable disk, a worker that died, anything unexpected) fails that job with one
+line in its `error`, and the manager serves the next one. Everything a job writes (request,
+records, progress, weights, temporaries) counts against its owner's share of the kept-model store
+(`KeptStore.elsewhere`); each owner keeps at most `MAX_FOLDERS` job folders (their own oldest
+finished ones go first); temporaries a killed worker left are removed when its job is collected
+and at start-up. A job's name is stored shortened (`sensviz.text.short_label`): the task label of
+a `table` task can be 16 million characters, held once, in the job's `request.json`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
+import logging
 import os
 import re
 import secrets
@@ -49,15 +60,18 @@ from pathlib import Path
 
 from sensviz import budget, worker
 from sensviz.files import write_atomic
-from sensviz.kept import KeptStore
+from sensviz.kept import KeptRefused, KeptStore
+from sensviz.text import short_label
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB_ID = re.compile(r"^[A-Za-z0-9_-]{12,64}$")
 ACTIVE = ("queued", "running")
 FINAL = ("finished", "stopped", "failed", "cancelled")
 MAX_QUEUE = 100
-MAX_FOLDERS = 500
-"""Job folders kept on disk (their records feed the Train page's charts); the oldest go first."""
+MAX_FOLDERS = 20
+"""Job folders kept on disk per owner (their records feed the Train page's charts); the owner's oldest
+finished ones go first, never another owner's."""
+log = logging.getLogger(__name__)
 
 
 class JobRefused(Exception):
@@ -80,6 +94,9 @@ class JobStatus:
     kept: str | None = None  # the kept model's token
     steps: int | None = None
     seconds: float | None = None
+
+    def __post_init__(self):
+        self.name = short_label(str(self.name))
 
     @property
     def active(self) -> bool:
@@ -160,6 +177,7 @@ class JobManager:
         self.lock = threading.RLock()
         self._closed = threading.Event()
         self._spare: subprocess.Popen | None = None  # the process waiting for the next job
+        self._owners: dict[str, str] = {}  # job folder name -> owner (read once from its state.json)
         self.root.mkdir(parents=True, exist_ok=True)
         self._folder_lock = open(self.root / ".lock", "w")  # noqa: SIM115 - held (and locked) while the manager lives
         try:
@@ -168,6 +186,7 @@ class JobManager:
             self._folder_lock.close()
             raise RuntimeError(f"another server runs the training jobs in {self.root}; give this one its own "
                                "SENSVIZ_DATA_DIR") from None
+        store.elsewhere = self.folder_bytes
         self._recover()
         with self.lock:
             self._start_spare()
@@ -244,6 +263,11 @@ class JobManager:
                 break
         return records
 
+    def folder_bytes(self, owner: str) -> int:
+        """Bytes of `owner`'s job folders: what their jobs wrote, counted in their kept-model quota.
+        Takes no manager lock (the store calls it while keeping a model the manager's thread collects)."""
+        return sum(_folder_size(folder) for folder in self._folders() if self._owner_of(folder) == owner)
+
     def stop(self, job_id: str, owner: str) -> bool:
         """Stop a running job (its last measurement is kept) or cancel a queued one; only the owner may."""
         with self.lock:
@@ -256,7 +280,7 @@ class JobManager:
             job.stop_requested = True
             job.process.terminate()
             job.process.wait(timeout=30)
-            self._finish(job)
+            self._collect(job)
             self._start_queued()
             return True
 
@@ -278,16 +302,25 @@ class JobManager:
 
     def _loop(self) -> None:
         while not self._closed.wait(self.poll_s):
-            self.tick()
+            try:
+                self.tick()
+            except Exception:  # noqa: BLE001 - the thread serves every user: it never dies
+                log.exception("the job manager's tick failed; it goes on")
 
     def tick(self) -> None:
-        """Collect finished processes and start queued jobs while there is room."""
+        """Collect finished processes and start queued jobs while there is room. A failure fails
+        only the job it concerns (`_collect`, `_fail`)."""
         with self.lock:
             self._stop_over_time()
             for job in list(self.jobs.values()):
                 if job.status.state == "running" and job.process.poll() is not None:
-                    self._finish(job)
-            self._start_queued()
+                    self._collect(job)
+            try:
+                self._start_queued()
+            except Exception as err:  # noqa: BLE001 - no process could be started (out of memory, processes, disk)
+                for job in self.jobs.values():  # taken from the queue, not started
+                    if job.status.state == "queued" and job.status.id not in self.queue:
+                        self._fail(job, f"the server could not start the training process ({_one_line(err)})")
 
     def _start_queued(self) -> None:
         running = sum(1 for j in self.jobs.values() if j.status.state == "running")
@@ -354,14 +387,14 @@ class JobManager:
     def _stop_over_time(self) -> None:
         """Stop every running job past the server's time budget (its last measurement is kept)."""
         now = time.monotonic()
-        for job in self.jobs.values():
+        for job in list(self.jobs.values()):
             if job.status.state == "running" and job.started is not None and now - job.started > self.budget.seconds:
                 job.stop_requested = True
                 limit = budget.duration(self.budget.seconds)
                 job.stop_why = f"stopped at the server's time limit per run ({limit}; SENSVIZ_JOB_BUDGET)"
                 job.process.terminate()
                 job.process.wait(timeout=30)
-                self._finish(job)
+                self._collect(job)
 
     def _start_spare(self) -> None:
         if self._closed.is_set():
@@ -383,6 +416,25 @@ class JobManager:
         self._start_spare()
         return process
 
+    def _collect(self, job: _Job) -> None:
+        """A running job's process has ended: `_finish` it; any failure fails this job alone, with one
+        line, and its temporaries and the owner's surplus folders are removed either way."""
+        try:
+            self._finish(job)
+        except KeptRefused as err:
+            self._fail(job, f"the run ended, but its model was not kept: {err}")
+        except Exception as err:  # noqa: BLE001 - one job's failure must not stop the manager
+            log.exception("collecting job %s failed", job.status.id)
+            self._fail(job, f"the server could not collect this run's result ({_one_line(err)})")
+        _remove_temporaries(job.folder)
+        self._prune(job.status.owner)
+
+    def _fail(self, job: _Job, error: str) -> None:
+        """End a job as failed with a one-line error (its state file is written when the disk lets it)."""
+        job.status.state, job.status.error = "failed", _one_line(error)
+        with contextlib.suppress(OSError):
+            self._write_state(job)
+
     def _finish(self, job: _Job) -> None:
         """A running job's process has ended: keep its model and record the outcome."""
         job.process.wait(timeout=30)
@@ -393,7 +445,7 @@ class JobManager:
             status.steps, status.seconds = outcome.get("steps"), outcome.get("seconds")
             self._keep(job, "result.safetensors")
         elif outcome.get("state") == "failed":
-            status.state, status.error = "failed", outcome.get("error")
+            status.state, status.error = "failed", _one_line(outcome.get("error") or "the training process failed")
         else:
             why = job.stop_why or ("stopped" if job.stop_requested
                                    else f"the training process ended unexpectedly (exit code {job.process.returncode})")
@@ -415,11 +467,12 @@ class JobManager:
             job.status.reason = f"{why} before the first measurement; there are no weights to keep"
 
     def _keep(self, job: _Job, file: str) -> None:
-        path = job.folder / file
-        kept = self.store.keep("trained", job.status.name, path.read_bytes(), job.status.owner)
-        job.status.kept = kept.token
-        for name in ("last.safetensors", "result.safetensors"):  # the kept copy is the one that counts
+        """Move the weights into the store (out of the job folder first, so they are not counted
+        twice against the owner's quota); `KeptRefused` when the store does not keep them."""
+        data = (job.folder / file).read_bytes()
+        for name in ("last.safetensors", "result.safetensors"):
             (job.folder / name).unlink(missing_ok=True)
+        job.status.kept = self.store.keep("trained", job.status.name, data, job.status.owner).token
 
     def _write_state(self, job: _Job) -> None:
         write_atomic(job.folder / "state.json", json.dumps(asdict(job.status)).encode())
@@ -430,16 +483,16 @@ class JobManager:
         if not JOB_ID.match(job_id or ""):
             return None
         data = _read_json(self.root / job_id / "state.json")
-        return JobStatus(**data) if data else None
+        try:
+            return JobStatus(**data) if isinstance(data, dict) else None
+        except TypeError:  # not a state this manager wrote
+            return None
 
     def _recover(self) -> None:
-        """Jobs left queued or running by a server that stopped: keep what they measured."""
-        if not self.root.is_dir():
-            return
-        folders = sorted((p for p in self.root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
-        for old in folders[: max(0, len(folders) - MAX_FOLDERS)]:
-            shutil.rmtree(old, ignore_errors=True)
-        for folder in folders[-MAX_FOLDERS:]:
+        """Jobs left queued or running by a server that stopped: keep what they measured (a
+        failure fails that job alone); temporaries are removed and each owner's surplus folders."""
+        for folder in self._folders():
+            _remove_temporaries(folder)
             status = self._from_disk(folder.name)
             if status is None or not status.active:
                 continue
@@ -447,8 +500,43 @@ class JobManager:
             if status.state == "queued":
                 status.state, status.reason = "cancelled", "the server restarted before this run started"
             else:
-                self._keep_last(job, "the server stopped during this run")
-            self._write_state(job)
+                try:
+                    self._keep_last(job, "the server stopped during this run")
+                except KeptRefused as err:
+                    self._fail(job, f"the server stopped during this run, and its model was not kept: {err}")
+                    continue
+                except Exception as err:  # noqa: BLE001 - one job's files must not stop the server's start
+                    self._fail(job, f"the server stopped during this run and could not recover it ({_one_line(err)})")
+                    continue
+            with contextlib.suppress(OSError):
+                self._write_state(job)
+        for owner in {self._owner_of(folder) for folder in self._folders()} - {None}:
+            self._prune(owner)
+
+    # ------------------------------------------------------------------ job folders and what they hold
+
+    def _folders(self) -> list[Path]:
+        """Every job folder."""
+        try:
+            return [p for p in self.root.iterdir() if p.is_dir() and JOB_ID.match(p.name)]
+        except OSError:
+            return []
+
+    def _owner_of(self, folder: Path) -> str | None:
+        if folder.name not in self._owners:
+            data = _read_json(folder / "state.json")
+            if not isinstance(data, dict) or not isinstance(data.get("owner"), str):
+                return None  # not written yet (a job being submitted); asked again next time
+            self._owners[folder.name] = data["owner"]
+        return self._owners[folder.name]
+
+    def _prune(self, owner: str) -> None:
+        """Remove `owner`'s oldest finished job folders beyond `MAX_FOLDERS` (never another owner's)."""
+        mine = [(f, self._from_disk(f.name)) for f in self._folders() if self._owner_of(f) == owner]
+        done = sorted((status.created if status else 0.0, f) for f, status in mine if status is None or not status.active)
+        for _, folder in done[: max(0, len(mine) - MAX_FOLDERS)]:
+            shutil.rmtree(folder, ignore_errors=True)
+            self._owners.pop(folder.name, None)
 
 
 def _read_json(path: Path):
@@ -456,3 +544,28 @@ def _read_json(path: Path):
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+
+
+def _one_line(err) -> str:
+    """An error (or message) as one line of at most 300 characters."""
+    text = " ".join(str(err).split()) or type(err).__name__
+    if isinstance(err, BaseException) and not isinstance(err, (KeptRefused, ValueError)):
+        text = f"{type(err).__name__}: {text}"
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _folder_size(folder: Path) -> int:
+    """Bytes of the files in a job folder (temporaries included)."""
+    total = 0
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            with contextlib.suppress(OSError):
+                total += entry.stat(follow_symlinks=False).st_size
+    return total
+
+
+def _remove_temporaries(folder: Path) -> None:
+    """Temporaries of writes interrupted by a killed worker (`write_atomic` names them `.<name>.<hex>.tmp`)."""
+    with contextlib.suppress(OSError):
+        for path in folder.glob(".*.tmp"):
+            path.unlink(missing_ok=True)

@@ -86,6 +86,11 @@ _ALL = (
     Limit("json_depth", 1, 64, "nesting depth of JSON in a header or metadata"),
     Limit("metadata_entries", 0, 256, "metadata fields of a checkpoint"),
     Limit("metadata_bytes", 0, 1 * MiB, "size of one metadata field"),
+    Limit("kept_models", 1, 200, "models one user keeps on a server (their least recently opened go first)"),
+    Limit("kept_meta_bytes", 1, 64 * 1024, "metadata of one kept model: its name and loading overrides"),
+    Limit("metadata_chars", 1, 4096, "characters of one string in a checkpoint's training or extra metadata "
+          "(longer ones are stored shortened with a hash)"),
+    Limit("label_chars", 1, 120, "characters of a label or name shown or stored as is (longer ones are shortened with a hash)"),
 )
 
 LIMITS: dict[str, Limit] = {limit.name: limit for limit in _ALL}

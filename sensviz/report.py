@@ -19,6 +19,7 @@ import altair as alt
 
 from . import figures
 from .experiments import EXPERIMENTS
+from .files import write_atomic
 from .sweeps import read_results
 
 SCALES = ("quick", "standard", "paper")
@@ -78,9 +79,9 @@ def _section(index: int, folder: Path, charts: list) -> tuple[str, str]:
     done = figures.finished(runs)
     wall = runs["wall_s"].sum() if "wall_s" in runs else float("nan")
     parts = [
-        f'<section id="sweep-{index}"><h2>{html.escape(experiment)}: {html.escape(spec.get("name", folder.name))} '
-        f'({html.escape(spec.get("scale") or "quick")} scale)</h2>',
-        f"<p>{html.escape(spec.get('description', ''))}</p>",
+        f'<section id="sweep-{index}"><h2>{html.escape(str(experiment))}: '
+        f'{html.escape(str(spec.get("name", folder.name)))} ({html.escape(str(spec.get("scale") or "quick"))} scale)</h2>',
+        f"<p>{html.escape(str(spec.get('description', '')))}</p>",
         f'<p class="meta">{len(runs)} runs, {len(done)} finished, {len(runs) - len(done)} failed; '
         f"{wall:,.0f} s of run time in all; folder <code>{html.escape(str(folder))}</code>.</p>",
     ]
@@ -110,7 +111,7 @@ def render(folder) -> tuple[str, dict]:
         text, experiment = _section(index, path, charts)
         sections.append(text)
         names.append(experiment)
-    toc = "".join(f'<li><a href="#sweep-{i}">{html.escape(name)}</a></li>' for i, name in enumerate(names))
+    toc = "".join(f'<li><a href="#sweep-{i}">{html.escape(str(name))}</a></li>' for i, name in enumerate(names))
     page = offline_page(
         "sensviz: the paper's experiments", STYLE,
         ["<h1>sensviz: the paper's experiments</h1>",
@@ -146,11 +147,11 @@ def offline_page(title: str, style: str, body: list[str], specs: list[dict]) -> 
 
 
 def write_text(out, text: str) -> Path:
-    """Write a page to `out` (its folder made if needed); ValueError naming the path when it cannot be."""
+    """Write a page to `out` (its folder made if needed, atomically: `sensviz.files.write_atomic`);
+    ValueError naming the path when it cannot be."""
     out = Path(out)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        write_atomic(out, text.encode("utf-8"))
     except OSError as err:
         raise ValueError(f"cannot write {out}: {err}") from None
     return out

@@ -68,13 +68,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from .files import write_atomic
 from .limits import check_int, check_run_count
+from .processes import exit_with_parent
 
 RANDOM_KINDS = ("uniform", "log_uniform", "int_uniform", "choice")
 SPEC_KEYS = ("experiment", "name", "description", "batch", "defaults", "grid", "random", "scales")
 """Every key a spec may have at its top level."""
-WATCH_INTERVAL_S = 0.5
-"""How often a local worker checks that the sweep's process is still there."""
 
 
 @dataclass
@@ -367,10 +367,7 @@ def _record(out: Path, settings: dict, result: dict, wall_s: float) -> None:
         "history": result.get("history", []),
         "wall_s": wall_s,
     }
-    path = out / "runs" / f"{rid}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, default=float))
-    os.replace(tmp, path)
+    write_atomic(out / "runs" / f"{rid}.json", json.dumps(record, default=float).encode())
 
 
 def finished_ids(out: Path) -> set[str]:
@@ -401,19 +398,14 @@ def _guarded(job_fn: JobFunction, experiment: str, job: list[dict], out: str):
 
 
 def _init_worker(threads: int, parent: int | None = None) -> None:
-    """Set the torch threads; in a worker process (`parent`: the sweep's pid), also start watching it."""
+    """Set the torch threads; in a worker process (`parent`: the sweep's pid), also end with the sweep
+    and leave Ctrl-C to it (the sweep ends its workers: no traceback from each of them)."""
     import torch
 
     torch.set_num_threads(threads)
     if parent is not None:
-        threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True, name="sensviz-watch-parent").start()
-
-
-def _exit_with_parent(parent: int) -> None:
-    """In a worker: end this process at once when the sweep's process is gone (killed, even by SIGKILL)."""
-    while os.getppid() == parent:
-        time.sleep(WATCH_INTERVAL_S)
-    os._exit(1)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        exit_with_parent(parent)
 
 
 @contextmanager
@@ -565,9 +557,7 @@ def write_tables(out, ids: set[str] | None = None) -> pd.DataFrame:
     runs = pd.DataFrame(rows)
     # history first, runs last: `read_results` keeps the history of the runs in the runs table
     for frame, name in ((pd.DataFrame(history), "history.parquet"), (runs, "runs.parquet")):
-        tmp = out / f".{name}.tmp"  # replaced in one step: a reader (the app) never sees half a table
-        frame.to_parquet(tmp, index=False)
-        os.replace(tmp, out / name)
+        write_atomic(out / name, lambda file, frame=frame: frame.to_parquet(file, index=False))  # never half a table
     return runs
 
 

@@ -21,15 +21,17 @@ all come from that class (`TASKS`).
 
 from __future__ import annotations
 
+import functools
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 import torch
 
 from . import cube
-from .limits import LIMITS, check_int
+from .limits import LIMITS, Limit, check_int
 
 MAX_TABLE_BITS = 24
 """Largest n for tasks stored as a truth table (2**24 entries = 16 MiB of bytes)."""
@@ -339,7 +341,26 @@ class TruthTable(_TableTask):
 
     def table(self, n):
         self.check_n(n)
-        return torch.tensor(bytearray(self.bits.encode()), dtype=torch.uint8) - ord("0")
+        return self._table.clone()
+
+    @functools.cached_property
+    def _table(self) -> torch.Tensor:
+        return torch.frombuffer(bytearray(self.bits.encode()), dtype=torch.uint8) - ord("0")
+
+    def packed(self) -> torch.Tensor:
+        """The truth table as bits packed 8 to a byte (first entry in the high bit): uint8
+        `[ceil(2**n / 8)]`, how a checkpoint stores it (`sensviz.checkpoints`), not in its header."""
+        return torch.from_numpy(np.packbits(self._table.numpy()))
+
+    @classmethod
+    def from_packed(cls, packed, n: int) -> TruthTable:
+        """The task of `packed()` bytes (a uint8 array or tensor) at length n; ValueError when they
+        do not hold 2**n entries."""
+        check_int("truth table n", n, Limit("truth tables", 1, MAX_TABLE_BITS, "n of a stored table"))
+        packed = np.asarray(packed, dtype=np.uint8).reshape(-1)
+        if packed.size != -(-(2**n) // 8):
+            raise ValueError(f"a packed truth table for n={n} has {-(-(2**n) // 8)} bytes, got {packed.size}")
+        return cls(bits=(np.unpackbits(packed)[: 2**n] + ord("0")).tobytes().decode())
 
 
 def describe_tasks() -> str:

@@ -46,6 +46,7 @@ from . import cube
 from .base import TracedModel
 from .checkpoints import save_checkpoint
 from .configs import check, setting
+from .files import write_atomic
 from .losses import LOSSES, default_encoding, loss_value
 from .tasks import TargetEncoding, Task, get_task
 
@@ -296,7 +297,7 @@ class TrainResult:
             training["history"] = json.loads(text)
         else:
             side = path.with_name(path.name + ".history.json")
-            side.write_text(text)
+            write_atomic(side, text.encode())
             training["history_file"] = {"name": side.name, "sha256": hashlib.sha256(text.encode()).hexdigest()}
         return save_checkpoint(
             self.model, path, task=self.task, n=self.config.n, encoding=self.config.encoding, training=training, extra=extra

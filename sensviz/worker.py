@@ -30,10 +30,11 @@ import argparse
 import json
 import os
 import sys
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from sensviz.processes import exit_with_parent
 
 MAX_LIVE_N = 24
 """Longest input the explorer trains on (the positional range of the models it builds)."""
@@ -182,18 +183,6 @@ def _live_callback(folder: Path, request: TrainRequest):
     return Live()
 
 
-def _watch_parent(parent_pid: int) -> None:
-    """Exit this process as soon as the server that started it is gone."""
-
-    def watch():
-        while True:
-            if os.getppid() != parent_pid:
-                os._exit(3)
-            time.sleep(0.5)
-
-    threading.Thread(target=watch, daemon=True, name="sensviz-parent-watch").start()
-
-
 def _warm_up() -> None:
     """Import the trainer and take one tiny measurement: torch's one-time costs (vmap,
     functional_call) are paid before a job arrives, not in its first measurement."""
@@ -228,7 +217,7 @@ def _out_of_memory(err: Exception) -> bool:
 def standby(threads: int, parent_pid: int, max_mib: float | None = None) -> None:
     """A process started ahead of time: it loads torch and the trainer, then waits for the folder
     of its job on stdin (so a run starts without the seconds a fresh interpreter takes)."""
-    _watch_parent(parent_pid)
+    exit_with_parent(parent_pid)
     _warm_up()
     folder = sys.stdin.readline().strip()
     if folder:  # an empty line: the server closed without a job for this process
@@ -238,7 +227,7 @@ def standby(threads: int, parent_pid: int, max_mib: float | None = None) -> None
 def run(folder: str, threads: int, parent_pid: int, max_mib: float | None = None) -> None:
     """The job process: train as `request.json` asks and write the files described above, within
     `max_mib` of memory (`limit_memory`) when given."""
-    _watch_parent(parent_pid)
+    exit_with_parent(parent_pid)
     folder = Path(folder)
     try:
         import torch

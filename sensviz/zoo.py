@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from .checkpoints import CheckpointError, file_hash, load_checkpoint
+from .files import write_atomic
 from .measure import MeasureSettings
 from .measure import measure as measure_model
 from .models import build_model, config_to_dict
@@ -221,7 +222,7 @@ def build(directory="checkpoints", only: Sequence[str] | None = None, log: Calla
         "training_seconds": round(sum({tuple(e["trained_with"]): e["batch_seconds"] for e in entries.values()}.values()), 1),
         "entries": sorted(entries.values(), key=lambda e: order.index(e["name"]) if e["name"] in order else len(order)),
     }
-    (directory / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    write_atomic(directory / MANIFEST, (json.dumps(manifest, indent=1) + "\n").encode())
     return manifest
 
 

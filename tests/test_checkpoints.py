@@ -170,3 +170,24 @@ def test_the_same_checkpoint_is_the_same_bytes(encoder_model):
     assert all(sv.checkpoint_bytes(encoder_model, task="parity", n=6, training={"a": 1, "b": [2]}, extra={"z": "ü"}) == first
                for _ in range(5))
     assert load_checkpoint(first).metadata["extra"] == {"z": "ü"}
+
+
+def test_a_table_task_is_a_tensor_beside_the_weights_and_older_files_still_load():
+    from sensviz.checkpoints import TASK_TABLE, _state_tensors, checkpoint_metadata
+
+    model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=16, seed=0)
+    bits = "".join("01"[(i * 7919) % 3 % 2] for i in range(2**16))
+    data = sv.checkpoint_bytes(model, task=f"table:{bits}", n=16, training={"request": {"task": f"table:{bits}"}})
+    (header_len,) = struct.unpack("<Q", data[:8])
+    assert header_len < 8192  # neither the spec nor the training summary repeats the 65,536 bits
+    ck = sv.load_checkpoint(data)
+    assert ck.task.label == f"table:{bits}" and ck.n == 16
+    assert "…(65,542 chars)#" in ck.metadata["training"]["request"]["task"]  # described, shortened
+    meta = checkpoint_metadata(model, n=2)
+    meta["task"] = json.dumps({"name": "table", "bits": "0110"})  # a file written before the tensor
+    assert sv.load_checkpoint(safetensors.torch.save(_state_tensors(model), meta)).task.label == "table:0110"
+    tensors = _state_tensors(model)
+    tensors[TASK_TABLE] = torch.zeros(1)  # the table tensor must be packed bits
+    meta["task"] = json.dumps({"name": "table", "n": 2, "tensor": TASK_TABLE})
+    with pytest.raises(sv.CheckpointError, match="a task table must be U8"):
+        sv.load_checkpoint(safetensors.torch.save(tensors, meta))

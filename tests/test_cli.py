@@ -1,15 +1,26 @@
 """The `sensviz` command: JSON on stdout, readable errors on stderr, non-zero exit."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
+import tomllib
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from test_files import leftovers, read_only
+from test_sweeps import _children
 
 import sensviz as sv
-from sensviz.cli import main
+from sensviz.cli import RENAMED, RENAMED_UNTIL, build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+CEILING_S = 180.0
+"""Longest wait for a command to start or to end (a busy machine)."""
 
 
 def run(capsys, *argv):
@@ -239,8 +250,7 @@ def test_slice_errors(capsys, tmp_path, encoder_model):
         (["slice", str(path), "--dims", "2", "--steps", "1000", "--out", out],
          "the grid points must be at most 50,000 (limit 'grid_points'), got 1,000,000"),
         (["slice", str(path), "--steps", "100000000", "--out", out], "argument --steps: must be at most 1,001"),
-        (["slice", str(path), "--directions", "filter", "--out", out], "--directions was renamed"),
-        (["slice", str(path), "--out", str(tmp_path / "missing" / "s.csv")], "cannot write"),
+        (["slice", str(path), "--out", str(path / "s.csv")], "Not a directory"),
     ]
     for argv, message in cases:
         code, _, err = run(capsys, *argv)
@@ -308,7 +318,7 @@ def test_sweep_exits_1_when_a_run_failed_and_2_when_it_cannot_write(capsys, tmp_
     assert len(summary["errors"]) == 1 and "cannot use device 'cuda'" in summary["errors"][0]
     (tmp_path / "file").write_text("")
     code, _, err = run(capsys, "sweep", str(spec), "--out", str(tmp_path / "file"))
-    assert code == 2 and "Not a directory" in err and "Traceback" not in err
+    assert code == 2 and "is a file; name a folder or a new path" in err and "Traceback" not in err
 
 
 def test_sweep_and_report_argument_errors(capsys, tmp_path):
@@ -345,3 +355,164 @@ def test_inspect_a_diverged_checkpoint_reports_what_it_cannot_measure(capsys, tm
     assert out["notes"]  # what could not be measured, and why
     for name in asked:
         assert out[name] is not None or name in out["notes"], name  # a value, or null with a reason
+
+
+def bad_targets(folder: Path, want_folder: bool) -> list[tuple[str, Path, str]]:
+    """Places no output may replace, made in `folder`: what each is, its path, and what the refusal
+    says: a device, a fifo, links to those, a path under a file, and a folder (or a file, where a
+    folder is wanted). Names end in .npz so that `--dump` gets to check them; benchmarks/hostile.py
+    measures them too."""
+    os.mkfifo(folder / "fifo.npz")
+    (folder / "dir.npz").mkdir()
+    (folder / "file.npz").write_text("keep")
+    (folder / "null-link.npz").symlink_to("/dev/null")
+    (folder / "fifo-link.npz").symlink_to(folder / "fifo.npz")
+    return [("a device", Path("/dev/null"), "is a character device"),
+            ("a fifo", folder / "fifo.npz", "is a fifo"),
+            ("a link to a device", folder / "null-link.npz",
+             f"null-link.npz (a link to {os.path.realpath('/dev/null')}) is a character device"),
+            ("a link to a fifo", folder / "fifo-link.npz", f"fifo-link.npz (a link to {folder / 'fifo.npz'}) is a fifo"),
+            ("a path under a file", folder / "file.npz" / "x.npz", "Not a directory"),
+            ("a file", folder / "file.npz", "is a file") if want_folder else ("a folder", folder / "dir.npz", "is a folder")]
+
+
+OUTPUT_COMMANDS = {  # each would fail later on (a missing input) or work for minutes: the output check comes first
+    "train": (["train", "--task", "parity", "--n", "6", "--steps", "1000000", "--out"], False),
+    "slice": (["slice", "missing.safetensors", "--out"], False),
+    "inspect --dump": (["inspect", "missing.safetensors", "--dump"], False),
+    "convert": (["convert", "missing.pt", "--n-heads", "2"], False),
+    "report": (["report", "missing", "--out"], False),
+    "lab": (["lab", "--out"], False),
+    "fidelity": (["fidelity", "missing", "--out"], False),
+    "sweep": (["sweep", "missing.toml", "--out"], True),
+    "zoo build": (["zoo", "build", "--dir"], True),
+}
+
+
+@pytest.mark.parametrize("command", OUTPUT_COMMANDS)
+def test_an_output_onto_a_device_fifo_or_folder_is_refused_before_any_work(capsys, tmp_path, command):
+    argv, want_folder = OUTPUT_COMMANDS[command]
+    for _, place, called in bad_targets(tmp_path, want_folder):
+        code, out, err = run(capsys, *argv, str(place))
+        assert code == 2 and out is None and len(err.splitlines()) == 1 and "Traceback" not in err, err
+        if command == "inspect --dump" and place.suffix != ".npz":
+            called = "the name must end in .npz"
+        assert f"argument {'out' if command == 'convert' else argv[-1]}: {place}" in err and called in err, err
+    assert stat_kinds(tmp_path) == {"dir.npz": "dir", "fifo.npz": "fifo", "file.npz": "file", "fifo-link.npz": "link",
+                                    "null-link.npz": "link"}
+    assert (tmp_path / "file.npz").read_text() == "keep" and leftovers(tmp_path / "dir.npz") == []
+    assert os.path.realpath("/dev/null") == "/dev/null" and Path("/dev/null").is_char_device()
+
+
+def stat_kinds(folder: Path) -> dict[str, str]:
+    """Each name in `folder` and what it is (a link is not followed)."""
+    kinds = {}
+    for p in folder.iterdir():
+        kinds[p.name] = ("link" if p.is_symlink() else "fifo" if p.is_fifo() else "dir" if p.is_dir() else "file")
+    return kinds
+
+
+def test_dump_must_end_in_npz_and_is_written_at_exactly_that_path(capsys, tmp_path, encoder_model):
+    path = sv.save_checkpoint(encoder_model, tmp_path / "m.safetensors", task="parity", n=4)
+    code, _, err = run(capsys, "inspect", str(path), "--dump", str(tmp_path / "X"))
+    assert code == 2 and err == f"sensviz inspect: error: argument --dump: {tmp_path / 'X'}: the name must end in .npz\n"
+    assert leftovers(tmp_path) == ["m.safetensors"]
+    code, out, _ = run(capsys, "inspect", str(path), "--dump", str(tmp_path / "X.npz"), "--directions", "2")
+    assert code == 0 and out["dump"] == str(tmp_path / "X.npz") and leftovers(tmp_path) == ["X.npz", "m.safetensors"]
+
+
+def test_a_failing_write_leaves_nothing_behind(capsys, tmp_path, encoder_model, monkeypatch):
+    path = sv.save_checkpoint(encoder_model, tmp_path / "m.safetensors", task="parity", n=4)
+
+    def failing(file, **arrays):
+        file.write(b"PK half a zip file")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "savez_compressed", failing)
+    code, out, err = run(capsys, "inspect", str(path), "--dump", str(tmp_path / "d.npz"), "--directions", "2")
+    assert code == 2 and out is None and err == "sensviz inspect: error: [Errno 28] No space left on device\n"
+    assert leftovers(tmp_path) == ["m.safetensors"]  # no d.npz, no temporary
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    with read_only(folder):
+        code, _, err = run(capsys, "slice", str(path), "--out", str(folder / "s.csv"))
+    assert code == 2 and len(err.splitlines()) == 1 and "cannot write in the folder" in err
+    assert leftovers(folder) == []
+
+
+BUSY_CPU_S = 5.0
+"""CPU seconds after which a sweep's worker process is past its imports and into its job."""
+
+
+def _busy_children(pid: int) -> int:
+    """How many child processes of `pid` have used `BUSY_CPU_S` of CPU (Linux /proc)."""
+    busy = 0
+    for child in _children(pid):
+        try:
+            fields = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        busy += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") >= BUSY_CPU_S
+    return busy
+
+
+def _interrupt(argv: list[str], started: str, cwd: Path, busy_children: int = 0) -> tuple[int, list[str]]:
+    """Run `python -m sensviz ARGV` in its own process group, press Ctrl-C there (SIGINT to the whole
+    group, as a terminal does) once `started` shows on stderr and `busy_children` of its child
+    processes are at work; the exit code and the lines on stderr after Ctrl-C."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "sensviz", *argv], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lines = []
+    try:
+        deadline = time.monotonic() + CEILING_S
+        while not any(started in line for line in lines):
+            assert time.monotonic() < deadline and proc.poll() is None, ("did not start", lines)
+            lines.append(proc.stderr.readline())
+        while _busy_children(proc.pid) < busy_children:
+            assert time.monotonic() < deadline and proc.poll() is None, ("the workers did not start", lines)
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, rest = proc.communicate(timeout=CEILING_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, rest.splitlines()
+
+
+def test_ctrl_c_ends_a_command_with_exit_130_and_one_line(tmp_path):
+    out = tmp_path / "m.safetensors"
+    code, err = _interrupt(["train", "--task", "parity", "--n", "8", "--d-model", "8", "--steps", "1000000", "--out",
+                            str(out)], "step", tmp_path)
+    assert code == 130 and [line for line in err if "parity step" not in line] == ["sensviz train: interrupted"], err
+    assert leftovers(tmp_path) == []  # no checkpoint and no temporary
+
+
+def test_ctrl_c_ends_a_sweep_and_its_workers_with_one_line(tmp_path):
+    spec = tmp_path / "long.toml"  # two jobs: a quick one, then its worker waits while the other trains on
+    spec.write_text(TINY_SPEC.replace("steps = 10\n", "").replace("eval_interval = 5", "eval_interval = 1000")
+                    .replace('task = ["parity", "first"]', 'task = ["parity"]\nsteps = [10, 1000000]'))
+    code, err = _interrupt(["sweep", str(spec), "--out", str(tmp_path / "out"), "--workers", "2", "--threads", "1"],
+                           "[1/2]", tmp_path, busy_children=1)
+    assert code == 130 and err == ["sensviz sweep: interrupted"], err  # not a word from the workers
+    assert len(list((tmp_path / "out" / "runs").iterdir())) == 1  # the quick run; the sweep resumes from there
+
+
+@pytest.mark.parametrize("command,old,new", [(c, old, new) for c, names in RENAMED.items() for old, new in names.items()])
+def test_renamed_flags_still_work_with_a_note(capsys, command, old, new):
+    value = {"--normalization": "layer"}.get(new, "3")
+    base = {"inspect": ["inspect", "m.safetensors"], "slice": ["slice", "m.safetensors", "--out", "s.csv"],
+            "train": ["train", "--task", "parity", "--n", "6"]}[command]
+    renamed = build_parser().parse_args([*base, old, value])
+    assert capsys.readouterr().err == (f"sensviz {command}: note: {old} was renamed to {new} "
+                                       f"(the old name works until sensviz {RENAMED_UNTIL})\n")
+    assert vars(renamed) == vars(build_parser().parse_args([*base, new, value]))
+    assert capsys.readouterr().err == ""
+
+
+def test_the_old_spellings_are_gone_by_their_version():
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    as_tuple = lambda text: tuple(int(part) for part in text.split(".")[:3])  # noqa: E731
+    assert as_tuple(version) < as_tuple(RENAMED_UNTIL), (
+        f"sensviz is {version}: remove the old flag spellings (sensviz.cli.RENAMED) and this test")

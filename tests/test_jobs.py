@@ -190,6 +190,106 @@ def test_a_second_server_on_the_same_data_folder_is_refused(make_manager):
         make_manager(capacity=1)
 
 
+def test_no_failure_of_one_job_stops_the_manager(make_manager, monkeypatch):
+    """Each failure while collecting a job fails that job with one line; the next user's job runs."""
+    from sensviz import jobs as jobs_module
+    from sensviz import kept as kept_module
+
+    manager = make_manager(capacity=1, threads=1)
+    store = manager.store
+
+    def run(owner: str, **train) -> sv.jobs.JobStatus:
+        job_id = manager.submit(owner, request(steps=20, every=10, **train))
+        return wait_for(manager, job_id, lambda s: not s.active)
+
+    def one_line(status, *parts):
+        assert status.state == "failed" and "\n" not in status.error, status
+        assert all(part in status.error for part in parts), status.error
+
+    store.quota = 1000  # the owner's share is too small: the store refuses the model
+    one_line(run("alice"), "the run ended, but its model was not kept", "is more than one user may keep")
+    store.quota = store.cap
+
+    with monkeypatch.context() as patch:  # the store's disk is full
+        patch.setattr(kept_module, "write_atomic", lambda path, data: (_ for _ in ()).throw(OSError(28, "No space left")))
+        one_line(run("bob"), "was not kept", "could not write it (No space left)")
+    assert not [p for p in store.root.iterdir() if p.name.endswith(".tmp")]
+
+    with monkeypatch.context() as patch:  # anything unexpected while collecting
+        patch.setattr(manager, "_keep", lambda job, file: (_ for _ in ()).throw(RuntimeError("boom")))
+        one_line(run("carol"), "could not collect this run's result (RuntimeError: boom)")
+
+    real_write = jobs_module.write_atomic
+    job_of = {}
+
+    def disk_full_for_dave(path, data):  # dave's job folder becomes unwritable once his run is collected
+        job = manager.jobs.get(path.parent.name)
+        collected = job is not None and job.process is not None and job.process.poll() is not None
+        if path.parent.name == job_of.get("dave") and path.name == "state.json" and collected:
+            raise OSError(28, "No space left on device")
+        real_write(path, data)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(jobs_module, "write_atomic", disk_full_for_dave)
+        job_of["dave"] = manager.submit("dave", request(steps=20, every=10))
+        one_line(wait_for(manager, job_of["dave"], lambda s: not s.active), "No space left on device")
+
+    erin = manager.submit("erin", request(steps=100_000, every=10))  # the worker dies
+    wait_for(manager, erin, lambda s: s.state == "running" and manager.records(erin))
+    os.kill(manager.jobs[erin].process.pid, signal.SIGKILL)
+    killed = wait_for(manager, erin, lambda s: not s.active)
+    assert killed.state == "stopped" and "ended unexpectedly" in killed.reason and killed.kept
+
+    done = run("frank")  # and the next user's job runs to completion
+    assert done.state == "finished" and sv.load_checkpoint(store.data(done.kept)).task.label == "first"
+    assert manager._thread.is_alive()
+
+
+def test_job_folders_count_against_their_owner_and_only_their_own_are_pruned(make_manager, tmp_path):
+    from sensviz.jobs import MAX_FOLDERS
+
+    for owner, count in (("alice", MAX_FOLDERS + 5), ("bob", 3)):
+        for i in range(count):
+            folder = tmp_path / "jobs" / f"{owner}job{i:010d}"
+            folder.mkdir(parents=True)
+            (folder / "state.json").write_text(json.dumps({"id": folder.name, "owner": owner, "name": "m",
+                                                           "state": "finished", "created": float(i)}))
+            (folder / "records.jsonl").write_text("x" * 1000)
+            (folder / ".records.jsonl.0123abcd.tmp").write_text("y" * 500)  # left by a killed worker
+    manager = make_manager(capacity=1)
+    folders = sorted(p.name for p in (tmp_path / "jobs").iterdir() if p.is_dir())
+    assert [f for f in folders if f.startswith("bob")] == [f"bobjob{i:010d}" for i in range(3)]
+    assert [f for f in folders if f.startswith("alice")] == [f"alicejob{i:010d}" for i in range(5, MAX_FOLDERS + 5)]
+    assert not list((tmp_path / "jobs").glob("*/*.tmp"))
+    assert manager.folder_bytes("bob") == 3 * (1000 + len((tmp_path / "jobs" / "bobjob0000000000" / "state.json").read_bytes()))
+    assert manager.store.usage("bob") == manager.folder_bytes("bob")  # counted in the owner's quota
+    manager.store.quota = manager.folder_bytes("alice") + 100
+    with pytest.raises(sv.kept.KeptRefused, match="training records included"):
+        manager.store.keep("upload", "x.safetensors", b"z" * 200, "alice")
+
+
+def test_a_table_task_at_the_largest_n_trains_is_kept_and_loads(make_manager):
+    import torch
+
+    from sensviz.worker import MAX_LIVE_N
+
+    bits = "".join("01"[b] for b in torch.randint(0, 2, (2**MAX_LIVE_N,), generator=torch.Generator().manual_seed(0)).tolist())
+    manager = make_manager(capacity=1, threads=1)
+    manager.store.quota = manager.store.cap  # the request (the 16 MiB table) counts against the owner
+    job_id = manager.submit("alice", TrainRequest(f"table:{bits}", request().model,
+                                                  {**request().train, "n": MAX_LIVE_N, "steps": 10}, measure_every=5))
+    status = wait_for(manager, job_id, lambda s: not s.active)
+    assert status.state == "finished", status
+    assert len(status.name) <= sv.limits.LIMITS["label_chars"].high
+    assert status.name.startswith(f"table:{bits[:32]}") and "(16,777,243 chars)#" in status.name
+    assert (manager.root / job_id / "state.json").stat().st_size < 4096
+    data = manager.store.data(status.kept)
+    ck = sv.load_checkpoint(data)
+    assert ck.task.label == f"table:{bits}" and ck.n == MAX_LIVE_N
+    assert manager.store.info(status.kept).name == status.name
+    assert manager.folder_bytes("alice") > 2**24  # the request holds the table once, and counts
+
+
 # ---------------------------------------------------------------- fairness, budgets and limits (issue 17)
 
 FAST = budget.Calibration(op_s=1e-6, flop_s=1e-12)
