@@ -2,6 +2,7 @@
 
     python benchmarks/hostile.py            # every case of tests/hostile_cases.py, one row each
     python benchmarks/hostile.py --summary  # one row per family, and the worst case
+    python benchmarks/hostile.py --jobs     # the class server's job cases (issue 17), one row each
 
 All cases are loaded in one child process (torch at one thread); `extra MB` is the peak resident
 memory of the call above the resident memory before it (the peak is reset before every case). The targets (issue 12): every case
@@ -11,6 +12,12 @@ The family 'CLI outputs' (issue 17) runs `sensviz.cli.main` in a second child pr
 writing command's output (`--out`, `--dump`, `--dir`) onto a device, a fifo, a folder (or a file
 where a folder is wanted), links to those, a path under a file and a dump without .npz; a case
 is rejected when the command exits 2 with one line on stderr and the place is left as it was.
+
+`--jobs`: the hostile tester's job cases against a real `sensviz.jobs.JobManager` (issue 17): 101
+owners from one address flooding the queue and then one honest student; forged owner cookies;
+the requests that held the machine (d_ff and the scratchpad over the limits, the Train form's
+largest run); each with its outcome and the seconds it took to decide. The target: the student is
+queued ahead of the flood's waiting runs, every forged cookie counts as absent, every oversized request is refused.
 """
 
 from __future__ import annotations
@@ -101,12 +108,69 @@ def measure_cli_outputs(folder: Path) -> list[dict]:
     return json.loads(proc.stdout)
 
 
+def job_cases() -> list[dict]:
+    """Run the job cases (see the module docstring); one row per case: family, case, outcome, seconds."""
+    import time
+
+    from sensviz.jobs import JobManager, JobRefused, calibration
+    from sensviz.kept import KeptStore
+    from sensviz.worker import TrainRequest
+    from ui import registry
+
+    rows = []
+
+    def row(family, case, decide):
+        start = time.perf_counter()
+        try:
+            outcome = decide()
+        except (JobRefused, ValueError) as err:
+            outcome = f"refused: {err}"
+        rows.append({"family": family, "case": case, "outcome": outcome, "seconds": time.perf_counter() - start})
+
+    small = TrainRequest("parity", {"arch": "encoder", "d_model": 8, "n_layers": 1, "n_heads": 2},
+                         {"n": 4, "steps": 100_000, "batch_size": 16}, 1000)
+    with tempfile.TemporaryDirectory() as folder:
+        manager = JobManager(Path(folder) / "jobs", KeptStore(Path(folder) / "kept", 2**26), capacity=1, threads=1)
+        try:
+            row("calibration", "this machine's, once per server", lambda: str(calibration()))
+            row("queue flood", "101 fresh owners from one address",
+                lambda: f"{sum(manager.submit(f'bot{k}', small, '10.0.0.1') is not None for k in range(101))} queued")
+            row("queue flood", "an honest student from another address",
+                lambda: f"queued, position {manager.status(manager.submit('student', small, '10.0.0.2')).position}")
+            big = {"arch": "encoder", "d_model": 256, "n_layers": 6, "n_heads": 8}
+            for case, request in (
+                ("d_ff = 16384", TrainRequest("parity", {**big, "d_ff": 16384}, {"n": 24})),
+                ("scratchpad, 97 M parameters", TrainRequest("parity", {**big, "arch": "scratchpad", "d_ff": 8192},
+                                                             {"n": 24})),
+                ("the form's caps: batch 4096, n = 24", TrainRequest("parity", big, {"n": 24, "batch_size": 4096,
+                                                                                     "steps": 1})),
+                ("a million evaluation strings", TrainRequest("parity", big, {"n": 24, "eval_size": 2**20, "steps": 1})),
+            ):
+                row("oversized run", case, lambda request=request: f"queued: {manager.submit('other', request, '10.0.0.3')}")
+        finally:
+            manager.close()
+        secret = registry.owner_secret(Path(folder))
+        minted = registry.mint_owner(secret)
+        ident, signature = minted.split(".")
+        for case, cookie in (("random", "x" * 22), ("valid-looking id, wrong HMAC", f"{ident}.{signature[::-1]}"),
+                             ("another server's id", registry.mint_owner(b"other")), ("the server's own", minted)):
+            row("owner cookie", case, lambda cookie=cookie: "accepted" if registry.verified_owner(cookie, secret)
+                else "counts as absent")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--summary", action="store_true", help="one row per family")
     parser.add_argument("--family", help="only this family, e.g. 'CLI outputs'")
     parser.add_argument("--cli-child", help=argparse.SUPPRESS)  # the measuring child of the 'CLI outputs' family
+    parser.add_argument("--jobs", action="store_true", help="the class server's job cases instead")
     args = parser.parse_args()
+    if args.jobs:
+        print(f"{'family':14} {'case':40} {'seconds':>8}  outcome")
+        for r in job_cases():
+            print(f"{r['family']:14} {r['case']:40} {r['seconds']:8.2f}  {r['outcome'][:150]}")
+        return
     if args.cli_child:
         _cli_child(args.cli_child)
         return

@@ -16,7 +16,8 @@ st.markdown("Train a transformer on fresh uniform bit strings every step (AdamW,
 
 try:
     request = train_form.form()
-    job_id = registry.job_manager().submit(registry.owner(), request) if request is not None else None
+    job_id = (registry.job_manager().submit(registry.owner(), request, registry.client_address())
+              if request is not None else None)
 except (jobs.JobRefused, ValueError) as err:
     st.error(f"Cannot train with these settings: {quoted(err, 300)}")
 else:

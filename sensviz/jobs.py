@@ -6,10 +6,24 @@ most `capacity` at once (default: one per two cores, each with up to cores / cap
 threads), and queues the rest in order. One process is always started ahead, with torch loaded,
 waiting for the next job (`worker.standby`): a run then starts at once instead of after the
 seconds a fresh interpreter takes. The manager holds a lock on its jobs folder, so a second server
-on the same data folder is refused instead of taking over the first one's jobs. A user (owner
-id) has at most one job queued or running, and the queue holds at most `max_queue` jobs, so a
-class pressing Train at once waits in line instead of overloading the machine, and no one can fill
-the queue. A background thread starts queued jobs and collects finished ones; the finished model
+on the same data folder is refused instead of taking over the first one's jobs.
+
+**Fair turns.** A user (owner id) has at most one job queued or running. Owner ids are easy to
+come by (a session without a cookie gets a new one), so fairness is per client address (the page
+passes it in): the queue takes turns across addresses (round robin: the address served longest
+ago, or never, goes next, with its oldest job), so one address with many jobs waits behind every
+other address's first. The queue holds at most `max_queue` jobs; when it is full, a job from an
+address with fewer queued jobs (counting the new one) than the address with the most takes the
+place of that address's newest queued job, which is cancelled with a message saying why.
+`max_per_address` (off by default: a class behind one NAT shares one address) caps the jobs one
+address has queued or running.
+
+**Budgets.** Before a job is queued its time and peak memory are estimated (`sensviz.budget`)
+and checked against the server's budget per job (`SENSVIZ_JOB_BUDGET`); the worker's address
+space is capped from the memory budget, and a run still going after the time budget is stopped
+like Stop does (the last measurement is kept, and the job says so).
+
+A background thread starts queued jobs and collects finished ones; the finished model
 is kept (`sensviz.kept.KeptStore`, kind "trained") under its owner, and the job's `state.json`
 records the outcome, so a reload (the job id is in the URL) finds it again, also after the
 server restarted.
@@ -44,7 +58,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sensviz import worker
+from sensviz import budget, worker
 from sensviz.files import write_atomic
 from sensviz.kept import KeptRefused, KeptStore
 from sensviz.text import short_label
@@ -95,6 +109,37 @@ class _Job:
     folder: Path
     process: subprocess.Popen | None = None
     stop_requested: bool = False
+    address: str = ""  # the client address that submitted it (kept in memory only)
+    seq: int = 0  # the order of submission
+    estimate_s: float = 0.0  # the budget estimate of its time
+    started: float | None = None  # time.monotonic() when it started running
+    stop_why: str | None = None  # why the manager stopped it (over its time budget)
+
+
+def max_per_address() -> int | None:
+    """A hard cap on the jobs one client address has queued or running: $SENSVIZ_MAX_JOBS_PER_ADDRESS, off by default."""
+    configured = os.environ.get("SENSVIZ_MAX_JOBS_PER_ADDRESS")
+    return max(1, int(configured)) if configured else None
+
+
+_CALIBRATION: list[budget.Calibration] = []
+_CALIBRATION_LOCK = threading.Lock()
+
+
+def calibration() -> budget.Calibration:
+    """This machine's `budget.Calibration`, measured once per server process in a fresh interpreter
+    (one torch thread there: the server's own torch settings stay as they are)."""
+    with _CALIBRATION_LOCK:
+        if not _CALIBRATION:
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+            try:
+                out = subprocess.run([sys.executable, "-m", "sensviz.budget"], capture_output=True, text=True, cwd=ROOT,
+                                     env=env, timeout=300, check=True).stdout
+                _CALIBRATION.append(budget.Calibration(**json.loads(out.strip().splitlines()[-1])))
+            except (subprocess.SubprocessError, OSError, ValueError, IndexError, TypeError) as err:
+                raise JobRefused(f"The server could not measure its own speed, which the budget per run needs "
+                                 f"({type(err).__name__}); try again in a minute.") from None
+        return _CALIBRATION[0]
 
 
 def default_capacity(cores: int | None = None) -> int:
@@ -109,8 +154,18 @@ class JobManager:
     """The server's training jobs, in folders under `root` (see the module docstring)."""
 
     def __init__(self, root: Path, store: KeptStore, capacity: int | None = None, threads: int | None = None,
-                 max_queue: int = MAX_QUEUE, poll_s: float = 0.1):
+                 max_queue: int = MAX_QUEUE, poll_s: float = 0.1, job_budget: budget.Budget | None = None,
+                 per_address: int | None = None, calibration: budget.Calibration | None = None):
+        """`job_budget`: the most one job may take (default `budget.server_budget()`); `per_address`:
+        the hard cap per client address (default `max_per_address()`, off); `calibration`: this
+        machine's (default: measured on the first submit)."""
         cores = os.cpu_count() or 1
+        self.budget = job_budget or budget.server_budget()
+        self.per_address = per_address if per_address is not None else max_per_address()
+        self._calibration = calibration
+        self._seq = 0
+        self._turn = 0
+        self._served: dict[str, int] = {}  # address -> the turn its last job started
         self.root = Path(root)
         self.store = store
         self.capacity = capacity or default_capacity(cores)
@@ -140,25 +195,37 @@ class JobManager:
 
     # ------------------------------------------------------------------ what pages call
 
-    def submit(self, owner: str, request: worker.TrainRequest) -> str:
-        """Queue a job for `owner`; its id. JobRefused when the owner has one queued or running,
-        or the queue is full; ValueError for bad settings (checked here, before queueing)."""
-        worker.prepare(request)
+    def submit(self, owner: str, request: worker.TrainRequest, address: str | None = None) -> str:
+        """Queue a job for `owner`, sent from client `address`; its id. ValueError for bad settings or
+        a job over the server's budget (both checked here, before queueing); JobRefused when the owner
+        has a job queued or running, the address is at its cap, or the queue is full and the address
+        has as many jobs waiting as any other (each message says when to try again)."""
+        _, settings, config = worker.check(request)
+        found = budget.estimate(settings, config, request.measure_every, self._calibration or calibration())
+        budget.check(found, self.budget)
+        address = address or "local"
         with self.lock:
             active = self.active(owner)
             if active is not None:
                 raise JobRefused(f"You already have a training run {self.jobs[active].status.state} "
                                  f"({self.jobs[active].status.name}): stop or cancel it first.")
+            mine = [j for j in self.jobs.values() if j.address == address and j.status.active]
+            if self.per_address is not None and len(mine) >= self.per_address:
+                raise JobRefused(f"Your network address already has {len(mine)} training runs queued or running, the "
+                                 f"most this server allows one address; try again when one of them has ended "
+                                 f"({self._wait_hint(mine)}).")
             if len(self.queue) >= self.max_queue:
-                raise JobRefused(f"The server's queue is full ({len(self.queue)} runs waiting); try again in a few minutes.")
+                self._make_room(address)
+            self._seq += 1
             job_id = secrets.token_urlsafe(12)
             folder = self.root / job_id
             folder.mkdir(parents=True)
             write_atomic(folder / "request.json", json.dumps(request.to_dict()).encode())
             status = JobStatus(job_id, owner, request.name, "queued", time.time())
-            self.jobs[job_id] = _Job(status, folder)
+            self.jobs[job_id] = _Job(status, folder, address=address, seq=self._seq, estimate_s=found.seconds)
             self._write_state(self.jobs[job_id])
             self.queue.append(job_id)
+            self._order_queue()
             self._start_queued()
         return job_id
 
@@ -208,9 +275,7 @@ class JobManager:
             if job is None or job.status.owner != owner or not job.status.active:
                 return False
             if job.status.state == "queued":
-                self.queue.remove(job_id)
-                job.status.state, job.status.reason = "cancelled", "cancelled while waiting in the queue"
-                self._write_state(job)
+                self._cancel(job, "cancelled while waiting in the queue")
                 return True
             job.stop_requested = True
             job.process.terminate()
@@ -246,6 +311,7 @@ class JobManager:
         """Collect finished processes and start queued jobs while there is room. A failure fails
         only the job it concerns (`_collect`, `_fail`)."""
         with self.lock:
+            self._stop_over_time()
             for job in list(self.jobs.values()):
                 if job.status.state == "running" and job.process.poll() is not None:
                     self._collect(job)
@@ -258,19 +324,85 @@ class JobManager:
 
     def _start_queued(self) -> None:
         running = sum(1 for j in self.jobs.values() if j.status.state == "running")
-        while self.queue and running < self.capacity:
-            job = self.jobs[self.queue.pop(0)]
+        while self.queue and running < self.capacity and not self._closed.is_set():  # closing: no new process
+            job = self.jobs[self.queue.pop(0)]  # the queue is in the order of turns (`_order_queue`)
+            self._turn += 1
+            self._served[job.address] = self._turn
             job.process = self._take_spare(job.folder)
             job.status.state = "running"
+            job.started = time.monotonic()
             self._write_state(job)
             running += 1
+
+    def _order_queue(self) -> None:
+        """Put the queue in the order of turns: repeatedly the address whose last job started longest
+        ago (never first; ties: the older waiting job), with its oldest waiting job."""
+        waiting: dict[str, list[_Job]] = {}
+        for job in sorted((self.jobs[i] for i in self.queue), key=lambda j: j.seq):
+            waiting.setdefault(job.address, []).append(job)
+        self._served = {a: t for a, t in self._served.items()
+                        if a in waiting or any(j.address == a and j.status.active for j in self.jobs.values())}
+        served, turn, order = dict(self._served), self._turn, []
+        while waiting:
+            address = min(waiting, key=lambda a: (served.get(a, -1), waiting[a][0].seq))
+            order.append(waiting[address].pop(0).status.id)
+            turn += 1
+            served[address] = turn
+            if not waiting[address]:
+                del waiting[address]
+        self.queue = order
+
+    def _make_room(self, address: str) -> None:
+        """The queue is full: cancel the newest waiting job of the address with the most waiting, when
+        `address` (with its new job) would still have fewer; else JobRefused."""
+        counts: dict[str, int] = {}
+        for job_id in self.queue:
+            counts[self.jobs[job_id].address] = counts.get(self.jobs[job_id].address, 0) + 1
+        most = max(counts, key=lambda a: (counts[a], max(self.jobs[i].seq for i in self.queue
+                                                          if self.jobs[i].address == a)))
+        mine = counts.get(address, 0)
+        if mine + 1 >= counts[most]:
+            running = [j for j in self.jobs.values() if j.status.state == "running"]
+            raise JobRefused(f"The server's queue is full ({len(self.queue)} runs waiting, {mine} of them from your "
+                             f"network address, as many as any other); try again when a run has ended "
+                             f"({self._wait_hint(running)}).")
+        newest = max((self.jobs[i] for i in self.queue if self.jobs[i].address == most), key=lambda j: j.seq)
+        self._cancel(newest, f"the queue was full and your network address had the most runs waiting "
+                             f"({counts[most]} of {len(self.queue)}), so its newest one made room for a run from an "
+                             f"address with fewer; try again when the queue is shorter")
+
+    def _cancel(self, job: _Job, reason: str) -> None:
+        self.queue.remove(job.status.id)
+        job.status.state, job.status.reason = "cancelled", reason
+        self._write_state(job)
+        self._order_queue()
+
+    def _wait_hint(self, jobs: list[_Job]) -> str:
+        """When the first of `jobs` should have ended, by their budget estimates: 'in about 3 min'."""
+        now = time.monotonic()
+        left = [max(0.0, j.estimate_s - (now - j.started if j.started else 0.0)) for j in jobs]
+        wait = max(60.0, min(left, default=0.0))
+        return f"about {wait / 60:,.0f} min from now by the estimates"
+
+    def _stop_over_time(self) -> None:
+        """Stop every running job past the server's time budget (its last measurement is kept)."""
+        now = time.monotonic()
+        for job in list(self.jobs.values()):
+            if job.status.state == "running" and job.started is not None and now - job.started > self.budget.seconds:
+                job.stop_requested = True
+                limit = budget.duration(self.budget.seconds)
+                job.stop_why = f"stopped at the server's time limit per run ({limit}; SENSVIZ_JOB_BUDGET)"
+                job.process.terminate()
+                job.process.wait(timeout=30)
+                self._collect(job)
 
     def _start_spare(self) -> None:
         if self._closed.is_set():
             return
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         self._spare = subprocess.Popen(
-            [sys.executable, "-m", "sensviz.worker", "--standby", "--threads", str(self.threads), "--parent", str(os.getpid())],
+            [sys.executable, "-m", "sensviz.worker", "--standby", "--threads", str(self.threads), "--parent", str(os.getpid()),
+             "--max-mib", str(self.budget.mib)],
             stdin=subprocess.PIPE, cwd=ROOT, env=env, text=True,
         )
 
@@ -315,8 +447,8 @@ class JobManager:
         elif outcome.get("state") == "failed":
             status.state, status.error = "failed", _one_line(outcome.get("error") or "the training process failed")
         else:
-            why = ("stopped" if job.stop_requested
-                   else f"the training process ended unexpectedly (exit code {job.process.returncode})")
+            why = job.stop_why or ("stopped" if job.stop_requested
+                                   else f"the training process ended unexpectedly (exit code {job.process.returncode})")
             self._keep_last(job, why)
         self._write_state(job)
 

@@ -6,6 +6,8 @@ The process is a fresh interpreter, `python -m sensviz.worker` (`sensviz.jobs` s
 `multiprocessing` child: Streamlit runs each page script as `__main__`, and a multiprocessing
 "spawn" child re-runs the parent's `__main__` — here the whole app, with its own job manager.
 With `--standby` it loads torch and the trainer first and then reads its job folder from stdin.
+With `--max-mib` (the server's memory budget per job) its address space is capped before the job
+starts (`limit_memory`), and a run that needs more fails with one line saying so.
 
 Files in the job folder (`sensviz.jobs` reads them; every write is atomic or an appended line):
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -35,10 +38,15 @@ from sensviz.processes import exit_with_parent
 
 MAX_LIVE_N = 24
 """Longest input the explorer trains on (the positional range of the models it builds)."""
-LIVE_LIMITS = {"d_model": 256, "n_layers": 6, "n_heads": 8, "n": MAX_LIVE_N, "steps": 100_000, "batch_size": 4096,
-               "measure_every": 100_000}
+LIVE_LIMITS = {"d_model": 256, "n_layers": 6, "n_heads": 8, "d_ff": 1024, "max_len": 64, "n": MAX_LIVE_N,
+               "min_n": MAX_LIVE_N, "steps": 100_000, "batch_size": 4096, "eval_interval": 100_000,
+               "eval_size": 16_384, "train_size": 2**MAX_LIVE_N, "measure_every": 100_000}
 """A shared server's own, tighter caps on top of the library's limits (`sensviz.limits`, checked by the
-settings themselves): a class pressing Train at once must not fill the machine."""
+settings themselves; each cap is at most its limit, tests/test_budget.py checks): a class pressing Train
+at once must not fill the machine. Every model field the Train form takes is capped, so the largest
+model it builds (a scratchpad, d = 256, 6 + 6 layers, d_ff = 1024: about 11 M parameters) stays under
+the library's `n_params` limit; time and memory are then bounded by the server's budget per job
+(`sensviz.budget`)."""
 SMALL_WORK = 5e7
 """Parameters x batch size below which a run trains on one torch thread: small models are bound by
 per-operation overhead, and a second thread made PARITY n = 8 (d = 32, batch 256) slower here
@@ -78,21 +86,26 @@ class TrainRequest:
 
 def _check_live_limits(request: TrainRequest) -> None:
     """The shared server's caps (`LIVE_LIMITS`), after the settings' own checks."""
-    from sensviz.limits import Limit, check_int
+    from sensviz.limits import LIMITS, Limit, check_int
 
     values = {**request.model, **request.train, "measure_every": request.measure_every}
     for name, high in LIVE_LIMITS.items():
         if values.get(name) is not None:
-            check_int(name, values[name], Limit("this server's", 1, high, "live training"))
+            low = LIMITS[name].low if name in LIMITS else 1  # d_ff may be 0 (= d_model)
+            check_int(name, values[name], Limit("this server's", low, high, "live training"))
 
 
-def prepare(request: TrainRequest):
-    """The model, task and training config of a request; ValueError with the reason for bad values.
-    Cheap: the server calls it before queueing a job, so bad settings are refused at once."""
+def check(request: TrainRequest):
+    """The task, model settings and training config of a request; ValueError with the reason for bad
+    values. Builds no tensor (the model's shapes come from torch's meta device), so the server calls
+    it before queueing a job and bad settings are refused at once."""
     import dataclasses
+
+    import torch
 
     import sensviz as sv
     from sensviz.configs import build
+    from sensviz.limits import check_int
     from sensviz.models import ModelSettings
     from sensviz.training import TrainConfig
 
@@ -104,9 +117,17 @@ def prepare(request: TrainRequest):
     settings = build(ModelSettings, request.model)
     _check_live_limits(request)
     settings = dataclasses.replace(settings, max_len=settings.max_len or max(config.n, MAX_LIVE_N))
-    model = settings.build(config.n, seed=config.seed)
-    config.check(model, task)
-    return model, task, config
+    with torch.device("meta"):
+        shapes = settings.build(config.n)
+    check_int("parameters of the model", shapes.n_params(positional=True), "n_params")
+    config.check(shapes, task)
+    return task, settings, config
+
+
+def prepare(request: TrainRequest):
+    """The model (built), task and training config of a request, after `check`."""
+    task, settings, config = check(request)
+    return settings.build(config.n, seed=config.seed), task, config
 
 
 def write_json(path: Path, value) -> None:
@@ -173,26 +194,51 @@ def _warm_up() -> None:
     MeasurementCallback(every=1, settings=LIVE_SETTINGS()).measure(model, sv.get_task("parity"), TrainConfig(n=2), 0)
 
 
-def standby(threads: int, parent_pid: int) -> None:
+def limit_memory(max_mib: float) -> int:
+    """Cap this process's address space at what it uses now plus twice `max_mib` (the job's memory
+    budget: the estimate is within 2x of the peak, and address space runs ahead of resident memory);
+    an allocation beyond it fails (MemoryError, or torch's "can't allocate memory"). The limit in bytes."""
+    import resource
+
+    used = int(Path("/proc/self/statm").read_text().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    limit = used + int(2 * max_mib * 2**20)
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    return limit
+
+
+def _out_of_memory(err: Exception) -> bool:
+    text = str(err).lower()
+    return isinstance(err, MemoryError) or "can't allocate memory" in text or "not enough memory" in text
+
+
+def standby(threads: int, parent_pid: int, max_mib: float | None = None) -> None:
     """A process started ahead of time: it loads torch and the trainer, then waits for the folder
     of its job on stdin (so a run starts without the seconds a fresh interpreter takes)."""
     exit_with_parent(parent_pid)
     _warm_up()
     folder = sys.stdin.readline().strip()
     if folder:  # an empty line: the server closed without a job for this process
-        run(folder, threads, parent_pid)
+        run(folder, threads, parent_pid, max_mib)
 
 
-def run(folder: str, threads: int, parent_pid: int) -> None:
-    """The job process: train as `request.json` asks and write the files described above."""
+def run(folder: str, threads: int, parent_pid: int, max_mib: float | None = None) -> None:
+    """The job process: train as `request.json` asks and write the files described above, within
+    `max_mib` of memory (`limit_memory`) when given."""
     exit_with_parent(parent_pid)
     folder = Path(folder)
     try:
         import torch
 
+        import sensviz.monitor  # noqa: F401 - loaded before the memory cap, with the rest of the trainer
         from sensviz.checkpoints import checkpoint_bytes
         from sensviz.files import write_atomic
         from sensviz.training import train
+
+        if max_mib is not None:
+            limit_memory(max_mib)
 
         request = TrainRequest.from_dict(json.loads((folder / "request.json").read_text()))
         model, task, config = prepare(request)
@@ -207,7 +253,10 @@ def run(folder: str, threads: int, parent_pid: int) -> None:
                                              "seconds": result.wall_time, "measuring_seconds": live.measuring_s,
                                              "final": result.final})
     except Exception as err:  # noqa: BLE001 - any failure is reported to the user through the outcome file
-        write_json(folder / "outcome.json", {"state": "failed", "error": f"{type(err).__name__}: {err}"})
+        error = f"{type(err).__name__}: {err}"
+        if max_mib is not None and _out_of_memory(err):
+            error = f"the run needed more memory than this server gives one run ({max_mib:,.0f} MiB; SENSVIZ_JOB_BUDGET)"
+        write_json(folder / "outcome.json", {"state": "failed", "error": error})
 
 
 def main(argv=None) -> None:
@@ -216,11 +265,12 @@ def main(argv=None) -> None:
     parser.add_argument("--standby", action="store_true", help="load torch first, then read the folder from stdin")
     parser.add_argument("--threads", type=int, default=1, help="torch threads at most")
     parser.add_argument("--parent", type=int, required=True, help="exit when this process (the server) is gone")
+    parser.add_argument("--max-mib", type=float, help="the job's memory budget (its address space is capped from it)")
     args = parser.parse_args(argv)
     if args.standby:
-        standby(args.threads, args.parent)
+        standby(args.threads, args.parent, args.max_mib)
     else:
-        run(args.folder, args.threads, args.parent)
+        run(args.folder, args.threads, args.parent, args.max_mib)
 
 
 if __name__ == "__main__":

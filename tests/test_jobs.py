@@ -3,6 +3,7 @@ measurement, workers that outlive no server, jobs of an earlier server run recov
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import sensviz as sv  # noqa: E402
+from sensviz import budget, jobs  # noqa: E402
 from sensviz.jobs import JobManager, JobRefused  # noqa: E402
 from sensviz.kept import KeptStore  # noqa: E402
 from sensviz.worker import TrainRequest  # noqa: E402
@@ -286,3 +288,143 @@ def test_a_table_task_at_the_largest_n_trains_is_kept_and_loads(make_manager):
     assert ck.task.label == f"table:{bits}" and ck.n == MAX_LIVE_N
     assert manager.store.info(status.kept).name == status.name
     assert manager.folder_bytes("alice") > 2**24  # the request holds the table once, and counts
+
+
+# ---------------------------------------------------------------- fairness, budgets and limits (issue 17)
+
+FAST = budget.Calibration(op_s=1e-6, flop_s=1e-12)
+"""A calibration for tests that are not about the estimate: no subprocess measures this machine."""
+
+
+class _Idle:
+    """Stands in for a worker process that never ends (the queue tests start no training)."""
+
+    returncode = None
+
+    def poll(self):
+        return None
+
+    def terminate(self):
+        self.returncode = -15
+
+    def wait(self, timeout=None):
+        return self.returncode
+
+
+def queue_manager(make_manager, monkeypatch, **kwargs) -> JobManager:
+    """A manager with one run always going (an idle stand-in), so that submitted jobs stay queued."""
+    manager = make_manager(capacity=1, threads=1, calibration=FAST, **kwargs)
+    monkeypatch.setattr(manager, "_take_spare", lambda folder: _Idle())
+    manager.submit("runner", request(), "10.0.0.99")
+    return manager
+
+
+def names(manager: JobManager) -> list[str]:
+    return [manager.jobs[i].status.owner for i in manager.queue]
+
+
+def test_the_queue_takes_turns_across_addresses(make_manager, monkeypatch):
+    manager = queue_manager(make_manager, monkeypatch)
+    for k in range(3):
+        manager.submit(f"a{k}", request(), "10.0.0.1")  # one address, three fresh owner ids
+    manager.submit("b0", request(), "10.0.0.2")
+    manager.submit("c0", request(), "10.0.0.3")
+    manager.submit("b1", request(), "10.0.0.2")
+    assert names(manager) == ["a0", "b0", "c0", "a1", "b1", "a2"]
+    assert manager.status(manager.active("c0")).position == 3
+    manager.stop(manager.active("runner"), "runner")  # a0 starts: 10.0.0.1 was served last now
+    assert names(manager) == ["b0", "c0", "a1", "b1", "a2"]
+    manager.submit("d0", request(), "10.0.0.4")  # a new address goes before everyone's second run
+    assert names(manager) == ["b0", "c0", "d0", "a1", "b1", "a2"]
+
+
+def test_a_full_queue_bumps_the_newest_job_of_the_busiest_address(make_manager, monkeypatch):
+    manager = queue_manager(make_manager, monkeypatch, max_queue=4)
+    flood = [manager.submit(f"a{k}", request(), "10.0.0.1") for k in range(4)]
+    with pytest.raises(JobRefused, match=r"queue is full \(4 runs waiting, 4 of them from your network address.*"
+                                         r"try again when a run has ended \(about \d+ min from now"):
+        manager.submit("a4", request(), "10.0.0.1")
+    honest = manager.submit("student", request(), "10.0.0.2")
+    bumped = manager.status(flood[-1])
+    assert bumped.state == "cancelled" and "queue was full and your network address had the most runs" in bumped.reason
+    assert manager.status(honest).position == 2  # after the first of 10.0.0.1, before its others
+    manager.submit("student2", request(), "10.0.0.2")  # 2 against 3 afterwards: still fewer
+    assert manager.status(flood[2]).state == "cancelled"
+    with pytest.raises(JobRefused, match="as many as any other"):  # 3 against 2: no more bumping
+        manager.submit("student3", request(), "10.0.0.2")
+    assert len(manager.queue) == 4
+
+
+def test_a_hard_cap_per_address_is_a_server_setting(make_manager, monkeypatch):
+    manager = queue_manager(make_manager, monkeypatch, per_address=2)
+    manager.submit("a0", request(), "10.0.0.1")
+    manager.submit("a1", request(), "10.0.0.1")
+    with pytest.raises(JobRefused, match="already has 2 training runs queued or running.*try again when one"):
+        manager.submit("a2", request(), "10.0.0.1")
+    manager.submit("b0", request(), "10.0.0.2")
+    monkeypatch.setenv("SENSVIZ_MAX_JOBS_PER_ADDRESS", "3")
+    assert jobs.max_per_address() == 3
+    monkeypatch.delenv("SENSVIZ_MAX_JOBS_PER_ADDRESS")
+    assert jobs.max_per_address() is None  # off by default
+
+
+def test_jobs_over_the_budget_are_refused_before_queueing(make_manager):
+    manager = make_manager(capacity=1, calibration=FAST, job_budget=budget.Budget(seconds=60, mib=4096))
+    slow = budget.Calibration(op_s=1e-3, flop_s=1e-9)  # a machine a thousand times slower
+    manager._calibration = slow
+    with pytest.raises(ValueError, match=r"over the server's budget per run \(60 s and 4,096 MiB; SENSVIZ_JOB_BUDGET\): "
+                                         r"time: about [\d.,]+ (s|min|h) against 60 s"):
+        manager.submit("alice", request(steps=5000))
+    manager._calibration = FAST
+    manager.budget = budget.Budget(seconds=60, mib=10)
+    with pytest.raises(ValueError, match=r"memory: about [\d,]+ MiB against 10 MiB"):
+        manager.submit("alice", TrainRequest("parity", {"arch": "encoder", "d_model": 256, "n_layers": 6, "n_heads": 8},
+                                             {"n": 24, "steps": 1, "batch_size": 4096}))
+    with pytest.raises(ValueError, match="d_ff must be at most 1,024 \\(limit 'this server's'\\)"):
+        manager.submit("alice", TrainRequest("parity", {"arch": "scratchpad", "d_model": 256, "n_layers": 6,
+                                                        "n_heads": 8, "d_ff": 16384}, {"n": 24}))
+    assert not manager.queue and not manager.jobs
+
+
+def test_a_run_past_the_time_budget_is_stopped_and_keeps_its_last_measurement(make_manager):
+    manager = make_manager(capacity=1, threads=1, calibration=FAST)
+    job_id = manager.submit("alice", request(steps=100_000, every=25))
+    wait_for(manager, job_id, lambda s: s.state == "running" and len(manager.records(job_id)) >= 2)
+    manager.budget = budget.Budget(seconds=1e-3, mib=manager.budget.mib)  # the limit passes now, whatever the load
+    status = wait_for(manager, job_id, lambda s: not s.active)
+    assert status.state == "stopped" and status.reason.startswith("stopped at the server's time limit per run")
+    assert "the weights of the last measurement" in status.reason and status.kept is not None
+
+
+def test_a_worker_over_its_memory_budget_fails_with_one_line(tmp_path):
+    folder = tmp_path / "job"
+    folder.mkdir()
+    big = TrainRequest("parity", {"arch": "encoder", "d_model": 128, "n_layers": 4, "n_heads": 8},
+                       {"n": 24, "steps": 5, "batch_size": 4096}, 100)
+    (folder / "request.json").write_text(json.dumps(big.to_dict()))
+    subprocess.run([sys.executable, "-m", "sensviz.worker", str(folder), "--parent", str(os.getpid()), "--max-mib", "40"],
+                   cwd=ROOT, check=True, timeout=CEILING_S, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    outcome = json.loads((folder / "outcome.json").read_text())
+    assert outcome == {"state": "failed", "error": "the run needed more memory than this server gives one run (40 MiB; "
+                                                   "SENSVIZ_JOB_BUDGET)"}
+
+
+def test_owner_ids_are_minted_by_the_server_and_forged_cookies_count_as_absent(tmp_path):
+    from ui import registry
+
+    secret = registry.owner_secret(tmp_path)
+    assert (tmp_path / "owner_secret").stat().st_mode & 0o777 == 0o600 and len(secret) == 32
+    assert registry.owner_secret(tmp_path) == secret  # created once
+    minted = registry.mint_owner(secret)
+    assert registry.verified_owner(minted, secret) == minted
+    ident, signature = minted.split(".")
+    wrong = "A" if signature[0] != "A" else "B"
+    forged = [
+        None, "", secrets.token_urlsafe(16),  # missing, empty, random (the old unsigned kind)
+        f"{ident}.{wrong}{signature[1:]}",  # a valid-looking id with a wrong HMAC
+        f"{secrets.token_urlsafe(16)}.{signature}",  # someone's signature on another id
+        registry.mint_owner(b"another server's secret"),
+        minted + "x", f"{ident}.{signature}.{signature}", ["list"], 12345,
+    ]
+    for cookie in forged:
+        assert registry.verified_owner(cookie, secret) is None, cookie

@@ -5,7 +5,9 @@ type, range, default and help), the model's and the trainer's fields from `Model
 `TrainConfig` (`sensviz.configs.settings_of`: type, range, default, help), so a new task or setting
 appears here without touching this file. Values are kept for the whole session (`persist_state`),
 so a page switch does not reset them; a preset fills them in. Early stopping is on by default
-(100 % accuracy and MSE < 0.001, the paper's convergence filter).
+(100 % accuracy and MSE < 0.001, the paper's convergence filter). Every number widget is bounded
+by the setting's limit and the server's cap (`sensviz.worker.LIVE_LIMITS`), and the caption under
+Train states the server's budget per run (`sensviz.budget`).
 """
 
 from __future__ import annotations
@@ -167,6 +169,8 @@ def form() -> TrainRequest | None:
                                      help="sharpness, Blowup, as_n and the degree profile; skipped while measuring "
                                      "would take longer than training")
         submitted = st.button("Train", type="primary", key=registry.TRAIN_BUTTON)
+        st.caption(f"A run may take at most {registry.job_manager().budget.describe()} on this server (its cost is "
+                   "estimated before it is queued); the queue takes turns between network addresses.")
     if not submitted:
         return None
     label = tasks[task](**{k: v for k, v in params.items() if v not in (None, "")}).label

@@ -1,0 +1,354 @@
+"""What a live training job will cost, before it runs: its time and peak memory, and the server's budget.
+
+`estimate(request, calibration)` counts the work of a `sensviz.worker` job — every training step,
+every scheduled evaluation and measurement, the checkpoints it writes — from the model's shapes
+alone (the model is built on torch's "meta" device: shapes, no storage), and turns it into
+seconds with a `Calibration` measured on this machine, and into bytes with the formula below.
+`check(estimate, budget)` refuses a job over the server's `Budget` ($SENSVIZ_JOB_BUDGET, e.g.
+"900s,4096MiB"), naming the budget and the estimate.
+
+**Time.** Work comes in two currencies: `ops` (tensor operations, each with a fixed overhead: what
+bounds small models) and `flops` (multiply-adds x 2: what bounds large ones). With P the model's
+parameters, n the (longest) input length, d the width, L the layers (both stacks for the
+scratchpad) and A the attention blocks (L; 3L for the scratchpad; H*L for the formal model, whose
+heads are d wide each), one forward pass over b strings costs
+
+    flops_fwd(b) = 2 b n P  +  4 b n^2 d A          ops_fwd = OPS_PER_LAYER * L (per call)
+
+Elementwise work (LayerNorm, softmax, residuals: memory-bound) adds `ELEMENT_FLOPS` flops per
+activation element, b n (L (d + d_ff) + A H n). A training step is a forward and a backward (3 x
+the flops, 3 x the ops, plus `TRAIN_OPS`) plus AdamW (`ADAM_FLOPS_PER_PARAM` * P). An evaluation
+is a forward over the evaluation strings in chunks of 2048; one every `eval_interval` steps, at
+step 0 and at the end. A measurement (`sensviz.monitor` with the worker's `LIVE_SETTINGS`: M =
+min(2^n, 256) landscape inputs, 8 directions) is a forward over M (loss, accuracy); the cube
+analyses, twice (sensitivity and Blowup), a forward over 2^n strings up to n = 14, else over 512
+samples with their n neighbours; 8 directions x (a forward over M + `PERTURB_FLOPS_PER_PARAM` * P);
+per-example gradients over M (`PER_EXAMPLE_FACTOR` x the flops of a training pass, times n outputs
+for the scratchpad, plus `ELEMENT_FLOPS` per gradient element M P); `MEASURE_OPS_PER_LAYER` * L
+operations of bookkeeping; and a checkpoint (`CHECKPOINT_FLOPS_PER_PARAM` * P + `CHECKPOINT_OPS`).
+One is scheduled every `measure_every` steps, at step 0 and at the end, but the worker skips one
+while measuring has taken longer than training, so measuring costs at most the training time plus
+two measurements.
+
+    seconds = op_s * ops + flop_s * flops        (summed over every phase)
+
+`op_s` and `flop_s` come from `calibrate()`: the CPU time of training steps of two reference
+models on this machine, one tiny (all overhead) and one wide (all arithmetic), in about a second.
+The estimate is CPU seconds on one core: what the job takes on an idle core (more threads are faster,
+a busy machine is slower in wall-clock terms).
+
+**Memory** (peak growth of the worker's resident memory, in bytes, float32 = 4 bytes):
+
+    resident  = 4 P * RESIDENT_PER_PARAM   weights, gradients, AdamW's two moments, the last good
+                                           copy; a checkpoint's bytes and its serialisation
+    training  = 4 b n L (ACT_PER_WIDTH d + 2 d_ff + ACT_PER_SCORE H n)   activations saved for backward
+    no grad   = 4 b n (8 d + 2 d_ff + 2 H n)   the largest tensors of a forward pass without gradients
+                (an evaluation chunk, a batch of the cube analyses)
+    gradients = 4 c k P + training(c k)   a chunk of c = min(M, 1024, 2^24 / (k P)) per-example
+                gradients of k outputs each (k = n for the scratchpad, else 1)
+    peak      = BASE_MIB + resident + training + max(no grad, gradients)
+
+(training's activations and a later pass's add up: the allocator keeps the memory a training step
+freed, in pieces that a pass of another shape cannot always reuse).
+
+The constants were fitted on the development machine (tests/test_budget.py keeps time and memory
+within 2x of what the worker measures, over configurations across the Train form's ranges).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+
+# The cost model's constants (fitted on the development machine; see the module docstring).
+OPS_PER_LAYER = 40
+"""Tensor operations of one layer's forward pass (attention, feed-forward, two LayerNorms, residuals)."""
+TRAIN_OPS = 30
+"""Operations of a step besides the model's (data, loss, AdamW's foreach kernels)."""
+ELEMENT_FLOPS = 1000
+"""Elementwise work (LayerNorm, softmax, activations, residuals) per activation element of a
+forward pass, in flop-equivalents: memory-bound, it dominates small and medium models."""
+ADAM_FLOPS_PER_PARAM = 60
+"""AdamW and the last-good copy per parameter, in flop-equivalents (elementwise, memory-bound)."""
+PERTURB_FLOPS_PER_PARAM = 40
+"""Drawing and applying one random direction, per parameter."""
+PER_EXAMPLE_FACTOR = 3.0
+"""Per-example gradients (vmap of jacrev) against one batched forward-and-backward pass."""
+PER_EXAMPLE_OPS = 6
+"""Operations of a per-example-gradient call against a forward pass."""
+MEASURE_OPS_PER_LAYER = 1500
+"""Operations of one measurement besides its passes (hooks, reports, the quantities' bookkeeping), per layer."""
+CHECKPOINT_FLOPS_PER_PARAM = 100
+"""Serialising and writing one checkpoint, per parameter."""
+CHECKPOINT_OPS = 200
+"""A checkpoint's fixed cost (metadata, the file), in operations."""
+ACT_PER_WIDTH = 24
+"""Floats saved for the backward pass per token, layer and unit of width."""
+ACT_PER_SCORE = 3
+"""Floats saved per attention score (scores, softmax, dropout-free weights)."""
+RESIDENT_PER_PARAM = 8
+"""Floats per parameter held while training: weights, gradients, AdamW's two moments, the last
+good copy, and a checkpoint's bytes with their serialisation."""
+BASE_MIB = 16
+"""What any job adds however small: the trainer's lazily loaded modules, allocator arenas, the records."""
+
+# What the worker and the library do (their sizes, as the cost model needs them).
+EVAL_CHUNK = 2048  # sensviz.training: evaluation strings per forward call
+MEASURE_INPUTS = 256  # worker.LIVE_SETTINGS: landscape inputs
+DIRECTIONS = 8  # worker.LIVE_SETTINGS: directions of L_rho
+SAMPLES = 512  # MeasureSettings: cube samples above the exact limit
+EXACT_LIMIT = 14  # MeasureSettings: the largest n analysed over the whole cube
+ANALYSIS_BATCH = 2048  # sensviz.analysis: strings per forward call of the cube analyses
+GRADIENT_FLOATS = 2**24  # sensviz.params.GRADIENT_BUDGET: per-example gradient floats at once
+GRADIENT_CHUNK = 1024  # sensviz.params.CHUNK_SIZE
+DEFAULT_BUDGET = "1800s,4096MiB"
+MiB = 2**20
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Seconds per tensor operation and per flop on this machine (one core), from `calibrate`."""
+
+    op_s: float
+    flop_s: float
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the cost depends on: parameters, width, layers, attention blocks and their width, heads."""
+
+    arch: str
+    params: int
+    d_model: int
+    d_ff: int
+    layers: int
+    attention: int  # attention blocks (each `heads` heads)
+    attention_width: int  # the width of a block's queries and keys: d_model, or H * d_model (formal)
+    heads: int
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A job's estimated CPU seconds and peak memory growth (MiB), with the work behind them."""
+
+    seconds: float
+    mib: float
+    params: int
+    steps: int
+    evaluations: int
+    measurements: int
+
+    def describe(self) -> str:
+        return (f"about {duration(self.seconds)} and {self.mib:,.0f} MiB ({self.params:,} parameters, "
+                f"{self.steps:,} steps, {self.evaluations:,} evaluations, up to {self.measurements:,} measurements)")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The most one job may take: CPU seconds (also its wall-clock limit) and MiB of memory."""
+
+    seconds: float
+    mib: float
+
+    @classmethod
+    def parse(cls, text: str) -> Budget:
+        """'900s,4096MiB' (either part may be left out: the default's is used); ValueError with the reason."""
+        default = _parse(DEFAULT_BUDGET)
+        return cls(**{**default, **_parse(text)})
+
+    def describe(self) -> str:
+        return f"{duration(self.seconds)} and {self.mib:,.0f} MiB"
+
+
+def _parse(text: str) -> dict:
+    values = {}
+    for part in filter(None, (p.strip() for p in text.lower().split(","))):
+        for suffix, name, scale in (("mib", "mib", 1), ("gib", "mib", 1024), ("min", "seconds", 60), ("s", "seconds", 1)):
+            if part.endswith(suffix):
+                try:
+                    value = float(part[: -len(suffix)]) * scale
+                except ValueError:
+                    break
+                if math.isfinite(value) and value > 0:
+                    values[name] = value
+                    break
+        else:
+            raise ValueError(f"SENSVIZ_JOB_BUDGET: cannot read '{part}'; write e.g. '900s,4096MiB' (s, min; MiB, GiB)")
+        if name not in values:
+            raise ValueError(f"SENSVIZ_JOB_BUDGET: '{part}' is not a positive number of s, min, MiB or GiB")
+    return values
+
+
+def server_budget() -> Budget:
+    """The server's budget of one job: $SENSVIZ_JOB_BUDGET, else `DEFAULT_BUDGET` (30 min, 4 GiB)."""
+    return Budget.parse(os.environ.get("SENSVIZ_JOB_BUDGET", DEFAULT_BUDGET))
+
+
+def shape(model_settings, n: int) -> Shape:
+    """The shape of the model a request builds, from a model built on the meta device (no storage)."""
+    import torch
+
+    with torch.device("meta"):
+        model = model_settings.build(n)
+    params = sum(p.numel() for p in model.parameters())
+    config = model.config
+    layers = config.n_layers * (2 if model_settings.arch == "scratchpad" else 1)
+    attention = 3 * config.n_layers if model_settings.arch == "scratchpad" else config.n_layers
+    width = config.d_model * (config.n_heads if model_settings.arch == "formal" else 1)
+    return Shape(model_settings.arch, params, config.d_model, config.d_ff or config.d_model, layers, attention, width,
+                 config.n_heads)
+
+
+def _forward(s: Shape, strings: int, n: int, calls: int = 1) -> tuple[float, float]:
+    """(ops, flops) of forward passes over `strings` strings of length n in `calls` calls."""
+    matmul = 2.0 * strings * n * s.params + 4.0 * strings * n * n * s.attention_width * s.attention
+    elements = strings * n * (s.layers * (s.d_model + s.d_ff) + s.attention * s.heads * n)
+    return calls * OPS_PER_LAYER * s.layers, matmul + ELEMENT_FLOPS * elements
+
+
+def _activation_bytes(s: Shape, strings: int, n: int, saved: bool) -> float:
+    """Activations of a forward over `strings` strings: every layer's, kept for the backward pass,
+    when `saved`; else (no grad) the largest tensors alive at once."""
+    if saved:
+        return 4.0 * strings * n * s.layers * (ACT_PER_WIDTH * s.d_model + 2 * s.d_ff + ACT_PER_SCORE * s.heads * n)
+    return 4.0 * strings * n * (8 * s.d_model + 2 * s.d_ff + 2 * s.heads * n)
+
+
+def _eval_strings(config) -> list[int]:
+    """Strings of one evaluation, per length (the restricted set and its held-out rest, or the cube or a sample)."""
+    if config.train_size is not None:
+        return [config.train_size + min(config.eval_size, 2**config.n - config.train_size)]
+    return [min(2**n, config.eval_size) for n in config.lengths]
+
+
+def phases(model_settings, config, calibration: Calibration) -> dict[str, float]:
+    """Seconds of one training step, one evaluation, one measurement and one checkpoint, and the
+    peak memory growth in bytes (the module docstring has the formulas)."""
+    s = shape(model_settings, config.n)
+    n, b = config.n, config.batch_size
+    outputs = n if s.arch == "scratchpad" else 1  # per-example gradients of every decoder step
+
+    def seconds(ops, flops):
+        return calibration.op_s * ops + calibration.flop_s * flops
+
+    ops, flops = _forward(s, b, n)
+    step = seconds(3 * ops + TRAIN_OPS, 3 * flops + ADAM_FLOPS_PER_PARAM * s.params)
+
+    evaluation = 0.0
+    for strings in _eval_strings(config):
+        evaluation += seconds(*_forward(s, strings, n, math.ceil(strings / EVAL_CHUNK)))
+
+    m = min(2**n, MEASURE_INPUTS)
+    analysis = 2**n if n <= EXACT_LIMIT else SAMPLES * (n + 1)  # the cube, or samples with their n neighbours
+    per_call = min(analysis, ANALYSIS_BATCH)
+    grad_chunk = max(1, min(m, GRADIENT_CHUNK, GRADIENT_FLOATS // (s.params * outputs)))
+    parts = [_forward(s, m, n), _forward(s, analysis, n, 2 * math.ceil(analysis / per_call)),
+             _forward(s, m, n, DIRECTIONS)]
+    pex_ops, pex_flops = _forward(s, m, n, math.ceil(m / grad_chunk))
+    measurement = seconds(sum(p[0] for p in parts) + PER_EXAMPLE_OPS * pex_ops + MEASURE_OPS_PER_LAYER * s.layers
+                          + CHECKPOINT_OPS,
+                          sum(p[1] for p in parts) + PER_EXAMPLE_FACTOR * 3 * pex_flops * outputs
+                          + ELEMENT_FLOPS * m * outputs * s.params
+                          + (DIRECTIONS * PERTURB_FLOPS_PER_PARAM + CHECKPOINT_FLOPS_PER_PARAM) * s.params)
+    checkpoint = seconds(CHECKPOINT_OPS, CHECKPOINT_FLOPS_PER_PARAM * s.params)
+
+    transient = _activation_bytes(s, b, n, saved=True) + max(  # the allocator keeps what training freed
+        _activation_bytes(s, min(max(_eval_strings(config)), EVAL_CHUNK), n, saved=False),
+        _activation_bytes(s, per_call, n, saved=False),
+        4.0 * grad_chunk * outputs * s.params + _activation_bytes(s, grad_chunk * outputs, n, saved=True),
+    )
+    return {"step": step, "evaluation": evaluation, "measurement": measurement, "checkpoint": checkpoint,
+            "bytes": RESIDENT_PER_PARAM * 4.0 * s.params + transient, "params": s.params}
+
+
+def estimate(model_settings, config, measure_every: int, calibration: Calibration) -> Estimate:
+    """The time and peak memory of a live job (the module docstring has the formula)."""
+    cost = phases(model_settings, config, calibration)
+    steps = config.steps
+    evaluations = steps // config.eval_interval + 2
+    measurements = steps // measure_every + 2
+    training = steps * cost["step"]
+    measuring = min(measurements * cost["measurement"], training + 2 * cost["measurement"])
+    seconds = training + evaluations * cost["evaluation"] + measuring + cost["checkpoint"]
+    return Estimate(seconds, BASE_MIB + cost["bytes"] / MiB, cost["params"], steps, evaluations, measurements)
+
+
+def check(found: Estimate, budget: Budget) -> None:
+    """Raise ValueError when a job's estimate is over the server's budget (naming both)."""
+    over = []
+    if found.seconds > budget.seconds:
+        over.append(f"time: about {duration(found.seconds)} against {duration(budget.seconds)}")
+    if found.mib > budget.mib:
+        over.append(f"memory: about {found.mib:,.0f} MiB against {budget.mib:,.0f} MiB")
+    if over:
+        raise ValueError(f"this run is over the server's budget per run ({budget.describe()}; SENSVIZ_JOB_BUDGET): "
+                         f"{'; '.join(over)}. Fewer steps, a smaller batch or model, or measuring less often "
+                         "brings it down.")
+
+
+def duration(seconds: float) -> str:
+    """Seconds for people: "8.5 s", "42 s", "12 min", "2.5 h"."""
+    if seconds < 100:
+        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+    return f"{seconds / 60:,.0f} min" if seconds < 6000 else f"{seconds / 3600:,.1f} h"
+
+
+def _step_seconds(d_model: int, n_layers: int, batch: int, n: int, repeats: int) -> float:
+    """CPU seconds of one training step of an encoder (the best of `repeats`, after one untimed step)."""
+    import torch
+
+    import sensviz as sv
+    from sensviz.losses import loss_value
+
+    model = sv.build_model("encoder", d_model=d_model, n_layers=n_layers, n_heads=2, max_len=n, seed=0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    bits = torch.randint(0, 2, (batch, n), generator=torch.Generator().manual_seed(0))
+    best = math.inf
+    for i in range(repeats + 1):
+        start = time.process_time()
+        loss = loss_value(model.training_outputs(bits).reshape(-1), bits[:, 0].float(), "mse")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        if i:
+            best = min(best, time.process_time() - start)
+    return best
+
+
+def calibrate() -> Calibration:
+    """Measure `op_s` and `flop_s` here: a tiny model's step (overhead only) and a wide one's (arithmetic).
+
+    Uses one torch thread while it measures (CPU time, so other processes on the machine matter little)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        tiny = Shape("encoder", 0, 8, 8, 1, 1, 8, 2)
+        tiny_s = _step_seconds(8, 1, 1, 2, repeats=20)
+        wide_settings = (256, 1, 256, 16)
+        wide_s = _step_seconds(*wide_settings, repeats=3)
+    finally:
+        torch.set_num_threads(threads)
+    tiny_ops = 3 * OPS_PER_LAYER * tiny.layers + 2
+    op_s = tiny_s / tiny_ops
+    from sensviz.models import ModelSettings
+
+    wide = shape(ModelSettings(d_model=256, n_layers=1, n_heads=2), 16)
+    ops, flops = _forward(wide, 256, 16)
+    flop_s = max(wide_s - op_s * (3 * ops + 2), wide_s / 10) / (3 * flops + ADAM_FLOPS_PER_PARAM * wide.params)
+    return Calibration(op_s, flop_s)
+
+
+def main() -> None:
+    """`python -m sensviz.budget`: print this machine's calibration as one JSON line (`sensviz.jobs` reads it)."""
+    import json
+    from dataclasses import asdict
+
+    print(json.dumps(asdict(calibrate())))
+
+
+if __name__ == "__main__":
+    main()
