@@ -98,6 +98,7 @@ def measured(config: dict, folder: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # each configuration trains in a fresh process: minutes in all
 @pytest.mark.parametrize("config", CONFIGS, ids=[f"{c.get('arch', 'encoder')}-d{c['d_model']}-n{c['n']}-b{c['batch_size']}"
                                                  for c in CONFIGS])
 def test_the_estimate_is_within_2x_of_the_measured_time_and_memory(config, tmp_path):
