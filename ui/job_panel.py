@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from sensviz import jobs
+from sensviz.text import escape_markdown, quoted
 from ui import registry
 
 
@@ -32,7 +33,7 @@ def draw() -> str | None:
             try:
                 ref = registry.kept_ref("trained", status.kept)
             except ValueError as err:  # evicted since (the server keeps a limited total)
-                st.warning(f"**{status.name}** ended, but its model is gone: {err}.")
+                st.warning(f"**{escape_markdown(status.name)}** ended, but its model is gone: {quoted(err, 300)}.")
                 return None
             registry.select(ref, show=True)
             if status.owner != registry.owner():  # a run someone shared by its link
@@ -73,7 +74,7 @@ def show_progress(status: jobs.JobStatus, key: str) -> None:
     mine = status.owner == registry.owner()
     if status.state == "queued":
         manager = registry.job_manager()
-        st.info(f"**{status.name}** waits in the queue: **{_ordinal(status.position)}** in line "
+        st.info(f"**{escape_markdown(status.name)}** waits in the queue: **{_ordinal(status.position)}** in line "
                 f"(the server trains {manager.capacity} model{'s' if manager.capacity > 1 else ''} at a time).")
         if mine and st.button("Cancel", key=key):
             registry.job_manager().stop(status.id, registry.owner())
@@ -87,9 +88,9 @@ def show_progress(status: jobs.JobStatus, key: str) -> None:
             parts.append(f"accuracy {progress['eval_accuracy']:.1%}")
         if progress.get("eval_loss") is not None:
             parts.append(f"eval loss {progress['eval_loss']:.3g}")
-        st.progress(min(step / steps, 1.0), text=f"**{status.name}**: " + " · ".join(parts))
+        st.progress(min(step / steps, 1.0), text=f"**{escape_markdown(status.name)}**: " + " · ".join(parts))
     else:
-        st.progress(0.0, text=f"**{status.name}**: starting (a fresh process loads the trainer)…")
+        st.progress(0.0, text=f"**{escape_markdown(status.name)}**: starting (a fresh process loads the trainer)…")
     if mine and st.button("Stop and keep what was learned", key=key,
                           help="Ends the run now; the weights of its last measurement become the selected model."):
         registry.job_manager().stop(status.id, registry.owner())
@@ -99,12 +100,13 @@ def show_progress(status: jobs.JobStatus, key: str) -> None:
 def outcome_message(status: jobs.JobStatus) -> str:
     """The one message about how a training run ended (the sidebar and the Train page both show it)."""
     reason = {"early_stop": "reached the target (early stop)", "completed": "completed every step"}.get(
-        status.reason, status.reason)
+        status.reason, quoted(status.reason, 300))
+    name = escape_markdown(status.name)
     if status.state == "failed":
-        return f"**{status.name}** failed: {status.error}"
+        return f"**{name}** failed: {quoted(status.error, 300)}"
     if status.state == "cancelled":
-        return f"**{status.name}** was cancelled: {status.reason}."
-    text = f"**{status.name}** {reason}"
+        return f"**{name}** was cancelled: {quoted(status.reason, 300)}."
+    text = f"**{name}** {reason}"
     if status.state == "finished":
         text += f" after {status.steps:,} steps" + (f" in {status.seconds:.1f} s" if status.seconds else "")
     if status.kept:
