@@ -632,14 +632,48 @@ def training_tables(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
 # ----------------------------------------------------------------------------- Lab
 
 
-@memo
-def lab_chapter(number: int, yours: tuple[ModelRef, ...] = ()) -> sv.lab.Built:
-    """A Lab chapter computed from its zoo models (and the shipped results, and the student's own models)."""
+def _lab_sources() -> sv.lab.Sources:
+    return sv.lab.Sources(lambda name: load(registry.zoo_ref(name)), registry.checkpoint_dir(), registry.results_dir())
+
+
+def _lab_stamp(number: int) -> tuple:
+    """What a chapter's data depends on, cheaply: each file's size and modification time (the data file's too);
+    `sensviz.lab.data` compares the sha256 of the files themselves when the stamp is new."""
     from sensviz import lab
 
-    sources = lab.Sources(lambda name: load(registry.zoo_ref(name)), registry.results_dir(),
-                          {f"your model ({ref.label})": load(ref) for ref in yours})
-    return lab.chapter(number).build(sources)
+    paths = [*lab.chapter(number).inputs(_lab_sources()).values(), registry.checkpoint_dir() / lab.DATA_FILE]
+    return tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) if p.exists() else (str(p), None, None) for p in paths)
+
+
+@memo
+def _lab_data(number: int, stamp: tuple, progress=None):
+    from sensviz import lab
+
+    return lab.data(lab.chapter(number), _lab_sources(), progress)
+
+
+@memo
+def _lab_built(number: int, choice, stamp: tuple, yours: tuple[ModelRef, ...] = (), progress=None) -> sv.lab.Built:
+    from sensviz import lab
+
+    data = _lab_data(number, stamp, progress)
+    if yours:  # chapter 5: the student's models join the chart as points
+        return lab.chapter(number).present(data, choice, pd.DataFrame([lab_point(ref) for ref in yours]))
+    return lab.chapter(number).present(data, choice)
+
+
+def lab_chapter(number: int, choice, yours: tuple[ModelRef, ...] = (), progress=None) -> sv.lab.Built:
+    """A Lab chapter for one choice of its control: drawn from the data shipped beside the zoo
+    (`sensviz lab-data`), measured on demand when that is missing or stale (`progress` says what is measured)."""
+    return _lab_built(number, choice, _lab_stamp(number), yours, progress)
+
+
+@memo
+def lab_point(ref: ModelRef) -> dict:
+    """A model of the student's own as a point of the Lab's length-scaling chart (its sharpness proxy)."""
+    from sensviz import lab
+
+    return lab.zoo_point(load(ref), f"your model ({ref.label})")
 
 
 @memo
@@ -647,4 +681,4 @@ def lab_handout(answers: bool) -> bytes:
     """The whole Lab as one offline HTML page (`sensviz lab`)."""
     from sensviz import lab
 
-    return lab.handout(lambda name: load(registry.zoo_ref(name)), registry.results_dir(), answers).encode()
+    return lab.handout(_lab_sources(), answers).encode()

@@ -46,7 +46,7 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("Home", "pages/home.py", "", "Start", ":material/home:", False, (),
              "what the explorer is for and where to start",
              heading="sensviz: why sensitive functions are hard for transformers"),
-    PageSpec("Lab", "pages/lab.py", "lab", "Start", ":material/school:", False, ("chapter",),
+    PageSpec("Lab", "pages/lab.py", "lab", "Start", ":material/school:", False, ("chapter", "predict", "try"),
              "the paper's story in six guided chapters for a class: each with its question, one-click setup, the "
              "few charts that make the point, a question to answer and the formula; an offline handout",
              heading="Lab: why are sensitive functions hard for transformers?"),
