@@ -46,7 +46,7 @@ def turn(k: int) -> None:
     st.session_state[registry.widget_key("lab", "chapter")] = k
     registry.set_setting("lab", "chapter", k, NUMBERS[0])
     to = lab.chapter(k)
-    registry.set_setting("lab", "try", to.control.default, to.control.default, to.control.fmt)
+    registry.set_setting("lab", "try", to.control.default, to.control.default)
     st.session_state[registry.LAB_TOP] = True
 
 
@@ -98,7 +98,7 @@ cols[1].button("Skip", on_click=skip, key=registry.widget_key("lab", "skip", num
 
 control = chapter.control
 choice = page.choice("try", f"Try it: {control.label}", list(control.options), default=control.default,
-                     widget=st.segmented_control, format_func=control.fmt, fmt=control.fmt, variant=number,
+                     widget=st.segmented_control, format_func=control.fmt, variant=number,
                      selection_mode="single")
 selection = st.session_state.get(registry.CURRENT)
 yours = ()

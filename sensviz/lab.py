@@ -129,6 +129,10 @@ class Figure:
     caption: str = ""
     blind: object | None = None
 
+    def __post_init__(self):
+        self.chart = charts.readable(self.chart)
+        self.blind = None if self.blind is None else charts.readable(self.blind)
+
 
 @dataclass
 class Built:

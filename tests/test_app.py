@@ -467,49 +467,6 @@ def test_the_train_form_follows_the_task_registry_and_the_settings():
         del sv.tasks.TASKS[Threshold.name]
 
 
-# ----------------------------------------------------------------------------- the Lab
-
-
-@pytest.mark.parametrize("number", range(1, 7))
-def test_every_lab_chapter_opens_cold_by_its_link(number):
-    from sensviz import lab
-
-    chapter = lab.chapter(number)
-    at = open_url("lab", chapter=str(number))
-    assert not at.exception, at.exception
-    assert f"{number}. {chapter.title}" in [h.value for h in at.header]
-    built = cache.lab_chapter(number)
-    assert any(built.look_for in m.value for m in at.markdown)  # the text, its numbers computed from the models
-    assert [s.value for s in at.subheader][:len(built.figures)] == [f.title for f in built.figures]
-    assert [e.label for e in at.expander] == ["Reveal the answer"]
-    assert any(built.answer in m.value for m in at.expander[0].markdown)
-    assert all(line in shown.value for line, shown in zip(chapter.formula, at.latex, strict=True))
-
-
-def test_lab_setup_next_and_a_bad_chapter():
-    at = open_url("lab", chapter="1")
-    at.button(key="sv_w_lab_setup_1").click().run()
-    assert not at.exception and selected(at).name.startswith("encoder-parity-n8")
-    assert at.query_params["model"].startswith("encoder-parity-n8~") and at.query_params["compare"].startswith(
-        "encoder-first-n8~")
-    at.button(key="sv_w_lab_next").click().run()
-    assert "2. Training PARITY: degree n takes over" in [h.value for h in at.header]
-    assert at.query_params["chapter"] == "2"
-    at.button(key="sv_w_lab_previous").click().run()
-    assert "chapter" not in at.query_params  # chapter 1, the default
-    bad = open_url("lab", chapter="9")
-    assert not bad.exception and any("chapter=9" in w.value for w in bad.warning)
-    assert "1. Sensitivity on the cube" in [h.value for h in bad.header]
-
-
-def test_lab_try_it_yourself_opens_the_train_form_with_its_preset():
-    at = open_url("lab", chapter="6")
-    at.button(key="sv_w_lab_try_6").click().run()
-    assert not at.exception
-    assert at.selectbox(key="sv_w_train_task").value == "random"
-    assert at.number_input(key="sv_w_train_train_size").value == 64
-
-
 def test_page_scripts_hold_no_bare_strings_streamlit_would_draw():
     import ast
 

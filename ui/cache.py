@@ -51,6 +51,7 @@ above it, the landscape inputs, the radius of the paper's sharpness."""
 MODEL_EXACT_LIMIT = SETTINGS.exact_limit
 DEFAULT_SAMPLES = SETTINGS.samples
 LANDSCAPE_INPUTS = SETTINGS.measure_inputs
+LANDSCAPE_DIRECTIONS = 64  # the Landscape page's default number of random directions (the Lab's too)
 GRID_LIMIT = 12
 """Largest n drawn as a cube grid (2**12 cells); larger cubes get histograms and weight views."""
 
