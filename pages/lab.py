@@ -50,8 +50,9 @@ def turn(k: int) -> None:
     st.session_state[registry.LAB_TOP] = True
 
 
+SHORT = {1: "Sensitivity", 2: "Training", 3: "LayerNorm", 4: "Landscape", 5: "Length", 6: "Few examples"}
 number = page.choice("chapter", "Chapter", NUMBERS, widget=st.segmented_control, selection_mode="single",
-                     format_func=lambda k: f"{k}. {lab.chapter(k).title.split(':')[0]}",
+                     format_func=lambda k: f"{k} {SHORT[k]}", label_visibility="collapsed",
                      on_change=lambda: st.session_state.__setitem__(registry.LAB_TOP, True))
 chapter = lab.chapter(number)
 if st.session_state.pop(registry.LAB_TOP, False):
@@ -96,39 +97,40 @@ cols[1].button("Skip", on_click=skip, key=registry.widget_key("lab", "skip", num
 
 # ---------------------------------------------------------------- show
 
-control = chapter.control
-choice = page.choice("try", f"Try it: {control.label}", list(control.options), default=control.default,
-                     widget=st.segmented_control, format_func=control.fmt, variant=number,
-                     selection_mode="single")
 selection = st.session_state.get(registry.CURRENT)
 yours = ()
 if number == 5 and selection is not None and selection.ref.kind != "zoo":
     yours = (selection.ref,)  # the student's own model joins the zoo's as a point
 status = st.empty()
+figures_at = st.container()  # the figures come first; the try-it control under them redraws them
 
 
 def progress(line: str) -> None:
     status.info(f"Measuring: {line}", icon=":material/hourglass_top:")
 
 
+control = chapter.control
+choice = page.choice("try", f"Try it: {control.label}", list(control.options), default=control.default,
+                     widget=st.segmented_control, format_func=control.fmt, variant=number, selection_mode="single")
 built = cache.lab_chapter(number, choice, yours, progress=progress)
 status.empty()
 if yours:
     st.caption(f"Your model {escape_markdown(selection.ref.label)} is a black mark at its n.")
 
-for fig in built.figures:
-    st.markdown(f"**{fig.title}**")
-    if predicted is None:
-        if fig.blind is None:
-            st.info("Make a prediction above (or skip) to see this chart.", icon=":material/visibility_off:")
+with figures_at:
+    for fig in built.figures:
+        st.markdown(f"**{fig.title}**")
+        if predicted is None:
+            if fig.blind is None:
+                st.info("Make a prediction above (or skip) to see this chart.", icon=":material/visibility_off:")
+                continue
+            st.altair_chart(fig.blind, theme=None)  # the charts carry their own readable text (charts.readable)
+            st.caption("The quantity the question asks about is left out until you predict.")
             continue
-        st.altair_chart(fig.blind)
-        st.caption("The quantity the question asks about is left out until you predict.")
-        continue
-    st.altair_chart(fig.chart)
-    if fig.caption:
-        st.caption(fig.caption)
-    page.download(fig.data, f"lab_{number}_{fig.key}.csv", "Download the data behind this chart (CSV)")
+        st.altair_chart(fig.chart, theme=None)
+        if fig.caption:
+            st.caption(fig.caption)
+        page.download(fig.data, f"lab_{number}_{fig.key}.csv", "Download the data behind this chart (CSV)")
 
 # ---------------------------------------------------------------- explain
 
