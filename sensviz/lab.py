@@ -664,7 +664,8 @@ def _length_present(data: Data, tasks, yours: pd.DataFrame | None = None) -> Bui
     numbers = {**num, "counts": counts}
     look_for = (f"Follow PARITY's line: its mean sharpness proxy ×4 {claims['trend']}. Each point is the mean over the "
                 f"kept runs at that n ({counts}); the convergence filter kept {num['kept']} of {num['runs']} runs. "
-                f"A straight line through all kept PARITY runs rises by {num['slope']:.3g} per extra bit, with a "
+                f"A straight line through all kept PARITY runs {'rises' if num['slope'] >= 0 else 'falls'} by "
+                f"{abs(num['slope']):.3g} per extra bit (its slope {num['slope']:.3g}), with a "
                 f"{num['level']:.0%} interval from {num['slope_low']:.3g} to {num['slope_high']:.3g}.")
     answer = (f"{upper_first(correct)}. In the shipped {num['scale']}-scale runs PARITY's sharpness {claims['slope']} "
               f"(sensviz.fidelity's verdict: {num['verdict']}). The paper's claim is that it grows with n, so longer "
