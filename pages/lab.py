@@ -116,9 +116,14 @@ built = cache.lab_chapter(number, choice, yours, progress=progress)
 status.empty()
 if yours:
     st.caption(f"Your model {escape_markdown(selection.ref.label)} is a black mark at its n.")
+figures = list(built.figures)
+if number == 2 and predicted is not None and registry.followed_job():  # the student's own PARITY run, if n = 8
+    records = registry.job_manager().records(registry.followed_job())
+    if records and len(records[-1].get("degree_profile") or ()) == built.numbers["n"] + 1:
+        figures[1] = cache.lab_your_run(choice, records)
 
 with figures_at:
-    for fig in built.figures:
+    for fig in figures:
         st.markdown(f"**{fig.title}**")
         if predicted is None:
             if fig.blind is None:

@@ -550,16 +550,18 @@ def sensitivity_strip(table: pd.DataFrame) -> alt.Chart:
 
 def training_curves(table: pd.DataFrame, title: str = "", columns: int = 3, log_loss: bool = False) -> alt.ConcatChart:
     """Each measurement over the training steps (`step`, `metric`, `value`, `stderr`), one small panel per
-    metric with its own y axis (the loss on a log axis with `log_loss`)."""
+    metric with its own y axis (the loss on a log axis with `log_loss`); with a `run` column, one line per run."""
     width = (WIDTH - 60 * columns) // columns
     tooltip = ["metric:N", "step:Q", alt.Tooltip("value:Q", format=VALUE), alt.Tooltip("stderr:Q", format=".2~g")]
+    runs = {} if "run" not in table else {"color": alt.Color("run:N", title="", legend=alt.Legend(orient="top"))}
     panels = []
     for metric in dict.fromkeys(table["metric"]):
         log = log_loss and metric == "loss"
         y = alt.Y("value:Q", title=None, scale=alt.Scale(type="log") if log else alt.Scale(zero=False))
         panels.append(alt.Chart(table[table["metric"] == metric], title=f"{metric} (log axis)" if log else metric)
                       .mark_line(point=True)
-                      .encode(x=alt.X("step:Q", title="training step"), y=y, tooltip=tooltip)
+                      .encode(x=alt.X("step:Q", title="training step"), y=y, tooltip=tooltip + (["run:N"] if runs else []),
+                              **runs)
                       .properties(width=width, height=140))
     return alt.concat(*panels, columns=columns, title=title)
 

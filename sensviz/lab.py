@@ -470,6 +470,21 @@ def _training_present(data: Data, metric) -> Built:
     return Built(numbers, claims, figures, correct, look_for, answer)
 
 
+ZOO_RUN, YOUR_RUN = "the zoo's run", "your run"
+
+
+def your_run(data: Data, metric, records: list[dict]) -> Figure:
+    """Chapter 2's curves with the student's own training run (its measurement records) drawn over the zoo's."""
+    curves = data.tables["curves"]
+    shown_metric = metric if metric in set(curves["metric"]) and metric != "accuracy" else SHARPNESS
+    mine = tables.training_table(records)
+    both = pd.concat([curves.assign(run=ZOO_RUN), mine.assign(run=YOUR_RUN)], ignore_index=True)
+    both = both[both["metric"].isin(["accuracy", shown_metric])].reset_index(drop=True)
+    steps = sorted(set(mine["step"]))
+    return Figure("curves", f"accuracy and {shown_metric}: your run over the zoo's", charts.training_curves(both, columns=2),
+                  both, f"Your run: {len(steps)} measurements so far, up to step {steps[-1] if steps else 0}.")
+
+
 # ----------------------------------------------------------------------------- chapter 3
 
 BLOWUP_NS = (8, 10, 12)

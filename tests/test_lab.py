@@ -326,3 +326,12 @@ def test_the_handout_opens_offline_with_every_figure(tmp_path):
     assert remote == []
     assert len(boxes) == count and all(h >= 100 and right <= 1024 for _, right, h in boxes)
     assert min(fonts) >= 11
+
+
+def test_chapter_2_draws_the_students_run_over_the_zoos():
+    ck = lab.zoo_loader(ROOT / "checkpoints")("encoder-parity-n8")
+    records = ck.metadata["extra"]["measurements"][:3]  # a run three measurements in
+    fig = lab.your_run(data(2), lab.SHARPNESS, records)
+    drawn = pd.concat(frame for _, frame in views(fig.chart))
+    assert set(drawn["run"]) == {lab.ZOO_RUN, lab.YOUR_RUN} and set(drawn["metric"]) == {"accuracy", lab.SHARPNESS}
+    assert drawn[drawn["run"] == lab.YOUR_RUN]["step"].nunique() == 3 and "3 measurements" in fig.caption

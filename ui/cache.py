@@ -126,9 +126,16 @@ def _store() -> Store:
 def warm_up() -> threading.Thread:
     """Pay torch's one-time costs of the landscape measurements (vmap, functional_call: about
     1.5 s here) in the background as soon as the server serves its first page, not in the first
-    Landscape page a user opens."""
+    Landscape page a user opens; draw every Lab chapter's first view from its shipped data too."""
 
     def work():
+        from sensviz import lab
+
+        for ch in lab.CHAPTERS:
+            try:
+                lab_chapter(ch.number, ch.control.default)
+            except (OSError, ValueError) as err:  # the page says it again, with the measurement's progress
+                log.info("Lab chapter %d not warmed up: %s", ch.number, err)
         model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=4, seed=0)
         sv.sharpness.sharpness(model, sv.cube.vertices(2), rho=0.1, n_directions=2, seed=0)
 
@@ -667,6 +674,13 @@ def lab_chapter(number: int, choice, yours: tuple[ModelRef, ...] = (), progress=
     """A Lab chapter for one choice of its control: drawn from the data shipped beside the zoo
     (`sensviz lab-data`), measured on demand when that is missing or stale (`progress` says what is measured)."""
     return _lab_built(number, choice, _lab_stamp(number), yours, progress)
+
+
+def lab_your_run(choice, records: list[dict]):
+    """Chapter 2's curves with the student's own run (its records so far) over the zoo's; not cached (it grows)."""
+    from sensviz import lab  # noqa: F401  (sv.lab)
+
+    return sv.lab.your_run(_lab_data(2, _lab_stamp(2)), choice, records)
 
 
 @memo
