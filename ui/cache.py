@@ -126,16 +126,19 @@ def _store() -> Store:
 def warm_up() -> threading.Thread:
     """Pay torch's one-time costs of the landscape measurements (vmap, functional_call: about
     1.5 s here) in the background as soon as the server serves its first page, not in the first
-    Landscape page a user opens; draw every Lab chapter's first view from its shipped data too."""
+    Landscape page a user opens; draw every Lab chapter's views (its first view, then each try-it
+    choice) from its shipped data too."""
 
     def work():
         from sensviz import lab
 
-        for ch in lab.CHAPTERS:
-            try:
-                lab_chapter(ch.number, ch.control.default)
-            except (OSError, ValueError) as err:  # the page says it again, with the measurement's progress
-                log.info("Lab chapter %d not warmed up: %s", ch.number, err)
+        for ch in lab.CHAPTERS:  # each chapter's first view, then every choice of its try-it control
+            for choice in dict.fromkeys([ch.control.default, *ch.control.options]):
+                try:
+                    lab_chapter(ch.number, choice)
+                except (OSError, ValueError) as err:  # the page says it again, with the measurement's progress
+                    log.info("Lab chapter %d not warmed up: %s", ch.number, err)
+                    break
         model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=4, seed=0)
         sv.sharpness.sharpness(model, sv.cube.vertices(2), rho=0.1, n_directions=2, seed=0)
 
