@@ -31,7 +31,7 @@ st.altair_chart(charts.attention_heatmaps(table, title=f"attention weights â_ij
 page.download(table, "attention.csv")
 for m in models:
     if m.n != n:
-        st.caption(f"{m.label} is analysed at n={m.n}, so it does not read this input: see its average below.")
+        st.caption(f"{m.markdown_label} is analysed at n={m.n}, so it does not read this input: see its average below.")
 if flip != NONE:
     change = page.labelled({label: delta for label, (_, delta) in found.items()})
     st.altair_chart(charts.attention_heatmaps(change, value="change", title=f"change when bit {flip} of x flips",
@@ -44,15 +44,15 @@ weight = page.choice("weight", "Inputs", [NONE, *range(n + 1)], variant=n, fmt=l
 means = {}
 for m in models:
     if weight != NONE and weight > m.n:
-        st.caption(f"{m.label} is analysed at n={m.n}: it has no inputs of Hamming weight {weight}.")
+        st.caption(f"{m.markdown_label} is analysed at n={m.n}: it has no inputs of Hamming weight {weight}.")
         continue
-    with page.progress_bar(f"Averaging the attention of {m.label} over the cube…") as report:
+    with page.progress_bar(f"Averaging the attention of {m.markdown_label} over the cube…") as report:
         mean_table, average = cache.mean_attention_table(m.ref, m.n, None if weight == NONE else weight,
                                                          progress=report)
     if m is models[0] or m.n != n:
         page.exactness_note(average.exact, m.n, cache.DEFAULT_SAMPLES, 0)
     if weight != NONE and average.counts[weight] == 0:
-        st.warning(f"No sampled input of {m.label} has Hamming weight {weight}.")
+        st.warning(f"No sampled input of {m.markdown_label} has Hamming weight {weight}.")
     else:
         means[m.label] = mean_table
 if means:

@@ -3,6 +3,7 @@ of your own."""
 
 import streamlit as st
 
+from sensviz.text import escape_markdown, quoted
 from ui import cache, nav, page, registry
 
 nav.require_router()
@@ -23,23 +24,26 @@ source = st.segmented_control("Results", [SHIPPED, FOLDER], default=SHIPPED, key
 if source == SHIPPED:
     shipped = cache.shipped_results()
     if not shipped:
-        st.info(f"No shipped results in `{registry.results_dir()}`. Run a sweep, e.g. "
-                f"`sensviz sweep experiments/length_scaling.toml --out {registry.results_dir() / 'quick' / 'length_scaling'}`.")
+        st.info("No shipped results on this server. Run a sweep, e.g. "
+                "`sensviz sweep experiments/length_scaling.toml --out experiments/results/quick/length_scaling`.")
         st.stop()
     cols = st.columns(2)
     scale = page.choice("scale", "Scale", list(shipped), widget=cols[0].selectbox,
                         help="quick: minutes on two CPU cores; standard: sized to decide each claim (hours)")
     name = page.choice("experiment", "Experiment", list(shipped[scale]), widget=cols[1].selectbox, variant=scale,
                        format_func=lambda k: k.replace("_", " "))
-    folder = shipped[scale][name]
+    typed = shipped[scale][name]
 else:
-    folder = st.text_input("Sweep folder (the --out of `sensviz sweep`)", key=registry.EXP_FOLDER,
-                           placeholder="e.g. results/length_scaling", persist_state="session").strip()
-    if not folder:
-        st.info("Enter the folder a sweep wrote its results to (it holds runs.parquet).")
+    typed = st.text_input("Sweep folder (the --out of `sensviz sweep`, under this server's results folders)",
+                          key=registry.EXP_FOLDER, max_chars=registry.FOLDER_CHARS, placeholder="e.g. quick/tradeoff",
+                          persist_state="session").strip()
+    if not typed:
+        st.info("Enter the folder a sweep wrote its results to (it holds runs.parquet), relative to this server's "
+                "results folders: the shipped results and the sweeps folder of its data directory.")
         st.stop()
 
 try:
+    folder = registry.sweep_folder(typed)
     runs, history, spec = cache.experiment_results(folder)
 except ValueError as err:
     st.error(str(err))
@@ -49,15 +53,15 @@ if runs.empty:
     st.info("This sweep has recorded no run yet: its tables are written after each finished job.")
     st.stop()
 finished = int((runs["status"] == "finished").sum())
-about = [f"**{spec.get('experiment')}**", spec.get("description"),
+about = [f"**{escape_markdown(spec.get('experiment'))}**", quoted(spec.get("description") or "", 300),
          f"{len(runs)} runs, {finished} finished, {len(runs) - finished} failed",
-         f"spec `{spec['source']}`" if spec.get("source") else None,
-         f"scale `{spec['scale']}`" if spec.get("scale") else None]
+         f"spec {quoted(spec['source'])}" if spec.get("source") else None,
+         f"scale {quoted(spec['scale'])}" if spec.get("scale") else None]
 st.caption(" · ".join(part for part in about if part))
 try:
     found = cache.experiment_figures(folder)
 except ValueError as err:  # e.g. no run finished yet: the runs and their errors below still show
-    st.warning(str(err))
+    st.warning(quoted(err, 300))
     found = []
 for fig in found:
     st.subheader(fig.title)

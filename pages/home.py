@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from sensviz.text import escape_markdown
 from ui import nav, registry
 
 nav.require_router()
@@ -22,4 +23,4 @@ rows = "\n".join(f"| **{p.title}** | {p.shows} |" for p in nav.PAGES if p.url_pa
 st.markdown(f"| page | shows |\n|---|---|\n{rows}")
 selected = registry.selected()
 if selected is not None:
-    st.success(f"Selected: **{selected.label}** — open a page on the left to look at it.")
+    st.success(f"Selected: **{escape_markdown(selected.label)}** — open a page on the left to look at it.")

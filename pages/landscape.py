@@ -45,12 +45,12 @@ st.markdown("**L_ρ,n = E_x E_{‖Δ‖=ρ} (T_{θ+Δ}(x) − T_θ(x))²**, Δ u
             "small-ρ limit (per-example gradients, no random directions) is the first-order part.")
 results = {}
 for m in models:
-    with st.spinner(f"Perturbing the parameters of {m.label}…"):
+    with st.spinner(f"Perturbing the parameters of {m.markdown_label}…"):
         results[m.label] = cache.sharpness(m.ref, m.n, radius(m), directions, inputs, seed)
 for m in models:
     result, exact, count = results[m.label]
     if compare:
-        st.markdown(f"**{m.label}** (n={m.n})")
+        st.markdown(f"**{m.markdown_label}** (n={m.n})")
     cols = st.columns(3)
     cols[0].metric(f"L_ρ at ρ = {radius(m):.4g}", page.figure(result.value),
                    help=f"± {result.stderr:.2g}: one standard error over {directions} directions")
@@ -73,7 +73,7 @@ st.subheader("How L_ρ/ρ² depends on ρ")
 if page.flag("curve", "Sweep ρ from 0.001 to 1 and the paper's radius"):
     curves = {}
     for m in models:
-        with st.spinner(f"Sweeping ρ for {m.label}…"):
+        with st.spinner(f"Sweeping ρ for {m.markdown_label}…"):
             curves[m.label] = cache.sharpness_curve(m.ref, m.n, min(directions, 64), min(inputs, 256), seed)
     curve = page.labelled(curves)
     st.altair_chart(charts.radius_curves(curve, [cache.paper_rho(m.ref) for m in models],
@@ -100,7 +100,7 @@ if page.flag("slice", "Compute the 1-D slice (41 points)"):
     span = page.choice("span", "Span", [0.1, 0.25, 0.5, 1.0, 2.0], default=1.0, widget=cols[1].select_slider)
     lines = {}
     for m in tasked:
-        with st.spinner(f"Evaluating the loss of {m.label} along the direction…"):
+        with st.spinner(f"Evaluating the loss of {m.markdown_label} along the direction…"):
             lines[m.label] = cache.loss_slice(m.ref, m.n, 1, normalization, skip, hessian, span, 41, min(inputs, 512),
                                               seed)
     line = page.labelled(lines)
@@ -109,7 +109,7 @@ if page.flag("slice", "Compute the 1-D slice (41 points)"):
     if page.flag("plane", "Compute the 2-D slice (21 × 21 points)"):
         planes, segments = {}, {}
         for m in tasked:
-            with st.spinner(f"Evaluating the loss of {m.label} on the grid…"):
+            with st.spinner(f"Evaluating the loss of {m.markdown_label} on the grid…"):
                 planes[m.label] = cache.loss_slice(m.ref, m.n, 2, normalization, skip, hessian, span, 21,
                                                    min(inputs, 256), seed)
                 segments[m.label] = cache.contours(m.ref, m.n, normalization, skip, hessian, span, 21, min(inputs, 256),
@@ -124,7 +124,7 @@ if page.flag("hessian", "Compute the top Hessian eigenvalues (Lanczos)"):
     with page.guarded("The Hessian's eigenvalues"):
         eigen = {}
         for m in tasked:
-            with st.spinner(f"Lanczos on Hessian-vector products of {m.label}…"):
+            with st.spinner(f"Lanczos on Hessian-vector products of {m.markdown_label}…"):
                 eigen[m.label] = cache.hessian_top(m.ref, m.n, 3, min(inputs, 512), seed)
         eigen = page.labelled(eigen)
         st.dataframe(eigen, hide_index=True)

@@ -26,14 +26,14 @@ st.altair_chart(charts.ln_heatmap(factors, "N_i^(k) for this input (colour on a 
 page.download(factors, "ln_factors.csv")
 for m in models:
     if m.n != n:
-        st.caption(f"{m.label} is analysed at n={m.n}, so it does not read this input.")
+        st.caption(f"{m.markdown_label} is analysed at n={m.n}, so it does not read this input.")
 
 st.subheader("Over the cube")
 found = page.each_model(models, "Tracing every input of {label}…", cache.layernorm_tables)
 for m in models:
     summary = found[m.label]["summary"]
     if compare:
-        st.markdown(f"**{m.label}** (n={m.n})")
+        st.markdown(f"**{m.markdown_label}** (n={m.n})")
     if m is models[0] or m.n != n:
         page.exactness_note(summary.exact, m.n, cache.DEFAULT_SAMPLES, 0)
     cols = st.columns(4)
@@ -65,7 +65,7 @@ page.download(per_ln, "per_ln.csv", "Download per-LayerNorm statistics (CSV)")
 with st.expander("The published code's aggregates (compatibility mode)"):
     for m in models:
         authors = found[m.label]["summary"].authors
-        st.caption((f"{m.label}: " if compare else "") + authors["label"])
+        st.caption((f"{m.markdown_label}: " if compare else "") + authors["label"])
         st.json({k: v for k, v in authors.items() if k != "label"})
 
 st.subheader("Does the blowup sit where the sensitivity is?")

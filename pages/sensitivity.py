@@ -18,7 +18,7 @@ for m in models:
     reading = ("thresholded at its decision boundary (count form of s)" if facts["boolean"]
                else "as a real function (influence form of s)")
     target = f", as_n(target) = **{result.target.avg_sensitivity:.4f}**" if result.target is not None else ""
-    st.markdown(f"{f'**{m.label}** (n={m.n}) is read' if compare else 'The model is read'} {reading}; "
+    st.markdown(f"{f'**{m.markdown_label}** (n={m.n}) is read' if compare else 'The model is read'} {reading}; "
                 f"as_n(model) = **{result.model.avg_sensitivity:.4f}**"
                 + ("" if result.exact else f" ± {result.model.stderr:.4f}")
                 + f"{target}, as_n of the raw output (influence form) = {result.model_real.avg_sensitivity:.4f}.")
@@ -55,11 +55,11 @@ if len(vertices) == len(models):
     vertex = page.number("vertex", f"Vertex (0 … {2**n - 1})", 0, 2**n - 1, 0, variant=n)
     for m in models:
         if m.n != n:
-            st.caption(f"{m.label} is analysed at n={m.n}: this input is not one of its inputs.")
+            st.caption(f"{m.markdown_label} is analysed at n={m.n}: this input is not one of its inputs.")
             continue
         row = vertices[m.label].iloc[int(vertex)]
         if compare:
-            st.markdown(f"**{m.label}**")
+            st.markdown(f"**{m.markdown_label}**")
         st.metric("input x", row["bits"])  # on a row of its own: every bit shown
         cols = st.columns(3)
         cols[0].metric("model output", f"{row['output']:.4f}")

@@ -4,6 +4,7 @@ the paper's measurements streamed in while it learns."""
 import streamlit as st
 
 from sensviz import charts, jobs
+from sensviz.text import escape_markdown, quoted
 from ui import cache, job_panel, nav, page, registry, train_form
 
 nav.require_router()
@@ -17,7 +18,7 @@ try:
     request = train_form.form()
     job_id = registry.job_manager().submit(registry.owner(), request) if request is not None else None
 except (jobs.JobRefused, ValueError) as err:
-    st.error(f"Cannot train with these settings: {err}")
+    st.error(f"Cannot train with these settings: {quoted(err, 300)}")
 else:
     if job_id is not None:
         registry.follow_job(job_id)
@@ -48,7 +49,7 @@ def live(job_id: str, log_loss: bool) -> None:
 job_id = registry.followed_job()
 status = registry.job_manager().status(job_id) if job_id else None
 if status is not None:
-    st.subheader(status.name)
+    st.subheader(escape_markdown(status.name))
     log_loss = page.flag("logloss", "Loss on a log axis", help="The loss falls over orders of magnitude: a log axis "
                          "shows its late steps too.")
     if status.active:

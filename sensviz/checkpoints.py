@@ -57,8 +57,9 @@ from .text import short_label
 
 FORMAT = "sensviz"
 FORMAT_VERSION = "1"
-SIZE_CAP = LIMITS["file_bytes"].high
-"""Default largest checkpoint accepted, in bytes (200 MiB, the `file_bytes` limit)."""
+SIZE_CAP = min(64 * MiB, LIMITS["file_bytes"].high)
+"""Default largest checkpoint accepted, in bytes: 64 MiB (within the `file_bytes` limit), the explorer's
+upload cap too (`server.maxUploadSize` in .streamlit/config.toml); pass `size_cap` to read a larger file."""
 
 _DTYPES = {"F16": ("<f2", 2), "BF16": ("<u2", 2), "F32": ("<f4", 4), "F64": ("<f8", 8)}
 """The float dtypes a checkpoint may hold: numpy's reading of the little-endian bytes, and their size."""

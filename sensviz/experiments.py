@@ -34,7 +34,9 @@ Metric conventions (every figure's):
   LayerNorms of the max over positions of 1/std, Bessel-corrected, no eps).
 - `param_norm`: L2 norm of every parameter except positional encodings.
 - `converged`: the paper's filter, final evaluation MSE < 0.001 (scratchpad models: autoregressive
-  accuracy > 0.999); figures keep converged runs and say how many they dropped.
+  accuracy > 0.999); figures keep converged runs and say how many they dropped. `converged_step`:
+  the first evaluation that met the filter (that MSE and accuracy 1), and
+  `steps_since_converged`: the steps trained after it (with `relax_steps`, that many).
 """
 
 from __future__ import annotations
@@ -260,11 +262,25 @@ def converged_mse(config: TrainConfig) -> float:
     return CONVERGED_MSE * 4.0 / pm1_scale(config)
 
 
+def converged_step(result: TrainResult) -> int | None:
+    """The first evaluation step at which the run met the convergence filter: the trainer's own when it
+    trained with early-stopping targets (`relax_steps` counts from it), else the first evaluation
+    with evaluation MSE below `converged_mse` and (Boolean tasks) accuracy 1."""
+    if result.config.target_accuracy is not None or result.config.target_loss is not None:
+        return result.converged_step
+    limit = converged_mse(result.config)
+    fitted = [r["step"] for r in result.history
+              if r["eval_loss"] < limit and (r.get("eval_accuracy") is None or r["eval_accuracy"] >= 1.0)]
+    return fitted[0] if fitted else None
+
+
 def _training_metrics(result: TrainResult) -> dict:
     final = result.final
+    step = converged_step(result)
     return {"steps_trained": result.steps, "stop_reason": result.stop_reason, "train_seconds": result.wall_time,
             "eval_loss": final["eval_loss"], "eval_accuracy": final.get("eval_accuracy"),
-            "converged": bool(final["eval_loss"] < converged_mse(result.config))}
+            "converged": bool(final["eval_loss"] < converged_mse(result.config)),
+            "converged_step": step, "steps_since_converged": None if step is None else result.steps - step}
 
 
 # ----------------------------------------------------------------------------- measurements
@@ -375,13 +391,11 @@ def _dynamics(experiment: str, batch: list[Run], out: Path) -> list[dict]:
         history = rows.to_dict("records")
         final = history[-1]
         peak = rows.loc[rows["sharpness_proxy_pm1"].idxmax()]
-        fitted = [r["step"] for r in result.history if r["eval_loss"] < converged_mse(run.config)]
         values = {
             **_training_metrics(result),
             **{k: final[k] for k in ("param_norm", "avg_sensitivity", "blowup_mean", "log_blowup_mean",
                                      "authors_blowup", "sharpness_pm1", "sharpness_limit_pm1", "sharpness_proxy_pm1")},
             "pm1_scale": scale,
-            "converged_step": fitted[0] if fitted else None,
             "peak_sharpness_proxy_pm1": float(peak["sharpness_proxy_pm1"]),
             "peak_step": int(peak["step"]),
             "initial_sharpness_proxy_pm1": float(rows["sharpness_proxy_pm1"].iloc[0]),

@@ -79,9 +79,9 @@ def _section(index: int, folder: Path, charts: list) -> tuple[str, str]:
     done = figures.finished(runs)
     wall = runs["wall_s"].sum() if "wall_s" in runs else float("nan")
     parts = [
-        f'<section id="sweep-{index}"><h2>{html.escape(experiment)}: {html.escape(spec.get("name", folder.name))} '
-        f'({html.escape(spec.get("scale") or "quick")} scale)</h2>',
-        f"<p>{html.escape(spec.get('description', ''))}</p>",
+        f'<section id="sweep-{index}"><h2>{html.escape(str(experiment))}: '
+        f'{html.escape(str(spec.get("name", folder.name)))} ({html.escape(str(spec.get("scale") or "quick"))} scale)</h2>',
+        f"<p>{html.escape(str(spec.get('description', '')))}</p>",
         f'<p class="meta">{len(runs)} runs, {len(done)} finished, {len(runs) - len(done)} failed; '
         f"{wall:,.0f} s of run time in all; folder <code>{html.escape(str(folder))}</code>.</p>",
     ]
@@ -111,7 +111,7 @@ def render(folder) -> tuple[str, dict]:
         text, experiment = _section(index, path, charts)
         sections.append(text)
         names.append(experiment)
-    toc = "".join(f'<li><a href="#sweep-{i}">{html.escape(name)}</a></li>' for i, name in enumerate(names))
+    toc = "".join(f'<li><a href="#sweep-{i}">{html.escape(str(name))}</a></li>' for i, name in enumerate(names))
     page = offline_page(
         "sensviz: the paper's experiments", STYLE,
         ["<h1>sensviz: the paper's experiments</h1>",

@@ -313,3 +313,41 @@ def dropped(runs: pd.DataFrame, by: list[str], column: str = "converged") -> pd.
                           "failed": (~done).astype(int), "kept": passed.astype(int),
                           "dropped": (done & ~passed).astype(int)})
     return frame.groupby(by, dropna=False, sort=True).sum().reset_index()
+
+
+# ----------------------------------------------------------------------------- power of a planned design
+
+
+def _reaches(ratio: float, df: float, alpha: float, power: float) -> bool:
+    """effect / se reaches t_{1 - alpha/2} + t_power at df degrees of freedom (two-sided test at alpha)."""
+    return df > 0 and ratio >= t_quantile(1 - alpha / 2, df) + t_quantile(power, df)
+
+
+def slope_design(levels, keep_rates, sd: float, effect: float, alpha: float = 0.05, power: float = 0.8) -> dict:
+    """Seeds per level for an OLS slope: the fewest kept runs k per level (the same at every level)
+    at which a slope of size `effect` over runs with residual standard deviation `sd` is found with
+    probability `power` by a two-sided t test at `alpha` (effect / se >= t_{1-alpha/2} + t_power,
+    se = sd / sqrt(k sum (x - mean x)^2), N - 2 degrees of freedom), and the seeds per level that
+    keep k in expectation, ceil(k / keep rate). Returns {"kept_per_level", "seeds", "se", "df"}."""
+    levels = [float(x) for x in levels]
+    spread = sum((x - sum(levels) / len(levels)) ** 2 for x in levels)
+    if not (sd > 0 and effect != 0 and spread > 0 and all(0 < r <= 1 for r in keep_rates)):
+        raise ValueError("slope_design needs sd > 0, an effect, two levels or more and keep rates in (0, 1]")
+    for k in range(2, MAX_UNITS):
+        se = sd / math.sqrt(k * spread)
+        if _reaches(abs(effect) / se, k * len(levels) - 2, alpha, power):
+            seeds = {x: math.ceil(k / r - 1e-9) for x, r in zip(levels, keep_rates)}
+            return {"kept_per_level": k, "seeds": seeds, "se": se, "df": k * len(levels) - 2}
+    raise ValueError(f"more than {MAX_UNITS} runs per level would be needed")
+
+
+def mean_design(sd: float, effect: float, keep_rate: float = 1.0, alpha: float = 0.05, power: float = 0.8) -> dict:
+    """Seeds for a one-sample t test of a mean (one value per kept seed): the fewest kept seeds k with
+    effect / (sd / sqrt k) >= t_{1-alpha/2} + t_power at k - 1 degrees of freedom, and the seeds
+    that keep k in expectation. Returns {"kept", "seeds", "se", "df"}."""
+    if not (sd > 0 and effect != 0 and 0 < keep_rate <= 1):
+        raise ValueError("mean_design needs sd > 0, an effect and a keep rate in (0, 1]")
+    for k in range(2, MAX_UNITS):
+        if _reaches(abs(effect) * math.sqrt(k) / sd, k - 1, alpha, power):
+            return {"kept": k, "seeds": math.ceil(k / keep_rate - 1e-9), "se": sd / math.sqrt(k), "df": k - 1}
+    raise ValueError(f"more than {MAX_UNITS} seeds would be needed")

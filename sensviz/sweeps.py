@@ -24,6 +24,24 @@ A spec (TOML) names an experiment (a run function from `sensviz.experiments`) an
 `[[grid]]` (an array of tables) instead of `[grid]` gives several grids whose runs are pooled,
 e.g. one per architecture with its own lengths; a scale's `grid` then replaces the whole array.
 
+A scale may pre-register its analysis (`[scales.NAME.analysis]`, `check_analysis`): its arms (the
+settings that pick each arm's runs: the arms must split the scale's runs between them) and, per
+claim, the primary test (arm, runs, filter, quantity, estimator, error type, alpha, power, the
+smallest effect the power was computed for) and the secondaries named in advance (each the primary
+with one thing changed: arm, filter, error type or a covariate).
+
+Identity: a spec's hash (`SweepSpec.hash`) is the sha256 of the canonical JSON of its experiment,
+scale, every run's settings (sorted by run id) and the scale's analysis table: comments and the
+TOML's layout do not change it; any change of what runs or how it is analysed does. A sweep writes
+it into every run record and the runs table (`spec_hash`) and, with the experiment and scale, into
+`OUT/spec.json` (the folder's identity). `run_sweep` refuses a folder that holds results (a runs
+table or run records) of another sweep: without an identity, of another experiment or scale, or of
+another spec hash (a grid with points added or removed, changed settings or a changed analysis is
+another sweep and needs its own folder). A folder written before spec hashes (an identity without
+one) is resumed when every run of its runs table is a run of this spec. Run records missing from a
+folder whose tables were committed without them (`runs/` is not committed) are rebuilt from the
+tables before resuming, so the finished runs are kept, not rerun.
+
 A spec is validated whole before anything runs: unknown keys (at the top, in a scale, in a
 random rule), empty or wrongly typed values, a setting whose values mix types across runs; and
 its number of runs is counted before the grid is expanded: above the cap of 10,000 runs
@@ -66,6 +84,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .files import write_atomic
@@ -75,6 +94,18 @@ from .processes import exit_with_parent
 RANDOM_KINDS = ("uniform", "log_uniform", "int_uniform", "choice")
 SPEC_KEYS = ("experiment", "name", "description", "batch", "defaults", "grid", "random", "scales")
 """Every key a spec may have at its top level."""
+ESTIMATORS = {"ols_slope": "OLS slope of the quantity in `x` over the selected runs, t(N - 2)",
+              "mean": "mean of one value per run (a per-seed difference), one-sample t(k - 1)"}
+ERRORS = {"classical": "the classical (homoscedastic) standard error", "HC3": "heteroscedasticity-robust (HC3)"}
+FILTERS = {"converged": "kept at the end: the final evaluation meets the convergence filter",
+           "ever_converged": "met the convergence filter at some evaluation (converged_step is set)",
+           "accuracy_0.99": "final evaluation accuracy >= 0.99"}
+CLAIM_KEYS = {"statement": str, "primary_arm": str, "runs": dict, "filter": str, "quantity": str, "x": str,
+              "estimator": str, "error": str, "alpha": float, "power": float, "smallest_effect": float,
+              "power_command": str, "secondaries": list}
+"""The keys of a pre-registered claim and their types (`x` only with the slope)."""
+SECONDARY_KEYS = ("arm", "filter", "error", "covariate")
+"""What a secondary test may change in its claim's primary."""
 
 
 @dataclass
@@ -88,6 +119,14 @@ class SweepSpec:
     description: str = ""
     batch: tuple[str, ...] | None = None  # the spec's `batch`: settings that may differ within a job
     scale: str | None = None  # the named scale the runs were expanded with (None: the defaults)
+    analysis: dict | None = None  # the scale's pre-registered analysis, if it has one
+
+    @property
+    def hash(self) -> str:
+        """The spec's identity (module docstring): sha256 of experiment, scale, runs and analysis."""
+        canonical = {"experiment": self.experiment, "scale": self.scale, "analysis": self.analysis,
+                     "runs": sorted(self.runs, key=run_id)}
+        return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
 
 
 def run_id(settings: dict) -> str:
@@ -178,12 +217,83 @@ def _check_scales(scales) -> None:
         for key, value in scale.items():
             if key == "grid":
                 _check_grid(f"{where}.grid", value)
+            elif key == "analysis":
+                check_analysis(f"{where}.analysis", value)
             elif key == "random":
                 _check_random(f"{where}.random", value)
             elif isinstance(value, dict):
-                raise ValueError(f"{where}.{key} is a table; a scale holds settings, [{where}.grid] and [{where}.random]")
+                raise ValueError(f"{where}.{key} is a table; a scale holds settings, [{where}.grid], [{where}.random] "
+                                 f"and [{where}.analysis]")
             else:
                 _check_setting(f"{where}.{key}", value)
+
+
+def _check_claim(where: str, claim, arms: dict) -> None:
+    if not isinstance(claim, dict):
+        raise ValueError(f"{where} must be a table ([{where}]), got {_shown(claim)}")
+    unknown = sorted(set(claim) - set(CLAIM_KEYS))
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {unknown}; a claim has {', '.join(CLAIM_KEYS)}")
+    needed = [k for k in CLAIM_KEYS if k not in claim and (k != "x" or claim.get("estimator") == "ols_slope")]
+    if needed:
+        raise ValueError(f"{where}: missing {needed}")
+    for key, kind in CLAIM_KEYS.items():
+        value = claim.get(key)
+        if key in claim and not (isinstance(value, kind) or kind is float and _is_number(value)):
+            raise ValueError(f"{where}.{key} must be a {kind.__name__}, got {_shown(value)}")
+    _check_settings(f"{where}.runs", claim["runs"])
+    for key, allowed in (("estimator", ESTIMATORS), ("error", ERRORS), ("filter", FILTERS), ("primary_arm", arms)):
+        if claim[key] not in allowed:
+            raise ValueError(f"{where}.{key} must be one of {', '.join(allowed)}; got {_shown(claim[key])}")
+    for key in ("alpha", "power"):
+        if not 0 < claim[key] < 1:
+            raise ValueError(f"{where}.{key} must lie in (0, 1), got {claim[key]}")
+    if claim["smallest_effect"] == 0:
+        raise ValueError(f"{where}.smallest_effect must not be 0 (the power is computed for it)")
+    for i, secondary in enumerate(claim["secondaries"]):
+        here = f"{where}.secondaries[{i}]"
+        if not isinstance(secondary, dict) or len(secondary) != 1 or next(iter(secondary)) not in SECONDARY_KEYS:
+            raise ValueError(f"{here} must change one of {', '.join(SECONDARY_KEYS)} of the primary, "
+                             f"e.g. {{filter = \"accuracy_0.99\"}}; got {_shown(secondary)}")
+        key, value = next(iter(secondary.items()))
+        allowed = {"arm": arms, "filter": FILTERS, "error": ERRORS}.get(key)
+        if not isinstance(value, str) or allowed is not None and value not in allowed:
+            raise ValueError(f"{here}.{key} must be one of {', '.join(allowed or ['a setting or metric name'])}; "
+                             f"got {_shown(value)}")
+
+
+def check_analysis(where: str, analysis) -> None:
+    """A scale's pre-registered analysis: `arms` (name -> the settings that pick its runs) and
+    `claims` (name -> one primary test and its secondaries, `CLAIM_KEYS`). ValueError says what is wrong."""
+    if not isinstance(analysis, dict) or set(analysis) != {"arms", "claims"}:
+        raise ValueError(f"{where} must hold [{where}.arms] and [{where}.claims.NAME] tables, got {_shown(analysis)}")
+    arms, claims = analysis["arms"], analysis["claims"]
+    if not isinstance(arms, dict) or not arms:
+        raise ValueError(f"{where}.arms must name at least one arm (arm = {{setting = value}}), got {_shown(arms)}")
+    for name, picks in arms.items():
+        _check_settings(f"{where}.arms.{name}", picks)
+    if not isinstance(claims, dict) or not claims:
+        raise ValueError(f"{where}.claims must hold at least one claim ([{where}.claims.NAME]), got {_shown(claims)}")
+    for name, claim in claims.items():
+        _check_claim(f"{where}.claims.{name}", claim, arms)
+
+
+def _picks(settings: dict, picks: dict) -> bool:
+    return all(settings.get(key) == value for key, value in picks.items())
+
+
+def _check_arms(analysis: dict, runs: list[dict]) -> None:
+    """Every run is in exactly one arm, every arm and every claim selects runs."""
+    arms = analysis["arms"]
+    for settings in runs:
+        inside = [name for name, picks in arms.items() if _picks(settings, picks)]
+        if len(inside) != 1:
+            raise ValueError(f"analysis: run {_short(settings)} is in {len(inside)} arms ({inside}); the arms must "
+                             "split the scale's runs")
+    for name, claim in analysis["claims"].items():
+        for arm in [claim["primary_arm"]] + [s["arm"] for s in claim["secondaries"] if "arm" in s]:
+            if not any(_picks(r, arms[arm]) and _picks(r, claim["runs"]) for r in runs):
+                raise ValueError(f"analysis.claims.{name}: no run of arm '{arm}' matches its runs {claim['runs']}")
 
 
 def check_spec_data(data: dict) -> None:
@@ -258,6 +368,7 @@ def _with_scale(data: dict, scale: str) -> tuple[dict, object, dict]:
     if scale not in scales:
         raise ValueError(f"unknown scale '{scale}'; this spec has {sorted(scales) or 'no scales'}")
     overrides = dict(scales[scale])
+    overrides.pop("analysis", None)
     grid, search = data.get("grid", {}), dict(data.get("random", {}))
     if "grid" in overrides:
         new = overrides.pop("grid")
@@ -302,6 +413,9 @@ def expand(data: dict, scale: str | None = None, max_runs: int | None = None) ->
             drawn = {name: _draw(rule, rng) for name, rule in search.items()}
             runs.append({**defaults, **point, **drawn})
     _check_columns(runs)
+    analysis = data.get("scales", {}).get(scale, {}).get("analysis") if scale else None
+    if analysis:
+        _check_arms(analysis, runs)
     return runs
 
 
@@ -335,17 +449,21 @@ def load_spec(path, scale: str | None = None, max_runs: int | None = None) -> Sw
         description=data.get("description", ""),
         batch=tuple(batch) if batch is not None else None,
         scale=scale,
+        analysis=data["scales"][scale].get("analysis") if scale else None,
     )
 
 
 def jobs(runs: Iterable[dict], batch: Iterable[str] = ("seed",)) -> list[list[dict]]:
-    """Runs grouped into jobs: runs whose settings differ only in the `batch` fields share a job."""
+    """Runs grouped into jobs: runs whose settings differ only in the `batch` fields share a job, at
+    most `batch_models` of them when the runs set it (a job is the unit that is recorded when it ends,
+    so small jobs let an interrupted sweep keep more of its work)."""
     batch = set(batch)
     groups: dict[str, list[dict]] = {}
     for settings in runs:
         key = json.dumps({k: v for k, v in settings.items() if k not in batch}, sort_keys=True)
         groups.setdefault(key, []).append(settings)
-    return list(groups.values())
+    return [group[start : start + size] for group in groups.values()
+            for size in [group[0].get("batch_models") or len(group)] for start in range(0, len(group), size)]
 
 
 # ----------------------------------------------------------------------------- execution
@@ -355,7 +473,7 @@ def jobs(runs: Iterable[dict], batch: Iterable[str] = ("seed",)) -> list[list[di
 JobFunction = Callable[[str, list[dict], str], list[dict]]
 
 
-def _record(out: Path, settings: dict, result: dict, wall_s: float) -> None:
+def _record(out: Path, settings: dict, result: dict, wall_s: float, spec_hash: str | None = None) -> None:
     rid = run_id(settings)
     record = {
         "run_id": rid,
@@ -366,6 +484,7 @@ def _record(out: Path, settings: dict, result: dict, wall_s: float) -> None:
         "metrics": result.get("metrics", {}),
         "history": result.get("history", []),
         "wall_s": wall_s,
+        "spec_hash": spec_hash,
     }
     write_atomic(out / "runs" / f"{rid}.json", json.dumps(record, default=float).encode())
 
@@ -444,10 +563,11 @@ def run_sweep(
     process when it runs the jobs itself (`workers` = 1).
     """
     out = Path(out)
+    check_folder(out, spec)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     (out / "checkpoints").mkdir(exist_ok=True)
-    (out / "spec.json").write_text(json.dumps({"experiment": spec.experiment, "name": spec.name, "source": spec.source,
-                                               "scale": spec.scale, "description": spec.description}, indent=2))
+    write_identity(out, spec)
+    restore_records(out, spec)
     ids = {run_id(s) for s in spec.runs}
     done = finished_ids(out)
     todo = [s for s in spec.runs if run_id(s) not in done]
@@ -459,7 +579,7 @@ def run_sweep(
     def collect(job: list[dict], results: list[dict], wall_s: float) -> None:
         nonlocal completed
         for settings, result in zip(job, results):
-            _record(out, settings, result, wall_s)
+            _record(out, settings, result, wall_s, spec.hash)
             completed += 1
             status = f"FAILED: {result['error']}" if "error" in result else "ok"
             print(f"[{completed}/{len(todo)}] {run_id(settings)} {_short(settings)} {status}", file=log, flush=True)
@@ -473,6 +593,79 @@ def run_sweep(
         else:
             raise ValueError(f"unknown executor '{executor}'; use 'local' or 'ray'")
         return write_tables(out, ids)
+
+
+def _held(out: Path) -> tuple[set[str], set[str]]:
+    """The run ids of the folder's runs table and of its run records."""
+    table = set(pd.read_parquet(out / "runs.parquet", columns=["run_id"])["run_id"]) if (out / "runs.parquet").is_file() \
+        else set()
+    return table, {path.stem for path in (out / "runs").glob("*.json")}
+
+
+def check_folder(out, spec: SweepSpec) -> None:
+    """Raise ValueError (one line) when `out` holds results of another sweep than `spec` (module docstring)."""
+    out = Path(out)
+    table, records = _held(out)
+    if not table and not records:
+        return
+    try:
+        identity = json.loads((out / "spec.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        raise ValueError(f"{out} holds sweep results but no readable identity (spec.json); give another --out") from None
+    where = f"{out} holds results of"
+    if identity.get("experiment") != spec.experiment:
+        raise ValueError(f"{where} the experiment '{identity.get('experiment')}', not '{spec.experiment}'; give another --out")
+    if identity.get("scale") != spec.scale:
+        raise ValueError(f"{where} the scale '{identity.get('scale') or 'quick'}', not '{spec.scale or 'quick'}'; "
+                         "give another --out")
+    held = identity.get("spec_hash")
+    if held is not None and held != spec.hash:
+        raise ValueError(f"{where} another spec (hash {held[:12]}, this one {spec.hash[:12]}): a changed grid, "
+                         "settings or analysis is another sweep; give another --out")
+    if held is None and not table <= {run_id(s) for s in spec.runs}:
+        raise ValueError(f"{where} {len(table - {run_id(s) for s in spec.runs})} runs that are not runs of this spec; "
+                         "give another --out")
+
+
+def write_identity(out, spec: SweepSpec) -> None:
+    """Write `out/spec.json`: the spec's experiment, name, source, scale, description and hash."""
+    identity = {"experiment": spec.experiment, "name": spec.name, "source": spec.source, "scale": spec.scale,
+                "description": spec.description, "spec_hash": spec.hash}
+    write_atomic(Path(out) / "spec.json", (json.dumps(identity, indent=2) + "\n").encode())
+
+
+def _plain(value):
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _present(row: dict) -> dict:
+    return {k: _plain(v) for k, v in row.items() if not (np.isscalar(v) and pd.isna(v)) and v is not None}
+
+
+def restore_records(out, spec: SweepSpec) -> int:
+    """Rebuild the run records (`out/runs/ID.json`) of the runs table's rows of this spec that have
+    none (a committed folder: its tables without `runs/`), so that resuming keeps them; returns how many."""
+    out = Path(out)
+    if not (out / "runs.parquet").is_file():
+        return 0
+    settings = {run_id(s): s for s in spec.runs}
+    table = pd.read_parquet(out / "runs.parquet")
+    missing = table[table["run_id"].isin(set(settings) - {p.stem for p in (out / "runs").glob("*.json")})]
+    if missing.empty:
+        return 0
+    history = pd.read_parquet(out / "history.parquet") if (out / "history.parquet").is_file() else pd.DataFrame()
+    steps = {rid: rows.drop(columns=["run_id"]) for rid, rows in history.groupby("run_id")} if len(history) else {}
+    fixed = {"run_id", "status", "error", "wall_s", "spec_hash"}
+    for row in missing.to_dict("records"):
+        rid = row["run_id"]
+        values = _present(row)
+        record = {"run_id": rid, "settings": settings[rid], "status": row["status"], "error": values.get("error"),
+                  "traceback": None,
+                  "metrics": {k: v for k, v in values.items() if k not in fixed and k not in settings[rid]},
+                  "history": [_present(r) for r in steps[rid].to_dict("records")] if rid in steps else [],
+                  "wall_s": values.get("wall_s"), "spec_hash": values.get("spec_hash")}
+        write_atomic(out / "runs" / f"{rid}.json", json.dumps(record, default=float).encode())
+    return len(missing)
 
 
 def _short(settings: dict) -> str:
@@ -552,7 +745,8 @@ def write_tables(out, ids: set[str] | None = None) -> pd.DataFrame:
             continue
         record = json.loads(path.read_text())
         rows.append({"run_id": record["run_id"], **record["settings"], "status": record["status"],
-                     "error": record["error"], **record["metrics"], "wall_s": record["wall_s"]})
+                     "error": record["error"], **record["metrics"], "wall_s": record["wall_s"],
+                     "spec_hash": record.get("spec_hash")})
         history.extend({"run_id": record["run_id"], **step} for step in record["history"])
     runs = pd.DataFrame(rows)
     # history first, runs last: `read_results` keeps the history of the runs in the runs table

@@ -7,10 +7,14 @@ through `escape_markdown` first:
 
 - every ASCII punctuation character is backslash-escaped (CommonMark lets any of them be escaped),
   so no emphasis, link, image, heading, HTML tag, math (`$`), colour directive (`:red[…]`) or
-  emoji shortcode can form;
-- bare `https://…`, `www.…` and `name@host` are defused with an invisible word joiner (U+2060):
-  GitHub-flavoured markdown links those *after* escapes are resolved, so escaping alone does not
-  stop them.
+  code span can form;
+- bare links and shortcodes are defused with an invisible word joiner (U+2060) after every `:`
+  and `@` and between `www` and its dot: GitHub-flavoured markdown links `https://…`, `www.…` and
+  `name@host`, and Streamlit turns `:smile:` and `:material/…:` into icons, all *after* escapes
+  are resolved, so escaping alone does not stop them.
+
+A value of unbounded length (a URL parameter, an error that quotes one) is shown through `quoted`:
+one line, at most `SHOWN_CHARS` characters, escaped.
 
 No Streamlit here: the handout (`sensviz.report`) and the app use the same helper.
 """
@@ -24,13 +28,18 @@ import string
 from sensviz.limits import LIMITS
 
 WORD_JOINER = "\u2060"
+SHOWN_CHARS = 80
+"""The most characters of a user's value that a one-line message quotes (the rest becomes "…")."""
+
 _PUNCTUATION = re.compile("([" + re.escape(string.punctuation) + "])")
-_AUTOLINKS = re.compile(r"(?<=https)(?=://)|(?<=http)(?=://)|(?<=www)(?=\.)|(?<=@)", re.IGNORECASE)
+_LINK_STARTS = re.compile(r"(?<=[:@])|(?<=www)(?=\.)", re.IGNORECASE)
+_WHITESPACE = re.compile(r"\s+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def escape_markdown(value: object) -> str:
     """`value` as a string that any markdown renderer shows exactly as typed, with no link or markup."""
-    text = _AUTOLINKS.sub(WORD_JOINER, str(value))
+    text = _LINK_STARTS.sub(WORD_JOINER, str(value))
     return _PUNCTUATION.sub(r"\\\1", text)
 
 
@@ -42,3 +51,15 @@ def short_label(text: str, limit: str = "label_chars") -> str:
         return text
     tail = f"…({len(text):,} chars)#{hashlib.sha256(text.encode()).hexdigest()[:8]}"
     return text[: max(0, most - len(tail))] + tail
+
+
+def one_line(value: object, limit: int = SHOWN_CHARS) -> str:
+    """`value` as one line of plain text (whitespace runs as one space, control characters dropped),
+    cut to `limit` characters with "…"."""
+    text = _CONTROL.sub("", _WHITESPACE.sub(" ", str(value)[: limit * 4])).strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def quoted(value: object, limit: int = SHOWN_CHARS) -> str:
+    """A user's value quoted in a one-line message: `one_line`, then `escape_markdown`."""
+    return escape_markdown(one_line(value, limit))

@@ -10,7 +10,10 @@ binary cross-entropy on logits, `sensviz.losses`). Options: mixed lengths (one l
 cycling through `min_n..n`), a restricted training set (a fixed seeded subset of the cube of a given
 size, sampled with replacement — the paper's generalization experiment), evaluation every
 `eval_interval` steps, early stopping at a target accuracy and/or loss (the paper counts a run as
-converged at evaluation MSE < 0.001).
+converged at evaluation MSE < 0.001), or, with `relax_steps`, stopping that many steps after the
+targets are first met (so that every converged run relaxes in its minimum for equally long; the
+step at which they were first met is `TrainResult.converged_step`, seen at the resolution of
+`eval_interval`).
 
 `train(model, task, config, callbacks)` trains one model in place. `train_many(models, tasks,
 configs, callbacks)` trains K models of one architecture at once: their parameters stacked
@@ -82,6 +85,9 @@ class TrainConfig:
                                             high=1.0)
     target_loss: float | None = setting(None, "stop early once the evaluation loss is at most this (and the accuracy "
                                         "target is met)", positive=True)
+    relax_steps: int | None = setting(None, "with the early-stopping targets: go on this many steps after they are "
+                                      "first met, then stop (equal relaxation for every converged run)",
+                                      limit="train_steps")
     device: str | None = setting(None, "cpu, cuda, ... (default: wherever the model is)")
 
     def __post_init__(self):
@@ -90,6 +96,9 @@ class TrainConfig:
             raise ValueError(f"min_n={self.min_n} is larger than n={self.n}")
         if self.loss == "bce" and self.pm1_targets:
             raise ValueError("bce trains logits against {0,1} targets; pm1_targets goes with mse")
+        if self.relax_steps is not None and self.target_accuracy is None and self.target_loss is None:
+            raise ValueError("relax_steps counts steps after the early-stopping targets are first met: "
+                             "give target_accuracy and/or target_loss")
         if self.train_size is not None:
             if self.min_n not in (None, self.n):
                 raise ValueError("a restricted training set is a subset of one cube: use one length (no min_n)")
@@ -250,9 +259,10 @@ class TrainResult:
     task: Task
     config: TrainConfig
     history: list[dict]  # one record per evaluation: step, train_loss, eval_loss, eval_accuracy, param_norm, ...
-    stop_reason: str  # "completed", "early_stop", "stopped by callback", "diverged: ..." or "learned nothing: ..."
+    stop_reason: str  # "completed", "early_stop", "relaxed", "stopped by callback", "diverged: ..." or "learned nothing: ..."
     steps: int  # optimizer steps applied to the returned weights
     wall_time: float  # seconds
+    converged_step: int | None = None  # the first evaluation at which the early-stopping targets were met
 
     @property
     def final(self) -> dict:
@@ -274,6 +284,7 @@ class TrainResult:
             "config": self.config.to_dict(),
             "stop_reason": self.stop_reason,
             "steps": self.steps,
+            "converged_step": self.converged_step,
             "final": self.final,
             "final_accuracy": self.final.get("eval_accuracy"),
         }
@@ -536,6 +547,7 @@ def _run(learner, models, tasks, configs, callbacks) -> list[TrainResult]:
                  for name in member_sets[0]}  # name -> per length [K, E, n]
     states = [RunState(learner, k, c, t) for k, (c, t) in enumerate(zip(configs, tasks))]
     reasons: list[str | None] = [None] * size
+    converged: list[int | None] = [None] * size  # step at which the early-stopping targets were first met
     done = [0] * size  # optimizer steps in each member's current weights
     windows: list[list[float]] = [[] for _ in range(size)]
     lengths = config.lengths
@@ -556,8 +568,13 @@ def _run(learner, models, tasks, configs, callbacks) -> list[TrainResult]:
             states[k].history.append(record)
             for cb in callbacks:
                 cb.on_eval(states[k], record)
-            if reasons[k] is None and _targets_reached(config, record):
-                reasons[k] = "early_stop"
+            if reasons[k] is None and converged[k] is None and _targets_reached(config, record):
+                converged[k] = done[k]
+                if config.relax_steps is None:
+                    reasons[k] = "early_stop"
+
+    def relaxed(k: int) -> bool:
+        return config.relax_steps is not None and converged[k] is not None and done[k] >= converged[k] + config.relax_steps
 
     for state in states:
         for cb in callbacks:
@@ -582,8 +599,14 @@ def _run(learner, models, tasks, configs, callbacks) -> list[TrainResult]:
             states[k].step, states[k].n, states[k].loss = step, n, losses[k]
             for cb in callbacks:
                 cb.on_step(states[k])
+        ending = [k for k in range(size) if active[k] and reasons[k] is None and relaxed(k)]
         if step % config.eval_interval == 0 or step == config.steps:
             evaluate([k for k in range(size) if active[k] and reasons[k] is None])
+        elif ending:
+            evaluate(ending)  # the relaxed weights get their own final record
+        for k in ending:
+            if reasons[k] is None:
+                reasons[k] = "relaxed"
         for k in range(size):
             if reasons[k] is None and any(cb.should_stop(states[k]) for cb in callbacks):
                 reasons[k] = "stopped by callback"
@@ -597,7 +620,8 @@ def _run(learner, models, tasks, configs, callbacks) -> list[TrainResult]:
         if reasons[k] is None:
             reasons[k] = _learned_nothing(template, tasks[k], configs[k], member_sets[k]["eval"], state.history[-1])
         result = TrainResult(model=models[k], task=tasks[k], config=configs[k], history=state.history,
-                             stop_reason=reasons[k] or "completed", steps=done[k], wall_time=state.elapsed)
+                             stop_reason=reasons[k] or "completed", steps=done[k], wall_time=state.elapsed,
+                             converged_step=converged[k])
         for cb in callbacks:
             cb.on_end(state, result)
         results.append(result)

@@ -5,7 +5,9 @@ uploads and kept models."""
 
 import io
 import os
+import re
 import shutil
+import string
 import sys
 import tempfile
 import time
@@ -21,7 +23,8 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import sensviz as sv  # noqa: E402
 from sensviz import sweeps  # noqa: E402
-from ui import cache, nav, registry, train_form  # noqa: E402
+from sensviz.text import WORD_JOINER  # noqa: E402
+from ui import cache, nav, registry, sidebar, train_form  # noqa: E402
 
 APP = str(ROOT / "app.py")
 ZOO = "encoder-majority-n6"
@@ -45,8 +48,14 @@ def goto(at: AppTest, page: str) -> AppTest:
     return at
 
 
+def plain(markdown: str) -> str:
+    """What a markdown renderer shows of an escaped text (`sensviz.text`): backslash escapes resolved,
+    the invisible word joiners dropped."""
+    return re.sub(r"\\([" + re.escape(string.punctuation) + "])", r"\1", markdown).replace(WORD_JOINER, "")
+
+
 def notices(at: AppTest) -> list[str]:
-    return [w.value for w in at.warning]
+    return [plain(w.value) for w in at.warning]
 
 
 def selected(at: AppTest) -> registry.ModelRef | None:
@@ -129,14 +138,14 @@ BAD = [
     ("sensitivity", {"model": "trained:AAAAAAAAAAAAAAAAAAAA"}, "no kept model"),
     ("sensitivity", {"model": "elsewhere:abc"}, "not a kind of model"),
     ("sensitivity", {"model": ZOO, "n": "99"}, "reads lengths 1..6"),
-    ("sensitivity", {"model": ZOO, "n": "six"}, "`n=six` was not used: the model reads lengths 1..6. Showing n=6."),
+    ("sensitivity", {"model": ZOO, "n": "six"}, "n=six was not used: the model reads lengths 1..6. Showing n=6."),
     ("sensitivity", {"model": ZOO, "colour": "purple"}, "colour is one of model, target, difference, output"),
     ("sensitivity", {"model": ZOO, "vertex": "64"}, "vertex is in 0..63"),
     ("attention", {"model": ZOO, "x": "10"}, "x is a string of 6 bits"),
     ("landscape", {"model": ZOO, "rho": "-1"}, "rho is in 0.0001..100"),
     ("landscape", {"model": ZOO, "curve": "maybe"}, "curve is 1 or 0"),
     ("experiments", {"experiment": "astrology"}, "experiment is one of"),
-    ("about", {"colour": "target"}, "`colour` is not a setting of this page"),
+    ("about", {"colour": "target"}, "colour is not a setting of this page"),
     ("home", {"job": "nosuchjob00000000"}, "names no training run"),
 ]
 
@@ -316,7 +325,7 @@ def test_bad_training_settings_give_a_message():
     at.selectbox(key="sv_w_train_task").set_value("table").run()
     at.text_input(key="sv_w_train_task_table_bits").set_value("0110")  # 2**2 entries but n = 8
     at.button(key=registry.TRAIN_BUTTON).click().run()
-    assert not at.exception and any("only for n=2" in e.value for e in at.error)
+    assert not at.exception and any("only for n=2" in plain(e.value) for e in at.error)
 
 
 def test_a_preset_fills_the_form():
@@ -365,9 +374,9 @@ def test_a_corrupt_upload_names_the_file_keeps_the_model_and_is_not_loaded_twice
     original = sv.load_checkpoint
     monkeypatch.setattr(sv, "load_checkpoint", lambda *a, **k: calls.append(1) or original(*a, **k))
     at = upload(at, "broken.safetensors", b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
-    errors = [e.value for e in at.sidebar.error]
+    errors = [plain(e.value) for e in at.sidebar.error]
     assert any("broken.safetensors" in e and "header" in e for e in errors), errors
-    assert any(f"Still showing **{ZOO}**" in c.value for c in at.sidebar.caption)
+    assert any(f"Still showing **{ZOO}**" in plain(c.value) for c in at.sidebar.caption)
     assert selected(at).key == ZOO  # the previous model is still selected
     first = len(calls)
     at.run()
@@ -427,13 +436,15 @@ def test_experiments_page_with_a_sweep_folder(tmp_path):
     at.segmented_control(key=registry.EXP_SOURCE).set_value("A sweep folder").run()
     assert any("Enter the folder" in i.value for i in at.info)
     at.text_input(key=registry.EXP_FOLDER).set_value(str(tmp_path)).run()
-    assert not at.exception and any("not a sweep folder" in e.value for e in at.error)
+    assert not at.exception and any("not a sweep folder under this server's results folders" in e.value for e in at.error)
     at.text_input(key=registry.EXP_FOLDER).set_value(str(ROOT / "experiments" / "results" / "quick" / "tradeoff")).run()
     assert not at.exception and "Trade-off: parameter norm against LayerNorm blowup" in [s.value for s in at.subheader]
 
 
-def test_experiments_page_with_a_sweep_whose_runs_all_failed(tmp_path):
+def test_experiments_page_with_a_sweep_whose_runs_all_failed(tmp_path, monkeypatch):
     from sweep_jobs import toy_job
+
+    monkeypatch.setenv("SENSVIZ_RESULTS_DIRS", os.pathsep.join([str(ROOT / "experiments" / "results"), str(tmp_path)]))
 
     spec = sweeps.SweepSpec("length_scaling", [{"n": 4, "seed": s, "fail": True} for s in (0, 1)], name="broken")
     sweeps.run_sweep(spec, tmp_path, toy_job, log=io.StringIO())
@@ -515,5 +526,83 @@ def test_an_unexpected_error_of_a_page_is_one_line():
     at = AppTest.from_function(script)
     at.run()
     assert not at.exception
-    assert [e.value for e in at.error] and "RuntimeError: broken at <path>." in at.error[0].value
+    assert [e.value for e in at.error] and "RuntimeError: broken at <path>." in plain(at.error[0].value)
     assert "secret" not in at.error[0].value and "second line" not in at.error[0].value
+
+
+# ----------------------------------------------------------------------------- hostile values: text, one line
+
+HOSTILE = "[Log in again](https://evil.invalid/login)![x](http://127.0.0.1:9/x.png)<img src=x>www.evil.invalid"
+HOSTILE_LINKS = [("sensitivity", {"model": HOSTILE}), ("sensitivity", {"model": ZOO, "compare": HOSTILE}),
+                 ("home", {"job": HOSTILE}), ("sensitivity", {"model": ZOO, "colour": HOSTILE}),
+                 ("sensitivity", {"model": ZOO, "n": HOSTILE}), ("home", {"n": HOSTILE}),
+                 ("experiments", {"experiment": HOSTILE}), ("lab", {"chapter": HOSTILE}), ("about", {HOSTILE: "1"})]
+
+
+def escaped_everywhere(at: AppTest) -> list[str]:
+    """Every markdown string of the page that quotes the hostile value and would form a link, an image,
+    a tag or a bare link with it."""
+    texts = [e.value for kind in ("warning", "error", "info", "caption", "markdown", "subheader", "success")
+             for e in at.get(kind)]
+    return [t for t in texts if "evil.invalid" in plain(t)
+            and re.search(r"(?<!\\)\]\(|(?<!\\)<img|https?://|www\.", t, flags=re.IGNORECASE)]
+
+
+@pytest.mark.parametrize("page, params", HOSTILE_LINKS, ids=[f"{p}-{'-'.join(v)[:12]}" for p, v in HOSTILE_LINKS])
+def test_a_hostile_link_value_is_quoted_as_text_in_one_notice(page, params):
+    at = open_url(page, **params)
+    assert len(notices(at)) == 1, notices(at)
+    assert "[Log in again](https://evil.invalid" in notices(at)[0]  # shown as typed
+    assert escaped_everywhere(at) == []
+
+
+LONG = [("sensitivity", {"model": ZOO, "n": "²"}, "n=² was not used"),
+        ("sensitivity", {"model": ZOO, "n": "9" * 5000}, "was not used"),
+        ("sensitivity", {"model": ZOO, "n": "1" * 100_000}, "longer than 1,000 characters"),
+        ("sensitivity", {"model": "m" * 100_000}, "longer than 1,000 characters"),
+        ("sensitivity", {"model": "trained:" + "t" * 900}, "no kept model"),
+        ("sensitivity", {"model": ZOO, "compare": "c" * 100_000}, "longer than 1,000 characters"),
+        ("home", {"job": "j" * 100_000}, "longer than 1,000 characters"),
+        ("sensitivity", {"model": ZOO, "colour": "c" * 100_000}, "longer than 1,000 characters"),
+        ("sensitivity", {"model": ZOO, "vertex": "9" * 999}, "vertex is"),
+        ("landscape", {"model": ZOO, "rho": "1" * 999}, "rho is in"),
+        ("experiments", {"experiment": "e" * 999}, "experiment is one of"),
+        ("lab", {"chapter": "9" * 999}, "chapter is one of"),
+        ("about", {"p" * 100_000: "1"}, "longer than 1,000 characters"),
+        ("about", {f"p{i}": "1" for i in range(500)}, "and 497 more are not a setting of this page")]
+
+
+@pytest.mark.parametrize("page, params, message", LONG, ids=[f"{p}-{len(str(v))}" for p, v, _ in LONG])
+def test_a_bad_or_huge_value_is_one_short_line(page, params, message):
+    at = open_url(page, **params)
+    assert len(notices(at)) == 1 and message in notices(at)[0], notices(at)
+    assert len(notices(at)[0]) < 400 and "\n" not in notices(at)[0]
+
+
+def test_a_hostile_file_name_is_text_and_a_huge_one_is_cut():
+    model = sv.build_model("formal", d_model=8, n_heads=2, max_len=8, seed=1)
+    data = sv.checkpoint_bytes(model, task="first", n=5)
+    at = upload(open_url("sensitivity"), HOSTILE + ".safetensors", data)
+    assert selected(at).name == HOSTILE + ".safetensors"
+    assert plain(at.sidebar.subheader[0].value) == f"{HOSTILE}.safetensors (upload)"
+    assert escaped_everywhere(at) == []
+    for page in ("attention", "layernorm", "landscape", "home"):
+        goto(at, page)
+        assert escaped_everywhere(at) == [], page
+    huge = upload(open_url("home"), "n" * 10_000 + ".safetensors", data)
+    assert len(selected(huge).name) == sidebar.NAME_CHARS and selected(huge).name.endswith("…")
+    broken = upload(open_url("home"), "b" * 10_000 + ".safetensors", b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
+    errors = [plain(e.value) for e in broken.sidebar.error]
+    assert len(errors) == 1 and len(errors[0]) < 400 and "cannot be used" in errors[0]
+
+
+@pytest.mark.parametrize("typed", ["/etc", "../../..", "/proc/self/cwd/pages", "~", "a" * 100_000])
+def test_the_experiments_page_refuses_a_folder_outside_its_roots_in_one_line(typed):
+    at = open_url("experiments")
+    at.segmented_control(key=registry.EXP_SOURCE).set_value("A sweep folder").run()
+    at.text_input(key=registry.EXP_FOLDER).set_value(typed).run()
+    assert not at.exception
+    assert [e.value for e in at.error] == [registry.NOT_A_RESULTS_FOLDER]
+    shown = " ".join(e.value for kind in ("error", "info", "caption", "markdown", "text_input") for e in at.get(kind)
+                     if isinstance(e.value, str))
+    assert str(ROOT) not in shown and str(registry.results_dir()) not in shown

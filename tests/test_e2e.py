@@ -15,7 +15,10 @@ import os
 import shutil
 import sys
 import tempfile
+import time
+import urllib.request
 from pathlib import Path
+from urllib.parse import urlencode, urlsplit
 
 import pytest
 
@@ -333,4 +336,164 @@ def test_a_corrupt_upload_in_the_browser(server, browser, tmp_path):
     page.get_by_text("cannot be used").wait_for(timeout=60_000)
     check_page(page, "upload-corrupt")
     assert "broken.safetensors" in sidebar_text(page) and f"Still showing {MODEL}" in sidebar_text(page)
+    page.close()
+
+
+# ----------------------------------------------------------------------------- hostile values in a real browser
+
+DEAD_PORT = load.free_port()  # nothing listens there: a request to it would still show in the network log
+HOSTS = ("evil.invalid", f"127.0.0.1:{DEAD_PORT}")
+PAYLOAD = (f"[Log in again](https://evil.invalid/login) ![x](http://127.0.0.1:{DEAD_PORT}/md.png) "
+           f"<img src=http://127.0.0.1:{DEAD_PORT}/tag.png> <a href=https://evil.invalid/a>a</a> "
+           "https://evil.invalid/bare www.evil.invalid me@evil.invalid :red[alarm]")
+HOSTILE_VIEWS = {"model": "sensitivity", "compare": "sensitivity", "colour": "sensitivity", "job": "attention",
+                 "n": "layernorm", "experiment": "experiments", "chapter": "lab"}
+"""Each link parameter, and the page it is opened on (with a model, except for `model` itself)."""
+NAME = f"[a](https://evil.invalid/n)![x](http://127.0.0.1:{DEAD_PORT}/n.png)<img src=x onerror=alert(1)>.safetensors"
+
+
+def watch_requests(page) -> list[str]:
+    """Every URL the page requests from now on (the network log)."""
+    requested = []
+    page.on("request", lambda request: requested.append(request.url))
+    return requested
+
+
+def hostile(url: str) -> bool:
+    """Whether an address points at one of the hostile hosts."""
+    return urlsplit(url).netloc.lower().split("@")[-1] in HOSTS
+
+
+def hostile_targets(page) -> list[str]:
+    """Links, images and any other element whose address points at a hostile host."""
+    found = page.evaluate("""() => [...document.querySelectorAll('[href], [src], [srcset], [action], [formaction]')]
+        .flatMap(e => ['href', 'src', 'srcset', 'action', 'formaction'].filter(a => e.hasAttribute(a))
+                      .map(a => { try { return new URL(e.getAttribute(a).trim().split(' ')[0], location.href).href; }
+                                  catch (err) { return 'unparsed ' + e.getAttribute(a); } }))""")
+    return [url for url in found if hostile(url) or (url.startswith("unparsed") and any(h in url for h in HOSTS))]
+
+
+def assert_text_only(page, requested: list[str], name: str) -> None:
+    check_page(page, name)
+    assert hostile_targets(page) == [], name
+    assert [url for url in requested if hostile(url)] == [], name
+
+
+@pytest.mark.slow
+def test_hostile_link_values_are_text_in_the_browser(server, browser):
+    context = browser.new_context(viewport=WIDE)
+    page = context.new_page()
+    requested = watch_requests(page)
+    for param, path in HOSTILE_VIEWS.items():
+        query = {"model": MODEL} if param != "model" else {}
+        query[param] = PAYLOAD
+        page.goto(f"{server}/{path}?{urlencode(query)}", wait_until="domcontentloaded")
+        assert_text_only(page, requested, f"hostile-{param}")
+        notice = page.locator('[data-testid="stAlertContentWarning"]').filter(has_text="[Log in again](https:")
+        assert notice.count() == 1, param  # the value shown as typed, in one notice
+    context.close()
+
+
+@pytest.mark.slow
+def test_bad_link_values_are_one_line_in_the_browser(server, browser):
+    page = browser.new_page(viewport=WIDE)
+    for name, query in {"superscript": {"n": "²"}, "digits": {"n": "9" * 5000},
+                        "long": {"colour": "c" * 20_000}}.items():
+        page.goto(f"{server}/sensitivity?{urlencode({'model': MODEL, **query})}", wait_until="domcontentloaded")
+        check_page(page, f"bad-{name}")
+        warnings = page.locator('[data-testid="stAlertContentWarning"]')
+        assert warnings.count() == 1 and len(warnings.first.inner_text()) < 400, name
+    page.close()
+
+
+METRICS_TTL_S = 5.5
+
+
+def uploaded_bytes(server: str) -> int:
+    """The bytes Streamlit's uploaded-file manager holds, from the server's own metrics (which it
+    recomputes at most every 5 s: the reading waits that long first)."""
+    time.sleep(METRICS_TTL_S)
+    with urllib.request.urlopen(f"{server}/_stcore/metrics", timeout=30) as response:
+        text = response.read().decode()
+    return sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines()
+               if line.startswith("cache_memory_bytes") and "UploadedFileManager" in line)
+
+
+def choose_upload(page, path: Path | dict) -> None:
+    """Upload a file (a path, or a Playwright file payload) in the sidebar."""
+    if page.locator('[data-testid="stFileUploader"]').count() == 0:
+        page.locator('[data-testid="stSidebar"] button').filter(has_text="Upload").click()
+        wait_until_done(page)
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(path)
+
+
+@pytest.mark.slow
+def test_a_hostile_upload_name_is_text_for_its_owner_and_whoever_opens_its_link(server, browser):
+    import sensviz as sv
+
+    model = sv.build_model("formal", d_model=8, n_heads=2, max_len=8, seed=1)
+    data = sv.checkpoint_bytes(model, task="first", n=5)
+    context = browser.new_context(viewport=WIDE)
+    page = context.new_page()
+    requested = watch_requests(page)
+    page.goto(server, wait_until="domcontentloaded")
+    wait_until_done(page)
+    choose_upload(page, {"name": NAME, "mimeType": "application/octet-stream", "buffer": data})
+    page.wait_for_function("() => window.location.search.includes('model=upload')", timeout=60_000)
+    wait_until_done(page)
+    assert "[a](https:" in sidebar_text(page)  # the name as typed
+    link = page.url
+    for title in ("Sensitivity", "Attention", "LayerNorm", "Landscape"):
+        goto_page(page, title)
+        assert_text_only(page, requested, f"hostile-name-{title.lower()}")
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Home").first.click()
+    page.get_by_text("Selected:").wait_for(timeout=60_000)
+    assert_text_only(page, requested, "hostile-name-home")
+    page.locator('[data-testid="stSidebar"] button').filter(has_text="My models").click()
+    assert_text_only(page, requested, "hostile-name-mine")
+    context.close()
+
+    other = browser.new_context(viewport=WIDE)  # the shared link, in another browser
+    page = other.new_page()
+    requested = watch_requests(page)
+    page.goto(link.replace("?", "sensitivity?", 1) if "/?" in link else link, wait_until="domcontentloaded")
+    assert_text_only(page, requested, "hostile-name-shared")
+    assert "[a](https:" in sidebar_text(page)
+    other.close()
+
+
+@pytest.mark.slow
+def test_a_refused_upload_leaves_the_servers_memory(server, browser, tmp_path):
+    page = browser.new_page(viewport=WIDE)
+    page.goto(f"{server}/?model={MODEL}", wait_until="domcontentloaded")
+    wait_until_done(page)
+    big = tmp_path / "big.safetensors"
+    big.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all" + b"\x00" * 20 * 2**20)
+    before = uploaded_bytes(server)
+    choose_upload(page, big)
+    page.get_by_text("cannot be used").wait_for(timeout=120_000)
+    check_page(page, "upload-refused-big")
+    assert uploaded_bytes(server) - before < 2**20  # the 20 MiB left the uploaded-file manager at once
+    assert page.locator('[data-testid="stFileUploaderFile"]').count() == 0  # the uploader starts empty
+    assert f"Still showing {MODEL}" in sidebar_text(page)
+    page.close()
+
+
+@pytest.mark.slow
+def test_a_10000_character_file_name_is_one_line(server, browser):
+    """Streamlit's upload request carries the name in a multipart header, which python-multipart caps at
+    4,224 bytes a line: the server answers 400 before the app sees the file, and the uploader says so in
+    one line; the app and its model stay."""
+    page = browser.new_page(viewport=WIDE)
+    page.goto(f"{server}/?model={MODEL}", wait_until="domcontentloaded")
+    wait_until_done(page)
+    choose_upload(page, {"name": "n" * 10_000 + ".safetensors", "mimeType": "application/octet-stream",
+                         "buffer": b"\x10\x00\x00\x00\x00\x00\x00\x00{not json"})
+    uploader = page.locator('[data-testid="stFileUploader"]')
+    uploader.get_by_text("Error").wait_for(timeout=60_000)
+    wait_until_done(page)
+    check_page(page, "upload-huge-name")
+    errors = [line for line in uploader.inner_text().splitlines() if "Error" in line]
+    assert len(errors) == 1 and len(errors[0]) < 200, errors
+    assert MODEL in sidebar_text(page) and "cannot be used" not in sidebar_text(page)
     page.close()

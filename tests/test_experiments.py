@@ -170,6 +170,20 @@ def test_generalization_reads_the_learned_table_and_retrains(tmp_path, monkeypat
             assert row[f"{kind}_sharpness_proxy_pm1"] == pytest.approx(4 * row[f"{kind}_sharpness_proxy"])
 
 
+def test_the_relax_arm_records_when_the_filter_was_met_and_relaxes_that_long(tmp_path):
+    relax = {**TINY, "task": "first", "steps": 3000, "batch_size": 64, "lr": 3e-3, "target_accuracy": 1.0,
+             "target_loss": 1e-3, "relax_steps": 30}
+    fixed = {**TINY, "task": "first", "steps": 400, "batch_size": 64, "lr": 3e-3}
+    table, _ = sweep("length_scaling", [relax, fixed], tmp_path)
+    row = table.loc[sweeps.run_id(relax)]
+    assert row["stop_reason"] == "relaxed" and row["steps_since_converged"] == 30
+    assert row["steps_trained"] == row["converged_step"] + 30 < 3000
+    row = table.loc[sweeps.run_id(fixed)]  # no targets: the first evaluation that met the filter, from the history
+    history = pd.read_parquet(tmp_path / "history.parquet")
+    met = history[(history["run_id"] == row.name) & (history["eval_loss"] < 1e-3) & (history["eval_accuracy"] >= 1)]
+    assert row["converged_step"] == met["step"].min() and row["steps_since_converged"] == 400 - met["step"].min()
+
+
 def test_dynamics_measures_every_k_steps_with_the_same_draws(tmp_path):
     runs = [{**TINY, "measure_every": 5, "weight_decay": wd} for wd in (0.0, 0.3)]
     table, _ = sweep("dynamics", runs, tmp_path)
@@ -199,3 +213,42 @@ def test_ray_executor_runs_the_experiments(tmp_path, ray):
     assert len(table) == 3 and set(table["status"]) == {"finished"}
     assert all((tmp_path / "checkpoints" / f"{rid}.safetensors").is_file() for rid in table.index)
     assert not ray.is_initialized()
+
+
+def test_designs_are_the_fewest_seeds_that_reach_the_power():
+    from sensviz import stats
+
+    assert stats.mean_design(1.0, 1.0)["kept"] == 10  # sqrt(10) >= t_0.975(9) + t_0.8(9) = 3.145 > 3 = sqrt(9)
+    assert stats.mean_design(1.0, -1.0, keep_rate=0.5)["seeds"] == 20
+    design = stats.slope_design([4, 8, 11, 14], [1.0, 1.0, 1.0, 0.5], sd=0.13, effect=0.015)
+    k, spread = design["kept_per_level"], sum((x - 9.25) ** 2 for x in (4, 8, 11, 14))
+
+    def reaches(k):
+        df = 4 * k - 2
+        return 0.015 / (0.13 / (k * spread) ** 0.5) >= stats.t_quantile(0.975, df) + stats.t_quantile(0.8, df)
+
+    assert reaches(k) and not reaches(k - 1)
+    assert design["seeds"] == {4.0: k, 8.0: k, 11.0: k, 14.0: 2 * k}
+
+
+@pytest.mark.parametrize("spec", ["length_scaling", "dynamics"])
+def test_the_decide_scales_quote_what_their_power_command_prints(spec, monkeypatch):
+    from pathlib import Path
+
+    from sensviz import fidelity
+
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)  # the command runs in the repository
+    path = Path("experiments") / f"{spec}.toml"
+    quoted = [line.removeprefix("#   > ") for line in path.read_text().splitlines() if line.startswith("#   > ")]
+    printed = fidelity.design_report(str(path), "decide")
+    assert quoted == printed.splitlines()
+    found = sweeps.load_spec(path, "decide")
+    needed = fidelity.design_power(path, "decide", path.parent / "results" / "standard")
+    for claim in needed.values():  # the spec has at least the seeds the power computation asks for
+        for level, seeds in (claim["seeds"].items() if isinstance(claim["seeds"], dict) else [(None, claim["seeds"])]):
+            for arm in found.analysis["arms"].values():
+                runs = [r for r in found.runs if all(r.get(k) == v for k, v in arm.items())
+                        and r.get("task", "parity") == "parity" and (level is None or r["n"] == level)]
+                assert len(runs) >= seeds
+    others = [sweeps.load_spec(path, scale) for scale in (None, "standard", "paper")]
+    assert min(r["seed"] for r in found.runs) > max(r["seed"] for s in others for r in s.runs)  # disjoint seeds

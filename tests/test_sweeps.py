@@ -1,12 +1,19 @@
 """Sweep specs, executors, resume and failure handling (with a toy job function)."""
 
+import io
 import json
+import re
+import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from sweep_jobs import toy_job
 
 from sensviz import sweeps
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "experiments" / "results"
 
 SPEC = """
 experiment = "toy"
@@ -181,14 +188,64 @@ def test_an_interrupted_sweep_keeps_the_tables_of_what_finished(tmp_path):
     assert len(runs) == 4 and set(runs["status"]) == {"finished"}  # the two jobs before the interrupt
 
 
-def test_the_tables_hold_only_the_runs_of_the_spec_and_scale_just_run(tmp_path):
+def test_a_folder_of_another_experiment_scale_or_spec_is_refused(tmp_path):
     out = tmp_path / "out"
-    sweeps.run_sweep(sweeps.load_spec(write_spec(tmp_path)), out, toy_job)
-    big = sweeps.run_sweep(sweeps.load_spec(write_spec(tmp_path), scale="big"), out, toy_job)
-    assert len(big) == 4 and set(big["steps"]) == {1000}  # the default scale's runs are not mixed in
-    assert json.loads((out / "spec.json").read_text())["scale"] == "big"
-    again = sweeps.run_sweep(sweeps.load_spec(write_spec(tmp_path)), out, toy_job)
-    assert set(again["steps"]) == {10} and len(calls(out)) == 4  # the first runs' records were kept and reused
+    first = sweeps.run_sweep(sweeps.load_spec(write_spec(tmp_path)), out, toy_job)
+    kept = {path.name: path.read_bytes() for path in out.rglob("*") if path.is_file()}
+    other = tmp_path / "other"
+    other.mkdir()
+    refused = [
+        (sweeps.load_spec(write_spec(tmp_path), scale="big"), "the scale 'quick', not 'big'"),
+        (sweeps.load_spec(write_spec(other, SPEC.replace('"toy"', '"other"'))), "the experiment 'toy', not 'other'"),
+        (sweeps.load_spec(write_spec(other, SPEC.replace("n = [4, 6]", "n = [4, 6, 8]"))), "another spec"),
+    ]
+    for spec, message in refused:
+        with pytest.raises(ValueError, match=message):
+            sweeps.run_sweep(spec, out, toy_job)
+    assert {path.name: path.read_bytes() for path in out.rglob("*") if path.is_file()} == kept  # nothing touched
+    assert len(calls(out)) == 2 and len(first) == 4
+
+
+def test_resuming_the_same_sweep_keeps_its_runs_even_without_their_records(tmp_path):
+    spec = sweeps.load_spec(write_spec(tmp_path))
+    out = tmp_path / "out"
+    first = sweeps.run_sweep(spec, out, toy_job)
+    assert set(first["spec_hash"]) == {spec.hash}
+    assert json.loads((out / "spec.json").read_text())["spec_hash"] == spec.hash
+    for path in (out / "runs").glob("*.json"):  # as a committed folder: its tables without runs/
+        path.unlink()
+    commented = sweeps.load_spec(write_spec(tmp_path, "# a comment does not change the spec\n" + SPEC))
+    again = sweeps.run_sweep(commented, out, toy_job)
+    assert len(calls(out)) == 2  # nothing re-ran
+    pd.testing.assert_frame_equal(first.sort_values("run_id").reset_index(drop=True),
+                                  again.sort_values("run_id").reset_index(drop=True))
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "history.parquet").sort_values(["run_id", "step"])
+                                  .reset_index(drop=True), sweeps.read_results(out)[1].sort_values(["run_id", "step"])
+                                  .reset_index(drop=True))
+    assert len(sweeps.read_results(out)[1]) == 12
+
+
+@pytest.mark.parametrize("folder", sorted(str(p.relative_to(RESULTS)) for p in RESULTS.glob("*/*")))
+def test_every_shipped_folder_has_an_identity_that_matches_its_spec_and_resumes(tmp_path, folder):
+    source = RESULTS / folder
+    identity = json.loads((source / "spec.json").read_text())
+    spec = sweeps.load_spec(ROOT / identity["source"], identity["scale"])
+    assert identity["experiment"] == spec.experiment and identity["spec_hash"] == spec.hash
+    shutil.copytree(source, tmp_path / "out", ignore=shutil.ignore_patterns("runs", "checkpoints"))
+    table = pd.read_parquet(source / "runs.parquet")
+    asked = []
+
+    def unfinished(experiment, runs, out):  # the runs the shipped tables lack: asked for, not trained here
+        asked.extend(sweeps.run_id(r) for r in runs)
+        return [{"error": "not run in this test"} for _ in runs]
+
+    again = sweeps.run_sweep(spec, tmp_path / "out", unfinished, log=io.StringIO())
+    assert set(asked) == {sweeps.run_id(s) for s in spec.runs} - set(table["run_id"])
+    kept = again[again["status"] == "finished"].set_index("run_id")
+    assert set(kept.index) == set(table["run_id"])
+    for column in ("seed", "n", "wall_s", "eval_loss"):
+        if column in table:
+            assert kept[column].to_dict() == table.set_index("run_id")[column].to_dict()
 
 
 def test_read_results_and_bad_folder(tmp_path):
@@ -259,6 +316,14 @@ def test_jobs_group_runs_by_everything_but_the_batch_fields():
     assert len(sweeps.jobs(runs, batch=("seed", "lr", "n"))) == 1
 
 
+def test_jobs_hold_at_most_batch_models_runs():
+    runs = [{"n": n, "seed": s, "batch_models": 2} for n in (4, 6) for s in range(5)]
+    split = sweeps.jobs(runs)
+    assert sorted(len(j) for j in split) == [1, 1, 2, 2, 2, 2]
+    assert sorted(r["seed"] for job in split for r in job if r["n"] == 4) == list(range(5))
+    assert all(len({r["n"] for r in job}) == 1 for job in split)
+
+
 def test_threads_of_an_in_process_sweep(tmp_path):
     import torch
 
@@ -274,12 +339,10 @@ def test_threads_of_an_in_process_sweep(tmp_path):
 def test_read_results_keeps_only_the_history_of_the_runs_table(tmp_path):
     """A sweep stopped between replacing history.parquet and runs.parquet: the tables still agree."""
     out = tmp_path / "out"
-    spec = sweeps.load_spec(write_spec(tmp_path))
-    sweeps.run_sweep(spec, out, toy_job)
-    runs_before = (out / "runs.parquet").read_bytes()
-    spec.runs.append({"arch": "encoder", "steps": 10, "n": 8, "seed": 0})
-    sweeps.run_sweep(spec, out, toy_job)
-    (out / "runs.parquet").write_bytes(runs_before)  # as if stopped before the runs table was replaced
+    spec = sweeps.load_spec(write_spec(tmp_path, SPEC.replace("n = [4, 6]", "n = [4, 6, 8]")))
+    table = sweeps.run_sweep(spec, out, toy_job)
+    assert len(pd.read_parquet(out / "history.parquet")) == 18
+    table[table["n"] < 8].to_parquet(out / "runs.parquet")  # as if stopped before the last runs table was written
     runs, history, _ = sweeps.read_results(out)
     assert len(runs) == 4 and set(history["run_id"]) == set(runs["run_id"]) and len(history) == 12
 
@@ -295,6 +358,68 @@ def test_the_cli_needs_max_runs_above_the_cap(tmp_path, capsys):
     assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--max-runs", "10000"]) == 2
     assert "more than --max-runs 10,000" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # nothing ran
+
+
+ANALYSIS = SPEC + """
+[scales.big.analysis.arms]
+small = {n = 4}
+large = {n = 6}
+[scales.big.analysis.claims.C1]
+statement = "value grows"
+primary_arm = "small"
+runs = {arch = "encoder"}
+filter = "converged"
+quantity = "value"
+estimator = "mean"
+error = "classical"
+alpha = 0.05
+power = 0.8
+smallest_effect = 1.0
+power_command = "echo"
+secondaries = [{arm = "large"}, {error = "HC3"}, {covariate = "steps_since_converged"}]
+"""
+
+
+def test_a_pre_registered_analysis_is_checked_and_part_of_the_spec_hash(tmp_path):
+    spec = sweeps.load_spec(write_spec(tmp_path, ANALYSIS), scale="big")
+    assert spec.analysis["claims"]["C1"]["primary_arm"] == "small" and len(spec.runs) == 4
+    assert "analysis" not in spec.runs[0]  # not a setting
+    plain = sweeps.load_spec(write_spec(tmp_path), scale="big")
+    assert plain.runs == spec.runs and plain.hash != spec.hash
+    changed = sweeps.load_spec(write_spec(tmp_path, ANALYSIS.replace("alpha = 0.05", "alpha = 0.01")), scale="big")
+    assert changed.hash != spec.hash
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ('primary_arm = "small"', 'primary_arm = "medium"', "primary_arm must be one of small, large"),
+    ('estimator = "mean"', 'estimator = "median"', "estimator must be one of ols_slope, mean"),
+    ('error = "classical"', 'error = "HC9"', "error must be one of classical, HC3"),
+    ("alpha = 0.05", "alpha = 5", "alpha must lie in (0, 1)"),
+    ("smallest_effect = 1.0", "smallest_effect = 0", "smallest_effect must not be 0"),
+    ('filter = "converged"', 'filter = "kept"', "filter must be one of converged, ever_converged"),
+    ('{error = "HC3"}', '{error = "HC3", filter = "converged"}', "must change one of arm, filter, error, covariate"),
+    ('power_command = "echo"\n', "", "missing ['power_command']"),
+    ('estimator = "mean"', 'estimator = "ols_slope"', "missing ['x']"),
+    ("large = {n = 6}", "large = {n = 4}", "is in 2 arms"),
+    ("large = {n = 6}", "large = {n = 8}", "is in 0 arms"),
+    ('runs = {arch = "encoder"}', 'runs = {arch = "decoder"}', "no run of arm 'small' matches"),
+])
+def test_bad_analyses_are_refused(tmp_path, old, new, message):
+    assert old in ANALYSIS
+    with pytest.raises(ValueError, match=re.escape(message)):
+        sweeps.load_spec(write_spec(tmp_path, ANALYSIS.replace(old, new)), scale="big")
+
+
+def test_the_cli_refuses_another_experiments_folder_in_one_line(tmp_path, capsys):
+    from sensviz.cli import main
+
+    out = tmp_path / "dynamics"
+    shutil.copytree(RESULTS / "quick" / "dynamics", out, ignore=shutil.ignore_patterns("runs", "checkpoints"))
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    assert main(["sweep", str(ROOT / "experiments" / "length_scaling.toml"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds results of the experiment 'dynamics', not 'length_scaling'" in err
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before  # the 6 runs are still there
 
 
 # ----------------------------------------------------------------------------- killed sweeps

@@ -190,6 +190,26 @@ def test_early_stopping_once_every_target_is_met(targets):
     assert met(result.final) and not any(met(r) for r in result.history[:-1])
 
 
+def test_relax_steps_stops_that_many_steps_after_the_targets_are_first_met():
+    targets = {"target_accuracy": 1.0, "target_loss": 0.01}
+    configs = seeded(TrainConfig(n=4, batch_size=64, steps=3000, lr=3e-3, eval_interval=10, relax_steps=55, **targets),
+                     [0, 1])
+    results = train_many([small(n=4, seed=0), small(n=4, seed=1)], "first", configs)
+    for result in results:
+        met = [r["step"] for r in result.history if r["eval_accuracy"] >= 1.0 and r["eval_loss"] <= 0.01]
+        assert result.stop_reason == "relaxed" and result.converged_step == met[0] and met[0] % 10 == 0
+        assert result.steps == result.converged_step + 55 < 3000
+        assert result.final["step"] == result.steps  # the relaxed weights have their own final record
+        assert result.summary()["converged_step"] == result.converged_step
+    alone = train(small(n=4, seed=1), "first", configs[1])
+    assert (alone.converged_step, alone.steps) == (results[1].converged_step, results[1].steps)
+
+
+def test_relax_steps_needs_the_targets():
+    with pytest.raises(ValueError, match="give target_accuracy and/or target_loss"):
+        TrainConfig(n=4, relax_steps=100)
+
+
 class InputRecorder(sv.EncoderTransformer):
     """Records the vertex of every string it is trained on (forward passes with gradients)."""
 

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -106,6 +107,29 @@ def test_a_failed_computation_is_not_kept_and_the_store_is_bounded():
     assert list(store.values) == [("f", 1), ("f", 3)]
 
 
+def test_a_store_bounded_by_weight_drops_the_least_recent_first():
+    store = Store(max_weight=10, weigh=len)
+    for key, value in (("a", "xxxx"), ("b", "xxxx"), ("c", "xxxx")):  # 12 > 10: "a" goes
+        store.get_or_compute(("f", key), lambda v=value: v)
+    assert list(store.values) == [("f", "b"), ("f", "c")] and store.weight == 8
+    store.get_or_compute(("f", "huge"), lambda: "x" * 50)  # over the limit alone: kept, alone
+    assert list(store.values) == [("f", "huge")] and store.weight == 50
+
+
+def test_loaded_models_are_cached_by_their_bytes_not_their_number():
+    store = cache._models()
+    assert store.max_weight == cache.MODEL_CACHE_BYTES and store.max_entries is None and store.weigh is cache.model_bytes
+    names = ["encoder-parity-n6", "encoder-first-n6", "formal-parity-n4"]
+    checkpoints = [cache.load(registry.resolve(name)[0]) for name in names]
+    for ck in checkpoints:
+        assert {p.dtype for p in ck.model.parameters()} == {torch.float32}
+        assert cache.model_bytes(ck) == 4 * sum(p.numel() for p in ck.model.parameters()) + sum(
+            b.numel() * b.element_size() for b in ck.model.buffers())
+    count, held = cache.models_held()
+    assert count >= 3 and held >= sum(cache.model_bytes(ck) for ck in checkpoints)
+    assert held <= cache.MODEL_CACHE_BYTES
+
+
 def test_memo_keys_are_the_bound_arguments():
     calls = []
 
@@ -122,6 +146,58 @@ def test_memo_keys_are_the_bound_arguments():
     assert double(3, scale=5) == 15 and len(calls) == 2
     with pytest.raises(TypeError, match="must be hashable"):
         double([3])
+
+
+# ----------------------------------------------------------------------------- sweep folders
+
+
+SHIPPED = ROOT / "experiments" / "results"
+
+
+@pytest.mark.parametrize("typed", [
+    "/etc", "/", "/tmp", "../../checkpoints", "quick/../../../pages", "/proc/self/cwd/pages", "/proc/self/root/etc",
+    "~", "~/", "~root", "", "   ", "a" * 100_000, "quick/" + "b" * 300, "quick\x00/tradeoff", str(ROOT / "checkpoints"),
+    "quick", "quick/no-such-sweep",
+])
+def test_a_sweep_folder_outside_the_results_folders_is_refused_in_one_line(typed, monkeypatch):
+    monkeypatch.delenv("SENSVIZ_RESULTS_DIRS", raising=False)
+    with pytest.raises(ValueError) as refused:
+        registry.sweep_folder(typed)
+    message = str(refused.value)
+    assert message == registry.NOT_A_RESULTS_FOLDER and "\n" not in message
+    assert str(ROOT) not in message and "/home" not in message and "/root" not in message
+
+
+def test_a_sweep_folder_inside_a_results_folder_opens(monkeypatch, tmp_path):
+    monkeypatch.setenv("SENSVIZ_RESULTS_DIRS", os.pathsep.join([str(SHIPPED), str(tmp_path)]))
+    tradeoff = (SHIPPED / "quick" / "tradeoff").resolve()
+    assert registry.sweep_folder("quick/tradeoff") == tradeoff
+    assert registry.sweep_folder(str(SHIPPED / "quick" / "tradeoff")) == tradeoff  # absolute, inside
+    assert registry.sweep_folder("quick/../quick/tradeoff/") == tradeoff
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "runs.parquet").write_bytes(b"")
+    assert registry.sweep_folder("mine") == mine.resolve()  # the second root
+    assert registry.results_roots() == [SHIPPED, tmp_path]
+
+
+def test_a_link_out_of_a_results_folder_is_refused(monkeypatch, tmp_path):
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "runs.parquet").write_bytes(b"")
+    (root / "escape").symlink_to(outside)
+    (root / "inside").symlink_to(SHIPPED / "quick" / "tradeoff")  # a link to a folder outside this root
+    monkeypatch.setenv("SENSVIZ_RESULTS_DIRS", str(root))
+    for typed in ("escape", str(root / "escape"), "inside"):
+        with pytest.raises(ValueError, match="not a sweep folder under this server's results folders"):
+            registry.sweep_folder(typed)
+
+
+def test_the_default_results_folders_are_the_shipped_results_and_the_data_directorys_sweeps(monkeypatch):
+    monkeypatch.delenv("SENSVIZ_RESULTS_DIRS", raising=False)
+    assert registry.results_roots() == [SHIPPED, sv.kept.data_dir() / "sweeps"]
+    assert registry.results_dir() == SHIPPED
 
 
 # ----------------------------------------------------------------------------- the one page list

@@ -40,6 +40,7 @@ from sensviz.checkpoints import SIZE_CAP, read_metadata
 from sensviz.kept import KeptUnreadable
 from sensviz.measure import MeasureSettings, measure, sharpness_radius
 from sensviz.models import config_to_dict
+from sensviz.text import escape_markdown
 from ui import registry
 from ui.registry import ModelRef
 
@@ -71,10 +72,16 @@ if not log.handlers and os.environ.get("SENSVIZ_LOG"):
 
 class Store:
     """A thread-safe LRU map from keys to computed values; a missed key is computed once (a lock
-    per key), while other keys stay readable."""
+    per key), while other keys stay readable. Bounded by entries, or with `weigh` by the sum of the
+    values' weights (the newest value stays even when it alone is over `max_weight`)."""
 
-    def __init__(self, max_entries: int):
+    def __init__(self, max_entries: int | None = None, max_weight: int | None = None,
+                 weigh: Callable[[object], int] | None = None):
         self.max_entries = max_entries
+        self.max_weight = max_weight
+        self.weigh = weigh
+        self.weights: dict = {}  # key -> weight of its value (with `weigh`)
+        self.weight = 0
         self.values: OrderedDict = OrderedDict()
         self.lock = threading.Lock()
         self.key_locks: dict = {}  # key -> [lock, number of threads using it]
@@ -95,11 +102,15 @@ class Store:
                         return self.values[key]
                 start = time.perf_counter()
                 value = compute()
+                weight = self.weigh(value) if self.weigh else 0
                 with self.lock:
                     self.values[key] = value
+                    self.weights[key] = weight
+                    self.weight += weight
                     self.computed[key[0]] += 1
-                    while len(self.values) > self.max_entries:
-                        self.values.popitem(last=False)
+                    while len(self.values) > 1 and self._over():
+                        old, _ = self.values.popitem(last=False)
+                        self.weight -= self.weights.pop(old)
                 log.info("computed %s in %.3f s", _describe(key), time.perf_counter() - start)
                 return value
         finally:
@@ -107,6 +118,11 @@ class Store:
                 entry[1] -= 1
                 if entry[1] == 0:
                     self.key_locks.pop(key, None)
+
+
+    def _over(self) -> bool:
+        return ((self.max_entries is not None and len(self.values) > self.max_entries)
+                or (self.max_weight is not None and self.weight > self.max_weight))
 
 
 def _describe(key: tuple) -> str:
@@ -119,7 +135,7 @@ def _describe(key: tuple) -> str:
 
 @st.cache_resource(show_spinner=False)
 def _store() -> Store:
-    return Store(max_entries=256)
+    return Store(max_entries=256)  # computed results: tables, reports, traces
 
 
 @st.cache_resource(show_spinner=False)
@@ -206,8 +222,33 @@ def zoo_entries() -> list[dict]:
     return _zoo_entries(str(folder), folder.stat().st_mtime_ns if folder.is_dir() else 0)
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
+MODEL_CACHE_BYTES = 512 * 2**20
+"""The loaded models kept in memory for every session, by the sum of their parameters' and buffers'
+bytes (the least recently used go first); a single model over it is still loaded, alone."""
+
+
+def model_bytes(ck: sv.Checkpoint) -> int:
+    """The memory of a loaded model's tensors: its parameters and buffers, in bytes."""
+    return sum(t.numel() * t.element_size() for t in (*ck.model.parameters(), *ck.model.buffers()))
+
+
+@st.cache_resource(show_spinner=False)
+def _models() -> Store:
+    return Store(max_weight=MODEL_CACHE_BYTES, weigh=model_bytes)
+
+
+def models_held() -> tuple[int, int]:
+    """How many loaded models are cached, and their bytes."""
+    store = _models()
+    with store.lock:
+        return len(store.values), store.weight
+
+
 def _load(ref: ModelRef) -> sv.Checkpoint:
+    return _models().get_or_compute(("load", ref), lambda: _read(ref))
+
+
+def _read(ref: ModelRef) -> sv.Checkpoint:
     try:
         data = registry.model_bytes(ref)
     except KeptUnreadable as err:
@@ -232,11 +273,6 @@ def load(ref: ModelRef) -> sv.Checkpoint:
     return _load(ref)
 
 
-@st.cache_resource(show_spinner=False)
-def _failed_uploads() -> dict:
-    return {}
-
-
 TORCH_SUFFIXES = ("pt", "pth")
 """PyTorch's pickle-based files: the uploader takes them only to refuse them with a way forward."""
 _TORCH_MAGIC = (b"PK\x03\x04", b"\x80\x02\x8a\x0a")  # torch.save's zip archive, its legacy pickle format
@@ -245,36 +281,33 @@ _APP_TERMS = (
     ("pass n (--n)", "set **Trained input length n** under “For files without sensviz metadata”"),
 )
 """The loader's words for the command line, in the app's words."""
+_NAME = "<name>"
 
 
 def in_app_terms(message: str) -> str:
-    """A message of the loader with its command-line flags named as the upload's fields."""
+    """A message of the loader as markdown: escaped (it may quote a file's metadata), with its
+    command-line flags named as the upload's fields."""
+    text = escape_markdown(message)
     for cli, app in _APP_TERMS:
-        message = message.replace(cli, app)
-    return message
+        text = text.replace(escape_markdown(cli), app)
+    return text
 
 
 def check_upload(name: str, data: bytes, overrides: dict) -> str | None:
-    """None when an upload loads; else the message, remembered per content and overrides, so a
-    rerun does not load a bad file again. The message names the file and the fields of the app.
-    A PyTorch file is refused by its name or its first bytes, never opened: the server never
-    unpickles a user's file (not even with `weights_only`)."""
+    """None when an upload loads; else the message as markdown, naming the file (escaped) and the
+    fields of the app. A PyTorch file is refused by its name or its first bytes, never opened: the
+    server never unpickles a user's file (not even with `weights_only`)."""
     if name.lower().rsplit(".", 1)[-1] in TORCH_SUFFIXES or data.startswith(_TORCH_MAGIC):
-        return (f"{name} is a PyTorch file (a pickle), which the explorer never opens. Convert it on your own "
-                f"machine with `sensviz convert {name} model.safetensors --n-heads 2` (the number of heads of "
-                "the authors' models) and upload model.safetensors.")
-    key = (registry.digest(data), tuple(sorted(overrides.items())))
-    failed = _failed_uploads()
-    if key not in failed:
-        source = io.BytesIO(data)
-        source.name = "<name>"
-        try:
-            sv.load_checkpoint(source, **overrides)
-        except sv.CheckpointError as err:
-            failed[key] = in_app_terms(str(err))
-        else:
-            return None
-    return failed[key].replace("<name>", name)
+        return (f"{escape_markdown(name)} is a PyTorch file (a pickle), which the explorer never opens. Convert it on "
+                "your own machine with `sensviz convert FILE.pt model.safetensors --n-heads 2` (the number of heads "
+                "of the authors' models) and upload model.safetensors.")
+    source = io.BytesIO(data)
+    source.name = _NAME
+    try:
+        sv.load_checkpoint(source, **overrides)
+    except sv.CheckpointError as err:
+        return in_app_terms(str(err)).replace(escape_markdown(_NAME), escape_markdown(name))
+    return None
 
 
 @memo
@@ -598,11 +631,8 @@ def shipped_results() -> dict[str, dict[str, str]]:
     return found
 
 
-def _results_mtime(folder: str) -> float:
-    path = Path(folder).expanduser() / "runs.parquet"
-    if not path.is_file():
-        raise ValueError(f"{folder}: not a sweep folder (no runs.parquet; run `sensviz sweep SPEC --out {folder}`)")
-    return max(p.stat().st_mtime for p in path.parent.glob("*.parquet"))
+def _results_mtime(folder: Path) -> float:
+    return max(p.stat().st_mtime for p in folder.glob("*.parquet"))
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -610,25 +640,27 @@ def _read_results(folder: str, mtime: float):
     return sweeps.read_results(folder)
 
 
-def experiment_results(folder: str) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """A sweep folder's runs table, history table and spec (ValueError if it is not one); the
-    cache is renewed when its tables change (a sweep still running, or resumed)."""
-    folder = str(Path(folder).expanduser())
-    return _read_results(folder, _results_mtime(folder))
+def experiment_results(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """A sweep folder's runs table, history table and spec (a folder `registry.sweep_folder` let
+    through); the cache is renewed when its tables change (a sweep still running, or resumed).
+    ValueError, naming no path, when its tables cannot be read."""
+    try:
+        return _read_results(str(folder), _results_mtime(folder))
+    except (OSError, ValueError) as err:
+        raise ValueError(f"this sweep folder's tables cannot be read ({type(err).__name__})") from None
 
 
 @memo
 def _experiment_figures(folder: str, mtime: float) -> list:
     runs, history, spec = _read_results(folder, mtime)
     if not spec.get("experiment"):
-        raise ValueError(f"{folder}: its spec.json is missing or names no experiment")
+        raise ValueError("this sweep folder's spec.json is missing or names no experiment")
     return figures.figures(spec["experiment"], runs, history)
 
 
-def experiment_figures(folder: str) -> list:
+def experiment_figures(folder: Path) -> list:
     """The paper-style figures of a sweep folder (`sensviz.figures.Figure`), cached per table version."""
-    folder = str(Path(folder).expanduser())
-    return _experiment_figures(folder, _results_mtime(folder))
+    return _experiment_figures(str(folder), _results_mtime(folder))
 
 
 # ----------------------------------------------------------------------------- training

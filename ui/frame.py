@@ -8,9 +8,13 @@ from __future__ import annotations
 import streamlit as st
 
 import sensviz as sv
+from sensviz.text import escape_markdown, quoted
 from ui import cache, job_panel, page, registry, sidebar
 from ui.nav import PageSpec
 from ui.registry import ModelRef
+
+N_DIGITS = 6
+"""The most digits of `n=` read as a number (the model's own range is checked next)."""
 
 
 def draw(spec: PageSpec) -> None:
@@ -50,27 +54,27 @@ def _apply_url(params: dict[str, str]) -> None:
         raw_n = params.get("n")
         if raw_n is not None:
             facts = cache.model_facts(ref)
-            n = int(raw_n) if raw_n.isdigit() else None
+            n = int(raw_n) if raw_n.isascii() and raw_n.isdigit() and len(raw_n) <= N_DIGITS else None
             if n is None or not 1 <= n <= facts["max_len"]:
                 why = f"the model reads lengths 1..{facts['max_len']}"
             elif not cache.task_defined(ref, n):
-                why = f"{facts['task']} is not defined at n={n}"
+                why = f"{escape_markdown(facts['task'])} is not defined at n={n}"
             else:
                 why = None
                 registry.set_analysis_n(ref, n)
             if why:
-                registry.notice(f"`n={raw_n}` was not used: {why}. Showing n={facts['default_n']}.")
+                registry.notice(f"n={quoted(raw_n)} was not used: {why}. Showing n={facts['default_n']}.")
     elif "n" in params:
-        registry.notice(f"`n={params['n']}` was ignored: it needs a model.")
+        registry.notice(f"n={quoted(params['n'])} was ignored: it needs a model.")
     other = _resolve("compare", params.get("compare"))
     if other is not None and other == ref:
-        registry.notice(f"`compare={params['compare']}` names the model itself; there is nothing to compare.")
+        registry.notice(f"compare={quoted(params['compare'])} names the model itself; there is nothing to compare.")
     elif other is not None:
         registry.set_compared(other)
     job_id = params.get("job")
     if job_id is not None:
         if registry.job_manager().status(job_id) is None:
-            registry.notice(f"`job={job_id}` names no training run on this server (a mistyped link, or one from "
+            registry.notice(f"job={quoted(job_id)} names no training run on this server (a mistyped link, or one from "
                             "another server).")
         else:
             registry.follow_job(job_id)
@@ -83,10 +87,10 @@ def _resolve(param: str, value: str | None) -> ModelRef | None:
         ref, warning = registry.resolve(value)
         cache.load(ref)  # validated like any upload
     except (ValueError, sv.CheckpointError) as err:
-        registry.notice(f"`{param}={value}` was not used: {err}.")
+        registry.notice(f"{param}={quoted(value)} was not used: {quoted(err, 200)}.")
         return None
     if warning:
-        registry.notice(warning)
+        registry.notice(escape_markdown(warning))
     if ref.kind != "zoo" and registry.kept_store().info(ref.key).owner != registry.owner():
         registry.add_shared(ref)
     return ref

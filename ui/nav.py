@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from sensviz.text import escape_markdown
+
 log = logging.getLogger("sensviz.explorer")
 
 
@@ -105,9 +107,9 @@ def routing():
 
 
 def _first_line(err: Exception) -> str:
-    """The error's message, first line only, without file system paths."""
+    """The error's message, first line only, without file system paths, escaped for markdown."""
     text = str(err).splitlines()[0] if str(err) else ""
-    return re.sub(r"(/[\w.-]+){2,}", "<path>", text)[:300]
+    return escape_markdown(re.sub(r"(/[\w.-]+){2,}", "<path>", text)[:300])
 
 
 def frame() -> st.Page:

@@ -20,6 +20,7 @@ import streamlit as st
 import sensviz as sv
 from sensviz import charts
 from sensviz.measure import NUMERICAL_ERRORS
+from sensviz.text import escape_markdown, quoted
 from ui import cache, registry
 from ui.registry import ModelRef
 
@@ -43,6 +44,11 @@ class Shown:
     label: str
     ref: ModelRef
     n: int
+
+    @property
+    def markdown_label(self) -> str:
+        """The label for a markdown argument (a caption, a spinner, a heading): escaped, as it may be a file's name."""
+        return escape_markdown(self.label)
 
 
 _NOTICE_SLOT: contextvars.ContextVar = contextvars.ContextVar("sv_notice_slot", default=None)
@@ -119,7 +125,7 @@ def guarded(what: str):
     try:
         yield
     except NUMERICAL_ERRORS as err:
-        st.warning(f"{what} is not available for this model: {type(err).__name__}: {str(err).splitlines()[0]}",
+        st.warning(f"{what} is not available for this model: {type(err).__name__}: {quoted(err, 200)}",
                    icon=":material/warning:")
 
 
@@ -300,10 +306,10 @@ def progress_bar(text: str):
 
 def each_model(models: list[Shown], text: str, compute) -> dict:
     """`compute(ref, n, progress=...)` for every model shown, each under its own progress bar (`text`
-    formatted with the model's `label` and `n`); the results by label."""
+    formatted with the model's label, escaped, and `n`); the results by label."""
     found = {}
     for m in models:
-        with progress_bar(text.format(label=m.label, n=m.n)) as report:
+        with progress_bar(text.format(label=m.markdown_label, n=m.n)) as report:
             found[m.label] = compute(m.ref, m.n, progress=report)
     return found
 

@@ -32,9 +32,11 @@ from pathlib import Path
 from typing import TypeVar
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from sensviz.jobs import JobManager
 from sensviz.kept import KeptStore, cap_bytes, data_dir
+from sensviz.text import quoted
 
 ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
@@ -59,6 +61,8 @@ SHOW_SOURCE = "sv_show_source"  # the sidebar switches to this model source on i
 LAB_PREDICTIONS = "sv_lab_predictions"  # {Lab chapter: the student's prediction (an option, or "skip")}
 LAB_REVEALED = "sv_lab_revealed"  # Lab chapters whose answer this session revealed
 LAB_TOP = "sv_lab_top"  # the Lab turned a page: scroll to its top on this run
+UPLOAD_REFUSED = "sv_upload_refused"  # the one line about the last upload refused in this session
+UPLOAD_ROUND = "sv_upload_round"  # bumped when an upload is refused: the uploader starts empty again
 
 # widget keys: the sidebar
 SOURCE = "sv_w_source"
@@ -95,9 +99,48 @@ def checkpoint_dir() -> Path:
     return Path(os.environ.get("SENSVIZ_CHECKPOINT_DIR", ROOT / "checkpoints"))
 
 
+def results_roots() -> list[Path]:
+    """The folders the Experiments page may open sweeps under: $SENSVIZ_RESULTS_DIRS (os.pathsep-separated),
+    else the shipped results `experiments/results/` and `$SENSVIZ_DATA_DIR/sweeps`. The first holds
+    the shipped results (`<scale>/<experiment>/`)."""
+    configured = os.environ.get("SENSVIZ_RESULTS_DIRS")
+    if configured:
+        return [Path(part) for part in configured.split(os.pathsep) if part]
+    return [ROOT / "experiments" / "results", data_dir() / "sweeps"]
+
+
 def results_dir() -> Path:
-    """Where the shipped sweep results live: experiments/results/ (`<scale>/<experiment>/`), or $SENSVIZ_RESULTS_DIR."""
-    return Path(os.environ.get("SENSVIZ_RESULTS_DIR", ROOT / "experiments" / "results"))
+    """Where the shipped sweep results live: the first of `results_roots()`."""
+    return results_roots()[0]
+
+
+FOLDER_CHARS = 1024
+"""The longest sweep folder a user may type (checked before any file system call)."""
+FOLDER_PART_CHARS = 255
+"""The longest name of one folder in it (the file systems' own limit)."""
+NOT_A_RESULTS_FOLDER = ("That folder is not a sweep folder under this server's results folders: give the folder a sweep "
+                        "wrote (its --out) relative to them, e.g. quick/tradeoff.")
+
+
+def sweep_folder(text: str) -> Path:
+    """The sweep folder a user typed, resolved (symbolic links followed) and inside one of
+    `results_roots()`: an absolute path there, or a path relative to a root (the first that has it).
+    ValueError with one line that quotes no path of the server for anything else: too long, `~`,
+    `..` or a link out of the roots, a missing folder."""
+    text = text.strip()
+    if not text or len(text) > FOLDER_CHARS or "\x00" in text or text.startswith("~"):
+        raise ValueError(NOT_A_RESULTS_FOLDER)
+    if any(len(part) > FOLDER_PART_CHARS for part in text.split("/")):
+        raise ValueError(NOT_A_RESULTS_FOLDER)
+    for root in results_roots():
+        try:
+            base = root.resolve()
+            found = (base / text).resolve()
+        except (OSError, RuntimeError):  # a loop of links, a name the file system refuses
+            continue
+        if found.is_relative_to(base) and (found / "runs.parquet").is_file():
+            return found
+    raise ValueError(NOT_A_RESULTS_FOLDER)
 
 
 # The server's kept models and job manager, one per process. Held outside this module so that
@@ -329,10 +372,48 @@ def remember_upload(key: tuple, token: str) -> None:
     st.session_state.setdefault(UPLOADS, {})[key] = token
 
 
+def upload_key() -> str:
+    """The key of the uploader: a new one after each refused upload, so the browser shows it empty."""
+    return f"{UPLOAD_FILE}_{st.session_state.get(UPLOAD_ROUND, 0)}"
+
+
+def refuse_upload(uploaded, message: str) -> None:
+    """Forget a refused upload: its bytes leave the server's memory now (not when the session ends)
+    and the script reruns with a new, empty uploader, so that Streamlit also drops the old widget's
+    value (it holds the file too); `message` stays until the next upload."""
+    release_upload(uploaded)
+    st.session_state[UPLOAD_REFUSED] = message
+    st.session_state[UPLOAD_ROUND] = st.session_state.get(UPLOAD_ROUND, 0) + 1
+    st.rerun()
+
+
+def refused_upload() -> str | None:
+    """The one line about the last refused upload (None when the last upload was kept, or none was refused)."""
+    return st.session_state.get(UPLOAD_REFUSED)
+
+
+def accept_upload() -> None:
+    """An upload was kept: the line about an earlier refused one goes."""
+    st.session_state.pop(UPLOAD_REFUSED, None)
+
+
+def release_upload(uploaded) -> None:
+    """Remove an uploaded file's bytes from Streamlit's uploaded-file manager. Streamlit has no public
+    call for it: this is the manager of the script run's context (`ScriptRunContext.uploaded_file_mgr`,
+    a `MemoryUploadedFileManager` on the server and in AppTest) and its `remove_file(session_id,
+    file_id)`, the call behind the uploader's own delete request; tests/test_upload_release.py pins
+    it to the installed Streamlit."""
+    ctx = get_script_run_ctx()
+    if ctx is not None:
+        ctx.uploaded_file_mgr.remove_file(ctx.session_id, uploaded.file_id)
+
+
 # ----------------------------------------------------------------------------- URL state
 
 PUBLIC = ("model", "compare", "n", "job")
 """The parameters every page shares."""
+URL_VALUE_CHARS = 1000
+"""The longest URL parameter (name or value) read; a longer one is a notice, before any parsing."""
 
 
 def read_url() -> dict[str, str] | None:
@@ -342,7 +423,13 @@ def read_url() -> dict[str, str] | None:
         return None
     st.session_state[URL_READ] = True
     st.session_state[NOTICES] = []
-    incoming = st.query_params.to_dict()
+    incoming = {}
+    for name, value in st.query_params.to_dict().items():
+        if len(name) > URL_VALUE_CHARS or len(value) > URL_VALUE_CHARS:
+            notice(f"{quoted(name)}={quoted(value)} was not used: longer than {URL_VALUE_CHARS:,} characters.")
+            write_url({name: None})
+        else:
+            incoming[name] = value
     st.session_state[URL_SETTINGS] = {k: v for k, v in incoming.items() if k not in PUBLIC}
     return {k: v for k, v in incoming.items() if k in PUBLIC}
 
@@ -365,14 +452,18 @@ def keep_only(allowed: tuple[str, ...]) -> None:
 def check_url_params(allowed: tuple[str, ...]) -> None:
     """Notice (and drop) parameters of the first run's URL that this page does not know."""
     unknown = [k for k in st.session_state.get(URL_SETTINGS, {}) if k not in allowed]
+    if not unknown:
+        return
+    named = ", ".join(quoted(name, 40) for name in unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
+    notice(f"{named} {'is' if len(unknown) == 1 else 'are'} not a setting of this page; ignored.")
     for name in unknown:
-        notice(f"`{name}` is not a setting of this page; it was ignored.")
         st.session_state[URL_SETTINGS].pop(name)
         write_url({name: None})
 
 
 def notice(text: str) -> None:
-    """A one-line notice about the URL, shown at the top of the page."""
+    """A one-line notice about the URL, shown at the top of the page as markdown: every value of the
+    URL in it is quoted with `sensviz.text.quoted` (escaped, one bounded line)."""
     st.session_state.setdefault(NOTICES, []).append(text)
 
 
@@ -394,7 +485,7 @@ def setting(page: str, param: str, default: T, parse: Callable[[str], T]) -> T:
         try:
             value = parse(raw)
         except ValueError as err:
-            notice(f"`{param}={raw}` was not used: {err}. Showing the default.")
+            notice(f"{param}={quoted(raw)} was not used: {quoted(err, 200)}. Showing the default.")
     settings[(page, param)] = (value, default)
     return value
 

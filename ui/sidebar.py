@@ -11,7 +11,7 @@ import streamlit as st
 
 import sensviz as sv
 from sensviz.kept import KeptRefused
-from sensviz.text import escape_markdown
+from sensviz.text import escape_markdown, one_line, quoted
 from ui import cache, page, registry
 from ui.page import Selection
 from ui.registry import ModelRef
@@ -36,7 +36,7 @@ def draw() -> Selection | None:
     try:
         ck = cache.load(ref)
     except sv.CheckpointError as err:
-        st.error(f"The selected model cannot be used any more: {err}")
+        st.error(f"The selected model cannot be used any more: {escape_markdown(err)}")
         registry.select(None)
         return None
     return _summary(ref, ck)
@@ -86,41 +86,56 @@ def _zoo_label(entry: dict) -> str:
     return f"{entry['task']} n={entry['n']} · {entry['arch']}{accuracy}"
 
 
+NAME_CHARS = 120
+"""The most characters of an uploaded file's name kept and shown (a longer one is cut with "…")."""
+
+
 def _choose_upload() -> None:
     uploaded = st.file_uploader("Checkpoint (.safetensors)", type=["safetensors", *cache.TORCH_SUFFIXES],
-                                key=registry.UPLOAD_FILE,
-                                help=f"sensviz checkpoints or the authors' state dicts; at most {cache.UPLOAD_CAP_MB} MB. "
+                                key=registry.upload_key(),
+                                help=f"sensviz checkpoints or the authors' state dicts; at most {cache.UPLOAD_CAP_MB} MiB. "
                                 "Kept on the server under a random name, so a link can share it. A PyTorch .pt file "
                                 "is never opened here: convert it first with `sensviz convert`.")
     with st.expander("For files without sensviz metadata (the authors' layout)"):
         n_heads = st.number_input("Attention heads", 0, 64, 0, key=registry.UPLOAD_HEADS, persist_state="session",
                                   help="0: read from the file's metadata. The authors' code defaults to 2.")
         task = st.text_input("Task", "", key=registry.UPLOAD_TASK, placeholder="e.g. parity", persist_state="session",
+                             max_chars=200,
                              help="parity, majority, first, mean, sparse_parity:k=3,seed=0, random:seed=0, table:0110")
         n = st.number_input("Trained input length n", 0, 1024, 0, key=registry.UPLOAD_N, persist_state="session",
                             help="0: from the file")
     if uploaded is None:
+        _refused()
         return
+    name = one_line(uploaded.name, NAME_CHARS) or "upload.safetensors"
     data = uploaded.getvalue()
     overrides = {k: v for k, v in (("n_heads", n_heads or None), ("task", task.strip() or None), ("n", n or None))
                  if v is not None}
     key = (registry.digest(data), tuple(sorted(overrides.items())))
     if registry.kept_upload(key):
         return  # kept (and selected) on an earlier run
-    error = cache.check_upload(uploaded.name, data, overrides)
+    error = cache.check_upload(name, data, overrides)
     if error:
-        current = registry.selected()
-        st.error(f"This file cannot be used: {error}")
-        st.caption(f"Still showing **{current.label}**, the model selected before this upload." if current
-                   else "No model is selected.")
-        return
+        registry.refuse_upload(uploaded, f"This file cannot be used: {error}")  # reruns
     try:
-        kept = registry.kept_store().keep("upload", uploaded.name, data, registry.owner(), overrides)
+        kept = registry.kept_store().keep("upload", name, data, registry.owner(), overrides)
     except KeptRefused as err:  # over the owner's share or the server's cap
-        st.error(f"This file was not kept: {escape_markdown(err)}")
-        return
+        registry.refuse_upload(uploaded, f"This file was not kept: {quoted(err, 300)}")  # reruns
+    registry.accept_upload()
     registry.remember_upload(key, kept.token)
     registry.select(registry.kept_ref("upload", kept.token))
+
+
+def _refused() -> None:
+    """The one line about the last refused upload, and which model is still shown."""
+    message = registry.refused_upload()
+    if message is None:
+        return
+    current = registry.selected()
+    st.error(message)
+    st.caption(f"Still showing **{escape_markdown(current.label)}**, the model selected before this upload; "
+               "change the fields above if it says so, then upload the file again." if current
+               else "No model is selected; change the fields above if it says so, then upload the file again.")
 
 
 def _choose_mine() -> None:
@@ -147,7 +162,7 @@ def _choose_mine() -> None:
 
 def _summary(ref: ModelRef, ck: sv.Checkpoint) -> Selection:
     st.divider()
-    st.subheader(ref.label)
+    st.subheader(escape_markdown(ref.label))
     facts = cache.model_facts(ref)
     key = registry.widget_key("n", ref.digest[:12])
     if key not in st.session_state:
@@ -156,7 +171,8 @@ def _summary(ref: ModelRef, ck: sv.Checkpoint) -> Selection:
                             help=f"The model reads lengths 1..{facts['max_len']}; it was trained at n={facts['trained_n']}. "
                             f"Exact up to n={cache.MODEL_EXACT_LIMIT}, sampled above."))
     if not cache.task_defined(ref, n):
-        st.warning(f"The task {facts['task']} is not defined at n={n}; analysing at the trained length n={facts['trained_n']}.")
+        st.warning(f"The task {escape_markdown(facts['task'])} is not defined at n={n}; analysing at the trained length "
+                   f"n={facts['trained_n']}.")
         n = facts["trained_n"]
     registry.set_analysis_n(ref, n)
     with page.progress_bar("Analysing the model on the cube…") as report:
@@ -167,7 +183,8 @@ def _summary(ref: ModelRef, ck: sv.Checkpoint) -> Selection:
     left.metric("as_n model", f"{info['as_model']:.3f}", help="average sensitivity of the model (thresholded)")
     right.metric("as_n target", "—" if info["as_target"] is None else f"{info['as_target']:.3f}")
     left.metric("mean Blowup", page.figure(info["blowup_mean"]), help="E_x Blowup(x) = E_x Π_k max_w (1 + N_w^(k)(x))")
-    st.caption(f"**{info['task'] or 'unknown task'}** · {info['arch']} · {info['size']} · {info['n_params']:,} parameters "
+    st.caption(f"**{escape_markdown(info['task'] or 'unknown task')}** · {escape_markdown(info['arch'])} · "
+               f"{escape_markdown(info['size'])} · {info['n_params']:,} parameters "
                f"· trained at n={info['trained_n']} · {'exact' if info['exact'] else 'sampled'} at n={n}")
     for note in ck.notes:
         st.caption(f"Note: {cache.in_app_terms(note)}.")
@@ -198,7 +215,7 @@ def _compare_picked() -> None:
     try:
         registry.set_compared(registry.resolve(value)[0])
     except ValueError as err:
-        registry.notice(f"That model cannot be compared: {err}.")
+        registry.notice(f"That model cannot be compared: {quoted(err, 200)}.")
 
 
 def _choose_compare(ref: ModelRef, n: int) -> tuple[ModelRef | None, int | None]:
@@ -223,18 +240,18 @@ def _choose_compare(ref: ModelRef, n: int) -> tuple[ModelRef | None, int | None]
     try:
         cache.load(current)
     except sv.CheckpointError as err:
-        st.warning(f"The compared model cannot be used any more: {err}")
+        st.warning(f"The compared model cannot be used any more: {escape_markdown(err)}")
         registry.set_compared(None)
         return None, None
     facts = cache.model_facts(current)
     compare_n = n if n <= facts["max_len"] and cache.task_defined(current, n) else facts["default_n"]
     if compare_n != n:
         why = f"reads lengths 1..{facts['max_len']}" if n > facts["max_len"] else f"its task is not defined at n={n}"
-        st.warning(f"{current.label} {why}: it is analysed at n={compare_n}.")
+        st.warning(f"{escape_markdown(current.label)} {why}: it is analysed at n={compare_n}.")
     with page.progress_bar("Analysing the second model…") as report:
         info = cache.summary(current, compare_n, progress=report)
     accuracy = "" if info["accuracy"] is None else f" · accuracy {info['accuracy']:.1%}"
-    st.caption(f"Compared with **{current.label}** at n={compare_n}: as_n {info['as_model']:.3f}{accuracy} "
+    st.caption(f"Compared with **{escape_markdown(current.label)}** at n={compare_n}: as_n {info['as_model']:.3f}{accuracy} "
                f"· mean Blowup {page.figure(info['blowup_mean'])}")
     return current, compare_n
 

@@ -1,0 +1,86 @@
+"""Uploads leave the server's memory: the upload cap of the config and of the loader agree, a refused
+upload is removed from Streamlit's uploaded-file manager at once, and a closed tab's session is
+dropped. The removal uses Streamlit internals (it offers no public call): these tests pin them to the
+installed version and fail when they change."""
+
+import inspect
+import os
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("SENSVIZ_DATA_DIR", tempfile.mkdtemp(prefix="sensviz-upload-"))
+
+from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager  # noqa: E402
+from streamlit.runtime.scriptrunner_utils.script_run_context import ScriptRunContext  # noqa: E402
+from streamlit.runtime.uploaded_file_manager import UploadedFile, UploadedFileRec  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from sensviz.checkpoints import SIZE_CAP  # noqa: E402
+from ui import registry  # noqa: E402
+
+CONFIG = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+
+
+def test_the_upload_cap_of_the_config_is_the_loaders():
+    assert CONFIG["server"]["maxUploadSize"] * 1024 * 1024 == SIZE_CAP == 64 * 2**20
+    import streamlit.web.server.starlette.starlette_routes as routes  # the server multiplies by MiB
+
+    assert 'config.get_option("server.maxUploadSize") * 1024 * 1024' in inspect.getsource(routes)
+
+
+def test_a_closed_tabs_session_is_dropped_after_two_minutes():
+    from streamlit import config
+
+    assert CONFIG["server"]["disconnectedSessionTTL"] == 120
+    assert "server.disconnectedSessionTTL" in config._config_options_template  # the option exists in this Streamlit
+
+
+def held(manager: MemoryUploadedFileManager) -> int:
+    """The bytes the manager holds, as the server's /_stcore/metrics reports them."""
+    return sum(stat.byte_length for stats in manager.get_stats().values() for stat in stats
+               if stat.category_name == "UploadedFileManager")
+
+
+def test_the_internal_calls_that_free_an_upload_exist():
+    """The server's manager is a MemoryUploadedFileManager; remove_file(session_id, file_id) frees its bytes."""
+    import streamlit.web.server.starlette.starlette_app as app
+
+    assert "MemoryUploadedFileManager(" in inspect.getsource(app)
+    assert {"uploaded_file_mgr", "session_id"} <= set(inspect.signature(ScriptRunContext).parameters)
+    assert list(inspect.signature(MemoryUploadedFileManager.remove_file).parameters) == ["self", "session_id", "file_id"]
+    manager = MemoryUploadedFileManager("/upload")
+    manager.add_file("s", UploadedFileRec("f", "big.safetensors", "application/octet-stream", b"x" * 1000))
+    manager.add_file("s", UploadedFileRec("g", "other.safetensors", "application/octet-stream", b"y" * 10))
+    assert held(manager) == 1010
+    manager.remove_file("s", "f")
+    assert manager.get_files("s", ["f"]) == [] and held(manager) == 10
+    assert "file_id" in vars(UploadedFile(manager.get_files("s", ["g"])[0], {}))
+
+
+def test_a_refused_upload_leaves_the_managers_memory_and_the_uploader_starts_empty(monkeypatch):
+    removed = []
+    original = MemoryUploadedFileManager.remove_file
+
+    def remove_file(self, session_id, file_id):
+        held = self.get_files(session_id, [file_id])
+        original(self, session_id, file_id)
+        removed.append((len(held[0].data) if held else None, self.get_files(session_id, [file_id])))
+
+    monkeypatch.setattr(MemoryUploadedFileManager, "remove_file", remove_file)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    at.run()
+    at.sidebar.segmented_control(key=registry.SOURCE).set_value("Upload").run()
+    first_key = at.sidebar.file_uploader[0].key
+    data = b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all" + b"\x00" * 100_000
+    at.sidebar.file_uploader[0].upload("broken.safetensors", data, "application/octet-stream").run()
+    assert not at.exception
+    assert removed == [(len(data), [])]  # the bytes were held, and are gone
+    assert [e.value.startswith("This file cannot be used") for e in at.sidebar.error] == [True]
+    assert at.sidebar.file_uploader[0].key != first_key  # the run went on with a fresh, empty uploader
+    assert first_key not in at.session_state  # and Streamlit dropped the old one's value, which held the file
+    at.run()
+    assert len(removed) == 1 and len(at.sidebar.error) == 1  # the line stays; nothing left to free
