@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from sensviz import glossary
 from ui import nav
 
 nav.require_router()
@@ -67,20 +68,12 @@ st.markdown("Δ is uniform on the sphere of radius ρ over all parameters except
             "*small-ρ limit*.")
 
 st.subheader("Glossary: what each chart shows")
+st.caption("The same definitions the Lab gives where a chapter first uses a term (`sensviz.glossary`).")
+st.markdown("| name | symbol | what it is | where |\n|---|---|---|---|\n" + "\n".join(
+    f"| {t.name} | {t.symbol} | {t.definition} | {t.where} |"
+    for t in glossary.TERMS))
 st.markdown(
     """
-| name | symbol | where |
-|---|---|---|
-| sensitivity | s(f,x) | Sensitivity: the cube map, the histogram, by Hamming weight |
-| avg_sensitivity | as_n(f) | sidebar summary; Sensitivity |
-| influence | Inf_i(f) = E((f(x) − f(x^i))/2)² | Sensitivity: per position |
-| degree_profile | d_k = Σ_{\\|P\\|=k} λ_P² | Sensitivity: Fourier degree profile |
-| attention | â_ij per layer and head | Attention |
-| ln_factor | N_i^(k) | LayerNorm: heatmap and distributions |
-| tau, blowup | τ^(k)(x), Blowup(x) | LayerNorm |
-| param_norm | ‖θ‖ without positional encodings | sidebar; LayerNorm trade-off |
-| sharpness | L_ρ,n | Landscape |
-
 Values of a Boolean model are read on the ±1 scale of its target encoding: an output y trained on {0,1}
 targets is 2y − 1 and its decision is y > 0.5. **Exact** numbers enumerate all 2^n inputs; above the
 explorer's exact limit, **estimates** come from seeded samples with standard errors, and are labelled so.

@@ -1,13 +1,23 @@
-"""Lab: the paper's story as guided chapters (`sensviz.lab`), one chapter per URL (`lab?chapter=3`)."""
+"""Lab: the paper's story as guided chapters (`sensviz.lab`), one chapter per URL (`lab?chapter=3&predict=...`).
+
+Each chapter asks, then shows, then explains: its question and the student's prediction first (kept in
+the session and the URL), the charts with the asked-for quantity hidden until a prediction is made or
+skipped, then the answer behind a reveal. The try-it control redraws the chapter's charts from the data
+shipped beside the zoo (`sensviz lab-data`).
+"""
+
+import re
 
 import streamlit as st
 
 from sensviz import lab
+from sensviz.text import escape_markdown
 from ui import cache, nav, page, registry, train_form
 
 nav.require_router()
 
 NUMBERS = list(range(1, len(lab.CHAPTERS) + 1))
+SKIP = "skip"
 # chapters whose "try it yourself" is a training run: the page and the Train form's preset
 # (no bare strings here: Streamlit would draw them)
 TRY_IT = {
@@ -17,13 +27,133 @@ TRY_IT = {
 }
 # chapters whose "try it yourself" opens an analysis page with their models
 EXPLORE = {1: "sensitivity", 3: "layernorm", 4: "landscape"}
+# scrolls the app to its top (a page turned): Streamlit keeps the scroll position across reruns
+TO_TOP = """<script>
+for (const sel of ['[data-testid="stMain"]', '[data-testid="stAppViewContainer"]', 'section.main']) {
+  const el = document.querySelector(sel); if (el) { el.scrollTop = 0; }
+}
+window.scrollTo(0, 0);
+</script>"""
 
-number = page.choice("chapter", "Chapter", NUMBERS, widget=st.segmented_control,
-                     format_func=lambda k: f"{k}. {lab.chapter(k).title}", selection_mode="single")
+
+def slug(option: str) -> str:
+    """An option as it stands in the URL: `predict=all-n-of-them`."""
+    return re.sub(r"[^a-z0-9]+", "-", option.lower()).strip("-")
+
+
+def turn(k: int) -> None:
+    """Turn to chapter k at its top, with its own prediction and its control at its default."""
+    st.session_state[registry.widget_key("lab", "chapter")] = k
+    registry.set_setting("lab", "chapter", k, NUMBERS[0])
+    to = lab.chapter(k)
+    registry.set_setting("lab", "try", to.control.default, to.control.default)
+    st.session_state[registry.LAB_TOP] = True
+
+
+SHORT = {1: "Sensitivity", 2: "Training", 3: "LayerNorm", 4: "Landscape", 5: "Length", 6: "Few examples"}
+number = page.choice("chapter", "Chapter", NUMBERS, widget=st.segmented_control, selection_mode="single",
+                     format_func=lambda k: f"{k} {SHORT[k]}", label_visibility="collapsed",
+                     on_change=lambda: st.session_state.__setitem__(registry.LAB_TOP, True))
 chapter = lab.chapter(number)
-st.progress(number / len(NUMBERS), text=f"Chapter {number} of {len(NUMBERS)}")
-st.header(f"{number}. {chapter.title}")
-st.markdown(f"*{chapter.question}*")
+if st.session_state.pop(registry.LAB_TOP, False):
+    st.html(TO_TOP, unsafe_allow_javascript=True)
+
+# ---------------------------------------------------------------- ask
+
+predictions = st.session_state.setdefault(registry.LAB_PREDICTIONS, {})
+by_slug = {slug(o): o for o in (*chapter.predict.options, SKIP)}
+if ("lab", "predict") not in st.session_state.get(registry.SETTINGS, {}):  # the first run: a link's prediction
+    def parse(raw: str) -> str:
+        if raw not in by_slug:
+            raise ValueError(f"predict is one of {', '.join(by_slug)} in chapter {number}")
+        return by_slug[raw]
+
+    linked = registry.setting("lab", "predict", None, parse)
+    if linked is not None:
+        predictions[number] = linked
+predicted = predictions.get(number)
+registry.set_setting("lab", "predict", predicted, None, slug)
+
+st.subheader(f"{number}. {chapter.title}")
+definitions = "\n\n".join(chapter.definitions())
+st.markdown(f"**{chapter.question}**", help=definitions)
+key = registry.widget_key("lab", "predict", number)
+st.session_state[key] = predicted if predicted in chapter.predict.options else None
+
+
+def choose() -> None:
+    predictions[number] = st.session_state[key]
+
+
+def skip() -> None:
+    predictions[number] = SKIP
+
+
+cols = st.columns([5, 1], vertical_alignment="bottom")
+cols[0].radio(f"Your prediction: {chapter.predict.prompt}", chapter.predict.options, key=key, on_change=choose,
+              horizontal=True, help=definitions)
+cols[1].button("Skip", on_click=skip, key=registry.widget_key("lab", "skip", number), disabled=predicted is not None,
+               help="See the charts without predicting")
+
+# ---------------------------------------------------------------- show
+
+selection = st.session_state.get(registry.CURRENT)
+yours = ()
+if number == 5 and selection is not None and selection.ref.kind != "zoo":
+    yours = (selection.ref,)  # the student's own model joins the zoo's as a point
+status = st.empty()
+figures_at = st.container()  # the figures come first; the try-it control under them redraws them
+
+
+def progress(line: str) -> None:
+    status.info(f"Measuring: {line}", icon=":material/hourglass_top:")
+
+
+control = chapter.control
+choice = page.choice("try", f"Try it: {control.label}", list(control.options), default=control.default,
+                     widget=st.segmented_control, format_func=control.fmt, variant=number, selection_mode="single")
+built = cache.lab_chapter(number, choice, yours, progress=progress)
+status.empty()
+if yours:
+    st.caption(f"Your model {escape_markdown(selection.ref.label)} is a black mark at its n.")
+figures = list(built.figures)
+if number == 2 and predicted is not None and registry.followed_job():  # the student's own PARITY run, if n = 8
+    records = registry.job_manager().records(registry.followed_job())
+    if records and len(records[-1].get("degree_profile") or ()) == built.numbers["n"] + 1:
+        figures[1] = cache.lab_your_run(choice, records)
+
+with figures_at:
+    for fig in figures:
+        st.markdown(f"**{fig.title}**")
+        if predicted is None:
+            if fig.blind is None:
+                st.info("Make a prediction above (or skip) to see this chart.", icon=":material/visibility_off:")
+                continue
+            st.altair_chart(fig.blind, theme=None)  # the charts carry their own readable text (charts.readable)
+            st.caption("The quantity the question asks about is left out until you predict.")
+            continue
+        st.altair_chart(fig.chart, theme=None)
+        if fig.caption:
+            st.caption(fig.caption)
+        page.download(fig.data, f"lab_{number}_{fig.key}.csv", "Download the data behind this chart (CSV)")
+
+# ---------------------------------------------------------------- explain
+
+revealed = st.session_state.setdefault(registry.LAB_REVEALED, set())
+if number in revealed and predicted is not None:
+    verdict = ("" if predicted == SKIP else " Your prediction was right." if predicted == built.correct
+               else f" You predicted “{predicted}”.")
+    st.success(f"**Answer: {built.correct}.**{verdict}", icon=":material/check_circle:")
+    st.markdown(f"**What to look for.** {built.look_for}")
+    st.markdown(built.answer)
+else:
+    st.button("Reveal the answer", key=registry.widget_key("lab", "reveal", number), disabled=predicted is None,
+              on_click=lambda: revealed.add(number), type="primary",
+              help="Predict or skip first" if predicted is None else "What to look for, and the answer")
+
+st.markdown("**The formula**")
+for line in chapter.formula:
+    st.latex(line)
 
 
 def setup() -> None:
@@ -33,7 +163,7 @@ def setup() -> None:
     registry.set_compared(refs[1] if len(refs) > 1 else None)
 
 
-selection = st.session_state.get(registry.CURRENT)
+st.markdown(f"**Try it yourself.** {chapter.try_it}")
 loaded = selection is not None and selection.ref.name == registry.zoo_ref(chapter.models[0]).name
 cols = st.columns([2, 3])
 cols[0].button("Load this chapter's models", on_click=setup, type="secondary" if loaded else "primary",
@@ -41,58 +171,27 @@ cols[0].button("Load this chapter's models", on_click=setup, type="secondary" if
                help="Selects them in the sidebar: every page then shows them (the first beside the second).")
 cols[1].caption("Models: " + ", ".join(f"`{name}`" for name in chapter.models)
                 + (" — loaded in the sidebar." if loaded else "."))
-
-yours = ()
-if number == 5 and selection is not None and selection.ref.kind != "zoo":
-    yours = (selection.ref,)  # the student's own model joins the zoo's as a point
-with st.spinner("Computing the chapter from its models…"):
-    built = cache.lab_chapter(number, yours)
-
-for fig in built.figures:
-    st.subheader(fig.title)
-    st.altair_chart(fig.chart)
-    if fig.caption:
-        st.caption(fig.caption)
-    page.download(fig.data, f"lab_{number}_{fig.key}.csv", "Download the data behind this chart (CSV)")
-
-st.markdown(f"**What to look for.** {built.look_for}")
-st.info(f"**Question.** {chapter.ask}", icon=":material/help:")
-with st.expander("Reveal the answer"):
-    st.markdown(built.answer)
-st.markdown("**The formula**")
-for line in chapter.formula:
-    st.latex(line)
-
-st.markdown(f"**Try it yourself.** {chapter.try_it}")
 if number in TRY_IT:
     target, preset = TRY_IT[number]
-    if st.button(f"Open the Train page with the preset “{preset}”", key=registry.widget_key("lab", "try", number)):
+    if st.button(f"Open the Train page with the preset “{preset}”", key=registry.widget_key("lab", "train", number)):
         train_form.apply_preset(preset)
         st.switch_page(nav.spec(target).file)
 elif number in EXPLORE and st.button(f"Open the {nav.spec(EXPLORE[number]).title} page with these models",
-                                     key=registry.widget_key("lab", "try", number)):
+                                     key=registry.widget_key("lab", "open", number)):
     setup()
     st.switch_page(nav.spec(EXPLORE[number]).file)
 
 st.divider()
-
-
-def go(k: int) -> None:
-    """Turn to chapter k (its widget and its URL parameter)."""
-    st.session_state[registry.widget_key("lab", "chapter")] = k
-    registry.set_setting("lab", "chapter", k, NUMBERS[0])
-
-
 cols = st.columns(3)
 if number > 1:
-    cols[0].button(f"← Chapter {number - 1}", help=lab.chapter(number - 1).title, on_click=go, args=(number - 1,),
+    cols[0].button(f"← Chapter {number - 1}", help=lab.chapter(number - 1).title, on_click=turn, args=(number - 1,),
                    key=registry.widget_key("lab", "previous"), width="stretch")
 if number < len(NUMBERS):
-    cols[2].button(f"Chapter {number + 1} →", help=lab.chapter(number + 1).title, on_click=go, args=(number + 1,),
+    cols[2].button(f"Chapter {number + 1} →", help=lab.chapter(number + 1).title, on_click=turn, args=(number + 1,),
                    key=registry.widget_key("lab", "next"), type="primary", width="stretch")
 with cols[1].popover("Instructor handout"):
-    st.markdown("The whole lab as one HTML page that opens offline (every chapter's text, charts and "
-                "questions); also `sensviz lab --out lab.html [--answers]`.")
+    st.markdown("The whole lab as one HTML page to print, offline: questions, predictions to tick, charts and room "
+                "to answer; the instructor's copy adds the answers. Also `sensviz lab --out lab.html [--answers]`.")
     answers = st.checkbox("with the answers", key=registry.widget_key("lab", "answers"))
     st.download_button("Download the handout", lambda: cache.lab_handout(answers),
                        file_name="sensviz-lab-answers.html" if answers else "sensviz-lab.html", mime="text/html",

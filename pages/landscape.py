@@ -22,7 +22,7 @@ with st.expander("Measurement settings", expanded=False):
                       "parameters without positional encodings)")
     inputs = page.choice("inputs", "Inputs (the cube when it has at most this many)", [64, 128, 256, 512, 1024],
                          default=cache.LANDSCAPE_INPUTS, widget=cols[1].select_slider)
-    directions = page.choice("directions", "Random directions", [16, 32, 64, 128, 256], default=64,
+    directions = page.choice("directions", "Random directions", [16, 32, 64, 128, 256], default=cache.LANDSCAPE_DIRECTIONS,
                              widget=cols[2].select_slider)
     seed = page.number("seed", "Seed", 0, 2**31 - 1, 0, widget=cols[3].number_input)
 at_paper = abs(rho - paper_rho) <= 1e-9 * paper_rho

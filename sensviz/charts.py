@@ -27,6 +27,10 @@ HEIGHT = 200
 FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 """A single chart's width includes its axes and legends (Streamlit stretches it to its column) and its
 height is the plot's own: a legend or a long axis label never squeezes the plot."""
+READABLE_PX = 12
+"""Smallest text of a chart (tick labels included): readable on a projector and on paper."""
+INK = "#333333"
+"""Colour of a chart's text and axes: 12.6:1 against white (at least 4.5:1 is needed)."""
 VALUE = ".4~g"
 """Tooltip format of values."""
 PICK = "pick"
@@ -36,6 +40,15 @@ FUNCTION_COLORS = alt.Scale(domain=["model", "target"], range=["#1f77b4", "#ff7f
 
 
 # ----------------------------------------------------------------------------- colours
+
+
+def readable(chart):
+    """A top-level chart with text of at least `READABLE_PX` and dark `INK` labels, axes and ticks."""
+    return (chart.configure_axis(labelFontSize=READABLE_PX, titleFontSize=READABLE_PX + 1, labelColor=INK,
+                                 titleColor=INK, domainColor=INK, tickColor=INK)
+            .configure_legend(labelFontSize=READABLE_PX, titleFontSize=READABLE_PX + 1, labelColor=INK, titleColor=INK)
+            .configure_title(fontSize=READABLE_PX + 2, color=INK)
+            .configure_header(labelFontSize=READABLE_PX, titleFontSize=READABLE_PX + 1, labelColor=INK, titleColor=INK))
 
 
 def _task_of(label) -> str | None:
@@ -139,7 +152,7 @@ def _cube_grid(table: pd.DataFrame, value: str, colour: alt.Color, title: str, c
     frame = table.assign(row_bits=table["bits"].str[:row_bits], col_bits=table["bits"].str[row_bits:])
     row_order = frame.sort_values("row")["row_bits"].drop_duplicates().tolist()
     col_order = frame.sort_values("col")["col_bits"].drop_duplicates().tolist()
-    font = 10 if cell >= 12 else 8
+    font = READABLE_PX  # labelOverlap leaves out the labels that would collide
     x = alt.X("col_bits:O", sort=col_order, title=f"bits {row_bits + 1}..{n} (Gray order)" if n > 1 else "",
               axis=alt.Axis(labelAngle=-90, labelFontSize=font, labelOverlap=True))
     y = alt.Y("row_bits:O", sort=row_order, title=f"bits 1..{row_bits} (Gray order)",
@@ -537,16 +550,18 @@ def sensitivity_strip(table: pd.DataFrame) -> alt.Chart:
 
 def training_curves(table: pd.DataFrame, title: str = "", columns: int = 3, log_loss: bool = False) -> alt.ConcatChart:
     """Each measurement over the training steps (`step`, `metric`, `value`, `stderr`), one small panel per
-    metric with its own y axis (the loss on a log axis with `log_loss`)."""
+    metric with its own y axis (the loss on a log axis with `log_loss`); with a `run` column, one line per run."""
     width = (WIDTH - 60 * columns) // columns
     tooltip = ["metric:N", "step:Q", alt.Tooltip("value:Q", format=VALUE), alt.Tooltip("stderr:Q", format=".2~g")]
+    runs = {} if "run" not in table else {"color": alt.Color("run:N", title="", legend=alt.Legend(orient="top"))}
     panels = []
     for metric in dict.fromkeys(table["metric"]):
         log = log_loss and metric == "loss"
         y = alt.Y("value:Q", title=None, scale=alt.Scale(type="log") if log else alt.Scale(zero=False))
         panels.append(alt.Chart(table[table["metric"] == metric], title=f"{metric} (log axis)" if log else metric)
                       .mark_line(point=True)
-                      .encode(x=alt.X("step:Q", title="training step"), y=y, tooltip=tooltip)
+                      .encode(x=alt.X("step:Q", title="training step"), y=y, tooltip=tooltip + (["run:N"] if runs else []),
+                              **runs)
                       .properties(width=width, height=140))
     return alt.concat(*panels, columns=columns, title=title)
 

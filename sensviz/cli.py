@@ -13,6 +13,7 @@
                   [--address ADDR] [--scale paper] [--threads T] [--max-runs N]
     sensviz report results/ls --out report.html
     sensviz lab --out lab.html [--answers]
+    sensviz lab-data                     (the Lab's chapters measured once, beside the checkpoints)
     sensviz fidelity experiments/results --out docs/fidelity.md [--scale standard]
 
 The flags of `train` come from the fields of `ModelSettings` and `TrainConfig`, those of `inspect`'s
@@ -269,7 +270,13 @@ def _report(args) -> dict:
 def _lab(args) -> dict:
     from . import lab  # Altair and vl-convert: only for this command
 
-    return lab.write_handout(args.checkpoints, args.results, args.out, args.answers)
+    return lab.write_handout(args.out, args.answers, args.checkpoints, args.results, args.url)
+
+
+def _lab_data(args) -> dict:
+    from . import lab
+
+    return lab.write_data(args.checkpoints, args.results, progress=lambda line: print(line, file=sys.stderr))
 
 
 def _fidelity(args) -> dict:
@@ -440,9 +447,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("lab", help="the Lab as one offline HTML handout: every chapter's text, figures and questions")
     p.add_argument("--out", required=True, metavar="LAB.html", type=_output(check_file), help="where to write the handout")
     p.add_argument("--answers", action="store_true", help="include the answers to the questions")
-    p.add_argument("--checkpoints", default="checkpoints", help="the zoo the chapters load (default checkpoints)")
-    p.add_argument("--results", default="experiments/results", help="the shipped results (chapter 5)")
+    p.add_argument("--checkpoints", help="the zoo (default $SENSVIZ_CHECKPOINT_DIR, else the package's checkpoints/)")
+    p.add_argument("--results", help="the shipped results (default $SENSVIZ_RESULTS_DIR, else the package's "
+                   "experiments/results/)")
+    p.add_argument("--url", default="http://localhost:8501", help="the explorer's address, for the links to each chapter")
     p.set_defaults(run=_lab)
+
+    p = sub.add_parser("lab-data", help="measure the zoo once for the Lab's chapters: lab-data.json beside the checkpoints")
+    p.add_argument("--checkpoints", help="the zoo (default $SENSVIZ_CHECKPOINT_DIR, else the package's checkpoints/)")
+    p.add_argument("--results", help="the shipped results (default $SENSVIZ_RESULTS_DIR, else the package's "
+                   "experiments/results/)")
+    p.set_defaults(run=_lab_data)
 
     p = sub.add_parser("fidelity", help="the fidelity page: each claim of the paper with its interval and verdict")
     p.add_argument("folder", help="a results folder holding <scale>/<experiment>/runs.parquet, e.g. experiments/results")

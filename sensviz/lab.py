@@ -1,40 +1,50 @@
-"""The Lab: the paper's story as guided chapters, for the app's Lab page and the offline handout.
+"""The Lab: the paper's story as guided chapters, for the app's Lab page and the printable handout.
 
 Six chapters (`CHAPTERS`) tell why sensitive functions are hard for transformers:
 
 1. sensitivity on the cube: PARITY beside FIRST, and the Fourier degree profile;
 2. training PARITY: degree n takes over and sharpness rises;
-3. how a transformer can be sensitive at all: LayerNorm blowup, and Blowup against s(f,x);
-4. the landscape: a PARITY minimum beside a FIRST minimum, at the finite radius the paper measures;
-5. length scaling: sharpness against n from the shipped results, and a model of your own;
+3. how a transformer can be sensitive at all: the LayerNorm factors N and Blowup;
+4. the landscape: a PARITY minimum beside a FIRST minimum, at the radius the Landscape page measures;
+5. length scaling: the sharpness proxy against n from the shipped results, with `sensviz.fidelity`'s verdict;
 6. few examples: a random function fitted on a handful of inputs extrapolates with low sensitivity.
 
-A chapter holds its question, the zoo models its one-click setup loads, the formula it illustrates,
-and a `build` function that computes, from those models, every number its text states and the few
-figures that make the point (`Built`). Texts are templates filled with those numbers, never typed
-figures. The app (`ui/`) draws a built chapter with its controls; `handout` writes the whole lab as
-one offline HTML page (the Vega JavaScript inlined, as `sensviz report` does), answers optional.
-The live chapters (2 and 6) draw the training measurements the zoo's checkpoints carry
-(`extra.measurements`, recorded by `sensviz zoo build`).
+A lesson asks before it shows. A chapter holds its question, the prediction the student makes
+(`Prediction`), the glossary terms it uses, the zoo models its one-click setup loads, its formula,
+and two functions: `measure` computes from the models everything the chapter can show (`Data`:
+tables for every value of its try-it control, e.g. every n), and `present` draws the figures and
+writes the texts from that data alone. Every word with a number or a trend in a text is chosen by a
+stated rule on the data the chapter draws (`Built.claims`), so the same chapter built on other data
+says something else.
+
+Fast on a fresh server: `write_data` measures the shipped checkpoints once (their bytes are never
+changed) and writes `lab-data.json` beside them, each chapter keyed by the sha256 of the files it
+reads; `data` uses it when the hashes match and measures on demand (with progress) when they do not.
+`handout` writes the whole lab as one offline HTML page to print (MathML formulas, print rules,
+answer boxes; the answers with `answers=True`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 
-from . import charts, cube, stats, tables
+from . import charts, cube, glossary, stats, tables
 from .analysis import cube_outputs, sensitivity_report
 from .blowup import blowup_summary
-from .checkpoints import Checkpoint, load_checkpoint
+from .checkpoints import Checkpoint, file_hash, load_checkpoint
 from .experiments import completions
 from .losses import loss_for, targets
+from .mathml import mathml
 from .measure import RADIUS_FRACTIONS, MeasureSettings, measure
 from .report import offline_page, write_text
 from .slices import loss_slice, random_directions
@@ -42,72 +52,156 @@ from .training import TrainingData
 
 Loader = Callable[[str], Checkpoint]
 """Loads a zoo model by its name (the file stem, e.g. "encoder-parity-n8")."""
+Progress = Callable[[str], None] | None
+"""Told what the measurement is doing, one line at a time."""
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+DATA_FILE = "lab-data.json"
+DATA_FORMAT, DATA_VERSION = "sensviz-lab-data", 1
+
+
+def zoo_dir() -> Path:
+    """The shipped zoo: $SENSVIZ_CHECKPOINT_DIR, else the checkpoints/ folder beside the package."""
+    return Path(os.environ.get("SENSVIZ_CHECKPOINT_DIR") or PACKAGE_ROOT / "checkpoints")
+
+
+def results_dir() -> Path:
+    """The shipped sweep results: $SENSVIZ_RESULTS_DIR, else experiments/results/ beside the package."""
+    return Path(os.environ.get("SENSVIZ_RESULTS_DIR") or PACKAGE_ROOT / "experiments" / "results")
 
 
 @dataclass
 class Sources:
-    """Where a chapter's numbers come from: the zoo (`load`), the shipped results folder (chapter 5),
-    and models the student brings (`yours`: label -> Checkpoint, drawn beside the zoo's where a
-    chapter can place them)."""
+    """Where a chapter's numbers come from: the zoo (`load`, and its folder for the hashes), the
+    shipped results folder (chapter 5)."""
 
     load: Loader
-    results: Path | None = None
-    yours: dict[str, Checkpoint] = field(default_factory=dict)
+    checkpoints: Path
+    results: Path
+
+    @classmethod
+    def shipped(cls, checkpoints: str | Path | None = None, results: str | Path | None = None) -> Sources:
+        """The zoo in `checkpoints` (default `zoo_dir()`) and the results in `results` (default `results_dir()`)."""
+        checkpoints = Path(checkpoints) if checkpoints else zoo_dir()
+        return cls(zoo_loader(checkpoints), checkpoints, Path(results) if results else results_dir())
+
 
 SETTINGS = MeasureSettings()
-"""The Lab measures with everyone's defaults (`sensviz.measure`)."""
+"""The Lab measures with everyone's defaults (`sensviz.measure`) ..."""
+LANDSCAPE = dataclasses.replace(SETTINGS, directions=64)
+"""... and L_ρ with the Landscape page's defaults (64 directions, the paper's radius), so both show one number."""
+
+
+@dataclass
+class Data:
+    """What a chapter measured: numbers and tables (for every value of its control), JSON-safe."""
+
+    numbers: dict
+    tables: dict[str, pd.DataFrame]
+
+    def to_json(self) -> dict:
+        return {"numbers": {k: _plain(v) for k, v in self.numbers.items()},
+                "tables": {k: json.loads(t.to_json(orient="split", index=False, double_precision=15))
+                           for k, t in self.tables.items()}}
+
+    @classmethod
+    def from_json(cls, raw: dict) -> Data:
+        return cls(dict(raw["numbers"]), {k: pd.DataFrame(t["data"], columns=t["columns"])
+                                          for k, t in raw["tables"].items()})
+
+
+def _plain(value):
+    """A number or string as JSON has it (numpy scalars unwrapped)."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value.item() if isinstance(value, np.generic) else value
 
 
 @dataclass
 class Figure:
-    """One chart of a chapter, with the data behind it."""
+    """One chart of a chapter, with the data behind it, and the chart shown before the student predicts
+    (`blind`: the same view with the asked-for quantity left out; None: nothing until then)."""
 
     key: str
     title: str
     chart: object  # an Altair chart
     data: pd.DataFrame
     caption: str = ""
+    blind: object | None = None
+
+    def __post_init__(self):
+        self.chart = charts.readable(self.chart)
+        self.blind = None if self.blind is None else charts.readable(self.blind)
 
 
 @dataclass
 class Built:
-    """A chapter computed from its models: the numbers its text states, its figures, its texts filled in."""
+    """A chapter drawn from its data: the numbers its texts state, the words its rules chose (`claims`),
+    its figures, the right prediction and the texts."""
 
-    numbers: dict[str, float | int | str]
+    numbers: dict
+    claims: dict[str, str]
     figures: list[Figure]
+    correct: str  # the right option of the chapter's prediction
     look_for: str
     answer: str
 
 
+@dataclass(frozen=True)
+class Prediction:
+    """What the student predicts before the charts show it: one of `options`."""
+
+    prompt: str
+    options: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Control:
+    """A chapter's try-it control: the options its data was measured for, and the default."""
+
+    label: str
+    options: tuple
+    default: object
+    fmt: Callable[[object], str] = str
+
+
 @dataclass
 class Chapter:
-    """One chapter: what it asks, which models it loads, what it shows and how it is computed."""
+    """One chapter: what it asks, the terms it defines, which models it loads, and how it is measured and drawn."""
 
     number: int
     slug: str
     title: str
     question: str
+    predict: Prediction
+    terms: tuple[str, ...]  # glossary terms, defined where the chapter first uses them
     models: tuple[str, ...]  # the zoo models the setup loads: the first is the model, the second the comparison
-    ask: str  # the student's question
+    reads: tuple[str, ...]  # every zoo model `measure` reads
     formula: tuple[str, ...]  # LaTeX, one line each
-    try_it: str  # what to try yourself (the app adds the control)
-    look_for: str  # a template filled with `Built.numbers`
-    answer: str  # a template filled with `Built.numbers`
-    compute: Callable[[Sources], tuple[dict, list[Figure]]] = field(repr=False)
+    control: Control
+    try_it: str  # what else to try, on the explorer's pages
+    measure: Callable[[Sources, Progress], Data] = field(repr=False)
+    present: Callable[[Data, object], Built] = field(repr=False)
 
-    def build(self, sources: Sources) -> Built:
-        """Compute the chapter from its models (and, for chapter 5, the shipped results)."""
-        numbers, figures = self.compute(sources)
-        return Built(numbers, figures, fill(self.look_for, numbers), fill(self.answer, numbers))
+    def inputs(self, sources: Sources) -> dict[str, Path]:
+        """The files the chapter's data depends on, by name."""
+        files = {f"{name}.safetensors": sources.checkpoints / f"{name}.safetensors" for name in self.reads}
+        if self.slug == "length":
+            folder, _ = length_folder(sources.results)
+            files[f"{folder.parent.name}/length_scaling/runs.parquet"] = folder / "runs.parquet"
+        return files
 
+    def build(self, sources: Sources, choice=None, progress: Progress = None) -> Built:
+        """The chapter for this control choice (default: the control's default), from stored or measured data."""
+        return self.present(data(self, sources, progress), self.control.default if choice is None else choice)
 
-def fill(template: str, numbers: dict) -> str:
-    """A text template with its numbers: `{as_parity:.3g}` and the like."""
-    return template.format(**numbers)
+    def definitions(self) -> list[str]:
+        """One line per glossary term the chapter uses."""
+        return [glossary.definition(t) for t in self.terms]
 
 
 def zoo_loader(directory: str | Path) -> Loader:
-    """A loader of the zoo's checkpoints in `directory` (for the handout and the tests)."""
+    """A loader of the zoo's checkpoints in `directory` (each loaded once)."""
     directory = Path(directory)
     found: dict[str, Checkpoint] = {}
 
@@ -119,103 +213,333 @@ def zoo_loader(directory: str | Path) -> Loader:
     return load
 
 
+def _say(progress: Progress, text: str) -> None:
+    if progress:
+        progress(text)
+
+
+# ----------------------------------------------------------------------------- the shipped data
+
+
+def hashes(chapter_: Chapter, sources: Sources) -> dict[str, str]:
+    """The sha256 of every file the chapter reads (ValueError naming a missing one)."""
+    found = {}
+    for name, path in chapter_.inputs(sources).items():
+        if not path.is_file():
+            raise ValueError(f"{path}: no such file (set SENSVIZ_CHECKPOINT_DIR or SENSVIZ_RESULTS_DIR)")
+        found[name] = file_hash(path)
+    return found
+
+
+def read_store(checkpoints: Path) -> dict:
+    """The chapters stored in `checkpoints/lab-data.json` ({} when there is none or it is not ours)."""
+    try:
+        raw = json.loads((Path(checkpoints) / DATA_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(raw, dict) or raw.get("format") != DATA_FORMAT or raw.get("version") != DATA_VERSION:
+        return {}
+    return raw.get("chapters", {})
+
+
+def stored(chapter_: Chapter, sources: Sources, store: dict | None = None) -> Data | None:
+    """The chapter's shipped data when it was measured from exactly these files, else None (stale or absent)."""
+    entry = (read_store(sources.checkpoints) if store is None else store).get(str(chapter_.number))
+    if not entry or entry.get("inputs") != hashes(chapter_, sources):
+        return None
+    return Data.from_json(entry["data"])
+
+
+def data(chapter_: Chapter, sources: Sources, progress: Progress = None) -> Data:
+    """The chapter's data: shipped when current, else measured now (telling `progress` what it does)."""
+    found = stored(chapter_, sources)
+    if found is not None:
+        return found
+    _say(progress, f"The shipped data of chapter {chapter_.number} is missing or older than its models: measuring "
+                   f"{', '.join(chapter_.reads) or 'the shipped results'} now")
+    return chapter_.measure(sources, progress)
+
+
+def write_data(checkpoints: str | Path | None = None, results: str | Path | None = None,
+               progress: Progress = None) -> dict:
+    """Measure every chapter from the zoo and the results and write `lab-data.json` beside the checkpoints
+    (the checkpoints are only read); a chapter whose files did not change is kept as it is."""
+    sources = Sources.shipped(checkpoints, results)
+    old = read_store(sources.checkpoints)
+    chapters, measured = {}, []
+    for ch in CHAPTERS:
+        inputs = hashes(ch, sources)
+        entry = old.get(str(ch.number))
+        if not entry or entry.get("inputs") != inputs:
+            _say(progress, f"chapter {ch.number}: measuring {', '.join(ch.reads) or 'the shipped results'}")
+            entry = {"inputs": inputs, "data": ch.measure(sources, progress).to_json()}
+            measured.append(ch.number)
+        chapters[str(ch.number)] = entry
+    path = sources.checkpoints / DATA_FILE
+    text = json.dumps({"format": DATA_FORMAT, "version": DATA_VERSION, "chapters": chapters}, indent=None,
+                      separators=(",", ":"), allow_nan=False)
+    write_text(path, text + "\n")
+    return {"written": str(path), "measured": measured, "kept": [c.number for c in CHAPTERS if c.number not in measured],
+            "bytes": path.stat().st_size}
+
+
+# ----------------------------------------------------------------------------- the rules behind the words
+
+
+def share_words(share: float) -> str:
+    """Where a property holds: 'at every input' (all), 'at almost every input' (≥ 95 %), else the share."""
+    if share >= 1.0:
+        return "at every input"
+    if share >= 0.95:
+        return f"at almost every input ({share:.0%})"
+    return f"at {share:.0%} of the inputs"
+
+
+def change_words(ratio: float) -> str:
+    """A change by `ratio` (after / before): 'rises k-fold' above 1.5, 'falls k-fold' below 1/1.5, else 'stays about the same'."""
+    if ratio > 1.5:
+        return f"rises {ratio:.2g}-fold"
+    if ratio < 1 / 1.5:
+        return f"falls {1 / ratio:.2g}-fold"
+    return "stays about the same"
+
+
+def compare_words(ratio: float, larger: str = "larger", smaller: str = "smaller") -> str:
+    """A ratio of two sizes: 'k× larger' above 1.2, 'k× smaller' below 1/1.2, else 'about the same'."""
+    if ratio > 1.2:
+        return f"{ratio:.2g}× {larger}"
+    if ratio < 1 / 1.2:
+        return f"{1 / ratio:.2g}× {smaller}"
+    return "about the same"
+
+
+def separated(a: float, a_err: float, b: float, b_err: float) -> int:
+    """+1 when a's error bar lies wholly above b's, -1 when wholly below, 0 when they overlap."""
+    return 1 if a - a_err > b + b_err else -1 if a + a_err < b - b_err else 0
+
+
+def trend_words(ns, means) -> str:
+    """The shape of a curve over n: 'rises with n' / 'falls with n' when every step goes one way, else
+    where it peaks (or dips) and what it does there."""
+    ns, means = list(ns), list(means)
+    steps = np.diff(means)
+    if len(means) < 2:
+        return f"has one length only (n = {ns[0]})"
+    values = " → ".join(f"{m:.2g}" for m in means)
+    if np.all(steps > 0):
+        return f"rises with n at every step ({values})"
+    if np.all(steps < 0):
+        return f"falls with n at every step ({values})"
+    top = int(np.argmax(means))
+    lengths = ", ".join(str(int(n)) for n in ns)
+    return f"does not rise steadily: it goes {values} over n = {lengths}, highest at n = {int(ns[top])}"
+
+
+def upper_first(text: str) -> str:
+    """The text with its first letter a capital (the rest as it is: PARITY stays PARITY)."""
+    return text[:1].upper() + text[1:]
+
+
+def nearest(value: float, options: dict[str, float]) -> str:
+    """The option whose value is closest to `value`."""
+    return min(options, key=lambda name: abs(options[name] - value))
+
+
 def _task_name(ck: Checkpoint) -> str:
     return ck.task.name.upper() if ck.task is not None else "?"
 
 
 # ----------------------------------------------------------------------------- chapter 1
 
+SENSITIVITY_NS = (4, 6, 8, 10)
+FLIPS = {"none of them": 0.0, "about one": 1.0, "about half of them": 0.5, "all n of them": 1.0}
 
-def _sensitivity(src: Sources) -> tuple[dict, list[Figure]]:
-    load = src.load
-    parity, first = load("encoder-parity-n8"), load("encoder-first-n8")
-    grids, degrees, numbers = {}, [], {}
-    for ck in (parity, first):
-        report = sensitivity_report(ck.model, ck.n, ck.task, ck.encoding, SETTINGS.exact_limit)
-        name = _task_name(ck)
-        grids[name] = tables.vertex_table(report, ck.encoding)
-        degrees.append(tables.degree_table(report).assign(model=name))
-        numbers[f"as_{ck.task.name}"] = report.model.avg_sensitivity
-        numbers[f"top_{ck.task.name}"] = report.model.degree_profile[-1].item()
-        numbers[f"peak_{ck.task.name}"] = int(report.model.degree_profile.argmax())
-        numbers[f"weight_{ck.task.name}"] = report.model.degree_profile.max().item()
-    numbers["n"] = parity.n
-    degree_table = pd.concat(degrees, ignore_index=True)
-    model_degrees = degree_table[degree_table["function"] == "model"]
-    return numbers, [
-        Figure("cube", f"s(f,x) of each model on the 2^{parity.n} inputs (colour fixed to 0..{parity.n})",
-               charts.cube_grids(grids, "s_model", parity.n), pd.concat(
-                   [g.assign(model=k) for k, g in grids.items()], ignore_index=True),
-               "Each cell is one input; neighbours one bit apart are adjacent (Gray code). A dot marks f(x) = 1."),
-        Figure("degrees", "Fourier degree profile d_k of each model", charts.degree_profiles(model_degrees),
-               model_degrees),
+
+def _sensitivity_measure(src: Sources, progress: Progress = None) -> Data:
+    cubes, degrees = [], []
+    for n in SENSITIVITY_NS:
+        for task in ("parity", "first"):
+            _say(progress, f"the cube of encoder-{task}-n{n}: s(f,x) at all 2^{n} inputs, and its Fourier degrees")
+            ck = src.load(f"encoder-{task}-n{n}")
+            report = sensitivity_report(ck.model, ck.n, ck.task, ck.encoding, SETTINGS.exact_limit)
+            name = _task_name(ck)
+            cubes.append(tables.vertex_table(report, ck.encoding).assign(model=name, n=n))
+            d = tables.degree_table(report)
+            degrees.append(d[d["function"] == "model"].assign(model=name, n=n))
+    return Data({}, {"cube": pd.concat(cubes, ignore_index=True), "degrees": pd.concat(degrees, ignore_index=True)})
+
+
+def _sensitivity_present(data: Data, n) -> Built:
+    cube_rows = data.tables["cube"][data.tables["cube"]["n"] == n]
+    grids = {name: cube_rows[cube_rows["model"] == name].drop(columns=["model", "n"]).reset_index(drop=True)
+             for name in ("PARITY", "FIRST")}
+    degree_rows = data.tables["degrees"][data.tables["degrees"]["n"] == n].reset_index(drop=True)
+    s_parity, s_first = grids["PARITY"]["s_model"], grids["FIRST"]["s_model"]
+    numbers = {"n": n, "as_parity": s_parity.mean(), "as_first": s_first.mean(),
+               "all_parity": float((s_parity.round() == n).mean()), "one_first": float((s_first.round() == 1).mean())}
+    peaks = {}
+    for name in ("PARITY", "FIRST"):
+        rows = degree_rows[degree_rows["model"] == name]
+        top = rows.loc[rows["weight"].idxmax()]
+        peaks[name] = (int(top["degree"]), float(top["weight"]))
+    numbers.update(peak_parity=peaks["PARITY"][0], weight_parity=peaks["PARITY"][1], peak_first=peaks["FIRST"][0],
+                   weight_first=peaks["FIRST"][1])
+    claims = {"parity_where": share_words(numbers["all_parity"]), "first_where": share_words(numbers["one_first"])}
+    options = {"none of them": 0.0, "about one": 1.0, "about half of them": n / 2, "all n of them": float(n)}
+    correct = nearest(numbers["as_parity"], options)
+    look_for = (f"Count the colours. The PARITY model changes its answer under all {n} flips {claims['parity_where']} "
+                f"(as_n = {numbers['as_parity']:.3g} of a possible {n}), and its Fourier weight sits at degree "
+                f"{peaks['PARITY'][0]} (d_{peaks['PARITY'][0]} = {peaks['PARITY'][1]:.2f}). The FIRST model changes "
+                f"under exactly one flip {claims['first_where']} (as_n = {numbers['as_first']:.3g}), its weight at "
+                f"degree {peaks['FIRST'][0]} (d_{peaks['FIRST'][0]} = {peaks['FIRST'][1]:.2f}).")
+    answer = (f"{upper_first(correct)}: the trained PARITY model's as_n is {numbers['as_parity']:.3g} of {n}. Every flip "
+              f"changes PARITY, so s(PARITY, x) = n; only the first bit's flip changes FIRST, so s(FIRST, x) = 1. "
+              "A function that reacts to every bit has all its Fourier weight at the top degree, and that is what "
+              "the paper proves is hard for a transformer.")
+    figures = [
+        Figure("cube", f"s(f,x) of each model at each of the 2^{n} inputs (colour: 0 to {n} flips)",
+               charts.cube_grids(grids, "s_model", n), cube_rows,
+               "Each cell is one input x; neighbouring cells differ in one bit. A dot marks f(x) = 1.",
+               blind=charts.cube_grids(grids, "output_pm1", n)),
+        Figure("degrees", "Fourier degree profile d_k of each model", charts.degree_profiles(degree_rows), degree_rows,
+               "d_k: the share of the function's weight on products of exactly k bits."),
     ]
+    return Built(numbers, claims, figures, correct, look_for, answer)
 
 
 # ----------------------------------------------------------------------------- chapter 2
 
+SHARPNESS = "sharpness L_ρ"
 
-def _training(src: Sources) -> tuple[dict, list[Figure]]:
-    load = src.load
-    ck = load("encoder-parity-n8")
+
+def _training_measure(src: Sources, progress: Progress = None) -> Data:
+    _say(progress, "the training measurements of encoder-parity-n8")
+    ck = src.load("encoder-parity-n8")
     records = ck.metadata.get("extra", {}).get("measurements") or []
     if not records:
         raise ValueError("encoder-parity-n8 carries no training measurements: rebuild it with `sensviz zoo build`")
-    history = tables.degree_history_table(records)
-    curves = tables.training_table(records)
-    top = history[history["degree"] == ck.n].set_index("step")["weight"]
-    taken = top[top >= 0.5]
-    first, last = records[0], records[-1]
-    numbers = {
-        "n": ck.n,
-        "steps": last["step"],
-        "step_half": int(taken.index[0]) if len(taken) else last["step"],
-        "top_end": top.iloc[-1],
-        "sharp_start": first["sharpness"],
-        "sharp_end": last["sharpness"],
-        "sharp_ratio": last["sharpness"] / first["sharpness"],
-        "norm_start": first["param_norm"],
-        "norm_end": last["param_norm"],
-    }
-    shown = curves[curves["metric"].isin(["accuracy", "sharpness L_ρ", "as_n(model)"])]
-    return numbers, [
-        Figure("degree_history", "Fourier degree profile of the model over training", charts.degree_history(history),
-               history, "Each column is one measurement; degree n is PARITY's only Fourier weight."),
-        Figure("curves", "accuracy, as_n and sharpness L_ρ over training", charts.training_curves(shown, columns=3),
-               shown),
+    return Data({"n": ck.n}, {"history": tables.degree_history_table(records), "curves": tables.training_table(records)})
+
+
+def takeover(history: pd.DataFrame, n: int) -> int | None:
+    """The rule for 'degree n takes over by step k': the first measured step with d_n ≥ 0.5 (None: never)."""
+    top = history[history["degree"] == n].sort_values("step")
+    taken = top[top["weight"] >= 0.5]
+    return int(taken["step"].iloc[0]) if len(taken) else None
+
+
+def _training_present(data: Data, metric) -> Built:
+    n = int(data.numbers["n"])
+    history, curves = data.tables["history"], data.tables["curves"]
+    step = takeover(history, n)
+    last = int(history["step"].max())
+    before = history[history["step"] < step] if step is not None else history
+    by_degree = before.groupby("degree")["weight"].mean()
+    low = int(by_degree.idxmax()) if len(by_degree) else 0
+    sharp = curves[curves["metric"] == SHARPNESS].sort_values("step")
+    if step is not None and (sharp["step"] < step).any() and (sharp["step"] >= step).any():
+        ratio = sharp[sharp["step"] >= step]["value"].mean() / sharp[sharp["step"] < step]["value"].mean()
+    else:
+        ratio = float("nan")
+    top_before = float(before[before["degree"] == n]["weight"].max()) if len(before) else 0.0
+    numbers = {"n": n, "step": step, "steps": last, "low_degree": low, "low_weight": float(by_degree.max()),
+               "top_before": top_before, "sharp_ratio": ratio,
+               "top_end": float(history[(history["step"] == last) & (history["degree"] == n)]["weight"].iloc[0])}
+    claims = {"takeover": f"takes over by step {step}" if step is not None else f"does not take over in {last} steps",
+              "sharpness": change_words(ratio) if np.isfinite(ratio) else "cannot be compared"}
+    correct = ("it rises" if claims["sharpness"].startswith("rises") else
+               "it falls" if claims["sharpness"].startswith("falls") else "it stays about the same")
+    look_for = (f"Before step {step if step is not None else last}, the weight sits mostly at degree {low} (mean "
+                f"d_{low} = {numbers['low_weight']:.2f}) and d_{n} stays at or below {top_before:.2f}: PARITY has no "
+                f"weight below degree {n}, so nothing of it is learned yet. Degree {n} {claims['takeover']} "
+                f"(d_{n} = {numbers['top_end']:.2f} at step {last}). Sharpness L_ρ {claims['sharpness']} from before "
+                "that step to after it (mean over the measurements on each side).")
+    answer = (f"{upper_first(correct)}. Until degree {n} appears the model is an almost constant function (degree "
+              f"{low}); once it computes PARITY its output reacts to every bit, and so to small changes of the "
+              f"parameters: sharpness {claims['sharpness']}.")
+    options = [m for m in dict.fromkeys(curves["metric"]) if m != "accuracy"]
+    shown_metric = metric if metric in options else SHARPNESS
+    shown = curves[curves["metric"].isin(["accuracy", shown_metric])].reset_index(drop=True)
+    blind = curves[curves["metric"].isin(["accuracy", "as_n(model)" if shown_metric == SHARPNESS else shown_metric])]
+    figures = [
+        Figure("degree_history", "Fourier degree profile d_k of the model over training", charts.degree_history(history),
+               history, f"Each column is one measurement; degree {n} is PARITY's only Fourier weight."),
+        Figure("curves", f"accuracy and {shown_metric} over training", charts.training_curves(shown, columns=2), shown,
+               blind=charts.training_curves(blind, columns=2)),
     ]
+    return Built(numbers, claims, figures, correct, look_for, answer)
+
+
+ZOO_RUN, YOUR_RUN = "the zoo's run", "your run"
+
+
+def your_run(data: Data, metric, records: list[dict]) -> Figure:
+    """Chapter 2's curves with the student's own training run (its measurement records) drawn over the zoo's."""
+    curves = data.tables["curves"]
+    shown_metric = metric if metric in set(curves["metric"]) and metric != "accuracy" else SHARPNESS
+    mine = tables.training_table(records)
+    both = pd.concat([curves.assign(run=ZOO_RUN), mine.assign(run=YOUR_RUN)], ignore_index=True)
+    both = both[both["metric"].isin(["accuracy", shown_metric])].reset_index(drop=True)
+    steps = sorted(set(mine["step"]))
+    return Figure("curves", f"accuracy and {shown_metric}: your run over the zoo's", charts.training_curves(both, columns=2),
+                  both, f"Your run: {len(steps)} measurements so far, up to step {steps[-1] if steps else 0}.")
 
 
 # ----------------------------------------------------------------------------- chapter 3
 
+BLOWUP_NS = (8, 10, 12)
 
-BLOWUP_MODELS = ("encoder-parity-n12", "encoder-first-n12")
+
+def _blowup_measure(src: Sources, progress: Progress = None) -> Data:
+    layers, histograms, rows = [], [], []
+    for n in BLOWUP_NS:
+        for task in ("parity", "first"):
+            _say(progress, f"the LayerNorm factors N of encoder-{task}-n{n} at all 2^{n} inputs")
+            ck = src.load(f"encoder-{task}-n{n}")
+            summary = blowup_summary(ck.model, ck.n, SETTINGS.exact_limit)
+            name = _task_name(ck)
+            layers += [{"model": name, "n": n, "ln": i, "ln_name": row["name"], "mean_N": row["mean"], "max_N": row["max"]}
+                       for i, row in enumerate(summary.per_ln)]
+            histograms.append(tables.blowup_histogram(summary.values).assign(model=name, n=n))
+            rows.append({"model": name, "n": n, "blowup": summary.mean, "norm": ck.model.param_norm()})
+    return Data({}, {"layers": pd.DataFrame(layers), "histogram": pd.concat(histograms, ignore_index=True),
+                     "models": pd.DataFrame(rows)})
 
 
-def _blowup(src: Sources) -> tuple[dict, list[Figure]]:
-    load = src.load
-    parity, first = (load(name) for name in BLOWUP_MODELS)
-    groups, numbers, factors = [], {}, []
-    for ck in (parity, first):
-        summary = blowup_summary(ck.model, ck.n, SETTINGS.exact_limit, keep_factors=True)
-        report = sensitivity_report(ck.model, ck.n, ck.task, ck.encoding, SETTINGS.exact_limit)
-        name = _task_name(ck)
-        groups.append(tables.blowup_by_sensitivity(summary.values, report.model.sensitivity, name))
-        factors.append(tables.blowup_histogram(summary.values).assign(model=name))
-        numbers[f"blowup_{ck.task.name}"] = summary.mean
-        numbers[f"log_blowup_{ck.task.name}"] = summary.log_mean
-        numbers[f"max_n_{ck.task.name}"] = max(row["max"] for row in summary.per_ln)
-        numbers[f"norm_{ck.task.name}"] = ck.model.param_norm()
-    numbers["ratio"] = numbers["blowup_parity"] / numbers["blowup_first"]
-    numbers["n"] = parity.n
-    by_s = pd.concat(groups, ignore_index=True)
-    histograms = pd.concat(factors, ignore_index=True)
-    return numbers, [
-        Figure("blowup_hist", "distribution of Blowup(x) over the cube", charts.model_log_histograms(histograms),
-               histograms),
-        Figure("blowup_vs_s", "Blowup(x) against s(f,x) of the same input (median, 10–90 %)",
-               charts.blowup_by_sensitivity(by_s), by_s),
+def _blowup_present(data: Data, n) -> Built:
+    layers = data.tables["layers"][data.tables["layers"]["n"] == n].drop(columns="n").reset_index(drop=True)
+    hist = data.tables["histogram"][data.tables["histogram"]["n"] == n].reset_index(drop=True)
+    models = data.tables["models"][data.tables["models"]["n"] == n].set_index("model")
+    mean_n = layers.groupby("model")["mean_N"].mean()
+    numbers = {"n": n, "mean_N_parity": mean_n["PARITY"], "mean_N_first": mean_n["FIRST"],
+               "max_N_parity": layers[layers["model"] == "PARITY"]["max_N"].max(),
+               "max_N_first": layers[layers["model"] == "FIRST"]["max_N"].max(),
+               "blowup_parity": models.loc["PARITY", "blowup"], "blowup_first": models.loc["FIRST", "blowup"],
+               "norm_parity": models.loc["PARITY", "norm"], "norm_first": models.loc["FIRST", "norm"]}
+    factor_ratio = numbers["mean_N_parity"] / numbers["mean_N_first"]
+    claims = {"factors": compare_words(factor_ratio),
+              "blowup": compare_words(numbers["blowup_parity"] / numbers["blowup_first"]),
+              "norm": compare_words(numbers["norm_parity"] / numbers["norm_first"])}
+    correct = ("the PARITY model" if factor_ratio > 1.2 else "the FIRST model" if factor_ratio < 1 / 1.2
+               else "about the same")
+    look_for = (f"At n = {n} the PARITY model's LayerNorm factors N are {claims['factors']} than the FIRST model's "
+                f"(mean over LayerNorms and inputs {numbers['mean_N_parity']:.3g} against {numbers['mean_N_first']:.3g}; "
+                f"largest {numbers['max_N_parity']:.3g} against {numbers['max_N_first']:.3g}). Multiplied over the "
+                f"layers, its mean Blowup is {claims['blowup']} ({numbers['blowup_parity']:.3g} against "
+                f"{numbers['blowup_first']:.3g}), while its parameter norm is {claims['norm']} "
+                f"({numbers['norm_parity']:.3g} against {numbers['norm_first']:.3g}).")
+    answer = (f"{upper_first(correct)}. LayerNorm divides by the standard deviation of its input: when that is "
+              "small, N is large and a small change (one flipped bit) is magnified. The paper's theorem says a "
+              "sensitive function needs large parameters or this blowup; here the PARITY model's Blowup is "
+              f"{claims['blowup']} and its parameter norm {claims['norm']}.")
+    figures = [
+        Figure("factors", f"the LayerNorm factors N of each LayerNorm (n = {n}): mean and largest over the inputs",
+               charts.per_ln_bars(layers.assign(model=layers["model"])), layers,
+               "N = 1/√(variance + ε) of the LayerNorm's input; ln_0 is the first LayerNorm."),
+        Figure("blowup_hist", "Blowup(x) over the inputs: the factors multiplied over the layers",
+               charts.model_log_histograms(hist), hist, "Blowup(x) = Π_k max_i (1 + N_i^(k)(x)); a log axis."),
     ]
+    return Built(numbers, claims, figures, correct, look_for, answer)
 
 
 # ----------------------------------------------------------------------------- chapter 4
@@ -223,59 +547,84 @@ def _blowup(src: Sources) -> tuple[dict, list[Figure]]:
 LANDSCAPE_MODELS = ("encoder-parity-n16", "encoder-first-n16")
 
 
-def _landscape(src: Sources) -> tuple[dict, list[Figure]]:
-    load = src.load
-    rows, slices_, numbers = [], [], {}
+def _landscape_measure(src: Sources, progress: Progress = None) -> Data:
+    rows, lines = [], []
     for name in LANDSCAPE_MODELS:
-        ck = load(name)
-        found = measure(ck.model, ck.task, ck.n, SETTINGS, ("sharpness", "limit", "radii"), ck.encoding)
+        _say(progress, f"L_ρ of {name} at 4 radii ({LANDSCAPE.directions} random directions each), its small-ρ "
+                       "limit, and loss slices")
+        ck = src.load(name)
+        found = measure(ck.model, ck.task, ck.n, LANDSCAPE, ("sharpness", "limit", "radii"), ck.encoding)
         label = _task_name(ck)
         for fraction, r in zip(RADIUS_FRACTIONS, found.radii):
-            rows.append({"model": label, "fraction": fraction, "rho": r.rho, "ratio": r.value / r.rho**2,
-                         "low": (r.value - r.stderr) / r.rho**2, "high": (r.value + r.stderr) / r.rho**2,
-                         "limit": found.limit.value})
-        key = ck.task.name
-        numbers.update({f"sharp_{key}": found.sharpness.value, f"stderr_{key}": found.sharpness.stderr,
-                        f"limit_{key}": found.limit.value, f"limit_sq_{key}": found.limit.value * found.rho**2})
-        numbers["rho"], numbers["n"] = found.rho, ck.n
-        bits, _ = cube.measurement_inputs(ck.n, SETTINGS.measure_inputs, SETTINGS.measure_seed)
+            rows.append({"model": label, "fraction": fraction, "rho": r.rho, "value": r.value, "stderr": r.stderr,
+                         "ratio": r.value / r.rho**2, "low": (r.value - r.stderr) / r.rho**2,
+                         "high": (r.value + r.stderr) / r.rho**2, "limit": found.limit.value, "paper_rho": found.rho})
+        bits, _ = cube.measurement_inputs(ck.n, LANDSCAPE.measure_inputs, LANDSCAPE.measure_seed)
         direction = random_directions(ck.model, 1, "none", seed=0)  # unit norm: alpha is the distance |Delta|
-        line = loss_slice(ck.model, bits, targets(ck.task, bits, ck.encoding), direction, loss_for(ck.encoding),
-                          ck.encoding, span=2 * found.rho, steps=21)
-        slices_.append(line.assign(model=label))
-    numbers["sharp_ratio"] = numbers["sharp_parity"] / numbers["sharp_first"]
-    numbers["limit_ratio"] = numbers["limit_parity"] / numbers["limit_first"]
-    curve, lines = pd.DataFrame(rows), pd.concat(slices_, ignore_index=True)
-    return numbers, [
-        Figure("radius", "L_ρ/ρ² against the radius ρ; dashed: the exact small-ρ limit",
-               charts.radius_curves(curve, numbers["rho"]), curve,
-               "Same seeded directions at every radius; the last point is the paper's radius ρ = 0.02·√P."),
-        Figure("slices", "the loss along one random direction, out to twice the paper's radius", charts.model_lines(
+        for fraction in RADIUS_FRACTIONS:
+            line = loss_slice(ck.model, bits, targets(ck.task, bits, ck.encoding), direction, loss_for(ck.encoding),
+                              ck.encoding, span=2 * fraction * found.rho, steps=21)
+            lines.append(line[["alpha", "loss"]].assign(model=label, fraction=fraction))
+    return Data({"n": 16}, {"radius": pd.DataFrame(rows), "slices": pd.concat(lines, ignore_index=True)})
+
+
+def _landscape_present(data: Data, fraction) -> Built:
+    curve, slices_ = data.tables["radius"], data.tables["slices"]
+    at = curve[curve["fraction"] == fraction].set_index("model")
+    p, f = at.loc["PARITY"], at.loc["FIRST"]
+    side = separated(p["value"], p["stderr"], f["value"], f["stderr"])
+    ratio = p["value"] / f["value"]
+    limit_ratio = p["limit"] / f["limit"]
+    numbers = {"n": int(data.numbers["n"]), "fraction": fraction, "rho": p["rho"], "paper_rho": p["paper_rho"],
+               "sharp_parity": p["value"], "stderr_parity": p["stderr"], "sharp_first": f["value"],
+               "stderr_first": f["stderr"], "ratio_parity": p["ratio"], "ratio_first": f["ratio"],
+               "sharp_ratio": ratio, "limit_parity": p["limit"], "limit_first": f["limit"], "limit_ratio": limit_ratio}
+    claims = {"sharper": (f"{ratio:.2g}× sharper" if side > 0 else f"{1 / ratio:.2g}× flatter" if side < 0
+                          else "not clearly sharper: the error bars overlap"),
+              "limit": ("tells the same story" if limit_ratio > 1.5 else
+                        "does not separate them (ratio within 1.5)" if limit_ratio > 1 / 1.5 else
+                        "points the other way")}
+    correct = "PARITY's" if side > 0 else "FIRST's" if side < 0 else "about the same"
+    where = "the paper's radius" if fraction == 1.0 else f"{fraction:g} of the paper's radius"
+    look_for = (f"At {where}, ρ = {p['rho']:.3g}: L_ρ is {p['value']:.3g} ± {p['stderr']:.2g} for PARITY and "
+                f"{f['value']:.3g} ± {f['stderr']:.2g} for FIRST, so PARITY's minimum is {claims['sharper']}. The "
+                f"chart divides by ρ² to put all radii on one scale: L_ρ/ρ² = {p['ratio']:.3g} and {f['ratio']:.3g} "
+                f"there. The dashed lines, the small-ρ limit E‖∇T‖²/P ({p['limit']:.3g} and {f['limit']:.3g}, "
+                f"ratio {limit_ratio:.2g}), {claims['limit']}.")
+    answer = (f"{upper_first(correct)}: at {where} PARITY's minimum is {claims['sharper']}. The small-ρ limit is "
+              f"only the first-order part of the sharpness (ratio {limit_ratio:.2g}); the theorem is about a fixed "
+              "radius as n grows, which is what the paper measures and the Landscape page shows first.")
+    lines = slices_[slices_["fraction"] == fraction].drop(columns="fraction").reset_index(drop=True)
+    figures = [
+        Figure("radius", "L_ρ/ρ² against the radius ρ; dashed: the exact small-ρ limit; grey: the paper's radius",
+               charts.radius_curves(curve, float(p["paper_rho"])), curve,
+               f"±1 standard error over {LANDSCAPE.directions} seeded directions, the same directions at every radius."),
+        Figure("slices", f"the loss along one random direction, out to twice ρ = {p['rho']:.3g}", charts.model_lines(
             lines, "alpha", "loss", "distance ‖Δ‖ along the direction (0 is the trained model)", "loss"), lines,
-               "The same seeded unit direction for both, so equal distances are equal radii."),
+               "The same seeded unit direction for both models, so equal distances are equal radii."),
     ]
+    return Built(numbers, claims, figures, correct, look_for, answer)
 
 
 # ----------------------------------------------------------------------------- chapter 5
 
 LENGTH_MODELS = tuple(f"encoder-parity-n{n}" for n in (4, 6, 8, 10, 12, 16))
+LENGTH_TASKS = {"PARITY and FIRST": ("parity", "first"), "all four tasks": ("parity", "majority", "first", "mean")}
 
 
-def shipped_length_scaling(results: Path) -> tuple[pd.DataFrame, str]:
-    """The length-scaling runs of the largest scale present (standard before quick), and the scale."""
-    from .report import SCALES
-    from .sweeps import read_results
+def length_folder(results: Path) -> tuple[Path, str]:
+    """The length-scaling folder `sensviz.fidelity` reads by default (the largest scale present), and its scale."""
+    from .fidelity import default_scale, scales
 
-    for scale in reversed(SCALES):
-        folder = Path(results) / scale / "length_scaling"
-        if (folder / "runs.parquet").is_file():
-            return read_results(folder)[0], scale
-    raise ValueError(f"{results}: no length-scaling results (run the length_scaling sweep)")
+    present = [s for s in scales(results) if (Path(results) / s / "length_scaling" / "runs.parquet").is_file()]
+    if not present:
+        raise ValueError(f"{results}: no length-scaling results (run the length_scaling sweep)")
+    scale = default_scale(present)
+    return Path(results) / scale / "length_scaling", scale
 
 
-def length_points(runs: pd.DataFrame) -> pd.DataFrame:
-    """Converged runs' sharpness proxy on the ±1 scale, mean and standard error per task and n."""
-    kept = runs[(runs["status"] == "finished") & runs["converged"].fillna(False).astype(bool)]
+def length_points(kept: pd.DataFrame) -> pd.DataFrame:
+    """Kept runs' sharpness proxy ×4, mean and standard error per task and n, and how many runs."""
     grouped = kept.groupby(["task", "n"])["sharpness_proxy_pm1"]
     table = pd.DataFrame({"mean": grouped.mean(), "stderr": grouped.sem(), "count": grouped.size()}).reset_index()
     return table.assign(low=table["mean"] - table["stderr"].fillna(0), high=table["mean"] + table["stderr"].fillna(0))
@@ -288,69 +637,136 @@ def zoo_point(ck: Checkpoint, label: str) -> dict:
     return {"model": label, "task": ck.task.name, "n": ck.n, "value": scale * found.proxy.value}
 
 
-def _length(src: Sources) -> tuple[dict, list[Figure]]:
-    runs, scale = shipped_length_scaling(src.results)
-    points = length_points(runs)
-    mine = pd.DataFrame([zoo_point(src.load(name), "zoo PARITY model") for name in LENGTH_MODELS]
-                        + [zoo_point(ck, label) for label, ck in src.yours.items() if ck.task is not None and ck.n])
-    kept = runs[(runs["status"] == "finished") & runs["converged"].fillna(False).astype(bool)]
-    numbers = {"scale": scale, "runs": len(kept), "level": stats.LEVEL}
-    for task in ("parity", "first"):
-        rows = kept[kept["task"] == task]
-        slope = stats.slope(rows["n"], rows["sharpness_proxy_pm1"])
-        numbers[f"slope_{task}"], numbers[f"slope_{task}_low"], numbers[f"slope_{task}_high"] = (
-            slope.estimate, slope.low, slope.high)
-    numbers["n_max"] = int(points["n"].max())
-    return numbers, [Figure("length", f"sharpness proxy ×4 against n ({scale} scale, mean ± s.e. over seeds)",
-                            charts.length_scaling(points, mine), points,
-                            "Diamonds: the zoo's PARITY models measured the same way (your trained model joins them).")]
+def _length_measure(src: Sources, progress: Progress = None) -> Data:
+    from . import fidelity
+
+    folder, scale = length_folder(src.results)
+    _say(progress, f"the {scale}-scale length-scaling runs and sensviz.fidelity's verdict on them")
+    t = fidelity.load(folder.parent, "length_scaling")
+    _, claims = fidelity.length_scaling(t)
+    slope = claims[0]  # "PARITY's sharpness grows with n": the slope of the proxy in n
+    kept = t.kept()
+    numbers = {"scale": scale, "runs": len(t.runs), "kept": len(kept), "threshold": fidelity.threshold(t.runs),
+               "slope": slope.interval.estimate, "slope_low": slope.interval.low, "slope_high": slope.interval.high,
+               "verdict": slope.verdict, "level": stats.LEVEL}
+    zoo = []
+    for name in LENGTH_MODELS:
+        _say(progress, f"the sharpness proxy of {name}")
+        zoo.append(zoo_point(src.load(name), "zoo PARITY model"))
+    return Data(numbers, {"points": length_points(kept), "zoo": pd.DataFrame(zoo)})
+
+
+def slope_words(low: float, high: float) -> str:
+    """The rule for 'grows with n': the slope's interval above 0; 'falls' below 0; else the runs cannot tell."""
+    if low > 0:
+        return "grows with n"
+    if high < 0:
+        return "falls with n"
+    return "is not shown to grow with n: the interval of its slope includes 0"
+
+
+def _length_present(data: Data, tasks, yours: pd.DataFrame | None = None) -> Built:
+    num = data.numbers
+    points = data.tables["points"]
+    shown = points[points["task"].isin(LENGTH_TASKS.get(tasks, LENGTH_TASKS["PARITY and FIRST"]))].reset_index(drop=True)
+    parity = points[points["task"] == "parity"].sort_values("n")
+    mine = pd.concat([data.tables["zoo"]] + ([yours] if yours is not None and len(yours) else []), ignore_index=True)
+    claims = {"slope": slope_words(num["slope_low"], num["slope_high"]),
+              "trend": trend_words(parity["n"], parity["mean"])}
+    counts = ", ".join(f"{int(c)} at n = {int(n)}" for n, c in zip(parity["n"], parity["count"]))
+    correct = ("yes, it grows" if num["slope_low"] > 0 else "no, it stays flat or falls" if num["slope_high"] < 0
+               else "these runs cannot tell")
+    numbers = {**num, "counts": counts}
+    look_for = (f"Follow PARITY's line: its mean sharpness proxy ×4 {claims['trend']}. Each point is the mean over the "
+                f"kept runs at that n ({counts}); the convergence filter kept {num['kept']} of {num['runs']} runs. "
+                f"A straight line through all kept PARITY runs {'rises' if num['slope'] >= 0 else 'falls'} by "
+                f"{abs(num['slope']):.3g} per extra bit (its slope {num['slope']:.3g}), with a "
+                f"{num['level']:.0%} interval from {num['slope_low']:.3g} to {num['slope_high']:.3g}.")
+    answer = (f"{upper_first(correct)}. In the shipped {num['scale']}-scale runs PARITY's sharpness {claims['slope']} "
+              f"(sensviz.fidelity's verdict: {num['verdict']}). The paper's claim is that it grows with n, so longer "
+              "inputs put gradient descent in ever narrower valleys; with few kept runs per n, more seeds are "
+              "needed to see it here.")
+    if num["slope_low"] > 0:
+        answer = (f"{upper_first(correct)}. In the shipped {num['scale']}-scale runs PARITY's sharpness "
+                  f"{claims['slope']} (sensviz.fidelity's verdict: {num['verdict']}): longer inputs put gradient "
+                  "descent in ever narrower valleys, so PARITY gets harder to find and to keep.")
+    figures = [Figure("length", f"sharpness proxy ×4 against n ({num['scale']} scale, mean ± s.e. over kept runs)",
+                      charts.length_scaling(shown, mine), shown,
+                      "Black marks: single models measured the same way (the zoo's, and yours when you pick one).")]
+    return Built(numbers, claims, figures, correct, look_for, answer)
 
 
 # ----------------------------------------------------------------------------- chapter 6
 
+FEW_COMPARE = ("random completions of the training data", "uniformly random functions")
+LEARNED, TARGET = "what the transformer learned", "the random target"
 
-def _few_examples(src: Sources) -> tuple[dict, list[Figure]]:
-    load = src.load
-    ck = load("encoder-random-n8")
-    config_fields = ck.metadata["training"]["config"]
+
+def _as_n(table01: torch.Tensor) -> float:
+    return cube.analyze(2.0 * table01.double() - 1.0).avg_sensitivity
+
+
+def _few_measure(src: Sources, progress: Progress = None) -> Data:
     from .training import TrainConfig
 
-    config = TrainConfig(**config_fields)
+    _say(progress, "the function encoder-random-n8 computes, and 128 functions to compare it with")
+    ck = src.load("encoder-random-n8")
+    config = TrainConfig(**ck.metadata["training"]["config"])
     n = config.n
     learned = ck.encoding.decide(cube_outputs(ck.model, n))  # [2**n] the function the model computes
     target = ck.task.values(n)
     train_set = TrainingData(config).train_set
-    others = completions(ck.task, n, train_set, 64, seed=0)
-
-    def as_n(table01: torch.Tensor) -> float:
-        return cube.analyze(2.0 * table01.double() - 1.0).avg_sensitivity
-
-    completion_as = torch.tensor([as_n(t) for t in others])
     held_out = torch.ones(2**n, dtype=torch.bool)
     held_out[train_set] = False
-    numbers = {
-        "n": n, "train_size": len(train_set), "inputs": 2**n, "others": 2**n - len(train_set),
-        "as_learned": as_n(learned), "as_target": as_n(target),
-        "as_completions": completion_as.mean().item(),
-        "more_sensitive": (completion_as > as_n(learned)).float().mean().item(),
-        "fit": (learned[train_set] == target[train_set]).float().mean().item(),
-        "held_out": (learned[held_out] == target[held_out]).float().mean().item(),
-        "chance": max(target[held_out].mean().item(), 1 - target[held_out].mean().item()),
-    }
-    table = pd.DataFrame(
-        [{"function": "random completions of the training data", "as_n": v} for v in completion_as.tolist()]
-        + [{"function": "the random target", "as_n": numbers["as_target"]},
-           {"function": "what the transformer learned", "as_n": numbers["as_learned"]}])
+    others = completions(ck.task, n, train_set, 64, seed=0)
+    uniform = torch.randint(0, 2, (64, 2**n), generator=torch.Generator().manual_seed(0)).float()
+    rows = ([{"function": FEW_COMPARE[0], "as_n": _as_n(t)} for t in others]
+            + [{"function": FEW_COMPARE[1], "as_n": _as_n(t)} for t in uniform]
+            + [{"function": TARGET, "as_n": _as_n(target)}, {"function": LEARNED, "as_n": _as_n(learned)}])
+    numbers = {"n": n, "train_size": len(train_set), "others": 2**n - len(train_set),
+               "fit": (learned[train_set] == target[train_set]).float().mean().item(),
+               "held_out": (learned[held_out] == target[held_out]).float().mean().item(),
+               "chance": max(target[held_out].mean().item(), 1 - target[held_out].mean().item())}
     records = ck.metadata.get("extra", {}).get("measurements") or []
     over = tables.training_table(records)
-    over = over[over["metric"].isin(["as_n(model)", "sharpness L_ρ"])]
-    return numbers, [
-        Figure("few_as", f"as_n of functions that agree on the {len(train_set)} training inputs",
-               charts.sensitivity_strip(table), table,
-               "Each dot one function: all of them fit the training inputs; they differ on the others."),
-        Figure("few_training", "as_n and sharpness of the model while it fits", charts.training_curves(over, columns=2),
-               over),
+    return Data(numbers, {"functions": pd.DataFrame(rows),
+                          "training": over[over["metric"].isin(["as_n(model)", SHARPNESS])].reset_index(drop=True)})
+
+
+def _few_present(data: Data, compare) -> Built:
+    num = dict(data.numbers)
+    functions = data.tables["functions"]
+    compare = compare if compare in FEW_COMPARE else FEW_COMPARE[0]
+    shown = functions[functions["function"].isin([compare, TARGET, LEARNED])].reset_index(drop=True)
+    learned = float(functions[functions["function"] == LEARNED]["as_n"].iloc[0])
+    others = functions[functions["function"] == compare]["as_n"]
+    share = float((others > learned).mean())
+    num.update(as_learned=learned, as_target=float(functions[functions["function"] == TARGET]["as_n"].iloc[0]),
+               as_others=float(others.mean()), more_sensitive=share, compare=compare)
+    below = ("less sensitive than almost all of them" if share >= 0.95 else "less sensitive than most of them"
+             if share > 0.5 else "not less sensitive than most of them")
+    claims = {"below": below,
+              "fit": "all of its training inputs" if num["fit"] >= 1 else f"{num['fit']:.0%} of its training inputs",
+              "guess": ("better than" if num["held_out"] > num["chance"] + 0.05 else "no better than")}
+    correct = ("less sensitive than most" if share > 0.5 else "more sensitive than most" if share < 0.2
+               else "about typical")
+    look_for = (f"The model fits {claims['fit']} ({num['train_size']} of {2**num['n']}) and guesses "
+                f"{num['held_out']:.0%} of the other {num['others']} right, {claims['guess']} a constant guess "
+                f"({num['chance']:.0%}). What it learned has as_n = {learned:.3g}: {claims['below']} "
+                f"({share:.0%} of the {len(others)} {compare} are more sensitive; their mean is "
+                f"{num['as_others']:.3g}; the target's is {num['as_target']:.3g}).")
+    answer = (f"{upper_first(correct)}: as_n = {learned:.3g}, {claims['below']}. Of all the functions that agree with "
+              "the data, the transformer picked a low-sensitivity one: it prefers functions that few bit flips change, "
+              "the flip side of PARITY being hard.")
+    strip = charts.sensitivity_strip(shown)
+    figures = [
+        Figure("few_as", f"as_n of the learned function beside {compare}", strip, shown,
+               "Each mark one function; the completions all agree with the target on the training inputs.",
+               blind=charts.sensitivity_strip(shown[shown["function"] != LEARNED])),
+        Figure("few_training", "as_n and sharpness of the model while it fits",
+               charts.training_curves(data.tables["training"], columns=2), data.tables["training"]),
     ]
+    return Built(num, claims, figures, correct, look_for, answer)
 
 
 # ----------------------------------------------------------------------------- the chapters
@@ -358,102 +774,85 @@ def _few_examples(src: Sources) -> tuple[dict, list[Figure]]:
 CHAPTERS: tuple[Chapter, ...] = (
     Chapter(
         1, "sensitivity", "Sensitivity on the cube",
-        "Which Boolean functions change when you flip one input bit — and how does a transformer's output "
-        "show it?",
+        "Flip one bit of the input. How many of the n possible flips change a trained transformer's answer, for "
+        "PARITY and for FIRST?",
+        Prediction("For the trained PARITY model at a typical input, how many of the n single-bit flips change its "
+                   "output?", tuple(FLIPS)),
+        ("PARITY", "FIRST", "sensitivity", "average sensitivity", "Fourier degree"),
         ("encoder-parity-n8", "encoder-first-n8"),
-        "Flip one bit of an input. How many of the n flips change PARITY? How many change FIRST?",
+        tuple(f"encoder-{task}-n{n}" for n in SENSITIVITY_NS for task in ("parity", "first")),
         (r"s(f,x) = \#\{i : f(x^{\oplus i}) \neq f(x)\}",
-         r"\mathrm{as}_n(f) = \mathbb{E}_x\, s(f,x) = \sum_{k=0}^{n} k\, d_k,\quad d_k = \sum_{|P|=k} \lambda_P^2"),
-        "Change n, or open the Sensitivity page with both models and click any cell to see its flips.",
-        "The trained PARITY model is sensitive everywhere: as_n = {as_parity:.3g} of a possible {n}, and its "
-        "Fourier weight sits at degree {n} (d_{n} = {top_parity:.3f}). The FIRST model reacts to one bit only: "
-        "as_n = {as_first:.3g}, its weight at degree {peak_first} (d_{peak_first} = {weight_first:.3f}). Same "
-        "colour, same s.",
-        "Every flip changes PARITY, so s(PARITY, x) = n = {n} at every input; only the flip of the first bit "
-        "changes FIRST, so s(FIRST, x) = {peak_first}. The models learned exactly this: as_n = {as_parity:.3g} and "
-        "{as_first:.3g}.",
-        _sensitivity,
+         r"\mathrm{as}_n(f) = \mathbb{E}_x s(f,x) = \sum_{k=0}^{n} k d_k"),
+        Control("input length n", SENSITIVITY_NS, 8, lambda n: f"n = {n}"),
+        "Open the Sensitivity page with both models and click any cell to see which flips change the output.",
+        _sensitivity_measure, _sensitivity_present,
     ),
     Chapter(
         2, "training", "Training PARITY: degree n takes over",
-        "What happens inside a transformer while it learns PARITY?",
-        ("encoder-parity-n8",),
-        "Before PARITY is learned, where is the model's Fourier weight? What happens to sharpness when degree n "
-        "appears?",
-        (r"L_{\rho,n}(T) = \mathbb{E}_x\,\mathbb{E}_{\|\Delta\|=\rho}\big(T_{\theta+\Delta}(x)-T_\theta(x)\big)^2",),
-        "Train it yourself: the PARITY preset of the Train page converges in well under a minute.",
-        "For the first {step_half} steps the model stays at low degrees (it cannot fit PARITY partially: every "
-        "lower-degree part of PARITY is zero). Then degree {n} takes over (d_{n} = {top_end:.3f} at step "
-        "{steps}), and sharpness L_ρ rises {sharp_ratio:.2g}-fold ({sharp_start:.3g} → {sharp_end:.3g}).",
-        "Almost nowhere: PARITY has no Fourier weight below degree n, so partial progress does not show. When "
-        "degree {n} appears the output becomes sensitive to every bit, and so to the parameters: sharpness "
-        "grows from {sharp_start:.3g} to {sharp_end:.3g}.",
-        _training,
+        "What happens inside a transformer while it learns PARITY, and what happens to the sharpness of its "
+        "minimum when it does?",
+        Prediction("When the model starts computing PARITY (degree n takes over), its sharpness L_ρ…",
+                   ("it rises", "it stays about the same", "it falls")),
+        ("PARITY", "Fourier degree", "sharpness", "radius", "average sensitivity"),
+        ("encoder-parity-n8",), ("encoder-parity-n8",),
+        (r"L_{\rho,n}(T) = \mathbb{E}_x \mathbb{E}_{\|\Delta\|=\rho} (T_{\theta+\Delta}(x)-T_\theta(x))^2",),
+        Control("curve beside accuracy", (SHARPNESS, "as_n(model)", "loss", "param_norm", "Blowup"), SHARPNESS),
+        "Train it yourself: the Train page's PARITY, n = 8 preset measures the same curves.",
+        _training_measure, _training_present,
     ),
     Chapter(
         3, "blowup", "How can a transformer be sensitive? LayerNorm blowup",
-        "Attention averages, so a transformer's output moves little when one input changes. How does the "
-        "PARITY model manage to flip at every bit?",
-        BLOWUP_MODELS,
-        "Which model needs the larger LayerNorm factors N, and why would dividing by a small variance help?",
-        (r"N_i^{(k)} = \frac{1}{\sqrt{\sigma^2(Y_i^{(k)})+\varepsilon}},\quad \tau^{(k)}(x) = \max_w (1+N_w^{(k)}(x))",
-         r"C\,\mathbb{E}[\mathrm{Blowup}^2] \ge \frac{\mathrm{as}_n(f)}{\sqrt{n\log n}} - \frac{H}{n}"),
+        "Attention averages over positions, so one changed bit moves a transformer's output little. How does the "
+        "PARITY model manage to change its answer at every bit?",
+        Prediction("Which model has the larger LayerNorm factors N?", ("the PARITY model", "the FIRST model",
+                                                                       "about the same")),
+        ("LayerNorm factor", "Blowup", "param_norm"),
+        ("encoder-parity-n12", "encoder-first-n12"),
+        tuple(f"encoder-{task}-n{n}" for n in BLOWUP_NS for task in ("parity", "first")),
+        (r"N_i^{(k)} = \frac{1}{\sqrt{\sigma^2(Y_i^{(k)})+\varepsilon}}, \mathrm{Blowup}(x) = \prod_k \max_i (1+N_i^{(k)}(x))",
+         r"C \mathbb{E}[\mathrm{Blowup}^2] \ge \frac{\mathrm{as}_n(f)}{\sqrt{n\log n}} - \frac{H}{n}"),
+        Control("input length n", BLOWUP_NS, 12, lambda n: f"n = {n}"),
         "Pick an input on the LayerNorm page and compare N_i^(k) of both models position by position.",
-        "At n = {n} the PARITY model's mean Blowup is {blowup_parity:.3g}, {ratio:.2g} times the FIRST model's "
-        "{blowup_first:.3g}; its largest LayerNorm factor N reaches {max_n_parity:.3g} (FIRST: "
-        "{max_n_first:.3g}) while its parameter norm is {norm_parity:.3g} against {norm_first:.3g}: it pays "
-        "in blowup, not in norm.",
-        "LayerNorm divides by the standard deviation of its input: when that is small, a small change is "
-        "amplified. The theorem says a sensitive function needs large parameters or this blowup; the PARITY "
-        "model's Blowup is {ratio:.2g} times the FIRST model's.",
-        _blowup,
+        _blowup_measure, _blowup_present,
     ),
     Chapter(
         4, "landscape", "The landscape: sharp and flat minima",
-        "Is the minimum the PARITY model sits in sharper than the FIRST model's?",
-        LANDSCAPE_MODELS,
-        "At the paper's radius, which minimum is sharper? Does the small-ρ limit tell the same story?",
-        (r"\lim_{\rho\to0}\,\liminf_{n\to\infty} L_{\rho,n}(T) \ge \liminf_{n\to\infty} \frac{\mathrm{as}_n(T)}{2n}"
-         r" - L\,e^{-\Omega(d)}",),
-        "Open the Landscape page with both models and move the radius, or compute a 2-D slice.",
-        "At the paper's radius ρ = {rho:.3g}, L_ρ is {sharp_parity:.3g} ± {stderr_parity:.2g} for PARITY and "
-        "{sharp_first:.3g} ± {stderr_first:.2g} for FIRST ({sharp_ratio:.2g}×). The small-ρ limit "
-        "E‖∇T‖²/P gives {limit_parity:.3g} and {limit_first:.3g} (ratio {limit_ratio:.2g}) at n = {n}.",
-        "At the finite radius PARITY's minimum is {sharp_ratio:.2g} times as sharp. The small-ρ limit is only "
-        "the first-order part (ratio {limit_ratio:.2g}); the theorem is about a fixed radius as n grows, which "
-        "is what the paper measures.",
-        _landscape,
+        "Move every parameter of a trained model a little, in a random direction. Whose loss rises more: the "
+        "PARITY model's or the FIRST model's?",
+        Prediction("At the paper's radius ρ, whose minimum is sharper (larger L_ρ)?",
+                   ("PARITY's", "FIRST's", "about the same")),
+        ("sharpness", "radius", "PARITY", "FIRST"),
+        LANDSCAPE_MODELS, LANDSCAPE_MODELS,
+        (r"\lim_{\rho\to0} \liminf_{n\to\infty} L_{\rho,n}(T) \ge \liminf_{n\to\infty} \frac{\mathrm{as}_n(T)}{2n}"
+         r" - L e^{-\Omega(d)}",),
+        Control("radius (fraction of the paper's ρ)", RADIUS_FRACTIONS, 1.0, lambda f: f"{f:g} ρ"),
+        "Open the Landscape page with both models: the same L_ρ, with more radii and 2-D slices.",
+        _landscape_measure, _landscape_present,
     ),
     Chapter(
         5, "length", "Length scaling",
-        "Does PARITY's sharpness grow with the input length n, and FIRST's not?",
-        ("encoder-parity-n8", "encoder-first-n8"),
-        "If sharpness grows with n, what does that mean for training PARITY at n = 100?",
-        (r"\mathrm{as}_n(\mathrm{PARITY}) = n \;\Rightarrow\; \liminf_{n} L_{\rho,n} \ge \tfrac12",
-         r"\mathrm{as}_n(\mathrm{FIRST}) = 1 \;\Rightarrow\; \text{bound} \to 0"),
-        "Train a model on the Train page and add it as a point.",
-        "Over {runs} converged runs ({scale} scale) PARITY's sharpness proxy grows by {slope_parity:.3g} per "
-        "unit of n ({level:.0%} interval {slope_parity_low:.3g} to {slope_parity_high:.3g}); FIRST's slope is "
-        "{slope_first:.3g} ({slope_first_low:.3g} to {slope_first_high:.3g}).",
-        "PARITY's minima get sharper as n grows (slope {slope_parity:.3g} per unit of n): longer inputs put "
-        "gradient descent in ever narrower valleys, so PARITY gets harder to find and to keep.",
-        _length,
+        "Train PARITY at longer and longer inputs n. Does the minimum it lands in get sharper?",
+        Prediction("Does PARITY's sharpness grow with n in the shipped runs?",
+                   ("yes, it grows", "no, it stays flat or falls", "these runs cannot tell")),
+        ("sharpness proxy", "convergence filter", "PARITY", "FIRST", "MAJORITY", "MEAN"),
+        ("encoder-parity-n8", "encoder-first-n8"), LENGTH_MODELS,
+        (r"\mathrm{as}_n(\mathrm{PARITY}) = n \Rightarrow \liminf_{n} L_{\rho,n} \ge \frac{1}{2}",
+         r"\mathrm{as}_n(\mathrm{FIRST}) = 1 \Rightarrow \mathrm{bound} \to 0"),
+        Control("tasks", tuple(LENGTH_TASKS), "PARITY and FIRST"),
+        "Train a model on the Train page and select it: it joins this chart as a point.",
+        _length_measure, _length_present,
     ),
     Chapter(
         6, "few-examples", "What transformers learn from few examples",
-        "Shown a random function on a handful of inputs, what does a transformer guess for the rest?",
-        ("encoder-random-n8",),
-        "Of all functions that agree with the training inputs, which one did the transformer pick?",
-        (r"\text{low sensitivity: } \mathrm{as}_n(\hat f) \ll \mathbb{E}_{g \text{ agreeing on the data}}\, "
-         r"\mathrm{as}_n(g)",),
+        "Show a transformer a random function on a handful of inputs only. What does it guess for the rest?",
+        Prediction("Compared with other functions that agree with the training inputs, the function the "
+                   "transformer learned is…", ("less sensitive than most", "about typical", "more sensitive than most")),
+        ("average sensitivity", "sharpness"),
+        ("encoder-random-n8",), ("encoder-random-n8",),
+        (r"\mathrm{as}_n(\hat{f}) \ll \mathbb{E}_{g} \mathrm{as}_n(g)",),
+        Control("compare with", FEW_COMPARE, FEW_COMPARE[0]),
         "Train one yourself with fewer or more examples (the Train page's restricted training set).",
-        "The model fits its {train_size} training inputs ({fit:.0%}) and guesses {held_out:.0%} of the other "
-        "{others} right (a constant guess gets {chance:.0%}). What it learned has as_n = {as_learned:.3g}, against "
-        "{as_target:.3g} for the target and {as_completions:.3g} on average for random completions; "
-        "{more_sensitive:.0%} of those are more sensitive.",
-        "A low-sensitivity one: as_n = {as_learned:.3g}, below {more_sensitive:.0%} of the functions that agree "
-        "with the data. Transformers prefer low-sensitivity functions, the flip side of PARITY being hard.",
-        _few_examples,
+        _few_measure, _few_present,
     ),
 )
 """The Lab's chapters, in order."""
@@ -471,86 +870,72 @@ def chapter(number: int) -> Chapter:
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 980px; margin: 2em auto;
-       padding: 0 1em; color: #222; line-height: 1.5; }
-h2 { border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 2.2em; }
-.question { font-size: 1.1em; font-style: italic; } .ask { background: #f4f6fa; padding: 0.6em 0.9em; }
-.formula { font-family: "Latin Modern Math", "Cambria Math", serif; background: #fafafa; padding: 0.5em;
-           overflow-x: auto; } .caption { color: #555; font-size: 0.92em; } .chart { margin: 0.6em 0 1.2em 0; }
+       padding: 0 1em; color: #111; line-height: 1.5; }
+h2 { border-bottom: 1px solid #bbb; padding-bottom: 0.2em; margin-top: 2.2em; }
+.question { font-size: 1.1em; font-style: italic; } .predict { background: #f2f4f8; padding: 0.6em 0.9em; }
+.terms { font-size: 0.92em; color: #333; } .caption { color: #333; font-size: 0.92em; }
+.formula { background: #fafafa; padding: 0.5em; overflow-x: auto; font-size: 1.15em; }
+.chart { margin: 0.6em 0 1.2em 0; } .box { border: 1px solid #555; min-height: 7em; margin: 0.5em 0 1em 0;
+       padding: 0.4em; } .answer { border-left: 4px solid #2a7; padding-left: 0.8em; }
+.options { list-style: none; padding-left: 0.5em; } .options li::before { content: "☐  "; }
+@media print {
+  body { max-width: none; margin: 0; font-size: 11pt; }
+  nav, .screen { display: none; }
+  h2, h3 { break-after: avoid; page-break-after: avoid; }
+  section { break-before: page; page-break-before: always; }
+  .chart, figure, .predict, .box, .formula, .answer { break-inside: avoid; page-break-inside: avoid; }
+  a { color: #111; }
+}
 """
 
 
-_LATEX = (
-    (r"\\mathbb\{E\}", "E"), (r"\\(?:mathrm|text|operatorname)\{([^{}]*)\}", r"\1"), (r"\\hat f", "f̂"),
-    (r"\\tfrac12", "½"), (r"\\frac\{([^{}]*)\}\{([^{}]*)\}", lambda m: f"{_group(m[1])}/{_group(m[2])}"),
-    (r"\\sqrt\{([^{}]*)\}", r"√(\1)"),
-    (r"([_^])\{([^{}]*)\}", lambda m: m[1] + _group(m[2])),
-    (r"\\sum", "Σ"), (r"\\liminf", "lim inf"), (r"\\lim", "lim"), (r"\\max", "max"), (r"\\log", " log "),
-    (r"\\rho", "ρ"), (r"\\lambda", "λ"), (r"\\sigma", "σ"), (r"\\varepsilon", "ε"), (r"\\tau", "τ"),
-    (r"\\theta", "θ"), (r"\\Delta", "Δ"), (r"\\Omega", "Ω"), (r"\\oplus", "⊕"), (r"\\neq", "≠"), (r"\\ge", "≥"),
-    (r"\\ll", "≪"), (r"\\Rightarrow", "⇒"), (r"\\to", "→"), (r"\\infty", "∞"), (r"\\\|", "‖"),
-    (r"\\#", "#"), (r"\\(?:big|quad|qquad)|\\[,;]", " "),
-)
-"""LaTeX of the chapters' formulas as plain Unicode, for the handout (which loads no math renderer)."""
-
-
-def _group(text: str) -> str:
-    """A sub- or superscript, a numerator or denominator: bare when one symbol or already bracketed."""
-    return text if len(text) == 1 or (text.startswith("(") and text.endswith(")")) else f"({text})"
-
-
-def formula_text(latex: str) -> str:
-    """A chapter's LaTeX formula as readable Unicode text (the macros the chapters use), innermost first."""
-    import re
-
-    text = latex.replace(r"\{", "\x00").replace(r"\}", "\x01")  # literal braces of a set
-    while True:
-        before = text
-        for pattern, replacement in _LATEX:
-            text = re.sub(pattern, replacement, text)
-        if text == before:
-            break
-    text = re.sub(r"\s+", " ", text.replace("{", "").replace("}", ""))
-    return text.replace("\x00", "{").replace("\x01", "}").strip()
-
-
-def handout(load: Loader, results: Path, answers: bool = False) -> str:
-    """The whole lab as one offline HTML page: every chapter's text, figures, question (and answer)."""
+def handout(sources: Sources, answers: bool = False, url: str = "http://localhost:8501") -> str:
+    """The whole lab as one offline HTML page to print: per chapter its question, the terms it uses, the
+    prediction with boxes to tick, the charts, room to answer, the formula (MathML) and a link to the live
+    chapter; with `answers` (the instructor's) what to look for and the answer."""
     specs, sections = [], []
+    store = read_store(sources.checkpoints)
     for ch in CHAPTERS:
-        built = ch.build(Sources(load, results))
+        found = stored(ch, sources, store)
+        built = ch.present(found if found is not None else ch.measure(sources, None), ch.control.default)
+        live = f"{url.rstrip('/')}/lab?chapter={ch.number}"
         parts = [f'<section id="chapter-{ch.number}"><h2>{ch.number}. {html.escape(ch.title)}</h2>',
                  f'<p class="question">{html.escape(ch.question)}</p>',
-                 f"<p><b>Models:</b> {', '.join(html.escape(m) for m in ch.models)}</p>"]
+                 '<p class="terms">' + "<br>".join(html.escape(d) for d in ch.definitions()) + "</p>",
+                 f'<div class="predict"><b>Predict first.</b> {html.escape(ch.predict.prompt)}<ul class="options">'
+                 + "".join(f"<li>{html.escape(o)}</li>" for o in ch.predict.options) + "</ul></div>"]
         for fig in built.figures:
             specs.append(fig.chart.to_dict())
             parts += [f"<h3>{html.escape(fig.title)}</h3>", f'<div class="chart" id="chart-{len(specs) - 1}"></div>',
                       f'<p class="caption">{html.escape(fig.caption)}</p>']
-        parts += [f"<p><b>What to look for.</b> {html.escape(built.look_for)}</p>",
-                  f'<p class="ask"><b>Question.</b> {html.escape(ch.ask)}</p>']
         if answers:
-            parts.append(f"<p><b>Answer.</b> {html.escape(built.answer)}</p>")
-        parts += [f'<p class="formula">{"<br>".join(html.escape(formula_text(line)) for line in ch.formula)}</p>',
-                  f"<p><b>Try it yourself</b> (in the explorer): {html.escape(ch.try_it)}</p></section>"]
+            parts += [f'<div class="answer"><p><b>Right prediction:</b> {html.escape(built.correct)}</p>'
+                      f"<p><b>What to look for.</b> {html.escape(built.look_for)}</p>"
+                      f"<p><b>Answer.</b> {html.escape(built.answer)}</p></div>"]
+        else:
+            parts += ["<p><b>What do the charts show? Was your prediction right, and why?</b></p>",
+                      '<div class="box"></div>']
+        parts += ['<div class="formula">' + "".join(mathml(line) for line in ch.formula) + "</div>",
+                  f"<p><b>Try it yourself:</b> {html.escape(ch.try_it)} Live chapter: "
+                  f'<a href="{html.escape(live)}">{html.escape(live)}</a></p></section>']
         sections.append("\n".join(parts))
     toc = "".join(f'<li><a href="#chapter-{c.number}">{html.escape(c.title)}</a></li>' for c in CHAPTERS)
     return offline_page(
-        "sensviz lab: why sensitive functions are hard for transformers", STYLE,
+        "sensviz lab: why sensitive functions are hard for transformers" + (" (with answers)" if answers else ""),
+        STYLE,
         ["<h1>Why are sensitive functions hard for transformers? A lab in six chapters</h1>",
-         "<p>Hahn &amp; Rofin (ACL 2024), with models trained by sensviz. Every number in the text is computed "
-         "from the models shown." + (" Answers included." if answers else "")
+         "<p>Hahn &amp; Rofin (ACL 2024), with models trained by sensviz. In each chapter, read the question and "
+         "tick a prediction <i>before</i> you look at the charts. Every number is computed from the models shown."
+         + (" This is the instructor's copy: the answers are included." if answers else "")
          + " This page loads nothing from the internet.</p>",
-         f"<nav><ol>{toc}</ol></nav>", *sections],
+         f'<nav class="screen"><ol>{toc}</ol></nav>', *sections],
         specs)
 
 
-def write_handout(checkpoints: str | Path, results: str | Path, out: str | Path, answers: bool = False) -> dict:
-    """Write the handout of the zoo in `checkpoints` and the shipped `results` to `out`; returns a summary."""
-    page = handout(zoo_loader(checkpoints), Path(results), answers)
+def write_handout(out: str | Path, answers: bool = False, checkpoints: str | Path | None = None,
+                  results: str | Path | None = None, url: str = "http://localhost:8501") -> dict:
+    """Write the handout of the zoo in `checkpoints` and the `results` (defaults: the shipped ones) to `out`."""
+    page = handout(Sources.shipped(checkpoints, results), answers, url)
     out = write_text(out, page)
     return {"written": str(out), "chapters": len(CHAPTERS), "answers": answers, "bytes": out.stat().st_size,
             "figures": page.count('class="chart"')}
-
-
-def numbers_json(built: Built) -> str:
-    """A chapter's numbers as JSON (for tests and downloads)."""
-    return json.dumps(built.numbers, default=float)

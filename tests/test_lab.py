@@ -1,89 +1,275 @@
-"""The Lab: every chapter builds from the zoo, states only computed numbers, and the handout works offline."""
+"""The Lab: the shipped data is current, every claim a chapter makes is recomputed from its chart's own data
+with the test's own rule, and the same chapter built on altered data, where the claim is false, says something
+else. One chapter per test, from the data shipped beside the zoo (`sensviz lab-data`)."""
 
+import copy
+import json
+import os
 import re
-import string
+import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
-from sensviz import lab
-from sensviz.cli import main
-from sensviz.measure import MeasureSettings, measure
+from sensviz import fidelity, glossary, lab
+from sensviz.mathml import mathml
 
 ROOT = Path(__file__).resolve().parents[1]
-LOAD = lab.zoo_loader(ROOT / "checkpoints")
 RESULTS = ROOT / "experiments" / "results"
-QUICK_MEASURE = MeasureSettings(measure_inputs=64, directions=4, proxy_draws=4, samples=64)
-"""Small measurement sizes: every quantity still computed, from fewer inputs, directions and draws."""
+SOURCES = lab.Sources.shipped(ROOT / "checkpoints", RESULTS)
 
 
-class Chapters(dict):
-    """Chapter number -> the chapter built from the zoo, each built on first use with `settings`."""
-
-    def __init__(self, settings: MeasureSettings):
-        super().__init__()
-        self.settings = settings
-
-    def __missing__(self, number: int) -> lab.Built:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(lab, "SETTINGS", self.settings)
-            self[number] = lab.chapter(number).build(lab.Sources(LOAD, RESULTS))
-        return self[number]
+def data(number: int) -> lab.Data:
+    found = lab.stored(lab.chapter(number), SOURCES)
+    assert found is not None, f"chapter {number}: checkpoints/lab-data.json is stale: run `sensviz lab-data`"
+    return found
 
 
-@pytest.fixture(scope="module")
-def built():
-    """The chapters at small measurement sizes (`QUICK_MEASURE`): what their structure and their
-    agreement with the measurement layer need, not the numbers of the paper's settings."""
-    return Chapters(QUICK_MEASURE)
+def altered(number: int, table: str, change) -> lab.Data:
+    """The chapter's data with one table changed by `change(frame) -> frame`."""
+    d = copy.deepcopy(data(number))
+    d.tables[table] = change(d.tables[table].copy())
+    return d
 
 
-def fields(template: str) -> set[str]:
-    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+def views(chart) -> list[tuple[str, pd.DataFrame]]:
+    """Every (title, data) of a chart's spec: the data a reader of the chart sees."""
+    spec = chart.to_dict()
+    sets = {name: pd.DataFrame(rows) for name, rows in spec.get("datasets", {}).items()}
+    found = []
+
+    def walk(node, title=""):
+        if isinstance(node, dict):
+            title = node.get("title", title) if isinstance(node.get("title", title), str) else title
+            if isinstance(node.get("data"), dict) and node["data"].get("name") in sets:
+                found.append((title, sets[node["data"]["name"]]))
+            for value in node.values():
+                walk(value, title)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value, title)
+
+    walk(spec)
+    return found
 
 
-def test_six_chapters_each_with_everything_a_chapter_needs(built):
-    assert [ch.number for ch in lab.CHAPTERS] == list(range(1, 7))
+def by_title(chart) -> dict[str, pd.DataFrame]:
+    """The first data of each titled view."""
+    found = {}
+    for title, frame in views(chart):
+        found.setdefault(title, frame)
+    return found
+
+
+def text(built: lab.Built) -> str:
+    return built.look_for + " " + built.answer
+
+
+# ----------------------------------------------------------------------------- shipped data
+
+
+def test_the_shipped_data_is_current_for_every_chapter_and_stale_data_is_measured_again(tmp_path):
+    store = lab.read_store(SOURCES.checkpoints)
+    assert all(lab.stored(ch, SOURCES, store) is not None for ch in lab.CHAPTERS)
+    # a copy of the zoo where chapter 2's model has other bytes than the data was measured from
+    shutil.copy(ROOT / "checkpoints" / "encoder-parity-n8.safetensors", tmp_path)
+    raw = json.loads((ROOT / "checkpoints" / lab.DATA_FILE).read_text())
+    raw["chapters"]["2"]["inputs"]["encoder-parity-n8.safetensors"] = "0" * 64
+    (tmp_path / lab.DATA_FILE).write_text(json.dumps(raw))
+    copy_ = lab.Sources.shipped(tmp_path, RESULTS)
+    assert lab.stored(lab.chapter(2), copy_) is None
+    said = []
+    built = lab.chapter(2).build(copy_, progress=said.append)
+    assert said and "measuring" in said[0] and "encoder-parity-n8" in said[0]
+    assert built.numbers == pytest.approx(lab.chapter(2).present(data(2), lab.SHARPNESS).numbers, rel=1e-12)
+
+
+def test_write_data_measures_only_what_changed_and_leaves_the_checkpoints_alone(tmp_path):
+    shutil.copy(ROOT / "checkpoints" / "encoder-parity-n8.safetensors", tmp_path)
+    before = (tmp_path / "encoder-parity-n8.safetensors").read_bytes()
+    raw = json.loads((ROOT / "checkpoints" / lab.DATA_FILE).read_text())
+    only = {"2": raw["chapters"]["2"]}
+    saved = lab.CHAPTERS
+    try:
+        lab.CHAPTERS = (lab.chapter(2),)
+        (tmp_path / lab.DATA_FILE).write_text(json.dumps({**raw, "chapters": only}))
+        assert lab.write_data(tmp_path, RESULTS)["measured"] == []
+        (tmp_path / lab.DATA_FILE).unlink()
+        assert lab.write_data(tmp_path, RESULTS)["measured"] == [2]
+    finally:
+        lab.CHAPTERS = saved
+    assert (tmp_path / "encoder-parity-n8.safetensors").read_bytes() == before
+    assert json.loads((tmp_path / lab.DATA_FILE).read_text())["chapters"]["2"] == raw["chapters"]["2"]
+
+
+# ----------------------------------------------------------------------------- chapter 1
+
+
+def test_chapter_1_says_where_parity_is_sensitive_by_its_cube():
+    built = lab.chapter(1).present(data(1), 8)
+    parity = by_title(built.figures[0].chart)["PARITY"]
+    share = float((parity["s_model"].round() == 8).mean())
+    assert share == 1.0 and "under all 8 flips at every input" in built.look_for
+    assert built.correct == "all n of them"
+    # a PARITY model that misses a flip at a tenth of its inputs is no longer "at every input"
+    wrong = altered(1, "cube", lambda t: t.assign(s_model=np.where(
+        (t["model"] == "PARITY") & (t["n"] == 8) & (t["vertex"] % 10 == 0), 7, t["s_model"])))
+    again = lab.chapter(1).present(wrong, 8)
+    share = float((by_title(again.figures[0].chart)["PARITY"]["s_model"] == 8).mean())
+    assert "at every input" not in again.claims["parity_where"] and f"at {share:.0%} of the inputs" in again.look_for
+    half = altered(1, "cube", lambda t: t.assign(s_model=np.where(t["model"] == "PARITY", t["n"] / 2, t["s_model"])))
+    assert lab.chapter(1).present(half, 8).correct == "about half of them"
+
+
+def test_chapter_1s_control_draws_another_n():
+    small = lab.chapter(1).present(data(1), 4)
+    assert small.numbers["n"] == 4 and len(by_title(small.figures[0].chart)["PARITY"]) == 16
+
+
+# ----------------------------------------------------------------------------- chapter 2
+
+
+def test_chapter_2_takes_its_takeover_step_and_sharpness_change_from_its_charts():
+    built = lab.chapter(2).present(data(2), lab.SHARPNESS)
+    history = views(built.figures[0].chart)[0][1]
+    top = history[history["degree"] == 8].sort_values("step")
+    step = int(top[top["weight"] >= 0.5]["step"].iloc[0])
+    assert f"takes over by step {step}" in built.look_for
+    before = history[history["step"] < step]
+    low = before.groupby("degree")["weight"].mean().idxmax()
+    assert f"sits mostly at degree {low}" in built.look_for  # not "almost nowhere": the weight is at degree {low}
+    curves = pd.concat(frame for _, frame in views(built.figures[1].chart))
+    sharp = curves[curves["metric"] == lab.SHARPNESS]
+    ratio = sharp[sharp["step"] >= step]["value"].mean() / sharp[sharp["step"] < step]["value"].mean()
+    assert ratio > 1.5 and f"rises {ratio:.2g}-fold" in built.look_for and built.correct == "it rises"
+    flat = altered(2, "curves", lambda t: t.assign(value=np.where(t["metric"] == lab.SHARPNESS, 0.02, t["value"])))
+    again = lab.chapter(2).present(flat, lab.SHARPNESS)
+    assert "stays about the same" in again.look_for and again.correct == "it stays about the same"
+    never = altered(2, "history", lambda t: t.assign(weight=np.where(t["degree"] == 8, 0.1, t["weight"])))
+    assert "does not take over" in lab.chapter(2).present(never, lab.SHARPNESS).look_for
+
+
+# ----------------------------------------------------------------------------- chapter 3
+
+
+def test_chapter_3_asks_about_n_and_its_chart_shows_n():
+    built = lab.chapter(3).present(data(3), 12)
+    factors = pd.concat(frame for _, frame in views(built.figures[0].chart))
+    means = factors[factors["statistic"] == "mean of N"].groupby("model")["N"].mean()
+    ratio = means["PARITY"] / means["FIRST"]
+    assert ratio > 1.2 and f"{ratio:.2g}× larger" in built.look_for and built.correct == "the PARITY model"
+    assert "Blowup" in " ".join(lab.chapter(3).definitions())
+    swapped = altered(3, "layers", lambda t: t.assign(mean_N=np.where(t["model"] == "PARITY", 1.0, 3.0)))
+    again = lab.chapter(3).present(swapped, 12)
+    assert "smaller" in again.claims["factors"] and again.correct == "the FIRST model"
+
+
+# ----------------------------------------------------------------------------- chapter 4
+
+
+def test_chapter_4_states_the_charted_quantity_and_compares_by_error_bars():
+    built = lab.chapter(4).present(data(4), 1.0)
+    curve = views(built.figures[0].chart)[0][1]
+    at = curve[curve["fraction"] == 1.0].set_index("model")
+    p, f = at.loc["PARITY"], at.loc["FIRST"]
+    assert p["value"] - p["stderr"] > f["value"] + f["stderr"]
+    assert f"{p['value'] / f['value']:.2g}× sharper" in built.look_for and built.correct == "PARITY's"
+    assert f"L_ρ/ρ² = {p['ratio']:.3g}" in built.look_for  # the chart's own quantity, named as such
+    close = altered(4, "radius", lambda t: t.assign(value=np.where(t["model"] == "FIRST", t["value"].max(), t["value"])))
+    again = lab.chapter(4).present(close, 1.0)
+    assert "not clearly sharper" in again.look_for and again.correct == "about the same"
+
+
+def test_chapter_4_shows_the_landscape_pages_number():
+    from ui import cache, registry
+
+    built = lab.chapter(4).present(data(4), 1.0)
+    ref = registry.zoo_ref("encoder-parity-n16")
+    assert lab.LANDSCAPE.directions == cache.LANDSCAPE_DIRECTIONS
+    assert lab.LANDSCAPE.measure_inputs == cache.LANDSCAPE_INPUTS
+    page, _, _ = cache.sharpness(ref, 16, cache.paper_rho(ref), cache.LANDSCAPE_DIRECTIONS, cache.LANDSCAPE_INPUTS, 0)
+    assert built.numbers["sharp_parity"] == pytest.approx(page.value, rel=1e-9)
+    assert built.numbers["stderr_parity"] == pytest.approx(page.stderr, rel=1e-9)
+
+
+# ----------------------------------------------------------------------------- chapter 5
+
+
+def test_chapter_5_reads_fidelitys_verdict_and_describes_its_own_points():
+    built = lab.chapter(5).present(data(5), "PARITY and FIRST")
+    _, claims = fidelity.build(RESULTS)
+    slope = next(c for c in claims if c.experiment == "length_scaling" and "grows with n" in c.statement)
+    assert built.numbers["slope"] == pytest.approx(slope.interval.estimate)
+    assert built.numbers["verdict"] == slope.verdict
+    points = views(built.figures[0].chart)[0][1]
+    parity = points[points["task"] == "parity"].sort_values("n")
+    # the slope over the kept runs is the count-weighted slope of the per-n means the chart draws
+    weighted = np.polyfit(parity["n"], parity["mean"], 1, w=np.sqrt(parity["count"]))[0]
+    assert weighted == pytest.approx(built.numbers["slope"], rel=1e-6)
+    rising = bool(np.all(np.diff(parity["mean"]) > 0))
+    assert ("rises with n at every step" in built.look_for) == rising
+    assert all(f"{int(c)} at n = {int(n)}" in built.look_for for n, c in zip(parity["n"], parity["count"]))
+    if slope.interval.low <= 0 <= slope.interval.high:
+        assert built.correct == "these runs cannot tell" and "not shown to grow" in built.answer
+        assert "sharper as n grows" not in text(built)
+    grows = copy.deepcopy(data(5))
+    grows.numbers.update(slope_low=0.01, slope_high=0.05)
+    grows.tables["points"] = grows.tables["points"].assign(mean=lambda t: t["n"] * 0.01)
+    again = lab.chapter(5).present(grows, "PARITY and FIRST")
+    assert again.correct == "yes, it grows" and "grows with n" in again.answer and "rises with n at every step" in again.look_for
+
+
+# ----------------------------------------------------------------------------- chapter 6
+
+
+def test_chapter_6_counts_the_more_sensitive_functions_on_its_chart():
+    built = lab.chapter(6).present(data(6), lab.FEW_COMPARE[0])
+    strip = views(built.figures[0].chart)[0][1]
+    learned = strip[strip["function"] == lab.LEARNED]["as_n"].iloc[0]
+    others = strip[strip["function"] == lab.FEW_COMPARE[0]]["as_n"]
+    share = (others > learned).mean()
+    assert share >= 0.95 and "almost all" in built.claims["below"] and f"{share:.0%}" in built.look_for
+    assert lab.LEARNED not in set(views(built.figures[0].blind)[0][1]["function"])  # the blind chart hides it
+    high = altered(6, "functions", lambda t: t.assign(as_n=np.where(t["function"] == lab.LEARNED, 8.0, t["as_n"])))
+    again = lab.chapter(6).present(high, lab.FEW_COMPARE[0])
+    assert again.claims["below"] == "not less sensitive than most of them" and again.correct == "more sensitive than most"
+
+
+# ----------------------------------------------------------------------------- words, formulas, chapters
+
+
+def test_every_chapter_defines_its_terms_from_the_glossary():
+    needed = {"PARITY", "FIRST", "MAJORITY", "MEAN", "sensitivity", "average sensitivity", "Fourier degree",
+              "LayerNorm factor", "Blowup", "sharpness", "radius", "sharpness proxy", "convergence filter"}
+    used = {t for ch in lab.CHAPTERS for t in ch.terms}
+    assert needed <= used
     for ch in lab.CHAPTERS:
-        assert ch.question and ch.ask and ch.formula and ch.try_it and ch.models
-        assert all((ROOT / "checkpoints" / f"{name}.safetensors").is_file() for name in ch.models)
-        b = built[ch.number]
-        assert 1 <= len(b.figures) <= 3 and all(f.data is not None and len(f.data) for f in b.figures)
-        for fig in b.figures:
-            fig.chart.to_dict()  # a valid Vega-Lite spec
+        assert all(line.split(":")[0] in {t.name for t in glossary.TERMS} or "(" in line for line in ch.definitions())
+    with pytest.raises(KeyError, match="no glossary term"):
+        glossary.term("entropy")
 
 
-def test_texts_state_only_computed_numbers(built):
-    """Every number in a chapter's text comes from a field filled from its models: no digit is typed."""
+def test_the_question_and_prediction_do_not_hold_the_answer():
     for ch in lab.CHAPTERS:
-        for template in (ch.look_for, ch.answer):
-            assert fields(template) <= set(built[ch.number].numbers), ch.slug
-            typed = re.sub(r"\{[^}]*\}", "", template)
-            assert not re.search(r"\d", typed), (ch.slug, typed)
+        built = ch.present(data(ch.number), ch.control.default)
+        before = " ".join([ch.question, ch.predict.prompt, *ch.definitions(), *(f.title for f in built.figures)])
+        settings = {f"{built.numbers['rho']:.3g}"} if "rho" in built.numbers else set()  # the radius is a setting
+        numbers = set(re.findall(r"\d+\.\d+", built.look_for)) - settings
+        assert not any(number in before for number in numbers), ch.slug
+        assert built.correct in ch.predict.options
 
 
-def test_numbers_are_those_of_the_measurement_layer(built):
-    parity = LOAD("encoder-parity-n8")
-    s = measure(parity.model, parity.task, 8, QUICK_MEASURE, quantities=["sensitivity"]).sensitivity
-    assert built[1].numbers["as_parity"] == pytest.approx(s.avg_sensitivity)
-    ck = LOAD("encoder-parity-n16")
-    found = measure(ck.model, ck.task, 16, QUICK_MEASURE, quantities=["sharpness", "limit"], encoding=ck.encoding)
-    assert built[4].numbers["sharp_parity"] == pytest.approx(found.sharpness.value, rel=1e-9)
-    assert built[4].numbers["limit_parity"] == pytest.approx(found.limit.value, rel=1e-9)
-    records = parity.metadata["extra"]["measurements"]
-    assert built[2].numbers["sharp_end"] == records[-1]["sharpness"]
-    assert built[6].numbers["as_learned"] < built[6].numbers["as_target"]
-
-
-@pytest.mark.slow
-def test_the_landscape_chapter_at_the_papers_settings_separates_parity_from_first():
-    landscape = Chapters(lab.SETTINGS)[4]  # everyone's defaults, as the app and the handout show it
-    ck = LOAD("encoder-parity-n16")
-    found = measure(ck.model, ck.task, 16, lab.SETTINGS, quantities=["sharpness", "limit"], encoding=ck.encoding)
-    assert landscape.numbers["sharp_parity"] == pytest.approx(found.sharpness.value, rel=1e-9)
-    assert landscape.numbers["limit_parity"] == pytest.approx(found.limit.value, rel=1e-9)
-    # the contrast the chapter is about: the finite radius separates PARITY from FIRST, the limit alone does not
-    assert landscape.numbers["sharp_ratio"] > 1.5 and landscape.numbers["limit_ratio"] < 1.5
+def test_formulas_are_mathml():
+    out = mathml(r"\frac{1}{\sqrt{\sigma^2+\varepsilon}}")
+    assert "<mfrac><mn>1</mn><msqrt>" in out and "σ" in out and "ε" in out
+    assert "<msubsup><mi>N</mi><mi>i</mi>" in mathml(r"N_i^{(k)}")
+    for ch in lab.CHAPTERS:
+        assert all("\\" not in mathml(line) for line in ch.formula), ch.slug
 
 
 def test_chapter_numbers_are_checked():
@@ -93,11 +279,24 @@ def test_chapter_numbers_are_checked():
             lab.chapter(bad)
 
 
-def test_formulas_read_as_text_in_the_handout():
-    assert lab.formula_text(r"\frac{1}{\sqrt{\sigma^2+\varepsilon}}") == "1/(√(σ^2+ε))"
-    assert lab.formula_text(r"\#\{i : x_{(k)}\}") == "#{i : x_(k)}"
-    for ch in lab.CHAPTERS:
-        assert all("\\" not in lab.formula_text(line) for line in ch.formula), ch.slug
+# ----------------------------------------------------------------------------- the handout
+
+
+def test_the_handout_from_another_folder_student_and_instructor(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("SENSVIZ_CHECKPOINT_DIR", "SENSVIZ_RESULTS_DIR")}
+    env["PYTHONPATH"] = str(ROOT)
+    start = time.perf_counter()
+    for name, extra in (("student.html", []), ("teacher.html", ["--answers"])):
+        done = subprocess.run([sys.executable, "-m", "sensviz", "lab", "--out", str(tmp_path / name), *extra],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+    print(f"two handouts in {time.perf_counter() - start:.1f} s")
+    student, teacher = (tmp_path / "student.html").read_text(), (tmp_path / "teacher.html").read_text()
+    for page in (student, teacher):
+        assert page.count("<section") == 6 and page.count("<math") >= 9 and "@media print" in page
+        assert "lab?chapter=6" in page and all(o in page for o in lab.chapter(1).predict.options)
+    assert student.count('class="box"') == 6 and "<b>Answer.</b>" not in student and "What to look for" not in student
+    assert teacher.count("<b>Answer.</b>") == 6 and 'class="box"' not in teacher
 
 
 @pytest.mark.browser
@@ -105,12 +304,8 @@ def test_the_handout_opens_offline_with_every_figure(tmp_path):
     from playwright.sync_api import sync_playwright
 
     out = tmp_path / "lab.html"
-    assert main(["lab", "--out", str(out), "--answers", "--checkpoints", str(ROOT / "checkpoints"),
-                 "--results", str(RESULTS)]) == 0
-    text = out.read_text()
-    assert all(ch.title in text for ch in lab.CHAPTERS) and "<b>Answer.</b>" in text
-    assert main(["lab", "--out", str(tmp_path / "plain.html")]) == 0
-    assert "<b>Answer.</b>" not in (tmp_path / "plain.html").read_text()
+    assert lab.write_handout(out, answers=True, checkpoints=ROOT / "checkpoints", results=RESULTS)["chapters"] == 6
+    text_ = out.read_text()
     remote = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
@@ -120,9 +315,23 @@ def test_the_handout_opens_offline_with_every_figure(tmp_path):
         page.route("**/*", lambda route: remote.append(route.request.url) or route.abort()
                    if not route.request.url.startswith("file:") else route.continue_())
         page.goto(out.as_uri())
-        page.wait_for_function("document.querySelectorAll('.chart svg').length >= 11", timeout=120_000)
+        count = text_.count('class="chart"')
+        page.wait_for_function(f"document.querySelectorAll('.chart svg').length >= {count}", timeout=120_000)
         boxes = page.evaluate("() => [...document.querySelectorAll('.chart svg')].map(e => e.getBoundingClientRect())"
                               ".map(r => [r.left, r.right, r.height])")
+        fonts = page.evaluate("() => [...document.querySelectorAll('.chart svg text')].map("
+                              "e => parseFloat(getComputedStyle(e).fontSize))")
+        page.pdf(path=str(tmp_path / "lab.pdf"), format="A4")
         browser.close()
     assert remote == []
-    assert len(boxes) == text.count('class="chart"') and all(h >= 100 and right <= 1024 for _, right, h in boxes)
+    assert len(boxes) == count and all(h >= 100 and right <= 1024 for _, right, h in boxes)
+    assert min(fonts) >= 11
+
+
+def test_chapter_2_draws_the_students_run_over_the_zoos():
+    ck = lab.zoo_loader(ROOT / "checkpoints")("encoder-parity-n8")
+    records = ck.metadata["extra"]["measurements"][:3]  # a run three measurements in
+    fig = lab.your_run(data(2), lab.SHARPNESS, records)
+    drawn = pd.concat(frame for _, frame in views(fig.chart))
+    assert set(drawn["run"]) == {lab.ZOO_RUN, lab.YOUR_RUN} and set(drawn["metric"]) == {"accuracy", lab.SHARPNESS}
+    assert drawn[drawn["run"] == lab.YOUR_RUN]["step"].nunique() == 3 and "3 measurements" in fig.caption

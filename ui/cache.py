@@ -52,6 +52,7 @@ above it, the landscape inputs, the radius of the paper's sharpness."""
 MODEL_EXACT_LIMIT = SETTINGS.exact_limit
 DEFAULT_SAMPLES = SETTINGS.samples
 LANDSCAPE_INPUTS = SETTINGS.measure_inputs
+LANDSCAPE_DIRECTIONS = 64  # the Landscape page's default number of random directions (the Lab's too)
 GRID_LIMIT = 12
 """Largest n drawn as a cube grid (2**12 cells); larger cubes get histograms and weight views."""
 
@@ -141,9 +142,19 @@ def _store() -> Store:
 def warm_up() -> threading.Thread:
     """Pay torch's one-time costs of the landscape measurements (vmap, functional_call: about
     1.5 s here) in the background as soon as the server serves its first page, not in the first
-    Landscape page a user opens."""
+    Landscape page a user opens; draw every Lab chapter's views (its first view, then each try-it
+    choice) from its shipped data too."""
 
     def work():
+        from sensviz import lab
+
+        for ch in lab.CHAPTERS:  # each chapter's first view, then every choice of its try-it control
+            for choice in dict.fromkeys([ch.control.default, *ch.control.options]):
+                try:
+                    lab_chapter(ch.number, choice)
+                except (OSError, ValueError) as err:  # the page says it again, with the measurement's progress
+                    log.info("Lab chapter %d not warmed up: %s", ch.number, err)
+                    break
         model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=4, seed=0)
         sv.sharpness.sharpness(model, sv.cube.vertices(2), rho=0.1, n_directions=2, seed=0)
 
@@ -664,14 +675,55 @@ def training_tables(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
 # ----------------------------------------------------------------------------- Lab
 
 
-@memo
-def lab_chapter(number: int, yours: tuple[ModelRef, ...] = ()) -> sv.lab.Built:
-    """A Lab chapter computed from its zoo models (and the shipped results, and the student's own models)."""
+def _lab_sources() -> sv.lab.Sources:
+    return sv.lab.Sources(lambda name: load(registry.zoo_ref(name)), registry.checkpoint_dir(), registry.results_dir())
+
+
+def _lab_stamp(number: int) -> tuple:
+    """What a chapter's data depends on, cheaply: each file's size and modification time (the data file's too);
+    `sensviz.lab.data` compares the sha256 of the files themselves when the stamp is new."""
     from sensviz import lab
 
-    sources = lab.Sources(lambda name: load(registry.zoo_ref(name)), registry.results_dir(),
-                          {f"your model ({ref.label})": load(ref) for ref in yours})
-    return lab.chapter(number).build(sources)
+    paths = [*lab.chapter(number).inputs(_lab_sources()).values(), registry.checkpoint_dir() / lab.DATA_FILE]
+    return tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) if p.exists() else (str(p), None, None) for p in paths)
+
+
+@memo
+def _lab_data(number: int, stamp: tuple, progress=None):
+    from sensviz import lab
+
+    return lab.data(lab.chapter(number), _lab_sources(), progress)
+
+
+@memo
+def _lab_built(number: int, choice, stamp: tuple, yours: tuple[ModelRef, ...] = (), progress=None) -> sv.lab.Built:
+    from sensviz import lab
+
+    data = _lab_data(number, stamp, progress)
+    if yours:  # chapter 5: the student's models join the chart as points
+        return lab.chapter(number).present(data, choice, pd.DataFrame([lab_point(ref) for ref in yours]))
+    return lab.chapter(number).present(data, choice)
+
+
+def lab_chapter(number: int, choice, yours: tuple[ModelRef, ...] = (), progress=None) -> sv.lab.Built:
+    """A Lab chapter for one choice of its control: drawn from the data shipped beside the zoo
+    (`sensviz lab-data`), measured on demand when that is missing or stale (`progress` says what is measured)."""
+    return _lab_built(number, choice, _lab_stamp(number), yours, progress)
+
+
+def lab_your_run(choice, records: list[dict]):
+    """Chapter 2's curves with the student's own run (its records so far) over the zoo's; not cached (it grows)."""
+    from sensviz import lab  # noqa: F401  (sv.lab)
+
+    return sv.lab.your_run(_lab_data(2, _lab_stamp(2)), choice, records)
+
+
+@memo
+def lab_point(ref: ModelRef) -> dict:
+    """A model of the student's own as a point of the Lab's length-scaling chart (its sharpness proxy)."""
+    from sensviz import lab
+
+    return lab.zoo_point(load(ref), f"your model ({ref.label})")
 
 
 @memo
@@ -679,4 +731,4 @@ def lab_handout(answers: bool) -> bytes:
     """The whole Lab as one offline HTML page (`sensviz lab`)."""
     from sensviz import lab
 
-    return lab.handout(lambda name: load(registry.zoo_ref(name)), registry.results_dir(), answers).encode()
+    return lab.handout(_lab_sources(), answers).encode()

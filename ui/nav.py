@@ -48,10 +48,10 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("Home", "pages/home.py", "", "Start", ":material/home:", False, (),
              "what the explorer is for and where to start",
              heading="sensviz: why sensitive functions are hard for transformers"),
-    PageSpec("Lab", "pages/lab.py", "lab", "Start", ":material/school:", False, ("chapter",),
+    PageSpec("Lab", "pages/lab.py", "lab", "Start", ":material/school:", False, ("chapter", "predict", "try"),
              "the paper's story in six guided chapters for a class: each with its question, one-click setup, the "
              "few charts that make the point, a question to answer and the formula; an offline handout",
-             heading="Lab: why are sensitive functions hard for transformers?"),
+             heading="Lab: sensitive functions"),
     PageSpec("Train", "pages/train.py", "train", "Explore", ":material/model_training:", False, ("logloss",),
              "train a small transformer on PARITY, MAJORITY, FIRST, MEAN, sparse or random functions, as a "
              "server-side job that keeps running while you look at other pages; live loss, accuracy, sharpness, "

@@ -35,7 +35,7 @@ EARLY_STOP = {"target_accuracy", "target_loss"}
 PRESETS = {
     "PARITY, n = 8 (converges in seconds)": {"task": "parity", "n": 8, "arch": "encoder", "d_model": 32,
                                              "n_layers": 2, "n_heads": 2, "batch_size": 256, "lr": 3e-3,
-                                             "steps": 3000, "seed": 0, "measure_every": 200, "eval_interval": 25},
+                                             "steps": 3000, "seed": 0, "measure_every": 50, "eval_interval": 25},
     "FIRST, n = 8": {"task": "first", "n": 8, "arch": "encoder", "d_model": 32, "n_layers": 2, "n_heads": 2,
                      "batch_size": 256, "lr": 1e-3, "steps": 2000, "seed": 0, "measure_every": 100, "eval_interval": 25},
     "MAJORITY, n = 9": {"task": "majority", "n": 9, "arch": "encoder", "d_model": 32, "n_layers": 2, "n_heads": 2,

@@ -1,0 +1,88 @@
+"""The Lab walked as a student, in headless Chromium at 1024×768 against the served app: in each chapter the
+question and the first chart (or its placeholder) above the fold, the answer not on the page until revealed,
+the prediction kept in the URL, the try-it control redrawing a chart, and the next chapter opening at its top.
+Screenshots of each chapter before and after the reveal go to artifacts/screenshots/ (lab-<k>-before.png,
+lab-<k>-after.png); the times it measured are printed (`-s`)."""
+
+import time
+
+import pytest
+from test_e2e import SHOTS, browser, server, wait_until_done  # noqa: F401  (fixtures)
+
+from sensviz import lab
+
+FOLD = 768
+
+
+def main_scroll(page) -> float:
+    return page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollTop")
+
+
+def chart_signature(page) -> str:
+    """What the charts draw now (their canvases' pixels, or their SVG), to tell a redraw."""
+    return page.evaluate("""() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')].map(c => {
+        const canvas = c.querySelector('canvas'); return canvas ? canvas.toDataURL() : c.innerHTML; }).join('|')""")
+
+
+def top_of(locator) -> float:
+    return locator.first.bounding_box()["y"]
+
+
+@pytest.mark.browser
+def test_a_student_walks_every_chapter(server, browser):  # noqa: F811
+    page = browser.new_page(viewport={"width": 1024, "height": FOLD})
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    page.goto(f"{server}/lab?chapter=1")
+    times = []
+    for number in range(1, len(lab.CHAPTERS) + 1):
+        ch = lab.chapter(number)
+        wait_until_done(page)
+        first = time.perf_counter() - start
+        built = ch.present(lab.stored(ch, lab.Sources.shipped()), ch.control.default)
+        question = page.get_by_text(ch.question, exact=False)
+        assert question.first.is_visible() and top_of(question) < FOLD, number
+        shown = page.locator('[data-testid="stVegaLiteChart"], [data-testid="stAlertContentInfo"]')
+        assert shown.count() and top_of(shown) < FOLD, f"chapter {number}: no chart above the fold"
+        assert page.get_by_text(built.answer[:60]).count() == 0 and page.get_by_text(built.look_for[:60]).count() == 0
+        assert main_scroll(page) == 0, f"chapter {number} did not open at its top"
+        page.screenshot(path=str(SHOTS / f"lab-{number}-before.png"))
+
+        option = ch.predict.options[0]
+        page.locator('[data-testid="stRadio"]').get_by_text(option, exact=True).click()
+        page.wait_for_function("() => location.search.includes('predict=')", timeout=60_000)  # kept in the URL
+        wait_until_done(page)
+        before = chart_signature(page)
+        other = next(o for o in ch.control.options if o != ch.control.default)
+        clicked = time.perf_counter()
+        page.locator('[data-testid="stButtonGroup"]').last.get_by_text(ch.control.fmt(other), exact=True).click()
+        page.wait_for_function("() => location.search.includes('try=')", timeout=60_000)
+        wait_until_done(page)
+        page.wait_for_timeout(300)  # Vega draws after the run ends
+        tried = time.perf_counter() - clicked
+        assert chart_signature(page) != before, f"chapter {number}: the try-it control changed no chart"
+
+        page.get_by_role("button", name="Reveal the answer").click()
+        page.get_by_text("What to look for.").first.wait_for(timeout=60_000)
+        wait_until_done(page)
+        built = ch.present(lab.stored(ch, lab.Sources.shipped()), other)
+        assert page.get_by_text(built.answer[:60]).first.is_visible()
+        page.screenshot(path=str(SHOTS / f"lab-{number}-after.png"))
+        times.append((number, first, tried))
+
+        if number < len(lab.CHAPTERS):
+            page.get_by_role("button", name=f"Chapter {number + 1} →").scroll_into_view_if_needed()
+            start = time.perf_counter()
+            page.get_by_role("button", name=f"Chapter {number + 1} →").click()
+            page.wait_for_function("() => document.querySelector('[data-testid=\"stMain\"]').scrollTop === 0",
+                                   timeout=60_000)
+    cached = []
+    for number in range(1, len(lab.CHAPTERS) + 1):
+        begin = time.perf_counter()
+        page.goto(f"{server}/lab?chapter={number}&predict=skip")
+        wait_until_done(page)
+        cached.append(time.perf_counter() - begin)
+    page.close()
+    print("\nchapter | first render (s) | try-it (s) | again, a new page load (s)")
+    for (number, first, tried), again in zip(times, cached):
+        print(f"{number} | {first:.2f} | {tried:.2f} | {again:.2f}")
