@@ -72,9 +72,13 @@ def _text_of(element) -> list[str]:
 class Session:
     """One browser-like session: `await session.open(path_and_query)`, then `await session.rerun()`."""
 
-    def __init__(self, base: str, cookies: dict[str, str] | None = None):
+    def __init__(self, base: str, cookies: dict[str, str] | None = None, local_addr: tuple[str, int] | None = None):
+        """`local_addr`: the (address, port) to connect from, e.g. ("127.0.0.7", 0): another loopback
+        address is another client to the server (`st.context.ip_address`)."""
         self.base = base.rstrip("/")
         self.cookies = cookies or {}
+        self.local_addr = local_addr
+        self.session_id = ""  # the server's id of this session (from its first message)
         self.ws = None
         self.page_name = ""
         self.page_script_hash = ""
@@ -84,7 +88,8 @@ class Session:
         parts = urlsplit(self.base)
         headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())} if self.cookies else None
         self.ws = await websockets.connect(f"ws://{parts.netloc}{parts.path}/_stcore/stream", subprotocols=["streamlit"],
-                                           additional_headers=headers, max_size=None, open_timeout=120)
+                                           additional_headers=headers, max_size=None, open_timeout=120,
+                                           **({"local_addr": self.local_addr} if self.local_addr else {}))
         return self
 
     async def __aexit__(self, *exc):
@@ -129,6 +134,8 @@ class Session:
                 run.texts += _text_of(element)
                 if element.WhichOneof("type") == "button":
                     run.buttons[element.button.label] = element.button.id
+            elif kind == "new_session":
+                self.session_id = msg.new_session.initialize.session_id
             elif kind == "page_info_changed":
                 self.query_string = msg.page_info_changed.query_string
             elif kind == "navigation":
@@ -204,6 +211,13 @@ def free_port() -> int:
 @contextmanager
 def serve(log_path: Path, env: dict[str, str] | None = None, timeout: float = 120):
     """`streamlit run app.py` on a free loopback port; yields its base URL, stops it afterwards."""
+    with served(log_path, env, timeout) as (base, _process):
+        yield base
+
+
+@contextmanager
+def served(log_path: Path, env: dict[str, str] | None = None, timeout: float = 120):
+    """`serve`, yielding the base URL and the server's process (to watch its memory)."""
     port = free_port()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as log:
@@ -227,7 +241,7 @@ def serve(log_path: Path, env: dict[str, str] | None = None, timeout: float = 12
                     if time.time() > deadline:
                         raise
                     time.sleep(0.25)
-            yield base
+            yield base, proc
         finally:
             proc.terminate()
             try:
