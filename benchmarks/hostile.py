@@ -13,11 +13,14 @@ writing command's output (`--out`, `--dump`, `--dir`) onto a device, a fifo, a f
 where a folder is wanted), links to those, a path under a file and a dump without .npz; a case
 is rejected when the command exits 2 with one line on stderr and the place is left as it was.
 
-`--jobs`: the hostile tester's job cases against a real `sensviz.jobs.JobManager` (issue 17): 101
-owners from one address flooding the queue and then one honest student; forged owner cookies;
-the requests that held the machine (d_ff and the scratchpad over the limits, the Train form's
-largest run); each with its outcome and the seconds it took to decide. The target: the student is
-queued ahead of the flood's waiting runs, every forged cookie counts as absent, every oversized request is refused.
+`--jobs`: the hostile tester's class-server cases against a real `sensviz.jobs.JobManager` and
+`sensviz.kept.KeptStore` (issue 17): 101 owners from one address flooding the queue and then one
+honest student; forged owner cookies; the requests that held the machine (d_ff and the scratchpad
+over the limits, the Train form's largest run); a student filling the kept store, a keep into a full
+store, a kept file replaced by a directory, a 16.7-million-character name; each with its outcome and
+the seconds it took to decide. The target: the student is queued ahead of the flood's waiting runs,
+every forged cookie counts as absent, every oversized request is refused, no owner's keep evicts
+another's model, and every refusal is one line.
 """
 
 from __future__ import annotations
@@ -108,6 +111,48 @@ def measure_cli_outputs(folder: Path) -> list[dict]:
     return json.loads(proc.stdout)
 
 
+def store_cases(folder: Path, row) -> None:
+    """The kept store's cases (issue 17) in `folder`: a student who fills the store, a file that is
+    not a file any more, a name of 16.7 million characters; one `row(family, case, decide)` each."""
+    import os
+
+    from sensviz.kept import KeptRefused, KeptStore, KeptUnreadable
+
+    mib = 2**20
+    store = KeptStore(folder, cap=8 * mib, quota=3 * mib)
+    other = store.keep("upload", "other.safetensors", os.urandom(mib), "other")
+
+    def keep(owner, name, size):
+        try:
+            return f"kept {store.keep('upload', name, os.urandom(size), owner).token[:6]}…"
+        except KeptRefused as err:
+            return f"refused: {err}"
+
+    row("kept store", "one owner keeps 8 files of 1 MiB (quota 3 MiB)",
+        lambda: f"{sum(keep('bot', f'{k}.safetensors', mib - 4096).startswith('kept') for k in range(8))} kept, "
+        f"{len(store.owned('bot'))} left (its own oldest evicted); "
+        f"the other owner's model {'kept' if store.info(other.token) else 'EVICTED'}")
+    row("kept store", "one file over the owner's quota", lambda: keep("bot", "big.safetensors", 4 * mib))
+    for k in range(5):
+        keep(f"filler{k}", "fill.safetensors", mib + mib // 2)
+    row("kept store", "a keep when the whole store is full", lambda: keep("late", "late.safetensors", mib + mib // 2))
+    broken = store.keep("upload", "dir.safetensors", os.urandom(1024), "other")
+    path = folder / f"{broken.file or broken.token}.safetensors"
+    path.unlink()
+    path.mkdir()
+
+    def read_broken():
+        try:
+            store.data(broken.token)
+            return "read"
+        except KeptUnreadable as err:
+            return f"refused: {err}"
+
+    row("kept store", "a kept file replaced by a directory", read_broken)
+    row("kept store", "a name of 16.7 million characters",
+        lambda: f"kept as a name of {len(store.info(store.keep('upload', 'x' * 2**24, b'1', 'long').token).name)} characters")
+
+
 def job_cases() -> list[dict]:
     """Run the job cases (see the module docstring); one row per case: family, case, outcome, seconds."""
     import time
@@ -149,6 +194,7 @@ def job_cases() -> list[dict]:
                 row("oversized run", case, lambda request=request: f"queued: {manager.submit('other', request, '10.0.0.3')}")
         finally:
             manager.close()
+        store_cases(Path(folder) / "store", row)
         secret = registry.owner_secret(Path(folder))
         minted = registry.mint_owner(secret)
         ident, signature = minted.split(".")
