@@ -52,7 +52,7 @@ from .analysis import cube_outputs
 from .base import TracedModel
 from .configs import build as build_settings
 from .configs import check, setting, split
-from .measure import RADIUS_FRACTIONS, Measurement, MeasureSettings, default_quantities, measure
+from .measure import RADIUS_FRACTIONS, Measurement, MeasureSettings, columns, default_quantities, measure
 from .models import ModelSettings
 from .monitor import MeasurementCallback
 from .sweeps import failure, run_id
@@ -297,13 +297,13 @@ def quantities(run: Run, model: TracedModel) -> tuple[str, ...]:
 
 
 def metrics(found: Measurement, config: TrainConfig) -> dict:
-    """The runs table's columns for one measurement of a trained model (see the module docstring)."""
+    """The runs table's columns for one measurement of a trained model: every measured quantity's columns
+    (`sensviz.measure.columns`), and the figures' names and ±1-scaled forms of them (see the module docstring)."""
     n, scale = found.n, pm1_scale(config)
     s, b, h, p = found.sensitivity, found.blowup, found.sharpness, found.proxy
     values = {
         "n_params": found.n_params,
-        "param_norm": found.param_norm,
-        "accuracy": s.accuracy,
+        **columns(found),
         "as_model": s.avg_sensitivity,
         "as_model_real": s.avg_sensitivity_real,
         "as_task": s.task_avg_sensitivity,
@@ -314,33 +314,18 @@ def metrics(found: Measurement, config: TrainConfig) -> dict:
         "measure_inputs": found.inputs["n_inputs"],
         "measure_exact": found.inputs["kind"] == "cube",
         "decoder_steps": found.settings.decoder_steps,
-        "sharpness_proxy": p.value,
-        "sharpness_proxy_stderr": p.stderr,
         "sharpness_proxy_pm1": scale * p.value,
         "proxy_eps": p.eps,
         "proxy_rho": p.rho,
-        "sharpness": h.value,
-        "sharpness_stderr": h.stderr,
         "sharpness_pm1": scale * h.value,
-        "sharpness_rho": h.rho,
-        "sharpness_limit": found.limit.value,
         "sharpness_limit_pm1": scale * found.limit.value,
-        "blowup_mean": b.mean,
-        "blowup_mean_sq": b.mean_sq,
-        "blowup_max": b.max,
-        "log_blowup_mean": b.log_mean,
         "log_blowup_mean_sq": math.log(b.mean_sq),
-        "authors_blowup": b.authors["maxs_prod"],
         "log_authors_blowup": math.log(b.authors["maxs_prod"]),
-        "blowup_exact": b.exact,
         "bound_rhs": found.tradeoff.bound_rhs if found.tradeoff is not None else None,
     }
-    if found.decoding is not None:
-        values.update(autoregressive_accuracy=found.decoding["autoregressive_accuracy"],
-                      answer_accuracy=found.decoding["answer_accuracy"])
     for fraction, r in zip(RADIUS_FRACTIONS, found.radii or ()):
         values.update({f"sharpness_pm1_x{fraction:g}": scale * r.value,
-                       f"sharpness_pm1_x{fraction:g}_stderr": scale * r.stderr, f"sharpness_rho_x{fraction:g}": r.rho})
+                       f"sharpness_pm1_x{fraction:g}_stderr": scale * r.stderr})
     if found.notes:
         values["notes"] = "; ".join(f"{k}: {v}" for k, v in found.notes.items())
     return values
