@@ -68,7 +68,7 @@ from .blowup import BlowupSummary, Tradeoff, blowup_summary, tradeoff
 from .configs import check, setting
 from .curvature import Eigen, top_eigenvalues
 from .losses import loss_for
-from .params import STEPS
+from .params import DECODER_STEPS
 from .records import Record, jsonable
 from .scratchpad import ScratchpadTransformer, autoregressive_accuracy
 from .sharpness import Sharpness, SharpnessLimit, SharpnessProxy, sharpness, sharpness_limit, sharpness_proxy
@@ -94,7 +94,7 @@ class MeasureSettings:
                                positive=True, high=1.0)
     proxy_draws: int = setting(32, "noise draws of the proxy", limit="draws")
     decoder_steps: str = setting("all", "scratchpad models: sharpness and proxy over every decoder step (the "
-                                 "authors') or the last", choices=STEPS)
+                                 "authors') or the last", choices=DECODER_STEPS)
     measure_seed: int = setting(0, "the input sample, the directions and the noise draws", limit="seed")
 
     def __post_init__(self):
@@ -146,7 +146,7 @@ class _Context:
         self._blowup: BlowupSummary | None = None
 
     @property
-    def steps(self) -> str:
+    def decoder_steps(self) -> str:
         return self.settings.decoder_steps
 
     def targets(self, steps: str) -> torch.Tensor:
@@ -260,20 +260,20 @@ def _tradeoff(ctx: _Context) -> Tradeoff | None:
                                  "sharpness_directions": h.n_directions}, cost="cheap")
 def _sharpness(ctx: _Context) -> Sharpness:
     s = ctx.settings
-    return sharpness(ctx.model, ctx.bits, ctx.rho, s.directions, s.measure_seed, limit=False, steps=ctx.steps)
+    return sharpness(ctx.model, ctx.bits, ctx.rho, s.directions, s.measure_seed, limit=False, steps=ctx.decoder_steps)
 
 
 @quantity("limit", lambda h: {"sharpness_limit": h.value}, cost="cheap", default=lambda model: not model.multi_step)
 def _limit(ctx: _Context) -> SharpnessLimit:
-    return sharpness_limit(ctx.model, ctx.bits, steps=ctx.steps)
+    return sharpness_limit(ctx.model, ctx.bits, steps=ctx.decoder_steps)
 
 
 @quantity("proxy", lambda p: {"sharpness_proxy": p.value, "sharpness_proxy_stderr": p.stderr,
                              "sharpness_proxy_eps": p.eps, "sharpness_proxy_rho": p.rho}, needs_task=True)
 def _proxy(ctx: _Context) -> SharpnessProxy:
     s = ctx.settings
-    return sharpness_proxy(ctx.model, ctx.bits, ctx.targets(ctx.steps), ctx.loss, eps=s.proxy_eps,
-                           n_draws=s.proxy_draws, seed=s.measure_seed, steps=ctx.steps)
+    return sharpness_proxy(ctx.model, ctx.bits, ctx.targets(ctx.decoder_steps), ctx.loss, eps=s.proxy_eps,
+                           n_draws=s.proxy_draws, seed=s.measure_seed, steps=ctx.decoder_steps)
 
 
 @quantity("decoding", lambda d: {"autoregressive_accuracy": d["autoregressive_accuracy"],
@@ -287,7 +287,7 @@ def _decoding(ctx: _Context) -> dict:
 def _radii(ctx: _Context) -> list[Sharpness]:
     s = ctx.settings
     return [sharpness(ctx.model, ctx.bits, fraction * ctx.rho, s.directions, s.measure_seed, limit=False,
-                      steps=ctx.steps) for fraction in RADIUS_FRACTIONS]
+                      steps=ctx.decoder_steps) for fraction in RADIUS_FRACTIONS]
 
 
 @quantity("hessian", lambda e: {"hessian_top": e.values[0].item()}, default=False, needs_task=True)

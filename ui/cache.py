@@ -647,7 +647,7 @@ def _experiment_figures(folder: str, mtime: float) -> list:
 
 
 def experiment_figures(folder: Path) -> list:
-    """The paper-style figures of a sweep folder (`sensviz.figures.Figure`), cached per table version."""
+    """The paper-style figures of a sweep folder (`sensviz.figures.ExperimentFigure`), cached per table version."""
     return _experiment_figures(str(folder), _results_mtime(folder))
 
 
