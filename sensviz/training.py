@@ -195,7 +195,7 @@ class RunState:
         self.config = config
         self.task = task
         self.step = 0
-        self.steps = config.steps
+        self.total_steps = config.steps  # the steps the run may take (`step` counts those done)
         self.n = config.n
         self.loss: float | None = None
         self.history: list[dict] = []
@@ -243,7 +243,7 @@ class PrintProgress(Callback):
         self.stream = stream
 
     def on_eval(self, state, record):
-        parts = [f"{self.prefix}{state.task.label} step {record['step']:>6}/{state.steps}"]
+        parts = [f"{self.prefix}{state.task.label} step {record['step']:>6}/{state.total_steps}"]
         for key in ("train_loss", "eval_loss", "eval_accuracy", "heldout_accuracy"):
             if record.get(key) is not None:
                 parts.append(f"{key} {record[key]:.4g}")

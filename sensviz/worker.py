@@ -147,9 +147,9 @@ def _live_callback(folder: Path, request: TrainRequest):
             if state.step % self.every == 0 and self.measuring_s <= training_s:
                 self._record(state, state.model, state.step)
             now = time.perf_counter()
-            if now - self.last_progress >= PROGRESS_EVERY_S or state.step == state.steps:
+            if now - self.last_progress >= PROGRESS_EVERY_S or state.step == state.total_steps:
                 self.last_progress = now
-                write_json(folder / "progress.json", {"step": state.step, "steps": state.steps, "loss": state.loss,
+                write_json(folder / "progress.json", {"step": state.step, "steps": state.total_steps, "loss": state.loss,
                                                       "seconds": state.elapsed, **self.last_eval})
 
         def on_eval(self, state, record):
