@@ -17,17 +17,31 @@ Glossary (one code name per paper symbol):
 | `param_norm`       | ||theta||               | L2 norm of all parameters except positional encodings     |
 | `d_model`, `n_layers`, `n_heads`, `n_bits` / `n` | d, L, H, n | sizes                               |
 
-Modules: `tasks` (target functions), `cube` (exact and sampled cube analysis), `formal` and
-`encoder` (the two architectures), `scratchpad` (the encoder-decoder of the scratchpad
-experiment), `base` (what they share: LayerNorm, the TracedModel base), `trace` and `hooks` (the
-instrumented forward pass), `models` (registry),
-`checkpoints` (safetensors I/O), `analysis` (a model on the cube), `losses`, `params` (the flat
-parameter space theta and T at perturbed parameters), `blowup` (tau, Blowup, the trade-off),
-`sharpness` (L_rho, its exact small-rho limit, the loss-space proxy), `slices` (the loss along
-directions in parameter space), `curvature` (Hessian eigenvalues and trace), `training` (the
-trainer, multi-model batches), `monitor` (measurements while training), `length_generalization`, `zoo`
-(the pretrained checkpoints), `cli`; `measure` (every quantity of one model through one set of
-settings), `configs` (typed settings) and `records` (results as JSON).
+Modules, by job (every module of the package):
+
+- the theory: `tasks` (target functions), `cube` (exact and sampled cube analysis), `analysis` (a
+  model on the cube), `blowup` (tau, Blowup, the trade-off), `params` (the flat parameter space
+  theta and T at perturbed parameters), `sharpness` (L_rho, its exact small-rho limit, the
+  loss-space proxy), `slices` (the loss along directions in parameter space), `curvature` (Hessian
+  eigenvalues and trace), `length_generalization`, `losses` (training and evaluation losses);
+- the models: `formal` and `encoder` (the two architectures), `scratchpad` (the encoder-decoder of
+  the scratchpad experiment), `base` (what they share: LayerNorm, the TracedModel base), `trace` and
+  `hooks` (the instrumented forward pass), `models` (registry), `checkpoints` (safetensors I/O);
+- measuring and training: `measure` (every quantity of one model through one set of settings; a
+  quantity is one registry entry), `training` (the trainer, multi-model batches), `monitor`
+  (measurements while training), `zoo` (the pretrained checkpoints);
+- the experiments: `experiments` (the paper's experiments as sweep jobs), `sweeps` (TOML specs,
+  executors, result tables), `stats` (the statistics that decide the claims), `figures`
+  (paper-style figures of the result tables), `fidelity` (the fidelity pages: claims beside the
+  shipped tables), `report` (a standalone HTML report of finished sweeps), `lab` (the Lab's guided
+  chapters);
+- serving the app (no Streamlit here): `jobs` (the training-job queue), `worker` (one training job
+  in its own process), `kept` (the kept-model store), `processes` (child processes that end with
+  their parent), `limits` (named limits on everything a user controls), `text` (user text shown as
+  text), `files` (atomic writes), `tables` (tidy tables of the measurements), `charts` (Altair
+  charts of them);
+- plumbing: `configs` (typed settings), `records` (results as JSON), `cli` and `__main__` (the
+  `sensviz` command).
 """
 
 from . import (

@@ -5,7 +5,10 @@ job together where it can (`train_many`: seeds, tasks, learning rates and weight
 architecture, size and training config share one vmapped run), measures every trained model,
 writes each run's checkpoint to `OUT/checkpoints/<run_id>.safetensors`, and returns per run
 `{"metrics": {...}, "history": [...]}` or `{"error": ..., "traceback": ...}`. A run whose settings
-are invalid fails alone; the others go on. Experiments (paper/experiments.md):
+are invalid fails alone; the others go on. Each experiment is one `Experiment` entry of `REGISTRY`
+(its job function, batch fields, defaults and own settings) plus its TOML in experiments/; its
+figures (`sensviz.figures.FIGURES`) and fidelity claims (`sensviz.fidelity.SECTIONS`) are still
+keyed by its name there. Experiments (paper/experiments.md):
 
 - `length_scaling` (Fig. 1, 5-8): PARITY, MAJORITY, FIRST, MEAN over input lengths n; sharpness
   against n beside the theorem's lower bound
@@ -42,7 +45,8 @@ Metric conventions (every figure's):
 from __future__ import annotations
 
 import math
-from dataclasses import MISSING, dataclass, fields, replace
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
 import torch
@@ -52,7 +56,7 @@ from .analysis import cube_outputs
 from .base import TracedModel
 from .configs import build as build_settings
 from .configs import check, setting, split
-from .measure import RADIUS_FRACTIONS, Measurement, MeasureSettings, default_quantities, measure
+from .measure import RADIUS_FRACTIONS, Measurement, MeasureSettings, columns, default_quantities, measure
 from .models import ModelSettings
 from .monitor import MeasurementCallback
 from .sweeps import failure, run_id
@@ -96,9 +100,6 @@ class GeneralizationSettings:
         check(self)
 
 
-EXTRAS = {"dynamics": DynamicsSettings, "generalization": GeneralizationSettings}
-"""Each experiment's own settings, beside those every experiment has."""
-
 PARTS = {"sweep": SweepSettings, "model": ModelSettings, "train": TrainConfig, "measure": MeasureSettings}
 """The settings every experiment has, by part (a flat run dict is split among them)."""
 
@@ -106,39 +107,37 @@ SWEEP_DEFAULTS = {"steps": 2000, "batch_size": 256, "lr": 1e-3, "eval_interval":
 """Where the experiments' quick training differs from `TrainConfig`'s paper defaults (d = 32 and
 the other sizes are `ModelSettings`' own defaults)."""
 
-EXPERIMENT_DEFAULTS = {
-    "length_scaling": {},
-    "tradeoff": {},
-    "dynamics": {"task": "parity", "measure_inputs": 256},
-    "scratchpad": {"task": "parity"},
-    "generalization": {"lr": 3e-3, "steps": 3000, "eval_interval": 100, "target_accuracy": 1.0,
-                       "target_loss": CONVERGED_MSE},
-}
-"""Each experiment's defaults on top of `SWEEP_DEFAULTS` and the parts' own."""
-
-BATCH_FIELDS = {
-    "length_scaling": ("seed", "task"),
-    "tradeoff": ("seed", "task", "lr", "weight_decay"),
-    "scratchpad": ("seed",),
-    "dynamics": ("seed",),
-    "generalization": ("seed",),
-}
-"""Per experiment, the settings that may differ between the runs of one sweep job (`sweeps.jobs`)."""
-
 TRAIN_TOGETHER = ("task",) + PER_MODEL_FIELDS
 """Settings that may differ between the models of one `train_many` run (at most `batch_models` of them)."""
 
-EXPERIMENTS = tuple(EXPERIMENT_DEFAULTS)
-"""The experiments in the order the README, the app and the report present them."""
+
+@dataclass(frozen=True)
+class Experiment:
+    """One experiment as the sweeps run it: its job function for a batch of runs (`runner`), the
+    settings that may differ between the runs of one sweep job (`batch_fields`, `sweeps.jobs`), its
+    defaults on top of `SWEEP_DEFAULTS` and the parts' own, and its own settings (`extra`), if any."""
+
+    name: str
+    runner: Callable[[str, list, Path], list[dict]]
+    batch_fields: tuple[str, ...]
+    defaults: dict = field(default_factory=dict)
+    extra: type | None = None
 
 
 # ----------------------------------------------------------------------------- settings
 
 
+
+def get_experiment(name: str) -> Experiment:
+    """The registered experiment `name` (ValueError naming the known ones otherwise)."""
+    if name not in REGISTRY:
+        raise ValueError(f"unknown experiment '{name}'; use one of {', '.join(EXPERIMENTS)}")
+    return REGISTRY[name]
+
+
 def _parts(experiment: str) -> dict[str, type]:
-    if experiment not in EXPERIMENT_DEFAULTS:
-        raise ValueError(f"unknown experiment '{experiment}'; use one of {', '.join(EXPERIMENTS)}")
-    return {**PARTS, **({"extra": EXTRAS[experiment]} if experiment in EXTRAS else {})}
+    extra = get_experiment(experiment).extra
+    return {**PARTS, **({"extra": extra} if extra else {})}
 
 
 @dataclass
@@ -151,7 +150,7 @@ class Run:
     model_settings: ModelSettings
     config: TrainConfig
     measure: MeasureSettings
-    extra: object | None  # the experiment's own settings (EXTRAS), if any
+    extra: object | None  # the experiment's own settings (`Experiment.extra`), if any
     task: Task
     model: TracedModel | None = None  # built by `prepare(..., build=True)`
 
@@ -165,14 +164,14 @@ def defaults(experiment: str) -> dict:
     """Every setting of an experiment with its default (`None` where a run must give it)."""
     values = {f.name: f.default for part in _parts(experiment).values() for f in fields(part)
               if f.default is not MISSING}
-    return {**values, **SWEEP_DEFAULTS, **EXPERIMENT_DEFAULTS[experiment]}
+    return {**values, **SWEEP_DEFAULTS, **get_experiment(experiment).defaults}
 
 
 def prepare(experiment: str, settings: dict, build: bool = True) -> Run:
     """Split and validate a run's settings (unknown, missing or invalid ones raise ValueError with the
     reason) and, with `build`, make its model: the one function the sweeps, the CLI and the app use."""
     parts = _parts(experiment)
-    values = {**SWEEP_DEFAULTS, **EXPERIMENT_DEFAULTS[experiment], **settings}
+    values = {**SWEEP_DEFAULTS, **get_experiment(experiment).defaults, **settings}
     split_values = split(values, parts, experiment)
     built = {name: build_settings(parts[name], split_values[name], experiment) for name in parts}
     sweep, config = built["sweep"], built["train"]
@@ -230,7 +229,7 @@ def run_job(experiment: str, runs: list[dict], out: str) -> list[dict]:
         for start in range(0, len(group), size):
             indices, batch = zip(*group[start : start + size])
             try:
-                found = RUNNERS[experiment](experiment, list(batch), Path(out))
+                found = get_experiment(experiment).runner(experiment, list(batch), Path(out))
             except Exception as err:  # a batch that fails to train does not stop the others
                 found = [failure(err) for _ in batch]
             for i, result in zip(indices, found):
@@ -297,13 +296,13 @@ def quantities(run: Run, model: TracedModel) -> tuple[str, ...]:
 
 
 def metrics(found: Measurement, config: TrainConfig) -> dict:
-    """The runs table's columns for one measurement of a trained model (see the module docstring)."""
+    """The runs table's columns for one measurement of a trained model: every measured quantity's columns
+    (`sensviz.measure.columns`), and the figures' names and ±1-scaled forms of them (see the module docstring)."""
     n, scale = found.n, pm1_scale(config)
     s, b, h, p = found.sensitivity, found.blowup, found.sharpness, found.proxy
     values = {
         "n_params": found.n_params,
-        "param_norm": found.param_norm,
-        "accuracy": s.accuracy,
+        **columns(found),
         "as_model": s.avg_sensitivity,
         "as_model_real": s.avg_sensitivity_real,
         "as_task": s.task_avg_sensitivity,
@@ -314,33 +313,18 @@ def metrics(found: Measurement, config: TrainConfig) -> dict:
         "measure_inputs": found.inputs["n_inputs"],
         "measure_exact": found.inputs["kind"] == "cube",
         "decoder_steps": found.settings.decoder_steps,
-        "sharpness_proxy": p.value,
-        "sharpness_proxy_stderr": p.stderr,
         "sharpness_proxy_pm1": scale * p.value,
         "proxy_eps": p.eps,
         "proxy_rho": p.rho,
-        "sharpness": h.value,
-        "sharpness_stderr": h.stderr,
         "sharpness_pm1": scale * h.value,
-        "sharpness_rho": h.rho,
-        "sharpness_limit": found.limit.value,
         "sharpness_limit_pm1": scale * found.limit.value,
-        "blowup_mean": b.mean,
-        "blowup_mean_sq": b.mean_sq,
-        "blowup_max": b.max,
-        "log_blowup_mean": b.log_mean,
         "log_blowup_mean_sq": math.log(b.mean_sq),
-        "authors_blowup": b.authors["maxs_prod"],
         "log_authors_blowup": math.log(b.authors["maxs_prod"]),
-        "blowup_exact": b.exact,
         "bound_rhs": found.tradeoff.bound_rhs if found.tradeoff is not None else None,
     }
-    if found.decoding is not None:
-        values.update(autoregressive_accuracy=found.decoding["autoregressive_accuracy"],
-                      answer_accuracy=found.decoding["answer_accuracy"])
     for fraction, r in zip(RADIUS_FRACTIONS, found.radii or ()):
         values.update({f"sharpness_pm1_x{fraction:g}": scale * r.value,
-                       f"sharpness_pm1_x{fraction:g}_stderr": scale * r.stderr, f"sharpness_rho_x{fraction:g}": r.rho})
+                       f"sharpness_pm1_x{fraction:g}_stderr": scale * r.stderr})
     if found.notes:
         values["notes"] = "; ".join(f"{k}: {v}" for k, v in found.notes.items())
     return values
@@ -482,10 +466,22 @@ def _add_retrained(found: dict, kind: str, again: Run, result: TrainResult, out:
     return found
 
 
-RUNNERS = {
-    "length_scaling": _train_and_measure,
-    "tradeoff": _train_and_measure,
-    "scratchpad": _train_and_measure,
-    "dynamics": _dynamics,
-    "generalization": _generalization,
-}
+# ----------------------------------------------------------------------------- the registry
+
+
+REGISTRY = {e.name: e for e in (
+    Experiment("length_scaling", _train_and_measure, ("seed", "task")),
+    Experiment("tradeoff", _train_and_measure, ("seed", "task", "lr", "weight_decay")),
+    Experiment("dynamics", _dynamics, ("seed",), {"task": "parity", "measure_inputs": 256}, DynamicsSettings),
+    Experiment("scratchpad", _train_and_measure, ("seed",), {"task": "parity"}),
+    Experiment("generalization", _generalization, ("seed",),
+               {"lr": 3e-3, "steps": 3000, "eval_interval": 100, "target_accuracy": 1.0, "target_loss": CONVERGED_MSE},
+               GeneralizationSettings),
+)}
+"""Every experiment, registered once, in the order the README, the app and the report present them."""
+
+EXPERIMENTS = tuple(REGISTRY)
+"""The experiments' names, in order."""
+
+BATCH_FIELDS = {name: e.batch_fields for name, e in REGISTRY.items()}
+"""Per experiment, the settings that may differ between the runs of one sweep job (the CLI's `sweep`)."""

@@ -203,7 +203,7 @@ def load(folder: Path, experiment: str) -> Tables | None:
     return Tables(experiment, _with_defaults(experiment, runs), history, paper)
 
 
-SETTINGS = {
+SETTING_LABELS = {
     "arch": "architecture", "d_model": "width d", "n_layers": "layers", "batch_size": "batch",
     "steps": "steps", "lr": "learning rate", "weight_decay": "weight decay", "n": "input length n",
     "train_size": "training inputs", "seed": "seeds", "proxy_draws": "proxy noise draws",
@@ -223,7 +223,7 @@ def _setting(frame: pd.DataFrame | None, column: str) -> str:
 
 def setup_table(t: Tables) -> str:
     rows = [[label, _setting(t.runs, column), _setting(t.paper, column)]
-            for column, label in SETTINGS.items() if column in t.runs]
+            for column, label in SETTING_LABELS.items() if column in t.runs]
     if "wall_s" in t.runs:
         rows.append(["wall time of the runs (sum, minutes)", num(t.runs["wall_s"].sum() / 60), "—"])
     return table(["setting", "these tables", "the spec's paper scale"], rows)

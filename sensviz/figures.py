@@ -1,7 +1,7 @@
 """Paper-style figures of the experiments' result tables (Altair), for the app and the HTML report.
 
 Each experiment's function takes the tables of its sweep (`sensviz.sweeps.read_results`: one row
-per run with settings and final metrics, and the per-step history) and returns `Figure`s: the
+per run with settings and final metrics, and the per-step history) and returns `ExperimentFigure`s: the
 chart, a title, a short explanation of the paper's claim and how to read the chart, the small
 aggregated table behind it, and a note saying which runs it kept. Every figure applies the paper's
 convergence filter (final evaluation MSE < 0.001; scratchpad models: autoregressive accuracy
@@ -47,7 +47,7 @@ VALUE, ERROR = ".4~g", ".2~g"
 """Tooltip formats: values to 4 significant digits, standard errors to 2."""
 
 @dataclass
-class Figure:
+class ExperimentFigure:
     """One chart of an experiment, with what it shows and the data behind it."""
 
     key: str  # a short id, also the CSV file name of `data`
@@ -205,12 +205,12 @@ LENGTH_METRICS = {
 }
 
 
-def length_scaling(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
+def length_scaling(runs: pd.DataFrame, history: pd.DataFrame) -> list[ExperimentFigure]:
     kept, note = keep(runs, ["task", "n"], MSE_RULE)
     table = summarise(kept, ["task", "n"], LENGTH_METRICS)
     chart = panels(table, "n", "input length n", task_colour(table["task"]), list(LENGTH_METRICS.values())).properties(
         title="Sharpness, blowup and norm against input length") if len(table) else placeholder(NOTHING)
-    return [Figure(
+    return [ExperimentFigure(
         key="length_scaling",
         title="Length scaling: sharpness against n",
         explanation=(
@@ -226,7 +226,7 @@ def length_scaling(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
     )]
 
 
-def tradeoff(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
+def tradeoff(runs: pd.DataFrame, history: pd.DataFrame) -> list[ExperimentFigure]:
     kept, note = keep(runs, ["task", "n"], MSE_RULE)
     points = _long(kept, ["run_id", "task", "n", "lr", "weight_decay", "param_norm"],
                    {"log_blowup_mean_sq": "ours: log E[Blowup(x)²]",
@@ -261,7 +261,7 @@ def tradeoff(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
         .properties(**SINGLE, autosize=FIT_X, title="the bound's right-hand side per task")
     ) if len(bound) else placeholder("No finished run has the bound's right-hand side.")
     return [
-        Figure(
+        ExperimentFigure(
             key="tradeoff",
             title="Trade-off: parameter norm against LayerNorm blowup",
             explanation=(
@@ -274,7 +274,7 @@ def tradeoff(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
             ),
             chart=scatter, data=points, note=note,
         ),
-        Figure(
+        ExperimentFigure(
             key="tradeoff_bound",
             title="The bound's right-hand side",
             explanation=(
@@ -296,7 +296,7 @@ DYNAMICS_METRICS = {
 }
 
 
-def dynamics(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
+def dynamics(runs: pd.DataFrame, history: pd.DataFrame) -> list[ExperimentFigure]:
     if history.empty or "run_id" not in history:
         raise ValueError("this dynamics sweep has no per-step measurements (its history.parquet is empty)")
     kept, note = keep(runs, ["weight_decay"], MSE_RULE)
@@ -322,7 +322,7 @@ def dynamics(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
         .resolve_axis(x="independent")
         .properties(title="PARITY over training, measured on one fixed batch")
     ) if len(table) else placeholder(NOTHING)
-    return [Figure(
+    return [ExperimentFigure(
         key="dynamics",
         title="Training dynamics on PARITY",
         explanation=(
@@ -346,7 +346,7 @@ SCRATCHPAD_METRICS = {
 SCRATCHPAD_RULE = "MSE < 0.001 for the encoder, autoregressive accuracy > 0.999 with a scratchpad"
 
 
-def scratchpad(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
+def scratchpad(runs: pd.DataFrame, history: pd.DataFrame) -> list[ExperimentFigure]:
     kept, note = keep(runs, ["arch", "n"], SCRATCHPAD_RULE)
     kept = kept.assign(model=kept["arch"].map({"scratchpad": "with scratchpad", "encoder": "without (encoder)"}))
     table = summarise(kept, ["model", "n"], SCRATCHPAD_METRICS)
@@ -354,7 +354,7 @@ def scratchpad(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
     chart = panels(table, "n", "input length n (log scale)", colour("model", "PARITY", models, models),
                    list(SCRATCHPAD_METRICS.values()), x_scale=alt.Scale(type="log", base=2)).properties(
         title="Per-step sharpness against n") if len(table) else placeholder(NOTHING)
-    return [Figure(
+    return [ExperimentFigure(
         key="scratchpad",
         title="Scratchpad: per-step sharpness against n",
         explanation=(
@@ -368,7 +368,7 @@ def scratchpad(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
     )]
 
 
-def generalization(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
+def generalization(runs: pd.DataFrame, history: pd.DataFrame) -> list[ExperimentFigure]:
     kept, note = keep(runs, ["train_size"], "the training set fitted: MSE < 0.001 on it")
     n = int(kept["n"].iloc[0]) if len(kept) and "n" in kept else None
     compare = summarise(kept, ["train_size"], {"as_learned": "learned by the transformer",
@@ -426,7 +426,7 @@ def generalization(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
         .properties(**SINGLE, autosize=FIT_X, title="Sharper minima for more sensitive functions")
     ) if len(points) else placeholder(NOTHING)
     return [
-        Figure(
+        ExperimentFigure(
             key="generalization",
             title="Generalization: the sensitivity of what is learned",
             explanation=(
@@ -438,7 +438,7 @@ def generalization(runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
             ),
             chart=compare_chart, data=compare, note=note,
         ),
-        Figure(
+        ExperimentFigure(
             key="generalization_sharpness",
             title="Generalization: sharpness against sensitivity",
             explanation=(
@@ -460,7 +460,7 @@ FIGURES = {
 }
 
 
-def figures(experiment: str, runs: pd.DataFrame, history: pd.DataFrame) -> list[Figure]:
+def figures(experiment: str, runs: pd.DataFrame, history: pd.DataFrame) -> list[ExperimentFigure]:
     """Every figure of an experiment's results; ValueError for an unknown experiment or no finished run.
 
     Settings the spec left at the experiment's defaults (absent from the runs table) are filled in."""

@@ -66,7 +66,6 @@ from sensviz.text import short_label
 ROOT = Path(__file__).resolve().parents[1]
 JOB_ID = re.compile(r"^[A-Za-z0-9_-]{12,64}$")
 ACTIVE = ("queued", "running")
-FINAL = ("finished", "stopped", "failed", "cancelled")
 MAX_QUEUE = 100
 MAX_FOLDERS = 20
 """Job folders kept on disk per owner (their records feed the Train page's charts); the owner's oldest

@@ -22,7 +22,8 @@ measurement makes, with the defaults used everywhere:
   proxy average over every decoder step (the authors' convention) or take the last;
 - one seed for the sample, the directions and the noise draws.
 
-Quantities (`QUANTITIES`; the default set leaves out what is expensive or specialised):
+Quantities (`QUANTITIES`; the default set leaves out what is expensive or specialised; `COSTS`:
+sensitivity, blowup and decoding are instant, sharpness and limit cheap, the others costly):
 
 | name        | result               | what                                                          |
 |-------------|----------------------|---------------------------------------------------------------|
@@ -37,9 +38,17 @@ Quantities (`QUANTITIES`; the default set leaves out what is expensive or specia
 | hessian     | `Eigen`              | by name: the top eigenvalue of the loss Hessian (Lanczos)     |
 
 For the scratchpad `limit` is asked for by name: it costs n backward passes per input there.
-Adding a quantity is one function decorated with `@quantity("name")` plus one field `name` of
-`Measurement`. A quantity that cannot be computed for this model (a diverged model whose Hessian
-has no eigen-decomposition, a task it lacks) is left `None` with the reason in
+
+Adding a quantity is one function decorated with `@quantity("name", columns=..., cost=...)`, and
+nothing else: `columns` says how its result flattens into named numbers (`columns(found)` gathers
+them, the one flattening that the training monitor's records, the sweeps' runs
+tables, the app's summary and the zoo manifest use), `cost` where it is measured by default
+(`COSTS`, `affordable`: "instant" ones in the app's summary and the zoo manifest, "cheap" ones
+also in the training monitor). The result is `Measurement.<name>` and a key of
+`Measurement.to_dict()`, which `sensviz inspect` prints.
+
+A quantity that cannot be computed for this model (a diverged model whose Hessian has no
+eigen-decomposition, a task it lacks) is left `None` with the reason in
 `Measurement.notes`; values that are not finite are reported as `null` by `to_dict()`, with a note.
 Measurements never modify the model.
 """
@@ -59,8 +68,8 @@ from .blowup import BlowupSummary, Tradeoff, blowup_summary, tradeoff
 from .configs import check, setting
 from .curvature import Eigen, top_eigenvalues
 from .losses import loss_for
-from .params import STEPS
-from .records import Record
+from .params import DECODER_STEPS
+from .records import Record, jsonable
 from .scratchpad import ScratchpadTransformer, autoregressive_accuracy
 from .sharpness import Sharpness, SharpnessLimit, SharpnessProxy, sharpness, sharpness_limit, sharpness_proxy
 from .tasks import ZERO_ONE, TargetEncoding, Task, get_task
@@ -85,7 +94,7 @@ class MeasureSettings:
                                positive=True, high=1.0)
     proxy_draws: int = setting(32, "noise draws of the proxy", limit="draws")
     decoder_steps: str = setting("all", "scratchpad models: sharpness and proxy over every decoder step (the "
-                                 "authors') or the last", choices=STEPS)
+                                 "authors') or the last", choices=DECODER_STEPS)
     measure_seed: int = setting(0, "the input sample, the directions and the noise draws", limit="seed")
 
     def __post_init__(self):
@@ -94,7 +103,8 @@ class MeasureSettings:
 
 @dataclass
 class Measurement(Record):
-    """What `measure` found: one field per quantity (None when not asked or not available)."""
+    """What `measure` found: `found.<quantity>` for every registered quantity (None when not asked or
+    not available); `to_dict()` has one key per quantity, between `settings` and `notes`."""
 
     n: int
     n_params: int  # P, parameters without positional encodings
@@ -102,16 +112,17 @@ class Measurement(Record):
     rho: float  # the sharpness radius used
     inputs: dict  # the landscape inputs: kind ("cube" or "sample"), n_inputs, seed
     settings: MeasureSettings
-    sensitivity: SensitivitySummary | None = None
-    blowup: BlowupSummary | None = None
-    tradeoff: Tradeoff | None = None
-    sharpness: Sharpness | None = None
-    limit: SharpnessLimit | None = None
-    proxy: SharpnessProxy | None = None
-    decoding: dict | None = None
-    radii: list[Sharpness] | None = None
-    hessian: Eigen | None = None
+    values: dict[str, object] = field(default_factory=dict)  # quantity -> its result
     notes: dict[str, str] = field(default_factory=dict)  # quantity -> why it is missing or partly null
+
+    def __getattr__(self, name: str):
+        if name in QUANTITIES:  # only called for names that are not fields
+            return self.values.get(name)
+        raise AttributeError(f"{type(self).__name__} has no attribute or quantity {name!r}")
+
+    def to_dict(self) -> dict:
+        head = {f.name: jsonable(getattr(self, f.name)) for f in fields(self) if f.name not in ("values", "notes")}
+        return {**head, **{name: jsonable(self.values.get(name)) for name in QUANTITIES}, "notes": dict(self.notes)}
 
 
 def sharpness_radius(model: TracedModel, settings: MeasureSettings | None = None) -> float:
@@ -135,7 +146,7 @@ class _Context:
         self._blowup: BlowupSummary | None = None
 
     @property
-    def steps(self) -> str:
+    def decoder_steps(self) -> str:
         return self.settings.decoder_steps
 
     def targets(self, steps: str) -> torch.Tensor:
@@ -151,10 +162,23 @@ class _Context:
         return self._blowup
 
 
+COSTS = ("instant", "cheap", "costly")
+"""What a quantity costs, cheapest first. `instant`: measured for every model the app shows (its
+summary) and in the zoo manifest; `cheap`: also measured by the training monitor by default
+(seconds per measurement); `costly`: only where asked for, or in `measure`'s default set."""
+
+Columns = dict[str, object]
+"""Named numbers (int, float, bool or None); a profile (the degree profiles) is a list of numbers."""
+
+
 @dataclass(frozen=True)
 class Quantity:
+    """One registered quantity: how it is computed, flattened, and when it is measured."""
+
     name: str
     compute: Callable[[_Context], object]
+    columns: Callable[[object], Columns]  # its result as named numbers (`columns`)
+    cost: str  # one of COSTS: where it is measured by default (`affordable`)
     default: Callable[[TracedModel], bool]  # in the default set for this model
     needs_task: bool
     applies: Callable[[TracedModel], bool]  # defined for this model at all
@@ -164,20 +188,54 @@ QUANTITIES: dict[str, Quantity] = {}
 """Every quantity `measure` knows, in the order it computes them."""
 
 
-def quantity(name: str, default: bool | Callable[[TracedModel], bool] = True, needs_task: bool = False,
+def quantity(name: str, columns: Callable[[object], Columns], cost: str = "costly",
+             default: bool | Callable[[TracedModel], bool] = True, needs_task: bool = False,
              applies: Callable[[TracedModel], bool] = lambda model: True):
-    """Register a quantity function `(context) -> result`; `Measurement` must have a field `name`.
-    `default`: in the default set (a bool, or a function of the model)."""
+    """Register a quantity function `(context) -> result` under `name` (see the module docstring).
+
+    `columns`: `result -> {column: number}`, its flat form; `cost`: one of `COSTS`; `default`: in
+    `measure`'s default set (a bool, or a function of the model); `needs_task`: needs the model's
+    task; `applies`: defined for this model at all."""
+    if cost not in COSTS:
+        raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
+    if name in {f.name for f in fields(Measurement)}:
+        raise ValueError(f"'{name}' is a field of Measurement, not a free quantity name")
 
     def register(fn: Callable[[_Context], object]):
-        QUANTITIES[name] = Quantity(name, fn, default if callable(default) else (lambda model: default), needs_task,
-                                    applies)
+        QUANTITIES[name] = Quantity(name, fn, columns, cost, default if callable(default) else (lambda model: default),
+                                    needs_task, applies)
         return fn
 
     return register
 
 
-@quantity("sensitivity")
+def _sensitivity_columns(s: SensitivitySummary) -> Columns:
+    found = {"accuracy": s.accuracy, "avg_sensitivity": s.avg_sensitivity, "avg_sensitivity_real": s.avg_sensitivity_real,
+             "task_avg_sensitivity": s.task_avg_sensitivity, "sensitivity_exact": s.exact}
+    if s.exact:
+        return {**found, "degree_profile": s.degree_profile, "degree_profile_real": s.degree_profile_real}
+    return {**found, "avg_sensitivity_stderr": s.avg_sensitivity_stderr,
+            "avg_sensitivity_real_stderr": s.avg_sensitivity_real_stderr}
+
+
+def _blowup_columns(b: BlowupSummary) -> Columns:
+    found = {"blowup_mean": b.mean, "blowup_mean_sq": b.mean_sq, "blowup_max": b.max, "log_blowup_mean": b.log_mean,
+             "authors_blowup": b.authors["maxs_prod"], "blowup_exact": b.exact}
+    for ln in b.per_ln:
+        found.update({f"ln_factor_mean:{ln['name']}": ln["mean"], f"ln_factor_max:{ln['name']}": ln["max"],
+                      f"tau_mean:{ln['name']}": ln["tau_mean"]})
+    return found
+
+
+def _radii_columns(radii: list[Sharpness]) -> Columns:
+    found = {}
+    for fraction, r in zip(RADIUS_FRACTIONS, radii):
+        found.update({f"sharpness_x{fraction:g}": r.value, f"sharpness_x{fraction:g}_stderr": r.stderr,
+                      f"sharpness_rho_x{fraction:g}": r.rho})
+    return found
+
+
+@quantity("sensitivity", _sensitivity_columns, cost="instant")
 def _sensitivity(ctx: _Context) -> SensitivitySummary:
     s = ctx.settings
     report = sensitivity_report(ctx.model, ctx.n, ctx.task, ctx.encoding, s.exact_limit, s.samples, s.measure_seed,
@@ -185,12 +243,12 @@ def _sensitivity(ctx: _Context) -> SensitivitySummary:
     return sensitivity_summary(report, s.samples, s.measure_seed)
 
 
-@quantity("blowup")
+@quantity("blowup", _blowup_columns, cost="instant")
 def _blowup(ctx: _Context) -> BlowupSummary:
     return ctx.blowup()
 
 
-@quantity("tradeoff", needs_task=True)
+@quantity("tradeoff", lambda t: {"bound_rhs": t.bound_rhs}, needs_task=True)
 def _tradeoff(ctx: _Context) -> Tradeoff | None:
     if ctx.n < 2:
         raise ValueError("the trade-off's bound needs n >= 2")
@@ -198,37 +256,41 @@ def _tradeoff(ctx: _Context) -> Tradeoff | None:
     return tradeoff(ctx.model, ctx.task, ctx.n, s.exact_limit, s.samples, s.measure_seed, ctx.blowup())
 
 
-@quantity("sharpness")
+@quantity("sharpness", lambda h: {"sharpness": h.value, "sharpness_stderr": h.stderr, "sharpness_rho": h.rho,
+                                 "sharpness_directions": h.n_directions}, cost="cheap")
 def _sharpness(ctx: _Context) -> Sharpness:
     s = ctx.settings
-    return sharpness(ctx.model, ctx.bits, ctx.rho, s.directions, s.measure_seed, limit=False, steps=ctx.steps)
+    return sharpness(ctx.model, ctx.bits, ctx.rho, s.directions, s.measure_seed, limit=False, steps=ctx.decoder_steps)
 
 
-@quantity("limit", default=lambda model: not model.multi_step)
+@quantity("limit", lambda h: {"sharpness_limit": h.value}, cost="cheap", default=lambda model: not model.multi_step)
 def _limit(ctx: _Context) -> SharpnessLimit:
-    return sharpness_limit(ctx.model, ctx.bits, steps=ctx.steps)
+    return sharpness_limit(ctx.model, ctx.bits, steps=ctx.decoder_steps)
 
 
-@quantity("proxy", needs_task=True)
+@quantity("proxy", lambda p: {"sharpness_proxy": p.value, "sharpness_proxy_stderr": p.stderr,
+                             "sharpness_proxy_eps": p.eps, "sharpness_proxy_rho": p.rho}, needs_task=True)
 def _proxy(ctx: _Context) -> SharpnessProxy:
     s = ctx.settings
-    return sharpness_proxy(ctx.model, ctx.bits, ctx.targets(ctx.steps), ctx.loss, eps=s.proxy_eps,
-                           n_draws=s.proxy_draws, seed=s.measure_seed, steps=ctx.steps)
+    return sharpness_proxy(ctx.model, ctx.bits, ctx.targets(ctx.decoder_steps), ctx.loss, eps=s.proxy_eps,
+                           n_draws=s.proxy_draws, seed=s.measure_seed, steps=ctx.decoder_steps)
 
 
-@quantity("decoding", needs_task=True, applies=lambda model: isinstance(model, ScratchpadTransformer))
+@quantity("decoding", lambda d: {"autoregressive_accuracy": d["autoregressive_accuracy"],
+                                 "answer_accuracy": d["answer_accuracy"]},
+          cost="instant", needs_task=True, applies=lambda model: isinstance(model, ScratchpadTransformer))
 def _decoding(ctx: _Context) -> dict:
     return {**autoregressive_accuracy(ctx.model, ctx.bits, ctx.encoding), "n_inputs": ctx.bits.shape[0]}
 
 
-@quantity("radii", default=False)
+@quantity("radii", _radii_columns, default=False)
 def _radii(ctx: _Context) -> list[Sharpness]:
     s = ctx.settings
     return [sharpness(ctx.model, ctx.bits, fraction * ctx.rho, s.directions, s.measure_seed, limit=False,
-                      steps=ctx.steps) for fraction in RADIUS_FRACTIONS]
+                      steps=ctx.decoder_steps) for fraction in RADIUS_FRACTIONS]
 
 
-@quantity("hessian", default=False, needs_task=True)
+@quantity("hessian", lambda e: {"hessian_top": e.values[0].item()}, default=False, needs_task=True)
 def _hessian(ctx: _Context) -> Eigen:
     return top_eigenvalues(ctx.model, ctx.bits, ctx.targets("last"), ctx.loss, k=1, seed=ctx.settings.measure_seed)
 
@@ -236,6 +298,25 @@ def _hessian(ctx: _Context) -> Eigen:
 def default_quantities(model: TracedModel) -> tuple[str, ...]:
     """The quantities `measure` computes when none are named: the default ones defined for this model."""
     return tuple(name for name, q in QUANTITIES.items() if q.default(model) and q.applies(model))
+
+
+def affordable(model: TracedModel, cost: str) -> tuple[str, ...]:
+    """The default quantities of this model that cost at most `cost` (`COSTS`): `affordable(model, "cheap")`
+    is what the monitor measures by default, `affordable(model, "instant")` the app's summary and the zoo manifest."""
+    if cost not in COSTS:
+        raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
+    return tuple(name for name in default_quantities(model) if COSTS.index(QUANTITIES[name].cost) <= COSTS.index(cost))
+
+
+def columns(found: Measurement, profiles: bool = False) -> Columns:
+    """A measurement as one flat dict: `param_norm` and every measured quantity's columns, in
+    registry order. `profiles`: keep list-valued columns (the degree profiles), else numbers only."""
+    flat: Columns = {"param_norm": found.param_norm}
+    for name, q in QUANTITIES.items():
+        value = found.values.get(name)
+        if value is not None:
+            flat.update({k: v for k, v in q.columns(value).items() if profiles or not isinstance(v, list)})
+    return flat
 
 
 def _has_nonfinite(value) -> bool:
@@ -303,7 +384,7 @@ def measure(
             continue
         if _has_nonfinite(value):
             result.notes[name] = "some values are not finite (reported as null): the model's outputs overflow"
-        setattr(result, name, value)
+        result.values[name] = value
     if progress:
         progress(1.0)
     return result

@@ -7,7 +7,9 @@ records one flat dict (`record_of`) of:
 - `loss` and `accuracy` (Boolean tasks) on the fixed measurement inputs (the landscape inputs of
   the settings: the whole cube when 2**n <= measure_inputs, else the same seeded sample every time);
 - `param_norm` = ||theta||, without positional encodings;
-- whatever `measure(model, task, n, settings, quantities)` finds (`sensviz.measure`), flattened:
+- whatever `measure(model, task, n, settings, quantities)` finds (`sensviz.measure`; by default its
+  instant and cheap quantities, `affordable(model, "cheap")`), flattened by each quantity's registered columns
+  (`sensviz.measure.columns`; `accuracy` stays the one on the measurement inputs). By default:
   `sensitivity` gives the model's own as_n (`avg_sensitivity`: thresholded, count form;
   `avg_sensitivity_real`: the real output, influence form) and, up to the exact limit, its Fourier
   degree profile (`degree_profile`, `degree_profile_real`; as_n = sum_k k d_k), so a run shows
@@ -29,55 +31,25 @@ import torch
 
 from . import cube
 from .base import TracedModel
-from .measure import RADIUS_FRACTIONS, Measurement, MeasureSettings, measure
+from .measure import Measurement, MeasureSettings, affordable, columns, measure
 from .training import Callback, RunState, TrainResult, evaluate
 
 Measure = Callable[[TracedModel, torch.Tensor], Mapping[str, float]]
 """A measurement: `(model, bits[batch, n]) -> {name: number}`; must not modify the model."""
 
-MONITOR_QUANTITIES = ("sensitivity", "blowup", "sharpness", "limit")
-"""What the monitor measures unless told otherwise (add "proxy" or "radii" by name)."""
-
 
 def record_of(found: Measurement) -> dict:
-    """A measurement as one flat record of numbers (and degree-profile lists), the names of the history tables."""
-    record = {"param_norm": found.param_norm}
-    s = found.sensitivity
-    if s is not None:
-        record.update(avg_sensitivity=s.avg_sensitivity, avg_sensitivity_real=s.avg_sensitivity_real,
-                      sensitivity_exact=s.exact)
-        if s.exact:
-            record.update(degree_profile=s.degree_profile, degree_profile_real=s.degree_profile_real)
-        else:
-            record.update(avg_sensitivity_stderr=s.avg_sensitivity_stderr,
-                          avg_sensitivity_real_stderr=s.avg_sensitivity_real_stderr)
-    b = found.blowup
-    if b is not None:
-        record.update(blowup_mean=b.mean, blowup_mean_sq=b.mean_sq, blowup_max=b.max, log_blowup_mean=b.log_mean,
-                      authors_blowup=b.authors["maxs_prod"])
-        for ln in b.per_ln:
-            record.update({f"ln_factor_mean:{ln['name']}": ln["mean"], f"ln_factor_max:{ln['name']}": ln["max"],
-                           f"tau_mean:{ln['name']}": ln["tau_mean"]})
-    h = found.sharpness
-    if h is not None:
-        record.update(sharpness=h.value, sharpness_stderr=h.stderr, sharpness_rho=h.rho,
-                      sharpness_directions=h.n_directions)
-    if found.limit is not None:
-        record["sharpness_limit"] = found.limit.value
-    p = found.proxy
-    if p is not None:
-        record.update(sharpness_proxy=p.value, sharpness_proxy_stderr=p.stderr, sharpness_proxy_eps=p.eps)
-    for fraction, r in zip(RADIUS_FRACTIONS, found.radii or ()):
-        record.update({f"sharpness_x{fraction:g}": r.value, f"sharpness_x{fraction:g}_stderr": r.stderr,
-                       f"sharpness_rho_x{fraction:g}": r.rho})
-    return record
+    """A measurement as one flat record (`sensviz.measure.columns`, degree profiles kept as lists):
+    the names of the history tables."""
+    return columns(found, profiles=True)
 
 
 class MeasurementCallback(Callback):
     """Records measurements every `every` steps into `records` (one dict per measurement).
 
     `settings`: the `MeasureSettings` of every measurement (inputs, exact limit, radius,
-    directions, proxy, seed); `quantities`: what `measure` computes; `n`: the length measured
+    directions, proxy, seed); `quantities`: what `measure` computes (default: the model's
+    instant and cheap ones, `affordable(model, "cheap")`); `n`: the length measured
     (default: the run's n); `measures`: extra measurements on the same inputs. Task, target
     encoding and loss are the run's.
     """
@@ -86,7 +58,7 @@ class MeasurementCallback(Callback):
         self,
         every: int,
         settings: MeasureSettings | None = None,
-        quantities: Sequence[str] = MONITOR_QUANTITIES,
+        quantities: Sequence[str] | None = None,
         n: int | None = None,
         measures: Sequence[Measure] = (),
     ):
@@ -94,7 +66,7 @@ class MeasurementCallback(Callback):
             raise ValueError(f"every must be an integer >= 1, got {every!r}")
         self.every = every
         self.settings = settings or MeasureSettings()
-        self.quantities = tuple(quantities)
+        self.quantities = None if quantities is None else tuple(quantities)
         self.n = n
         self.measures = tuple(measures)
         self.records: list[dict] = []
@@ -107,8 +79,10 @@ class MeasurementCallback(Callback):
         """One record of every measurement of `model` at training step `step`."""
         n = self.n or config.n
         bits = self.measurement_bits(n).to(model.device)
-        record = {"member": member, "step": step, **evaluate(model, task, bits, config.encoding, config.loss)}
-        record.update(record_of(measure(model, task, n, self.settings, self.quantities, config.encoding)))
+        names = affordable(model, "cheap") if self.quantities is None else self.quantities
+        found = measure(model, task, n, self.settings, names, config.encoding)
+        record = {"member": member, "step": step, **record_of(found),
+                  **evaluate(model, task, bits, config.encoding, config.loss)}
         for extra in self.measures:
             values = dict(extra(model, bits))
             clash = sorted(set(values) & set(record))

@@ -48,7 +48,7 @@ def default_chunk_size(device: torch.device | str) -> int:
     """`CHUNK_SIZE` on the CPU, `GPU_CHUNK_SIZE` on any accelerator."""
     return CHUNK_SIZE if torch.device(device).type == "cpu" else GPU_CHUNK_SIZE
 
-STEPS = ("last", "all")
+DECODER_STEPS = ("last", "all")
 """What T is for a model with several outputs per input (see `ParamSpace`)."""
 
 MIN_OFFSETS_PER_CALL = 16
@@ -103,8 +103,8 @@ class ParamSpace:
 
     def __init__(self, model: TracedModel, positional: bool = False, dtype: torch.dtype | None = None,
                  steps: str = "last"):
-        if steps not in STEPS:
-            raise ValueError(f"steps must be one of {STEPS}, got {steps!r}")
+        if steps not in DECODER_STEPS:
+            raise ValueError(f"steps must be one of {DECODER_STEPS}, got {steps!r}")
         self.module = copy.deepcopy(model)  # what functional_call runs; never the caller's model
         if steps == "all" and model.multi_step:
             self.module.forward = self.module.training_outputs  # every decoder step: [batch, n]

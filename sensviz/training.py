@@ -39,7 +39,7 @@ import math
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import torch
@@ -195,7 +195,7 @@ class RunState:
         self.config = config
         self.task = task
         self.step = 0
-        self.steps = config.steps
+        self.total_steps = config.steps  # the steps the run may take (`step` counts those done)
         self.n = config.n
         self.loss: float | None = None
         self.history: list[dict] = []
@@ -243,7 +243,7 @@ class PrintProgress(Callback):
         self.stream = stream
 
     def on_eval(self, state, record):
-        parts = [f"{self.prefix}{state.task.label} step {record['step']:>6}/{state.steps}"]
+        parts = [f"{self.prefix}{state.task.label} step {record['step']:>6}/{state.total_steps}"]
         for key in ("train_loss", "eval_loss", "eval_accuracy", "heldout_accuracy"):
             if record.get(key) is not None:
                 parts.append(f"{key} {record[key]:.4g}")
@@ -535,95 +535,111 @@ def _targets_reached(config: TrainConfig, record: dict) -> bool:
     return bool(met) and all(met)
 
 
+@dataclass
+class _Member:
+    """One model of a run as the training loop tracks it: what callbacks see (`state`), its data,
+    why it stopped (None while it trains), the optimizer steps in its current weights (`done`),
+    the step its early-stopping targets were first met, and the training losses since the last
+    evaluation."""
+
+    state: RunState
+    data: TrainingData
+    eval_sets: dict[str, list[torch.Tensor]]
+    reason: str | None = None
+    converged: int | None = None
+    done: int = 0
+    window: list[float] = field(default_factory=list)
+
+    def stop(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+
+
 def _run(learner, models, tasks, configs, callbacks) -> list[TrainResult]:
     config = configs[0]  # the fields all members share
-    size = learner.size
     device = models[0].device
     template = models[0]
     encoding = config.encoding
-    data = [TrainingData(c) for c in configs]
-    member_sets = [d.eval_sets() for d in data]
-    eval_sets = {name: [torch.stack([s[name][i] for s in member_sets]) for i in range(len(member_sets[0][name]))]
-                 for name in member_sets[0]}  # name -> per length [K, E, n]
-    states = [RunState(learner, k, c, t) for k, (c, t) in enumerate(zip(configs, tasks))]
-    reasons: list[str | None] = [None] * size
-    converged: list[int | None] = [None] * size  # step at which the early-stopping targets were first met
-    done = [0] * size  # optimizer steps in each member's current weights
-    windows: list[list[float]] = [[] for _ in range(size)]
+    members = []
+    for k, (c, t) in enumerate(zip(configs, tasks)):
+        data = TrainingData(c)
+        members.append(_Member(RunState(learner, k, c, t), data, data.eval_sets()))
+    eval_sets = {name: [torch.stack([m.eval_sets[name][i] for m in members]) for i in range(len(sets))]
+                 for name, sets in members[0].eval_sets.items()}  # name -> per length [K, E, n]
     lengths = config.lengths
 
-    def evaluate(members: list[int]) -> None:
+    def evaluate(chosen: list[_Member]) -> None:
         metrics = _evaluate(learner, template, tasks, encoding, config.loss, eval_sets, device)
-        for k in members:
-            window = windows[k]
-            record = {"step": done[k], "train_loss": sum(window) / len(window) if window else None, **metrics[k],
+        for m in chosen:
+            k = m.state.member
+            record = {"step": m.done, "train_loss": sum(m.window) / len(m.window) if m.window else None, **metrics[k],
                       "param_norm": learner.model(k).param_norm()}
-            window.clear()
-            if not math.isfinite(record["eval_loss"]) and reasons[k] is None and done[k] > 0:
+            m.window.clear()
+            if not math.isfinite(record["eval_loss"]) and m.reason is None and m.done > 0:
                 learner.restore(k)
-                done[k] -= 1
-                reasons[k] = (f"diverged: non-finite evaluation loss after step {done[k] + 1}; "
-                              f"weights restored to those after step {done[k]}, the last with a finite loss")
+                m.done -= 1
+                m.stop(f"diverged: non-finite evaluation loss after step {m.done + 1}; "
+                       f"weights restored to those after step {m.done}, the last with a finite loss")
                 continue
-            states[k].history.append(record)
+            m.state.history.append(record)
             for cb in callbacks:
-                cb.on_eval(states[k], record)
-            if reasons[k] is None and converged[k] is None and _targets_reached(config, record):
-                converged[k] = done[k]
+                cb.on_eval(m.state, record)
+            if m.reason is None and m.converged is None and _targets_reached(config, record):
+                m.converged = m.done
                 if config.relax_steps is None:
-                    reasons[k] = "early_stop"
+                    m.stop("early_stop")
 
-    def relaxed(k: int) -> bool:
-        return config.relax_steps is not None and converged[k] is not None and done[k] >= converged[k] + config.relax_steps
+    def relaxed(m: _Member) -> bool:
+        return config.relax_steps is not None and m.converged is not None and m.done >= m.converged + config.relax_steps
 
-    for state in states:
+    for m in members:
         for cb in callbacks:
-            cb.on_start(state)
-    evaluate(list(range(size)))
+            cb.on_start(m.state)
+    evaluate(members)
     for step in range(1, config.steps + 1):
-        active = [r is None for r in reasons]
-        if not any(active):
+        active = [m for m in members if m.reason is None]
+        if not active:
             break
         n = lengths[(step - 1) % len(lengths)]
-        bits = torch.stack([d.batch(n) for d in data])  # [K, batch, n]
+        bits = torch.stack([m.data.batch(n) for m in members])  # [K, batch, n]
         values = torch.stack([template.training_values(t, bits[k]) for k, t in enumerate(tasks)])  # [K, batch, ...]
-        losses = learner.step(bits.to(device), encoding.encode(values).to(device), torch.tensor(active)).tolist()
-        for k in (k for k in range(size) if active[k]):
-            if not math.isfinite(losses[k]):  # at the weights after step-1; the last finite loss was one step earlier
-                done[k] = max(step - 2, 0)
-                reasons[k] = (f"diverged: non-finite training loss ({losses[k]}) at step {step}; "
-                              f"weights restored to those after step {done[k]}, the last with a finite loss")
+        mask = torch.tensor([m.reason is None for m in members])
+        losses = learner.step(bits.to(device), encoding.encode(values).to(device), mask).tolist()
+        for m in active:
+            loss = losses[m.state.member]
+            if not math.isfinite(loss):  # at the weights after step-1; the last finite loss was one step earlier
+                m.done = max(step - 2, 0)
+                m.stop(f"diverged: non-finite training loss ({loss}) at step {step}; "
+                       f"weights restored to those after step {m.done}, the last with a finite loss")
                 continue
-            done[k] = step
-            windows[k].append(losses[k])
-            states[k].step, states[k].n, states[k].loss = step, n, losses[k]
+            m.done = step
+            m.window.append(loss)
+            m.state.step, m.state.n, m.state.loss = step, n, loss
             for cb in callbacks:
-                cb.on_step(states[k])
-        ending = [k for k in range(size) if active[k] and reasons[k] is None and relaxed(k)]
+                cb.on_step(m.state)
+        ending = [m for m in active if m.reason is None and relaxed(m)]
         if step % config.eval_interval == 0 or step == config.steps:
-            evaluate([k for k in range(size) if active[k] and reasons[k] is None])
+            evaluate([m for m in active if m.reason is None])
         elif ending:
             evaluate(ending)  # the relaxed weights get their own final record
-        for k in ending:
-            if reasons[k] is None:
-                reasons[k] = "relaxed"
-        for k in range(size):
-            if reasons[k] is None and any(cb.should_stop(states[k]) for cb in callbacks):
-                reasons[k] = "stopped by callback"
-    stale = [k for k in range(size) if states[k].history[-1]["step"] != done[k]]
+        for m in ending:
+            m.stop("relaxed")
+        for m in members:
+            if m.reason is None and any(cb.should_stop(m.state) for cb in callbacks):
+                m.stop("stopped by callback")
+    stale = [m for m in members if m.state.history[-1]["step"] != m.done]
     if stale:
         evaluate(stale)  # the returned weights always have a final record
     learner.finish()
     results = []
-    for k in range(size):
-        state = states[k]
-        if reasons[k] is None:
-            reasons[k] = _learned_nothing(template, tasks[k], configs[k], member_sets[k]["eval"], state.history[-1])
-        result = TrainResult(model=models[k], task=tasks[k], config=configs[k], history=state.history,
-                             stop_reason=reasons[k] or "completed", steps=done[k], wall_time=state.elapsed,
-                             converged_step=converged[k])
+    for m, model, task, c in zip(members, models, tasks, configs):
+        if m.reason is None:
+            m.reason = _learned_nothing(template, task, c, m.eval_sets["eval"], m.state.history[-1])
+        result = TrainResult(model=model, task=task, config=c, history=m.state.history,
+                             stop_reason=m.reason or "completed", steps=m.done, wall_time=m.state.elapsed,
+                             converged_step=m.converged)
         for cb in callbacks:
-            cb.on_end(state, result)
+            cb.on_end(m.state, result)
         results.append(result)
     return results
 

@@ -54,8 +54,9 @@ per-operation overhead, and a second thread made PARITY n = 8 (d = 32, batch 256
 PROGRESS_EVERY_S = 0.25
 
 
-def LIVE_SETTINGS():  # noqa: N802 - a constant, built on first use (the module imports torch lazily)
-    """What live runs measure: everyone's defaults (`sensviz.measure`) on 256 inputs and 8 directions."""
+def live_settings():
+    """What live runs measure: everyone's defaults (`sensviz.measure`) on 256 inputs and 8 directions
+    (a function, not a constant: this module imports torch lazily)."""
     from sensviz.measure import MeasureSettings
 
     return MeasureSettings(measure_inputs=256, directions=8)
@@ -144,7 +145,7 @@ def _live_callback(folder: Path, request: TrainRequest):
 
     class Live(MeasurementCallback):
         def __init__(self):
-            super().__init__(every=request.measure_every, settings=LIVE_SETTINGS())
+            super().__init__(every=request.measure_every, settings=live_settings())
             self.measuring_s = 0.0
             self.last_progress = 0.0
             self.last_eval: dict = {}
@@ -167,9 +168,9 @@ def _live_callback(folder: Path, request: TrainRequest):
             if state.step % self.every == 0 and self.measuring_s <= training_s:
                 self._record(state, state.model, state.step)
             now = time.perf_counter()
-            if now - self.last_progress >= PROGRESS_EVERY_S or state.step == state.steps:
+            if now - self.last_progress >= PROGRESS_EVERY_S or state.step == state.total_steps:
                 self.last_progress = now
-                write_json(folder / "progress.json", {"step": state.step, "steps": state.steps, "loss": state.loss,
+                write_json(folder / "progress.json", {"step": state.step, "steps": state.total_steps, "loss": state.loss,
                                                       "seconds": state.elapsed, **self.last_eval})
 
         def on_eval(self, state, record):
@@ -191,7 +192,7 @@ def _warm_up() -> None:
     from sensviz.training import TrainConfig
 
     model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=2, seed=0)
-    MeasurementCallback(every=1, settings=LIVE_SETTINGS()).measure(model, sv.get_task("parity"), TrainConfig(n=2), 0)
+    MeasurementCallback(every=1, settings=live_settings()).measure(model, sv.get_task("parity"), TrainConfig(n=2), 0)
 
 
 def limit_memory(max_mib: float) -> int:

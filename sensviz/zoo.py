@@ -30,7 +30,7 @@ import torch
 
 from .checkpoints import CheckpointError, file_hash, load_checkpoint
 from .files import write_atomic
-from .measure import MeasureSettings
+from .measure import MeasureSettings, affordable, columns
 from .measure import measure as measure_model
 from .models import build_model, config_to_dict
 from .monitor import MeasurementCallback
@@ -81,8 +81,8 @@ FEW_EXAMPLES = TrainConfig(n=8, train_size=64, batch_size=256, steps=3000, lr=3e
                            target_accuracy=1.0, target_loss=1e-3)
 """A random function at n = 8 fitted on 64 of its 256 inputs (the paper's generalization experiment, small)."""
 MONITOR = MeasureSettings(directions=16)
-MONITOR_QUANTITIES = ("sensitivity", "blowup", "sharpness", "limit")
-"""What monitored recipes record while they train (stored in the checkpoint's `extra.measurements`)."""
+"""How monitored recipes measure while they train (the instant and cheap quantities,
+`sensviz.measure.affordable`; stored in the checkpoint's `extra.measurements`)."""
 
 
 def _parity(n: int, steps: int, **fields) -> TrainConfig:
@@ -128,17 +128,12 @@ def _select(only: Sequence[str] | None) -> list[Recipe]:
 
 
 def measure(model, task, n: int, encoding) -> dict:
-    """What the manifest records about a trained model: accuracy and as_n on the cube (or a seeded
-    sample), and for scratchpad models the accuracy of greedy decoding (`sensviz.measure`, defaults)."""
-    found = measure_model(model, task, n, quantities=("sensitivity", "decoding"), encoding=encoding)
-    summary = found.sensitivity
-    measured = {"accuracy": summary.accuracy, "avg_sensitivity": summary.avg_sensitivity,
-                "avg_sensitivity_real": summary.avg_sensitivity_real,
-                "task_avg_sensitivity": summary.task_avg_sensitivity, "exact": summary.exact}
-    if found.decoding is not None:
-        measured.update(autoregressive_accuracy=found.decoding["autoregressive_accuracy"],
-                        answer_accuracy=found.decoding["answer_accuracy"])
-    return measured
+    """What the manifest records about a trained model: the columns of its instant quantities
+    (`sensviz.measure.affordable`, default settings: accuracy and as_n on the cube or a seeded
+    sample, Blowup, greedy decoding for scratchpad models), and `exact` (as_n over the
+    whole cube)."""
+    found = measure_model(model, task, n, quantities=affordable(model, "instant"), encoding=encoding)
+    return {**columns(found), "exact": found.sensitivity.exact}
 
 
 def _entry(recipe: Recipe, result: TrainResult, path: Path, seconds: float, batch: list[str]) -> dict:
@@ -199,7 +194,7 @@ def build(directory="checkpoints", only: Sequence[str] | None = None, log: Calla
         models = [build_model(r.arch, seed=r.seed, **r.model) for r in batch]
         configs = [replace(r.train, seed=r.seed) for r in batch]
         callbacks = [PrintProgress(prefix=f"[{batch[0].arch} n={configs[0].n}] ")] if log else []
-        monitor = MeasurementCallback(batch[0].monitor_every, MONITOR, MONITOR_QUANTITIES) if batch[0].monitor_every else None
+        monitor = MeasurementCallback(batch[0].monitor_every, MONITOR) if batch[0].monitor_every else None
         results = train_many(models, [r.task for r in batch], configs, callbacks + ([monitor] if monitor else []))
         seconds = time.perf_counter() - began
         for member, (recipe, result) in enumerate(zip(batch, results)):
@@ -264,7 +259,9 @@ def _check_entry(directory: Path, entry: dict, recompute: bool, tolerance: float
     if problems or not recompute:
         return problems
     for key, value in measure(ck.model, get_task(entry["task"]), ck.n, ck.encoding).items():
-        expected = entry.get(key)
+        if key not in entry:  # a quantity registered after this manifest was written
+            continue
+        expected = entry[key]
         if (value is None) != (expected is None) or (value is not None and abs(value - expected) > tolerance):
             problems.append(f"{key} is {value} on the cube but {expected} in the manifest")
     return problems

@@ -1,7 +1,6 @@
 """The measurement layer: one call, one set of defaults, the same numbers whoever asks."""
 
 import copy
-import dataclasses
 import json
 import math
 
@@ -11,7 +10,7 @@ import torch
 import sensviz as sv
 from sensviz import cube, experiments
 from sensviz.cli import main
-from sensviz.measure import QUANTITIES, Measurement, MeasureSettings, default_quantities, measure
+from sensviz.measure import COSTS, QUANTITIES, MeasureSettings, default_quantities, measure
 from sensviz.monitor import MeasurementCallback, record_of
 from sensviz.sharpness import sharpness, sharpness_limit, sharpness_proxy
 from sensviz.training import TrainConfig
@@ -19,9 +18,11 @@ from sensviz.training import TrainConfig
 SETTINGS = MeasureSettings(measure_inputs=32, directions=6, proxy_draws=5, measure_seed=3)
 
 
-def test_every_quantity_is_one_field_of_the_measurement():
-    names = {f.name for f in dataclasses.fields(Measurement)}
-    assert set(QUANTITIES) <= names
+def test_every_quantity_is_a_key_of_the_measurement_and_has_a_cost():
+    found = measure(sv.build_model("encoder", d_model=8, n_layers=1, max_len=6, seed=0), "parity", 3, SETTINGS)
+    assert list(found.to_dict()) == ["n", "n_params", "param_norm", "rho", "inputs", "settings", *QUANTITIES, "notes"]
+    assert found.hessian is None and found.sensitivity is not None and all(q.cost in COSTS for q in QUANTITIES.values())
+    assert not hasattr(found, "sharpnes")  # a typo is an error, not a missing quantity
     encoder = sv.build_model("encoder", d_model=8, n_layers=1, max_len=6, seed=0)
     scratchpad = sv.build_model("scratchpad", d_model=8, n_layers=1, max_len=6, seed=0)
     assert default_quantities(encoder) == ("sensitivity", "blowup", "tradeoff", "sharpness", "limit", "proxy")

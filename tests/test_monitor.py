@@ -7,9 +7,12 @@ import sensviz as sv
 from sensviz import cube
 from sensviz.blowup import blowup, log_blowup
 from sensviz.measure import MeasureSettings, measure
-from sensviz.monitor import MONITOR_QUANTITIES, MeasurementCallback
+from sensviz.monitor import MeasurementCallback
 from sensviz.sharpness import sharpness, sharpness_limit, sharpness_proxy
 from sensviz.training import TrainConfig, evaluate, seeded, train, train_many
+
+LANDSCAPE = ("sensitivity", "blowup", "sharpness", "limit", "proxy")
+"""Every quantity of the monitor's records checked here (the proxy is not measured by default)."""
 
 
 def small(n=5, seed=0):
@@ -56,7 +59,7 @@ def test_degree_profile_shows_first_being_learned():
 def test_measuring_leaves_the_model_bit_identical():
     model = small()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    monitor = MeasurementCallback(every=1, settings=MeasureSettings(proxy_draws=3), quantities=MONITOR_QUANTITIES + ("proxy",))
+    monitor = MeasurementCallback(every=1, settings=MeasureSettings(proxy_draws=3), quantities=LANDSCAPE)
     monitor.measure(model, sv.get_task("parity"), TrainConfig(n=5), step=0)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
@@ -88,7 +91,7 @@ def test_a_measure_may_not_overwrite_a_recorded_name():
 @pytest.mark.parametrize("arch", ["encoder", "scratchpad"])
 def test_landscape_measurements_are_the_landscape_functions_on_the_fixed_batch(arch):
     settings = MeasureSettings(measure_inputs=32, measure_seed=4, rho=0.05, directions=8, proxy_draws=5)
-    monitor = MeasurementCallback(every=10, settings=settings, quantities=MONITOR_QUANTITIES + ("proxy",))
+    monitor = MeasurementCallback(every=10, settings=settings, quantities=LANDSCAPE)
     model = sv.build_model(arch, d_model=8, n_layers=1, n_heads=2, max_len=5, seed=0)
     train(model, "parity", TrainConfig(n=5, batch_size=32, steps=20, lr=3e-3, eval_interval=10), [monitor])
     assert [r["step"] for r in monitor.records] == [0, 10, 20]

@@ -28,7 +28,9 @@ def test_recorded_accuracy_and_sensitivity_are_what_the_models_give():
         if entry["n"] <= 12:  # the larger ones: `sensviz zoo verify --recompute`
             ck = sv.load_checkpoint(CHECKPOINTS / entry["file"])
             measured = zoo.measure(ck.model, ck.task, ck.n, ck.encoding)
-            assert measured == pytest.approx({key: entry[key] for key in measured}, abs=1e-6), entry["name"]
+            recorded = {key: measured[key] for key in measured if key in entry}  # the committed manifest predates some
+            assert {"accuracy", "avg_sensitivity", "task_avg_sensitivity", "exact"} <= set(recorded), entry["name"]
+            assert recorded == pytest.approx({key: entry[key] for key in recorded}, abs=1e-6), entry["name"]
             if entry["task"] in ("parity", "majority", "first") and entry["n"] <= 10:
                 assert entry["accuracy"] == 1.0 and entry["avg_sensitivity"] == pytest.approx(entry["task_avg_sensitivity"])
 

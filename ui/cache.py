@@ -38,7 +38,7 @@ import sensviz as sv
 from sensviz import analysis, figures, losses, report, sweeps, tables
 from sensviz.checkpoints import SIZE_CAP, read_metadata
 from sensviz.kept import KeptUnreadable
-from sensviz.measure import MeasureSettings, measure, sharpness_radius
+from sensviz.measure import MeasureSettings, affordable, columns, measure, sharpness_radius
 from sensviz.models import config_to_dict
 from sensviz.text import escape_markdown
 from ui import registry
@@ -359,18 +359,17 @@ def compatible_models(ref: ModelRef, others: list[ModelRef]) -> list[ModelRef]:
 
 @memo
 def summary(ref: ModelRef, n: int, progress: Progress = None) -> dict:
-    """The selected model's summary at length n (`sensviz.measure`: sensitivity and Blowup): task,
-    sizes, accuracy, as_n of model vs target, param_norm, mean Blowup."""
+    """The selected model's summary at length n: task, sizes, and every column of its instant quantities
+    (`sensviz.measure.affordable`, `columns`: accuracy, as_n of model vs target, param_norm, Blowup ...)."""
     ck = load(ref)
-    found = measure(ck.model, ck.task, n, SETTINGS, ("sensitivity", "blowup"), ck.encoding, progress=progress)
+    found = measure(ck.model, ck.task, n, SETTINGS, affordable(ck.model, "instant"), ck.encoding, progress=progress)
     return {
         **model_facts(ref),
         "n": n,
-        "accuracy": found.sensitivity.accuracy,
+        "blowup_mean": None,  # shown by the sidebar even when Blowup could not be computed (a note says why)
+        **columns(found),
         "as_model": found.sensitivity.avg_sensitivity,
         "as_target": found.sensitivity.task_avg_sensitivity,
-        "param_norm": found.param_norm,
-        "blowup_mean": found.blowup.mean if found.blowup else None,
         "exact": found.sensitivity.exact,
     }
 
@@ -659,7 +658,7 @@ def _experiment_figures(folder: str, mtime: float) -> list:
 
 
 def experiment_figures(folder: Path) -> list:
-    """The paper-style figures of a sweep folder (`sensviz.figures.Figure`), cached per table version."""
+    """The paper-style figures of a sweep folder (`sensviz.figures.ExperimentFigure`), cached per table version."""
     return _experiment_figures(str(folder), _results_mtime(folder))
 
 
