@@ -19,7 +19,7 @@ Elementwise work (LayerNorm, softmax, residuals: memory-bound) adds `ELEMENT_FLO
 activation element, b n (L (d + d_ff) + A H n). A training step is a forward and a backward (3 x
 the flops, 3 x the ops, plus `TRAIN_OPS`) plus AdamW (`ADAM_FLOPS_PER_PARAM` * P). An evaluation
 is a forward over the evaluation strings in chunks of 2048; one every `eval_interval` steps, at
-step 0 and at the end. A measurement (`sensviz.monitor` with the worker's `LIVE_SETTINGS`: M =
+step 0 and at the end. A measurement (`sensviz.monitor` with the worker's `live_settings()`: M =
 min(2^n, 256) landscape inputs, 8 directions) is a forward over M (loss, accuracy); the cube
 analyses, twice (sensitivity and Blowup), a forward over 2^n strings up to n = 14, else over 512
 samples with their n neighbours; 8 directions x (a forward over M + `PERTURB_FLOPS_PER_PARAM` * P);
@@ -96,8 +96,8 @@ BASE_MIB = 16
 
 # What the worker and the library do (their sizes, as the cost model needs them).
 EVAL_CHUNK = 2048  # sensviz.training: evaluation strings per forward call
-MEASURE_INPUTS = 256  # worker.LIVE_SETTINGS: landscape inputs
-DIRECTIONS = 8  # worker.LIVE_SETTINGS: directions of L_rho
+MEASURE_INPUTS = 256  # worker.live_settings(): landscape inputs
+DIRECTIONS = 8  # worker.live_settings(): directions of L_rho
 SAMPLES = 512  # MeasureSettings: cube samples above the exact limit
 EXACT_LIMIT = 14  # MeasureSettings: the largest n analysed over the whole cube
 ANALYSIS_BATCH = 2048  # sensviz.analysis: strings per forward call of the cube analyses
