@@ -4,9 +4,19 @@ mode the second model's maps under the first's, on one colour scale."""
 import streamlit as st
 
 from sensviz import charts
-from ui import cache, nav, page
+from ui import cache, page, router
 
-nav.require_router()
+router.require_router()
+
+PAGE = {  # read by ui.nav without running this file
+    "title": "Attention",
+    "section": "Explore",
+    "icon": ":material/visibility:",
+    "needs_model": True,
+    "settings": ("x", "flip", "weight", "range"),  # its own URL parameters
+    "shows": ("attention maps for any input, averaged over the cube or by Hamming weight, and how one bit flip "
+              "changes them"),
+}
 
 selection = page.model()
 models = page.shown()

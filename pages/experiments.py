@@ -4,9 +4,19 @@ of your own."""
 import streamlit as st
 
 from sensviz.text import escape_markdown, quoted
-from ui import cache, nav, page, registry
+from ui import cache, page, registry, router
 
-nav.require_router()
+router.require_router()
+
+PAGE = {  # read by ui.nav without running this file
+    "title": "Experiments",
+    "section": "Results",
+    "icon": ":material/science:",
+    "settings": ("experiment", "scale"),  # its own URL parameters
+    "shows": ("the paper's five experiments as figures, from the shipped results or a sweep folder of your "
+              "own, with each figure's data as CSV"),
+}
+
 st.markdown(
     "The paper's five experiments — **length scaling**, the **norm/blowup trade-off**, **training dynamics**, "
     "the **scratchpad** and **low-sensitivity generalization** — run as declarative sweeps "

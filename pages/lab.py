@@ -3,9 +3,19 @@
 import streamlit as st
 
 from sensviz import lab
-from ui import cache, nav, page, registry, train_form
+from ui import cache, nav, page, registry, router, train_form
 
-nav.require_router()
+router.require_router()
+
+PAGE = {  # read by ui.nav without running this file
+    "title": "Lab",
+    "heading": "Lab: why are sensitive functions hard for transformers?",
+    "section": "Start",
+    "icon": ":material/school:",
+    "settings": ("chapter",),  # its own URL parameters
+    "shows": ("the paper's story in six guided chapters for a class: each with its question, one-click setup, "
+              "the few charts that make the point, a question to answer and the formula; an offline handout"),
+}
 
 NUMBERS = list(range(1, len(lab.CHAPTERS) + 1))
 # chapters whose "try it yourself" is a training run: the page and the Train form's preset

@@ -4,9 +4,20 @@ and the line to a second model on demand. In compare mode both models on the sam
 import streamlit as st
 
 from sensviz import charts
-from ui import cache, nav, page
+from ui import cache, page, router
 
-nav.require_router()
+router.require_router()
+
+PAGE = {  # read by ui.nav without running this file
+    "title": "Landscape",
+    "section": "Explore",
+    "icon": ":material/landscape:",
+    "needs_model": True,
+    "settings": ("rho", "directions", "inputs", "seed", "curve", "slice", "kind", "norm", "skip", "span", "plane",
+                 "hessian", "line"),  # its own URL parameters
+    "shows": ("sharpness L_ρ at the paper's radius with its error bar beside the exact small-ρ limit; on "
+              "demand the ρ curve, 1-D and 2-D loss slices, Hessian eigenvalues and the line to a second model"),
+}
 
 selection = page.model()
 models = page.shown()

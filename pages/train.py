@@ -5,9 +5,19 @@ import streamlit as st
 
 from sensviz import charts, jobs
 from sensviz.text import escape_markdown, quoted
-from ui import cache, job_panel, nav, page, registry, train_form
+from ui import cache, job_panel, page, registry, router, train_form
 
-nav.require_router()
+router.require_router()
+
+PAGE = {  # read by ui.nav without running this file
+    "title": "Train",
+    "section": "Explore",
+    "icon": ":material/model_training:",
+    "settings": ("logloss",),  # its own URL parameters
+    "shows": ("train a small transformer on PARITY, MAJORITY, FIRST, MEAN, sparse or random functions, as a "
+              "server-side job that keeps running while you look at other pages; live loss, accuracy, "
+              "sharpness, Blowup, param_norm, as_n and the Fourier degree profile; presets and early stopping"),
+}
 
 st.markdown("Train a transformer on fresh uniform bit strings every step (AdamW, the paper's setup), measuring "
             "loss, accuracy, sharpness, LayerNorm blowup and the parameter norm as it learns. The run belongs to "

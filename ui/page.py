@@ -21,7 +21,7 @@ import sensviz as sv
 from sensviz import charts
 from sensviz.measure import NUMERICAL_ERRORS
 from sensviz.text import escape_markdown, quoted
-from ui import cache, registry
+from ui import cache, nav, registry
 from ui.registry import ModelRef
 
 
@@ -52,12 +52,22 @@ class Shown:
 
 
 _NOTICE_SLOT: contextvars.ContextVar = contextvars.ContextVar("sv_notice_slot", default=None)
-_PAGE: contextvars.ContextVar = contextvars.ContextVar("sv_page", default="home")
+_DECLARED = {spec.key: spec.params for spec in nav.PAGES}
 
 
 def begin(page: str) -> None:
-    """The page this run draws (its settings are kept under its name)."""
-    _PAGE.set(page)
+    """The page this run draws (the frame passes its id): its settings and widgets are kept under it,
+    and a callback of this page's widgets (run before the next run) finds it too."""
+    st.session_state[registry.PAGE] = page
+
+
+def _page(param: str | None = None) -> str:
+    """The id of the page drawn; with `param`, check that the page declares that URL parameter in its
+    `PAGE` (ValueError, for the one who writes the page, when it does not)."""
+    page = st.session_state.get(registry.PAGE, "home")
+    if param is not None and param not in _DECLARED[page]:
+        raise ValueError(f"the setting {param!r} is not among the settings declared in the PAGE of pages/{page}.py")
+    return page
 
 
 def notices_here() -> None:
@@ -135,7 +145,7 @@ def guarded(what: str):
 def _bound(param: str, default, parse: Callable[[str], object], fmt: Callable[[object], str],
            valid: Callable[[object], bool], draw: Callable[[str], object], variant: object = ""):
     """A page setting drawn by `draw(key)`: seeded from the session or the URL, written back to both."""
-    page = _PAGE.get()
+    page = _page(param)
     value = registry.setting(page, param, default, parse)
     flush_notices()
     if not valid(value):  # e.g. a vertex of another input length
@@ -201,22 +211,20 @@ def flag(param: str, label: str, widget=st.toggle, **kwargs) -> bool:
 
 def set_value(param: str, value, default, fmt: Callable = str, variant: object = "") -> None:
     """Change a page setting from a callback (before its widget is drawn), e.g. after a click on a chart."""
-    page = _PAGE.get()
+    page = _page(param)
     st.session_state[registry.widget_key(page, param, variant) if variant != "" else registry.widget_key(page, param)] = value
     registry.set_setting(page, param, value, default, fmt)
 
 
 def chart_key(name: str, variant: object = "") -> str:
     """The key of a chart whose selection the page reads."""
-    return registry.widget_key(_PAGE.get(), "chart", name, variant)
+    return registry.widget_key(_page(), "chart", name, variant)
 
 
 def pick_vertex(n: int) -> Callable[[], None]:
     """The callback of a click on the cube grid: the clicked vertex becomes the `vertex` setting."""
-    page = _PAGE.get()
 
     def picked():
-        _PAGE.set(page)
         event = st.session_state.get(chart_key("grid", n))
         chosen = (event or {}).get("selection", {}).get(charts.PICK) or []
         if chosen:
@@ -243,7 +251,7 @@ def choose_compare(candidates: list[ModelRef]) -> ModelRef | None:
         st.info("No other model with the same architecture and size is available (pretrained, or kept by you).")
         return None
     by_param = {c.param: c for c in candidates}
-    key = registry.widget_key(_PAGE.get(), "compare")
+    key = registry.widget_key(_page(), "compare")
     current = registry.compared()
     st.session_state[key] = current.param if current in candidates else None
 
@@ -257,7 +265,7 @@ def choose_compare(candidates: list[ModelRef]) -> ModelRef | None:
 
 def choose_input(n: int) -> tuple[int, ...]:
     """Pick one input string by toggling bits, by cube index or by a seeded draw; kept in the URL as `x=0110…`."""
-    page = _PAGE.get()
+    page = _page("x")
 
     def parse(raw: str):
         if len(raw) != n or set(raw) - {"0", "1"}:

@@ -46,6 +46,7 @@ T = TypeVar("T")
 SELECTED = "sv_selected"  # ModelRef of the selected model, or absent
 COMPARE = "sv_compare"  # ModelRef of the model to compare with, or absent
 ANALYSIS_N = "sv_analysis_n"  # {ModelRef: input length chosen for analysis}
+PAGE = "sv_page"  # the id of the page this session draws (ui.page.begin), for its settings and callbacks
 CURRENT = "sv_current"  # this run's selection (ui.page.Selection), set by the frame before the page runs
 OWNER = "sv_owner"  # this session's owner id
 OWNER_UNSAVED = "sv_owner_unsaved"  # the owner id is not in a cookie yet: the frame sets it
