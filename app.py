@@ -4,7 +4,7 @@ drawn once around every page (`ui.frame`: the sidebar with the model and the tra
 state, the title).
 
 Every page is a thin script over the `sensviz` core: widgets -> `ui.cache` (cached core calls)
--> `sensviz.charts`; `ui.state` holds the session and URL state.
+-> `sensviz.charts`; `ui.registry` holds the session state, `ui.url_state` the URL state.
 """
 
 from ui import router

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from sensviz import lab
-from ui import cache, nav, page, registry, router, train_form
+from ui import cache, model_refs, nav, page, registry, router, train_form, url_state
 
 router.require_router()
 
@@ -38,13 +38,13 @@ st.markdown(f"*{chapter.question}*")
 
 def setup() -> None:
     """Load the chapter's zoo models: the first as the model, the second as the comparison."""
-    refs = [registry.zoo_ref(name) for name in chapter.models]
+    refs = [model_refs.zoo_ref(name) for name in chapter.models]
     registry.select(refs[0], show=True)
     registry.set_compared(refs[1] if len(refs) > 1 else None)
 
 
 selection = st.session_state.get(registry.CURRENT)
-loaded = selection is not None and selection.ref.name == registry.zoo_ref(chapter.models[0]).name
+loaded = selection is not None and selection.ref.name == model_refs.zoo_ref(chapter.models[0]).name
 cols = st.columns([2, 3])
 cols[0].button("Load this chapter's models", on_click=setup, type="secondary" if loaded else "primary",
                key=registry.widget_key("lab", "setup", number),
@@ -90,7 +90,7 @@ st.divider()
 def go(k: int) -> None:
     """Turn to chapter k (its widget and its URL parameter)."""
     st.session_state[registry.widget_key("lab", "chapter")] = k
-    registry.set_setting("lab", "chapter", k, NUMBERS[0])
+    url_state.set_setting("lab", "chapter", k, NUMBERS[0])
 
 
 cols = st.columns(3)

@@ -41,8 +41,8 @@ from sensviz.kept import KeptUnreadable
 from sensviz.measure import MeasureSettings, measure, sharpness_radius
 from sensviz.models import config_to_dict
 from sensviz.text import escape_markdown
-from ui import registry
-from ui.registry import ModelRef
+from ui import model_refs, server
+from ui.model_refs import ModelRef
 
 UPLOAD_CAP_MB = SIZE_CAP // 2**20
 """Upload size cap; `.streamlit/config.toml` sets `server.maxUploadSize` to the same value."""
@@ -207,7 +207,7 @@ def _zoo_entries(folder: str, mtime_ns: int) -> list[dict]:
 def zoo_entries() -> list[dict]:
     """Metadata of every pretrained checkpoint (header only), by task, then n, then architecture;
     renewed when the folder changes (files are written by replacing them)."""
-    folder = registry.checkpoint_dir()
+    folder = server.checkpoint_dir()
     return _zoo_entries(str(folder), folder.stat().st_mtime_ns if folder.is_dir() else 0)
 
 
@@ -239,12 +239,12 @@ def _load(ref: ModelRef) -> sv.Checkpoint:
 
 def _read(ref: ModelRef) -> sv.Checkpoint:
     try:
-        data = registry.model_bytes(ref)
+        data = model_refs.model_bytes(ref)
     except KeptUnreadable as err:
         raise sv.CheckpointError(f"{ref.label}: {err}") from None
     except (KeyError, OSError):
         raise sv.CheckpointError(f"{ref.label}: the model is gone (deleted, or evicted to make room)") from None
-    if registry.digest(data) != ref.digest:
+    if model_refs.digest(data) != ref.digest:
         raise sv.CheckpointError(f"{ref.label}: the file changed since it was selected; select it again")
     source = io.BytesIO(data)
     source.name = ref.name or ref.key
@@ -257,7 +257,7 @@ def load(ref: ModelRef) -> sv.Checkpoint:
     """The loaded checkpoint (shared and read-only). Loading reads the bytes, checks they are the
     ones the reference names and validates them (`sensviz.load_checkpoint`); later calls check
     that the file is still there and unchanged. `CheckpointError` for a bad, changed or vanished file."""
-    if not registry.unchanged(ref):
+    if not model_refs.unchanged(ref):
         raise sv.CheckpointError(f"{ref.label}: the model is gone or changed since it was selected; select it again")
     return _load(ref)
 
@@ -332,7 +332,7 @@ def compatible_models(ref: ModelRef, others: list[ModelRef]) -> list[ModelRef]:
     same parameter space, so a straight line between the two is meaningful)."""
     ck = load(ref)
     config = config_to_dict(ck.config)
-    found = [registry.zoo_ref(e["stem"]) for e in zoo_entries() if e["arch"] == ck.arch and e["config"] == config]
+    found = [model_refs.zoo_ref(e["stem"]) for e in zoo_entries() if e["arch"] == ck.arch and e["config"] == config]
     for other in others:
         try:
             same = load(other).arch == ck.arch and load(other).config == ck.config
@@ -497,7 +497,7 @@ def zoo_tradeoff(progress: Progress = None) -> pd.DataFrame:
     for i, entry in enumerate(entries):
         if progress:
             progress(i / max(len(entries), 1))
-        ref = registry.zoo_ref(entry["stem"])
+        ref = model_refs.zoo_ref(entry["stem"])
         ck = load(ref)
         if ck.task is None or not ck.task.boolean:
             continue
@@ -611,7 +611,7 @@ def shipped_results() -> dict[str, dict[str, str]]:
     """The shipped sweep folders, `{scale: {experiment: folder}}`, in the report's order (scales
     quick, standard, paper first; experiments in the order of `sensviz.experiments.EXPERIMENTS`)."""
     try:
-        folders = report.sweep_folders(registry.results_dir())
+        folders = report.sweep_folders(server.results_dir())
     except ValueError:  # no results there
         return {}
     found: dict[str, dict[str, str]] = {}
@@ -630,7 +630,7 @@ def _read_results(folder: str, mtime: float):
 
 
 def experiment_results(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """A sweep folder's runs table, history table and spec (a folder `registry.sweep_folder` let
+    """A sweep folder's runs table, history table and spec (a folder `server.sweep_folder` let
     through); the cache is renewed when its tables change (a sweep still running, or resumed).
     ValueError, naming no path, when its tables cannot be read."""
     try:
@@ -669,7 +669,7 @@ def lab_chapter(number: int, yours: tuple[ModelRef, ...] = ()) -> sv.lab.Built:
     """A Lab chapter computed from its zoo models (and the shipped results, and the student's own models)."""
     from sensviz import lab
 
-    sources = lab.Sources(lambda name: load(registry.zoo_ref(name)), registry.results_dir(),
+    sources = lab.Sources(lambda name: load(model_refs.zoo_ref(name)), server.results_dir(),
                           {f"your model ({ref.label})": load(ref) for ref in yours})
     return lab.chapter(number).build(sources)
 
@@ -679,4 +679,4 @@ def lab_handout(answers: bool) -> bytes:
     """The whole Lab as one offline HTML page (`sensviz lab`)."""
     from sensviz import lab
 
-    return lab.handout(lambda name: load(registry.zoo_ref(name)), registry.results_dir(), answers).encode()
+    return lab.handout(lambda name: load(model_refs.zoo_ref(name)), server.results_dir(), answers).encode()

@@ -21,8 +21,8 @@ import sensviz as sv
 from sensviz import charts
 from sensviz.measure import NUMERICAL_ERRORS
 from sensviz.text import escape_markdown, quoted
-from ui import cache, nav, registry
-from ui.registry import ModelRef
+from ui import cache, model_refs, nav, owner_id, registry, server, url_state
+from ui.model_refs import ModelRef
 
 
 @dataclass
@@ -124,7 +124,7 @@ def figure(x: float | None, digits: int = 4) -> str:
 def flush_notices() -> None:
     """Show the notices collected so far at the top of the page, one line each."""
     slot = _NOTICE_SLOT.get()
-    for text in registry.take_notices():
+    for text in url_state.take_notices():
         (slot or st).warning(text, icon=":material/link:")
 
 
@@ -146,7 +146,7 @@ def _bound(param: str, default, parse: Callable[[str], object], fmt: Callable[[o
            valid: Callable[[object], bool], draw: Callable[[str], object], variant: object = ""):
     """A page setting drawn by `draw(key)`: seeded from the session or the URL, written back to both."""
     page = _page(param)
-    value = registry.setting(page, param, default, parse)
+    value = url_state.setting(page, param, default, parse)
     flush_notices()
     if not valid(value):  # e.g. a vertex of another input length
         value = default
@@ -154,7 +154,7 @@ def _bound(param: str, default, parse: Callable[[str], object], fmt: Callable[[o
     if key not in st.session_state:
         st.session_state[key] = value
     value = draw(key)
-    registry.set_setting(page, param, value, default, fmt)
+    url_state.set_setting(page, param, value, default, fmt)
     return value
 
 
@@ -213,7 +213,7 @@ def set_value(param: str, value, default, fmt: Callable = str, variant: object =
     """Change a page setting from a callback (before its widget is drawn), e.g. after a click on a chart."""
     page = _page(param)
     st.session_state[registry.widget_key(page, param, variant) if variant != "" else registry.widget_key(page, param)] = value
-    registry.set_setting(page, param, value, default, fmt)
+    url_state.set_setting(page, param, value, default, fmt)
 
 
 def chart_key(name: str, variant: object = "") -> str:
@@ -235,11 +235,11 @@ def pick_vertex(n: int) -> Callable[[], None]:
 
 def my_models() -> list[ModelRef]:
     """The user's kept models and the ones shared with them in this session."""
-    store = registry.kept_store()
+    store = server.kept_store()
     refs = []
-    for kept in store.owned(registry.owner()):
+    for kept in store.owned(owner_id.owner()):
         try:
-            refs.append(registry.kept_ref(kept.kind, kept.token))
+            refs.append(model_refs.kept_ref(kept.kind, kept.token))
         except ValueError:  # deleted or evicted meanwhile
             continue
     return refs + [r for r in registry.shared_refs() if r not in refs and store.info(r.key)]
@@ -272,7 +272,7 @@ def choose_input(n: int) -> tuple[int, ...]:
             raise ValueError(f"x is a string of {n} bits 0/1")
         return raw
 
-    x = registry.setting(page, "x", "0" * n, parse)
+    x = url_state.setting(page, "x", "0" * n, parse)
     flush_notices()
     if len(x) != n:  # another input length than last time
         x = "0" * n
@@ -294,7 +294,7 @@ def choose_input(n: int) -> tuple[int, ...]:
         seed = st.number_input("Seed", 0, 2**31 - 1, 0, key=registry.widget_key(page, "input_seed"))
         bits = cache.bits_of_vertex(n, cache.random_vertex(n, int(seed)))
     x = "".join(map(str, bits))
-    registry.set_setting(page, "x", x, "0" * n)
+    url_state.set_setting(page, "x", x, "0" * n)
     st.markdown(f"Input **x = {x}** (vertex {cache.vertex_of_bits(bits)})")
     return bits
 
