@@ -24,7 +24,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 import sensviz as sv  # noqa: E402
 from sensviz import sweeps  # noqa: E402
 from sensviz.text import WORD_JOINER  # noqa: E402
-from ui import cache, model_refs, nav, registry, server, sidebar, train_form  # noqa: E402
+from ui import cache, memo, model_refs, nav, registry, server, sidebar, train_form  # noqa: E402
 
 APP = str(ROOT / "app.py")
 ZOO = "encoder-majority-n6"
@@ -220,11 +220,11 @@ def test_sensitivity_page_vertex_and_length():
 
 
 def new_computations(before: dict) -> set[str]:
-    return {name for name, count in cache.stats().items() if count > before.get(name, 0)}
+    return {name for name, count in memo.stats().items() if count > before.get(name, 0)}
 
 
 def test_landscape_shows_the_paper_radius_first_and_the_rest_on_demand():
-    before = cache.stats()
+    before = memo.stats()
     at = open_url("landscape", model="encoder-parity-n4")
     ck = sv.load_checkpoint(ROOT / "checkpoints" / "encoder-parity-n4.safetensors")
     rho = 0.02 * ck.model.n_params() ** 0.5

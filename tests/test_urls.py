@@ -16,8 +16,8 @@ sys.path.insert(0, str(ROOT))
 os.environ["SENSVIZ_DATA_DIR"] = tempfile.mkdtemp(prefix="sensviz-urltest-")
 
 import sensviz as sv  # noqa: E402
-from ui import cache, model_refs, nav, server  # noqa: E402
-from ui.cache import Store  # noqa: E402
+from ui import cache, memo, model_refs, nav, server  # noqa: E402
+from ui.memo import Store  # noqa: E402
 
 CEILING_S = 120
 
@@ -133,7 +133,7 @@ def test_loaded_models_are_cached_by_their_bytes_not_their_number():
 def test_memo_keys_are_the_bound_arguments():
     calls = []
 
-    @cache.memo
+    @memo.memo
     def double(x: int, scale: int = 2, progress=None) -> int:
         calls.append((x, scale))
         if progress:
@@ -146,6 +146,15 @@ def test_memo_keys_are_the_bound_arguments():
     assert double(3, scale=5) == 15 and len(calls) == 2
     with pytest.raises(TypeError, match="must be hashable"):
         double([3])
+
+
+def test_a_sweep_folder_is_read_once_for_its_tables_and_its_figures():
+    folder = server.sweep_folder("quick/tradeoff")
+    before = memo.stats().get("_read_results", 0)
+    runs, _, _ = cache.experiment_results(folder)
+    cache.experiment_figures(folder)
+    cache.experiment_results(folder)
+    assert not runs.empty and memo.stats().get("_read_results", 0) - before <= 1  # one scheme, one key: read at most once
 
 
 # ----------------------------------------------------------------------------- sweep folders

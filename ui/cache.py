@@ -1,31 +1,34 @@
 """The explorer's cache layer: every call into the `sensviz` core, cached by its arguments.
 
-Loaded checkpoints are `st.cache_resource` (read-only, shared by all sessions; never trained in
-place), validated by `sensviz.load_checkpoint` every time their bytes are loaded. Computed results
-go through `memo`: the key is the function's name and its bound arguments in signature order
-(everything but the `progress` callback), so a forgotten argument cannot serve a stale result,
-and a missed key is computed once even when many sessions ask at once (a lock per key; the others
-wait for the value). Not `st.cache_data` for these: it replays the elements a cached function
-drew and fails on a progress bar created outside it, and long computations here report progress
-through a callback. Values are shared between sessions: callers must not modify them.
+**The caching rule.** Every value the explorer loads or computes is kept in a `ui.memo.Store`, keyed
+by the function's name and its bound arguments in signature order (everything but the `progress`
+callback), so a forgotten argument cannot serve a stale result; a missed key is computed once even
+when many sessions ask at once (a lock per key; the others wait for the value); values are shared
+between sessions and callers never modify them. A value read from a file has the file's version
+(its mtime, its size) among its arguments, so a changed file is read again. One scheme per kind:
 
-`stats()` counts the computations per function, and with $SENSVIZ_LOG=INFO every computation is
-logged (`sensviz.explorer`), which the load test reads.
+- loaded models: `load`, in the model store bounded by their bytes (`MODEL_CACHE_BYTES`);
+- everything computed or read (tables, figures, reports, file metadata, digests): `@memo`, in the
+  store of computed values (256 entries);
+- `st.cache_resource` holds only what there is one of per server: the two stores and the warm-up.
+
+Not `st.cache_data`: it replays the elements a cached function drew and fails on a progress bar
+created outside it (long computations here report progress through a callback), and a second
+scheme would let one key be served twice.
+
+`ui.memo.stats()` counts the computations per function, and with $SENSVIZ_LOG=INFO every
+computation is logged (`sensviz.explorer`), which the load test reads.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import inspect
 import io
 import logging
 import math
 import os
 import sys
 import threading
-import time
-from collections import Counter, OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,6 +45,7 @@ from sensviz.measure import MeasureSettings, measure, sharpness_radius
 from sensviz.models import config_to_dict
 from sensviz.text import escape_markdown
 from ui import model_refs, server
+from ui.memo import Store, memo
 from ui.model_refs import ModelRef
 
 UPLOAD_CAP_MB = SIZE_CAP // 2**20
@@ -66,77 +70,6 @@ if not log.handlers and os.environ.get("SENSVIZ_LOG"):
     log.propagate = False
 
 
-# ----------------------------------------------------------------------------- the store
-
-
-class Store:
-    """A thread-safe LRU map from keys to computed values; a missed key is computed once (a lock
-    per key), while other keys stay readable. Bounded by entries, or with `weigh` by the sum of the
-    values' weights (the newest value stays even when it alone is over `max_weight`)."""
-
-    def __init__(self, max_entries: int | None = None, max_weight: int | None = None,
-                 weigh: Callable[[object], int] | None = None):
-        self.max_entries = max_entries
-        self.max_weight = max_weight
-        self.weigh = weigh
-        self.weights: dict = {}  # key -> weight of its value (with `weigh`)
-        self.weight = 0
-        self.values: OrderedDict = OrderedDict()
-        self.lock = threading.Lock()
-        self.key_locks: dict = {}  # key -> [lock, number of threads using it]
-        self.computed: Counter = Counter()  # function name -> computations
-
-    def get_or_compute(self, key: tuple, compute: Callable[[], object]):
-        with self.lock:
-            if key in self.values:
-                self.values.move_to_end(key)
-                return self.values[key]
-            entry = self.key_locks.setdefault(key, [threading.Lock(), 0])
-            entry[1] += 1
-        try:
-            with entry[0]:
-                with self.lock:
-                    if key in self.values:  # computed by another thread while this one waited
-                        self.values.move_to_end(key)
-                        return self.values[key]
-                start = time.perf_counter()
-                value = compute()
-                weight = self.weigh(value) if self.weigh else 0
-                with self.lock:
-                    self.values[key] = value
-                    self.weights[key] = weight
-                    self.weight += weight
-                    self.computed[key[0]] += 1
-                    while len(self.values) > 1 and self._over():
-                        old, _ = self.values.popitem(last=False)
-                        self.weight -= self.weights.pop(old)
-                log.info("computed %s in %.3f s", _describe(key), time.perf_counter() - start)
-                return value
-        finally:
-            with self.lock:
-                entry[1] -= 1
-                if entry[1] == 0:
-                    self.key_locks.pop(key, None)
-
-
-    def _over(self) -> bool:
-        return ((self.max_entries is not None and len(self.values) > self.max_entries)
-                or (self.max_weight is not None and self.weight > self.max_weight))
-
-
-def _describe(key: tuple) -> str:
-    """`name(arg=value, ...)` of a `memo` key, models by their link."""
-    name, *arguments = key
-    shown = (f"{a[0]}={a[1].param if isinstance(a[1], ModelRef) else a[1]!r}" if isinstance(a, tuple) and len(a) == 2
-             else repr(a) for a in arguments)
-    return f"{name}({', '.join(shown)})"
-
-
-@st.cache_resource(show_spinner=False)
-def _store() -> Store:
-    return Store(max_entries=256)  # computed results: tables, reports, traces
-
-
 @st.cache_resource(show_spinner=False)
 def warm_up() -> threading.Thread:
     """Pay torch's one-time costs of the landscape measurements (vmap, functional_call: about
@@ -152,33 +85,10 @@ def warm_up() -> threading.Thread:
     return thread
 
 
-def stats() -> dict[str, int]:
-    """Computations per cached function since the server started (or the caches were cleared)."""
-    return dict(_store().computed)
-
-
-def memo(fn):
-    """Cache `fn` in the store under its name and bound arguments (not `progress`)."""
-    signature = inspect.signature(fn)
-
-    @functools.wraps(fn)
-    def cached(*args, **kwargs):
-        bound = signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        key = (fn.__name__, *((k, v) for k, v in bound.arguments.items() if k != "progress"))
-        try:
-            hash(key)
-        except TypeError as err:
-            raise TypeError(f"{fn.__name__}: every argument must be hashable to be a cache key ({err})") from None
-        return _store().get_or_compute(key, lambda: fn(*bound.args, **bound.kwargs))
-
-    return cached
-
-
 # ----------------------------------------------------------------------------- models
 
 
-@st.cache_data(show_spinner=False)
+@memo
 def _zoo_entries(folder: str, mtime_ns: int) -> list[dict]:
     entries = []
     for path in Path(folder).glob("*.safetensors"):
@@ -624,7 +534,7 @@ def _results_mtime(folder: Path) -> float:
     return max(p.stat().st_mtime for p in folder.glob("*.parquet"))
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+@memo
 def _read_results(folder: str, mtime: float):
     return sweeps.read_results(folder)
 

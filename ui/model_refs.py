@@ -9,8 +9,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import streamlit as st
-
+from ui.memo import memo
 from ui.server import checkpoint_dir, kept_store
 
 KINDS = ("zoo", "trained", "upload")
@@ -50,7 +49,7 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
+@memo
 def _file_digest(path: str, mtime_ns: int, size: int) -> str:
     return digest(Path(path).read_bytes())
 
