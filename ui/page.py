@@ -312,13 +312,19 @@ def progress_bar(text: str):
         bar.empty()
 
 
-def each_model(models: list[Shown], text: str, compute) -> dict:
+def each_model(models: list[Shown], text: str, compute, progress: bool = True) -> dict:
     """`compute(ref, n, progress=...)` for every model shown, each under its own progress bar (`text`
-    formatted with the model's label, escaped, and `n`); the results by label."""
+    formatted with the model's label, escaped, and `n`); the results by label. A computation that
+    reports no progress (`progress=False`) is called as `compute(ref, n)` under a spinner."""
     found = {}
     for m in models:
-        with progress_bar(text.format(label=m.markdown_label, n=m.n)) as report:
-            found[m.label] = compute(m.ref, m.n, progress=report)
+        shown = text.format(label=m.markdown_label, n=m.n)
+        if progress:
+            with progress_bar(shown) as report:
+                found[m.label] = compute(m.ref, m.n, progress=report)
+        else:
+            with st.spinner(shown):
+                found[m.label] = compute(m.ref, m.n)
     return found
 
 
