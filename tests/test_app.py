@@ -71,8 +71,9 @@ def test_every_page_opens_cold_and_says_what_to_do(page):
 
 
 def test_the_router_lists_every_page_once_with_its_url_path():
-    assert [p.url_path for p in nav.PAGES] == ["", "lab", "train", "attention", "sensitivity", "layernorm",
-                                               "landscape", "experiments", "about"]
+    assert nav.PAGES[0].url_path == "" and nav.PAGES[0].file == "pages/home.py"
+    assert all(p.file == f"pages/{p.url_path}.py" for p in nav.PAGES[1:])
+    assert len({p.url_path for p in nav.PAGES}) == len(nav.PAGES) and {p.section for p in nav.PAGES} <= set(nav.SECTIONS)
     assert sorted(p.file for p in nav.PAGES) == sorted(f"pages/{path.name}" for path in (ROOT / "pages").glob("*.py"))
 
 
