@@ -236,7 +236,9 @@ def test_landscape_shows_the_paper_radius_first_and_the_rest_on_demand():
     bits = sv.cube.vertices(4)
     assert value == f"{sv.sharpness.sharpness(ck.model, bits, rho, 64, 0).value:.4g}"  # the core's number
     assert "small-ρ limit × ρ²" in [m.label for m in at.metric]
-    assert new_computations(before) == {"model_facts", "task_defined", "summary", "sharpness"}  # summary: sensviz.measure
+    # summary: sensviz.measure; the checkpoint folder's listing and the file's digest are read once per file
+    # version, by whichever test opens them first
+    assert new_computations(before) - {"_zoo_entries", "_file_digest"} == {"model_facts", "task_defined", "summary", "sharpness"}
     for flag in ("curve", "slice", "hessian", "line"):
         at.toggle(key=f"sv_w_landscape_{flag}").set_value(True).run()
         assert not at.exception, flag
