@@ -160,7 +160,7 @@ def job_cases() -> list[dict]:
     from sensviz.jobs import JobManager, JobRefused, calibration
     from sensviz.kept import KeptStore
     from sensviz.worker import TrainRequest
-    from ui import registry
+    from ui import owner_id
 
     rows = []
 
@@ -195,12 +195,12 @@ def job_cases() -> list[dict]:
         finally:
             manager.close()
         store_cases(Path(folder) / "store", row)
-        secret = registry.owner_secret(Path(folder))
-        minted = registry.mint_owner(secret)
+        secret = owner_id.owner_secret(Path(folder))
+        minted = owner_id.mint_owner(secret)
         ident, signature = minted.split(".")
         for case, cookie in (("random", "x" * 22), ("valid-looking id, wrong HMAC", f"{ident}.{signature[::-1]}"),
-                             ("another server's id", registry.mint_owner(b"other")), ("the server's own", minted)):
-            row("owner cookie", case, lambda cookie=cookie: "accepted" if registry.verified_owner(cookie, secret)
+                             ("another server's id", owner_id.mint_owner(b"other")), ("the server's own", minted)):
+            row("owner cookie", case, lambda cookie=cookie: "accepted" if owner_id.verified_owner(cookie, secret)
                 else "counts as absent")
     return rows
 

@@ -3,9 +3,16 @@
 import streamlit as st
 
 from sensviz import glossary
-from ui import nav
+from ui import router
 
-nav.require_router()
+router.require_router()
+
+PAGE = {  # read by ui.nav without running this file
+    "title": "About",
+    "section": "Reference",
+    "icon": ":material/menu_book:",
+    "shows": "the theory with its formulas, and a glossary of the charts",
+}
 
 PAPER = "https://aclanthology.org/2024.acl-long.800"
 CITATION = ("Michael Hahn and Mark Rofin. 2024. Why are Sensitive Functions Hard for Transformers? In *Proceedings "

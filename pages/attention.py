@@ -4,9 +4,19 @@ mode the second model's maps under the first's, on one colour scale."""
 import streamlit as st
 
 from sensviz import charts
-from ui import cache, nav, page
+from ui import cache, page, router
 
-nav.require_router()
+router.require_router()
+
+PAGE = {  # read by ui.nav without running this file
+    "title": "Attention",
+    "section": "Explore",
+    "icon": ":material/visibility:",
+    "needs_model": True,
+    "settings": ("x", "flip", "weight", "range"),  # its own URL parameters
+    "shows": ("attention maps for any input, averaged over the cube or by Hamming weight, and how one bit flip "
+              "changes them"),
+}
 
 selection = page.model()
 models = page.shown()
@@ -41,14 +51,16 @@ if flip != NONE:
 st.subheader("Averaged over inputs")
 weight = page.choice("weight", "Inputs", [NONE, *range(n + 1)], variant=n, fmt=lambda w: "all" if w == NONE else str(w),
                      format_func=lambda w: "all inputs" if w == NONE else f"Hamming weight {w}")
-means = {}
 for m in models:
     if weight != NONE and weight > m.n:
         st.caption(f"{m.markdown_label} is analysed at n={m.n}: it has no inputs of Hamming weight {weight}.")
-        continue
-    with page.progress_bar(f"Averaging the attention of {m.markdown_label} over the cube…") as report:
-        mean_table, average = cache.mean_attention_table(m.ref, m.n, None if weight == NONE else weight,
-                                                         progress=report)
+weighed = [m for m in models if weight == NONE or weight <= m.n]
+averaged = page.each_model(weighed, "Averaging the attention of {label} over the cube…",
+                           lambda ref, n, progress: cache.mean_attention_table(ref, n, None if weight == NONE else weight,
+                                                                               progress=progress))
+means = {}
+for m in weighed:
+    mean_table, average = averaged[m.label]
     if m is models[0] or m.n != n:
         page.exactness_note(average.exact, m.n, cache.DEFAULT_SAMPLES, 0)
     if weight != NONE and average.counts[weight] == 0:

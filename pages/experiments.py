@@ -4,9 +4,19 @@ of your own."""
 import streamlit as st
 
 from sensviz.text import escape_markdown, quoted
-from ui import cache, nav, page, registry
+from ui import cache, page, registry, router, server
 
-nav.require_router()
+router.require_router()
+
+PAGE = {  # read by ui.nav without running this file
+    "title": "Experiments",
+    "section": "Results",
+    "icon": ":material/science:",
+    "settings": ("experiment", "scale"),  # its own URL parameters
+    "shows": ("the paper's five experiments as figures, from the shipped results or a sweep folder of your "
+              "own, with each figure's data as CSV"),
+}
+
 st.markdown(
     "The paper's five experiments — **length scaling**, the **norm/blowup trade-off**, **training dynamics**, "
     "the **scratchpad** and **low-sensitivity generalization** — run as declarative sweeps "
@@ -35,7 +45,7 @@ if source == SHIPPED:
     typed = shipped[scale][name]
 else:
     typed = st.text_input("Sweep folder (the --out of `sensviz sweep`, under this server's results folders)",
-                          key=registry.EXP_FOLDER, max_chars=registry.FOLDER_CHARS, placeholder="e.g. quick/tradeoff",
+                          key=registry.EXP_FOLDER, max_chars=server.FOLDER_CHARS, placeholder="e.g. quick/tradeoff",
                           persist_state="session").strip()
     if not typed:
         st.info("Enter the folder a sweep wrote its results to (it holds runs.parquet), relative to this server's "
@@ -43,7 +53,7 @@ else:
         st.stop()
 
 try:
-    folder = registry.sweep_folder(typed)
+    folder = server.sweep_folder(typed)
     runs, history, spec = cache.experiment_results(folder)
 except ValueError as err:
     st.error(str(err))

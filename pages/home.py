@@ -3,9 +3,17 @@
 import streamlit as st
 
 from sensviz.text import escape_markdown
-from ui import nav, registry
+from ui import nav, registry, router
 
-nav.require_router()
+router.require_router()
+
+PAGE = {  # read by ui.nav without running this file
+    "title": "Home",
+    "heading": "sensviz: why sensitive functions are hard for transformers",
+    "section": "Start",
+    "icon": ":material/home:",
+    "shows": "what the explorer is for and where to start",
+}
 
 st.markdown(
     "Explore the loss-landscape theory of Hahn & Rofin, *Why are Sensitive Functions Hard for Transformers?* "

@@ -12,9 +12,19 @@ import streamlit as st
 
 from sensviz import lab
 from sensviz.text import escape_markdown
-from ui import cache, nav, page, registry, train_form
+from ui import cache, model_refs, nav, page, registry, router, server, train_form, url_state
 
-nav.require_router()
+router.require_router()
+
+PAGE = {  # read by ui.nav without running this file
+    "title": "Lab",
+    "heading": "Lab: sensitive functions",
+    "section": "Start",
+    "icon": ":material/school:",
+    "settings": ("chapter", "predict", "try"),  # its own URL parameters
+    "shows": ("the paper's story in six guided chapters for a class: each with its question, one-click setup, "
+              "the few charts that make the point, a question to answer and the formula; an offline handout"),
+}
 
 NUMBERS = list(range(1, len(lab.CHAPTERS) + 1))
 SKIP = "skip"
@@ -44,9 +54,9 @@ def slug(option: str) -> str:
 def turn(k: int) -> None:
     """Turn to chapter k at its top, with its own prediction and its control at its default."""
     st.session_state[registry.widget_key("lab", "chapter")] = k
-    registry.set_setting("lab", "chapter", k, NUMBERS[0])
+    url_state.set_setting("lab", "chapter", k, NUMBERS[0])
     to = lab.chapter(k)
-    registry.set_setting("lab", "try", to.control.default, to.control.default)
+    url_state.set_setting("lab", "try", to.control.default, to.control.default)
     st.session_state[registry.LAB_TOP] = True
 
 
@@ -68,11 +78,11 @@ if ("lab", "predict") not in st.session_state.get(registry.SETTINGS, {}):  # the
             raise ValueError(f"predict is one of {', '.join(by_slug)} in chapter {number}")
         return by_slug[raw]
 
-    linked = registry.setting("lab", "predict", None, parse)
+    linked = url_state.setting("lab", "predict", None, parse)
     if linked is not None:
         predictions[number] = linked
 predicted = predictions.get(number)
-registry.set_setting("lab", "predict", predicted, None, slug)
+url_state.set_setting("lab", "predict", predicted, None, slug)
 
 st.subheader(f"{number}. {chapter.title}")
 definitions = "\n\n".join(chapter.definitions())
@@ -118,7 +128,7 @@ if yours:
     st.caption(f"Your model {escape_markdown(selection.ref.label)} is a black mark at its n.")
 figures = list(built.figures)
 if number == 2 and predicted is not None and registry.followed_job():  # the student's own PARITY run, if n = 8
-    records = registry.job_manager().records(registry.followed_job())
+    records = server.job_manager().records(registry.followed_job())
     if records and len(records[-1].get("degree_profile") or ()) == built.numbers["n"] + 1:
         figures[1] = cache.lab_your_run(choice, records)
 
@@ -158,13 +168,13 @@ for line in chapter.formula:
 
 def setup() -> None:
     """Load the chapter's zoo models: the first as the model, the second as the comparison."""
-    refs = [registry.zoo_ref(name) for name in chapter.models]
+    refs = [model_refs.zoo_ref(name) for name in chapter.models]
     registry.select(refs[0], show=True)
     registry.set_compared(refs[1] if len(refs) > 1 else None)
 
 
 st.markdown(f"**Try it yourself.** {chapter.try_it}")
-loaded = selection is not None and selection.ref.name == registry.zoo_ref(chapter.models[0]).name
+loaded = selection is not None and selection.ref.name == model_refs.zoo_ref(chapter.models[0]).name
 cols = st.columns([2, 3])
 cols[0].button("Load this chapter's models", on_click=setup, type="secondary" if loaded else "primary",
                key=registry.widget_key("lab", "setup", number),

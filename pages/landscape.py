@@ -4,9 +4,21 @@ and the line to a second model on demand. In compare mode both models on the sam
 import streamlit as st
 
 from sensviz import charts
-from ui import cache, nav, page
+from ui import cache, page, router
+from ui.model_refs import ModelRef
 
-nav.require_router()
+router.require_router()
+
+PAGE = {  # read by ui.nav without running this file
+    "title": "Landscape",
+    "section": "Explore",
+    "icon": ":material/landscape:",
+    "needs_model": True,
+    "settings": ("rho", "directions", "inputs", "seed", "curve", "slice", "kind", "norm", "skip", "span", "plane",
+                 "hessian", "line"),  # its own URL parameters
+    "shows": ("sharpness L_ρ at the paper's radius with its error bar beside the exact small-ρ limit; on "
+              "demand the ρ curve, 1-D and 2-D loss slices, Hessian eigenvalues and the line to a second model"),
+}
 
 selection = page.model()
 models = page.shown()
@@ -28,9 +40,9 @@ with st.expander("Measurement settings", expanded=False):
 at_paper = abs(rho - paper_rho) <= 1e-9 * paper_rho
 
 
-def radius(m: page.Shown) -> float:
+def radius(model: ModelRef) -> float:
     """The radius a model is measured at: its own paper radius 0.02·√P by default, else the radius chosen."""
-    return cache.paper_rho(m.ref) if at_paper else rho
+    return cache.paper_rho(model) if at_paper else rho
 
 
 def on_task(shown: list[page.Shown]) -> str:
@@ -43,24 +55,22 @@ st.subheader("Sharpness")
 st.markdown("**L_ρ,n = E_x E_{‖Δ‖=ρ} (T_{θ+Δ}(x) − T_θ(x))²**, Δ uniform on the sphere of radius ρ over all "
             "parameters except the positional encodings. The paper measures it at a finite radius; its exact "
             "small-ρ limit (per-example gradients, no random directions) is the first-order part.")
-results = {}
-for m in models:
-    with st.spinner(f"Perturbing the parameters of {m.markdown_label}…"):
-        results[m.label] = cache.sharpness(m.ref, m.n, radius(m), directions, inputs, seed)
+results = page.each_model(models, "Perturbing the parameters of {label}…", lambda ref, n: cache.sharpness(
+    ref, n, radius(ref), directions, inputs, seed), progress=False)
 for m in models:
     result, exact, count = results[m.label]
     if compare:
         st.markdown(f"**{m.markdown_label}** (n={m.n})")
     cols = st.columns(3)
-    cols[0].metric(f"L_ρ at ρ = {radius(m):.4g}", page.figure(result.value),
+    cols[0].metric(f"L_ρ at ρ = {radius(m.ref):.4g}", page.figure(result.value),
                    help=f"± {result.stderr:.2g}: one standard error over {directions} directions")
     cols[1].metric("± stderr", page.figure(result.stderr, 2))
-    first_order = None if result.limit is None else result.limit * radius(m) ** 2
+    first_order = None if result.limit is None else result.limit * radius(m.ref) ** 2
     cols[2].metric("small-ρ limit × ρ²", page.figure(first_order),
                    help=f"lim L_ρ/ρ² = E_x‖∇_θT(x)‖²/P = {page.figure(result.limit)}, exactly, from per-example "
                    "gradients: the first-order part of the sharpness")
 table = page.labelled({m.label: cache.sharpness_table(results[m.label][0]) for m in models})
-same_radius = len({round(radius(m), 12) for m in models}) == 1
+same_radius = len({round(radius(m.ref), 12) for m in models}) == 1
 title = f"L_ρ at ρ = {rho:.4g}" if same_radius else "L_ρ at each model's radius 0.02·√P"
 st.altair_chart(charts.sharpness_at_radius(table, f"{title} beside the first-order prediction"))
 _, exact, count = results[models[0].label]
@@ -71,11 +81,8 @@ page.download(table, "sharpness.csv")
 
 st.subheader("How L_ρ/ρ² depends on ρ")
 if page.flag("curve", "Sweep ρ from 0.001 to 1 and the paper's radius"):
-    curves = {}
-    for m in models:
-        with st.spinner(f"Sweeping ρ for {m.markdown_label}…"):
-            curves[m.label] = cache.sharpness_curve(m.ref, m.n, min(directions, 64), min(inputs, 256), seed)
-    curve = page.labelled(curves)
+    curve = page.labelled(page.each_model(models, "Sweeping ρ for {label}…", lambda ref, n: cache.sharpness_curve(
+        ref, n, min(directions, 64), min(inputs, 256), seed), progress=False))
     st.altair_chart(charts.radius_curves(curve, [cache.paper_rho(m.ref) for m in models],
                                          "L_ρ / ρ² approaches the exact limit as ρ → 0"))
     st.caption("Dashed: the exact small-ρ limit E‖∇T‖²/P; grey: the paper's radius 0.02·√P.")
@@ -98,22 +105,16 @@ if page.flag("slice", "Compute the 1-D slice (41 points)"):
     skip = page.flag("skip", "Skip biases and LayerNorms", widget=cols[0].checkbox, disabled=hessian,
                      help="Leave the biases and the LayerNorm parameters out of the random directions")
     span = page.choice("span", "Span", [0.1, 0.25, 0.5, 1.0, 2.0], default=1.0, widget=cols[1].select_slider)
-    lines = {}
-    for m in tasked:
-        with st.spinner(f"Evaluating the loss of {m.markdown_label} along the direction…"):
-            lines[m.label] = cache.loss_slice(m.ref, m.n, 1, normalization, skip, hessian, span, 41, min(inputs, 512),
-                                              seed)
-    line = page.labelled(lines)
+    line = page.labelled(page.each_model(tasked, "Evaluating the loss of {label} along the direction…",
+                                         lambda ref, n: cache.loss_slice(ref, n, 1, normalization, skip, hessian, span,
+                                                                         41, min(inputs, 512), seed), progress=False))
     st.altair_chart(charts.slice_line(line, "1-D slice (α = 0 is the checkpoint)", task=on_task(tasked)))
     page.download(line, "slice_1d.csv")
     if page.flag("plane", "Compute the 2-D slice (21 × 21 points)"):
-        planes, segments = {}, {}
-        for m in tasked:
-            with st.spinner(f"Evaluating the loss of {m.markdown_label} on the grid…"):
-                planes[m.label] = cache.loss_slice(m.ref, m.n, 2, normalization, skip, hessian, span, 21,
-                                                   min(inputs, 256), seed)
-                segments[m.label] = cache.contours(m.ref, m.n, normalization, skip, hessian, span, 21, min(inputs, 256),
-                                                   seed)
+        planes = page.each_model(tasked, "Evaluating the loss of {label} on the grid…", lambda ref, n: cache.loss_slice(
+            ref, n, 2, normalization, skip, hessian, span, 21, min(inputs, 256), seed), progress=False)
+        segments = page.each_model(tasked, "Drawing the contours of {label}…", lambda ref, n: cache.contours(
+            ref, n, normalization, skip, hessian, span, 21, min(inputs, 256), seed), progress=False)
         plane = page.labelled(planes)
         st.altair_chart(charts.contour_chart(plane, page.labelled(segments),
                                              f"2-D slice with contours, loss on {on_task(tasked)}"))
@@ -122,11 +123,9 @@ if page.flag("slice", "Compute the 1-D slice (41 points)"):
 st.subheader("Curvature")
 if page.flag("hessian", "Compute the top Hessian eigenvalues (Lanczos)"):
     with page.guarded("The Hessian's eigenvalues"):
-        eigen = {}
-        for m in tasked:
-            with st.spinner(f"Lanczos on Hessian-vector products of {m.markdown_label}…"):
-                eigen[m.label] = cache.hessian_top(m.ref, m.n, 3, min(inputs, 512), seed)
-        eigen = page.labelled(eigen)
+        eigen = page.labelled(page.each_model(tasked, "Lanczos on Hessian-vector products of {label}…",
+                                              lambda ref, n: cache.hessian_top(ref, n, 3, min(inputs, 512), seed),
+                                              progress=False))
         st.dataframe(eigen, hide_index=True)
         st.caption("Top eigenvalues of the Hessian of the training loss over the inputs, with residuals ‖Hv − λv‖.")
         page.download(eigen, "hessian_top.csv")

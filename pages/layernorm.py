@@ -4,9 +4,19 @@ mode the second model beside the first, on the same colour scale and axes."""
 import streamlit as st
 
 from sensviz import charts
-from ui import cache, nav, page
+from ui import cache, page, router
 
-nav.require_router()
+router.require_router()
+
+PAGE = {  # read by ui.nav without running this file
+    "title": "LayerNorm",
+    "section": "Explore",
+    "icon": ":material/straighten:",
+    "needs_model": True,
+    "settings": ("x", "tradeoff"),  # its own URL parameters
+    "shows": ("the factors N_i^(k) of one input, their Blowup over the cube, Blowup against s(f,x), and the "
+              "zoo in the paper's norm/blowup trade-off"),
+}
 
 selection = page.model()
 models = page.shown()

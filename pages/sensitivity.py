@@ -4,9 +4,19 @@ in compare mode the second model beside the first, on the same colour scale and 
 import streamlit as st
 
 from sensviz import charts
-from ui import cache, nav, page
+from ui import cache, page, router
 
-nav.require_router()
+router.require_router()
+
+PAGE = {  # read by ui.nav without running this file
+    "title": "Sensitivity",
+    "section": "Explore",
+    "icon": ":material/grid_on:",
+    "needs_model": True,
+    "settings": ("colour", "vertex"),  # its own URL parameters
+    "shows": ("s(f,x) on every vertex of the Hamming cube, model vs. target; one vertex and its flips; "
+              "distributions, influences and the Fourier degree profile"),
+}
 
 selection = page.model()
 models = page.shown()

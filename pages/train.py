@@ -5,9 +5,19 @@ import streamlit as st
 
 from sensviz import charts, jobs
 from sensviz.text import escape_markdown, quoted
-from ui import cache, job_panel, nav, page, registry, train_form
+from ui import cache, job_panel, owner_id, page, registry, router, server, train_form
 
-nav.require_router()
+router.require_router()
+
+PAGE = {  # read by ui.nav without running this file
+    "title": "Train",
+    "section": "Explore",
+    "icon": ":material/model_training:",
+    "settings": ("logloss",),  # its own URL parameters
+    "shows": ("train a small transformer on PARITY, MAJORITY, FIRST, MEAN, sparse or random functions, as a "
+              "server-side job that keeps running while you look at other pages; live loss, accuracy, "
+              "sharpness, Blowup, param_norm, as_n and the Fourier degree profile; presets and early stopping"),
+}
 
 st.markdown("Train a transformer on fresh uniform bit strings every step (AdamW, the paper's setup), measuring "
             "loss, accuracy, sharpness, LayerNorm blowup and the parameter norm as it learns. The run belongs to "
@@ -16,7 +26,7 @@ st.markdown("Train a transformer on fresh uniform bit strings every step (AdamW,
 
 try:
     request = train_form.form()
-    job_id = (registry.job_manager().submit(registry.owner(), request, registry.client_address())
+    job_id = (server.job_manager().submit(owner_id.owner(), request, owner_id.client_address())
               if request is not None else None)
 except (jobs.JobRefused, ValueError) as err:
     st.error(f"Cannot train with these settings: {quoted(err, 300)}")
@@ -27,7 +37,7 @@ else:
 
 
 def show_records(job_id: str, log_loss: bool):
-    records = registry.job_manager().records(job_id)
+    records = server.job_manager().records(job_id)
     if not records:
         st.caption("The first measurement is on its way…")
         return
@@ -40,7 +50,7 @@ def show_records(job_id: str, log_loss: bool):
 
 @st.fragment(run_every=1.5)
 def live(job_id: str, log_loss: bool) -> None:
-    status = registry.job_manager().status(job_id)
+    status = server.job_manager().status(job_id)
     if status is None or not status.active:
         st.rerun()
     job_panel.show_progress(status, key=registry.TRAIN_STOP)
@@ -48,7 +58,7 @@ def live(job_id: str, log_loss: bool) -> None:
 
 
 job_id = registry.followed_job()
-status = registry.job_manager().status(job_id) if job_id else None
+status = server.job_manager().status(job_id) if job_id else None
 if status is not None:
     st.subheader(escape_markdown(status.name))
     log_loss = page.flag("logloss", "Loss on a log axis", help="The loss falls over orders of magnitude: a log axis "

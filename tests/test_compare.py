@@ -15,7 +15,7 @@ from test_app import ROOT, ZOO, goto, notices, open_url, plain, selected, train_
 from test_charts import walk
 
 import sensviz as sv
-from ui import page, registry
+from ui import model_refs, page, registry
 
 PARITY, FIRST = "encoder-parity-n8", "encoder-first-n8"
 PAIR = {"model": PARITY, "compare": FIRST}
@@ -41,7 +41,7 @@ def labels_in(data: pd.DataFrame) -> set:
     return set(data.get("model", pd.Series(dtype=str)).dropna()) | set(data.get("function", pd.Series(dtype=str)).dropna())
 
 
-def compared(at) -> registry.ModelRef | None:
+def compared(at) -> model_refs.ModelRef | None:
     return at.session_state.get(registry.COMPARE)
 
 

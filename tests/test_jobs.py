@@ -410,21 +410,21 @@ def test_a_worker_over_its_memory_budget_fails_with_one_line(tmp_path):
 
 
 def test_owner_ids_are_minted_by_the_server_and_forged_cookies_count_as_absent(tmp_path):
-    from ui import registry
+    from ui import owner_id
 
-    secret = registry.owner_secret(tmp_path)
+    secret = owner_id.owner_secret(tmp_path)
     assert (tmp_path / "owner_secret").stat().st_mode & 0o777 == 0o600 and len(secret) == 32
-    assert registry.owner_secret(tmp_path) == secret  # created once
-    minted = registry.mint_owner(secret)
-    assert registry.verified_owner(minted, secret) == minted
+    assert owner_id.owner_secret(tmp_path) == secret  # created once
+    minted = owner_id.mint_owner(secret)
+    assert owner_id.verified_owner(minted, secret) == minted
     ident, signature = minted.split(".")
     wrong = "A" if signature[0] != "A" else "B"
     forged = [
         None, "", secrets.token_urlsafe(16),  # missing, empty, random (the old unsigned kind)
         f"{ident}.{wrong}{signature[1:]}",  # a valid-looking id with a wrong HMAC
         f"{secrets.token_urlsafe(16)}.{signature}",  # someone's signature on another id
-        registry.mint_owner(b"another server's secret"),
+        owner_id.mint_owner(b"another server's secret"),
         minted + "x", f"{ident}.{signature}.{signature}", ["list"], 12345,
     ]
     for cookie in forged:
-        assert registry.verified_owner(cookie, secret) is None, cookie
+        assert owner_id.verified_owner(cookie, secret) is None, cookie

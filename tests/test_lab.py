@@ -186,10 +186,10 @@ def test_chapter_4_states_the_charted_quantity_and_compares_by_error_bars():
 
 
 def test_chapter_4_shows_the_landscape_pages_number():
-    from ui import cache, registry
+    from ui import cache, model_refs
 
     built = lab.chapter(4).present(data(4), 1.0)
-    ref = registry.zoo_ref("encoder-parity-n16")
+    ref = model_refs.zoo_ref("encoder-parity-n16")
     assert lab.LANDSCAPE.directions == cache.LANDSCAPE_DIRECTIONS
     assert lab.LANDSCAPE.measure_inputs == cache.LANDSCAPE_INPUTS
     page, _, _ = cache.sharpness(ref, 16, cache.paper_rho(ref), cache.LANDSCAPE_DIRECTIONS, cache.LANDSCAPE_INPUTS, 0)

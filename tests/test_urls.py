@@ -16,8 +16,8 @@ sys.path.insert(0, str(ROOT))
 os.environ["SENSVIZ_DATA_DIR"] = tempfile.mkdtemp(prefix="sensviz-urltest-")
 
 import sensviz as sv  # noqa: E402
-from ui import cache, nav, registry  # noqa: E402
-from ui.cache import Store  # noqa: E402
+from ui import cache, memo, model_refs, nav, server  # noqa: E402
+from ui.memo import Store  # noqa: E402
 
 CEILING_S = 120
 
@@ -26,24 +26,24 @@ CEILING_S = 120
 
 
 def test_a_zoo_link_is_pinned_to_the_checkpoint_content():
-    ref, warning = registry.resolve("encoder-parity-n8")
+    ref, warning = model_refs.resolve("encoder-parity-n8")
     digest = sv.checkpoints.file_hash(ROOT / "checkpoints" / "encoder-parity-n8.safetensors")
     assert ref.kind == "zoo" and ref.digest == digest and warning is None
     assert ref.param == f"encoder-parity-n8~{digest[:12]}"
-    assert registry.resolve(ref.param) == (ref, None)
-    assert registry.resolve("encoder-parity-n8.safetensors")[0] == ref
-    stale, warning = registry.resolve("encoder-parity-n8~000000000000")
+    assert model_refs.resolve(ref.param) == (ref, None)
+    assert model_refs.resolve("encoder-parity-n8.safetensors")[0] == ref
+    stale, warning = model_refs.resolve("encoder-parity-n8~000000000000")
     assert stale == ref and "rebuilt since this link was made" in warning
 
 
 def test_a_kept_model_link_names_its_kind_and_token():
     model = sv.build_model("formal", d_model=8, n_heads=2, max_len=4, seed=0)
-    kept = registry.kept_store().keep("trained", "run", sv.checkpoint_bytes(model, task="first", n=4), owner="alice")
-    ref, _ = registry.resolve(f"trained:{kept.token}")
+    kept = server.kept_store().keep("trained", "run", sv.checkpoint_bytes(model, task="first", n=4), owner="alice")
+    ref, _ = model_refs.resolve(f"trained:{kept.token}")
     assert ref.param == f"trained:{kept.token}" and ref.name == "run"
     assert cache.load(ref).task.label == "first"  # validated like any upload
     with pytest.raises(ValueError, match="no kept model"):
-        registry.resolve(f"upload:{kept.token}")  # the wrong kind
+        model_refs.resolve(f"upload:{kept.token}")  # the wrong kind
 
 
 @pytest.mark.parametrize("value, message", [
@@ -52,14 +52,14 @@ def test_a_kept_model_link_names_its_kind_and_token():
 ])
 def test_bad_model_links_say_why(value, message):
     with pytest.raises(ValueError, match=message):
-        registry.resolve(value)
+        model_refs.resolve(value)
 
 
 def test_a_kept_model_whose_bytes_changed_is_refused(tmp_path):
     model = sv.build_model("formal", d_model=8, n_heads=2, max_len=4, seed=1)  # not the bytes alice kept above
-    store = registry.kept_store()
+    store = server.kept_store()
     kept = store.keep("trained", "run", sv.checkpoint_bytes(model, task="first", n=4), owner="alice")
-    ref, _ = registry.resolve(f"trained:{kept.token}")
+    ref, _ = model_refs.resolve(f"trained:{kept.token}")
     (store.root / f"{kept.file}.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
     with pytest.raises(sv.CheckpointError, match="changed since it was selected"):
         cache.load(ref)
@@ -120,7 +120,7 @@ def test_loaded_models_are_cached_by_their_bytes_not_their_number():
     store = cache._models()
     assert store.max_weight == cache.MODEL_CACHE_BYTES and store.max_entries is None and store.weigh is cache.model_bytes
     names = ["encoder-parity-n6", "encoder-first-n6", "formal-parity-n4"]
-    checkpoints = [cache.load(registry.resolve(name)[0]) for name in names]
+    checkpoints = [cache.load(model_refs.resolve(name)[0]) for name in names]
     for ck in checkpoints:
         assert {p.dtype for p in ck.model.parameters()} == {torch.float32}
         assert cache.model_bytes(ck) == 4 * sum(p.numel() for p in ck.model.parameters()) + sum(
@@ -133,7 +133,7 @@ def test_loaded_models_are_cached_by_their_bytes_not_their_number():
 def test_memo_keys_are_the_bound_arguments():
     calls = []
 
-    @cache.memo
+    @memo.memo
     def double(x: int, scale: int = 2, progress=None) -> int:
         calls.append((x, scale))
         if progress:
@@ -146,6 +146,15 @@ def test_memo_keys_are_the_bound_arguments():
     assert double(3, scale=5) == 15 and len(calls) == 2
     with pytest.raises(TypeError, match="must be hashable"):
         double([3])
+
+
+def test_a_sweep_folder_is_read_once_for_its_tables_and_its_figures():
+    folder = server.sweep_folder("quick/tradeoff")
+    before = memo.stats().get("_read_results", 0)
+    runs, _, _ = cache.experiment_results(folder)
+    cache.experiment_figures(folder)
+    cache.experiment_results(folder)
+    assert not runs.empty and memo.stats().get("_read_results", 0) - before <= 1  # one scheme, one key: read at most once
 
 
 # ----------------------------------------------------------------------------- sweep folders
@@ -162,23 +171,23 @@ SHIPPED = ROOT / "experiments" / "results"
 def test_a_sweep_folder_outside_the_results_folders_is_refused_in_one_line(typed, monkeypatch):
     monkeypatch.delenv("SENSVIZ_RESULTS_DIRS", raising=False)
     with pytest.raises(ValueError) as refused:
-        registry.sweep_folder(typed)
+        server.sweep_folder(typed)
     message = str(refused.value)
-    assert message == registry.NOT_A_RESULTS_FOLDER and "\n" not in message
+    assert message == server.NOT_A_RESULTS_FOLDER and "\n" not in message
     assert str(ROOT) not in message and "/home" not in message and "/root" not in message
 
 
 def test_a_sweep_folder_inside_a_results_folder_opens(monkeypatch, tmp_path):
     monkeypatch.setenv("SENSVIZ_RESULTS_DIRS", os.pathsep.join([str(SHIPPED), str(tmp_path)]))
     tradeoff = (SHIPPED / "quick" / "tradeoff").resolve()
-    assert registry.sweep_folder("quick/tradeoff") == tradeoff
-    assert registry.sweep_folder(str(SHIPPED / "quick" / "tradeoff")) == tradeoff  # absolute, inside
-    assert registry.sweep_folder("quick/../quick/tradeoff/") == tradeoff
+    assert server.sweep_folder("quick/tradeoff") == tradeoff
+    assert server.sweep_folder(str(SHIPPED / "quick" / "tradeoff")) == tradeoff  # absolute, inside
+    assert server.sweep_folder("quick/../quick/tradeoff/") == tradeoff
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "runs.parquet").write_bytes(b"")
-    assert registry.sweep_folder("mine") == mine.resolve()  # the second root
-    assert registry.results_roots() == [SHIPPED, tmp_path]
+    assert server.sweep_folder("mine") == mine.resolve()  # the second root
+    assert server.results_roots() == [SHIPPED, tmp_path]
 
 
 def test_a_link_out_of_a_results_folder_is_refused(monkeypatch, tmp_path):
@@ -191,13 +200,13 @@ def test_a_link_out_of_a_results_folder_is_refused(monkeypatch, tmp_path):
     monkeypatch.setenv("SENSVIZ_RESULTS_DIRS", str(root))
     for typed in ("escape", str(root / "escape"), "inside"):
         with pytest.raises(ValueError, match="not a sweep folder under this server's results folders"):
-            registry.sweep_folder(typed)
+            server.sweep_folder(typed)
 
 
 def test_the_default_results_folders_are_the_shipped_results_and_the_data_directorys_sweeps(monkeypatch):
     monkeypatch.delenv("SENSVIZ_RESULTS_DIRS", raising=False)
-    assert registry.results_roots() == [SHIPPED, sv.kept.data_dir() / "sweeps"]
-    assert registry.results_dir() == SHIPPED
+    assert server.results_roots() == [SHIPPED, sv.kept.data_dir() / "sweeps"]
+    assert server.results_dir() == SHIPPED
 
 
 # ----------------------------------------------------------------------------- the one page list

@@ -1,31 +1,34 @@
 """The explorer's cache layer: every call into the `sensviz` core, cached by its arguments.
 
-Loaded checkpoints are `st.cache_resource` (read-only, shared by all sessions; never trained in
-place), validated by `sensviz.load_checkpoint` every time their bytes are loaded. Computed results
-go through `memo`: the key is the function's name and its bound arguments in signature order
-(everything but the `progress` callback), so a forgotten argument cannot serve a stale result,
-and a missed key is computed once even when many sessions ask at once (a lock per key; the others
-wait for the value). Not `st.cache_data` for these: it replays the elements a cached function
-drew and fails on a progress bar created outside it, and long computations here report progress
-through a callback. Values are shared between sessions: callers must not modify them.
+**The caching rule.** Every value the explorer loads or computes is kept in a `ui.memo.Store`, keyed
+by the function's name and its bound arguments in signature order (everything but the `progress`
+callback), so a forgotten argument cannot serve a stale result; a missed key is computed once even
+when many sessions ask at once (a lock per key; the others wait for the value); values are shared
+between sessions and callers never modify them. A value read from a file has the file's version
+(its mtime, its size) among its arguments, so a changed file is read again. One scheme per kind:
 
-`stats()` counts the computations per function, and with $SENSVIZ_LOG=INFO every computation is
-logged (`sensviz.explorer`), which the load test reads.
+- loaded models: `load`, in the model store bounded by their bytes (`MODEL_CACHE_BYTES`);
+- everything computed or read (tables, figures, reports, file metadata, digests): `@memo`, in the
+  store of computed values (256 entries);
+- `st.cache_resource` holds only what there is one of per server: the two stores and the warm-up.
+
+Not `st.cache_data`: it replays the elements a cached function drew and fails on a progress bar
+created outside it (long computations here report progress through a callback), and a second
+scheme would let one key be served twice.
+
+`ui.memo.stats()` counts the computations per function, and with $SENSVIZ_LOG=INFO every
+computation is logged (`sensviz.explorer`), which the load test reads.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import inspect
 import io
 import logging
 import math
 import os
 import sys
 import threading
-import time
-from collections import Counter, OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,8 +44,9 @@ from sensviz.kept import KeptUnreadable
 from sensviz.measure import MeasureSettings, affordable, columns, measure, sharpness_radius
 from sensviz.models import config_to_dict
 from sensviz.text import escape_markdown
-from ui import registry
-from ui.registry import ModelRef
+from ui import model_refs, server
+from ui.memo import Store, memo
+from ui.model_refs import ModelRef
 
 UPLOAD_CAP_MB = SIZE_CAP // 2**20
 """Upload size cap; `.streamlit/config.toml` sets `server.maxUploadSize` to the same value."""
@@ -65,77 +69,6 @@ if not log.handlers and os.environ.get("SENSVIZ_LOG"):
     log.addHandler(_handler)
     log.setLevel(os.environ["SENSVIZ_LOG"].upper())
     log.propagate = False
-
-
-# ----------------------------------------------------------------------------- the store
-
-
-class Store:
-    """A thread-safe LRU map from keys to computed values; a missed key is computed once (a lock
-    per key), while other keys stay readable. Bounded by entries, or with `weigh` by the sum of the
-    values' weights (the newest value stays even when it alone is over `max_weight`)."""
-
-    def __init__(self, max_entries: int | None = None, max_weight: int | None = None,
-                 weigh: Callable[[object], int] | None = None):
-        self.max_entries = max_entries
-        self.max_weight = max_weight
-        self.weigh = weigh
-        self.weights: dict = {}  # key -> weight of its value (with `weigh`)
-        self.weight = 0
-        self.values: OrderedDict = OrderedDict()
-        self.lock = threading.Lock()
-        self.key_locks: dict = {}  # key -> [lock, number of threads using it]
-        self.computed: Counter = Counter()  # function name -> computations
-
-    def get_or_compute(self, key: tuple, compute: Callable[[], object]):
-        with self.lock:
-            if key in self.values:
-                self.values.move_to_end(key)
-                return self.values[key]
-            entry = self.key_locks.setdefault(key, [threading.Lock(), 0])
-            entry[1] += 1
-        try:
-            with entry[0]:
-                with self.lock:
-                    if key in self.values:  # computed by another thread while this one waited
-                        self.values.move_to_end(key)
-                        return self.values[key]
-                start = time.perf_counter()
-                value = compute()
-                weight = self.weigh(value) if self.weigh else 0
-                with self.lock:
-                    self.values[key] = value
-                    self.weights[key] = weight
-                    self.weight += weight
-                    self.computed[key[0]] += 1
-                    while len(self.values) > 1 and self._over():
-                        old, _ = self.values.popitem(last=False)
-                        self.weight -= self.weights.pop(old)
-                log.info("computed %s in %.3f s", _describe(key), time.perf_counter() - start)
-                return value
-        finally:
-            with self.lock:
-                entry[1] -= 1
-                if entry[1] == 0:
-                    self.key_locks.pop(key, None)
-
-
-    def _over(self) -> bool:
-        return ((self.max_entries is not None and len(self.values) > self.max_entries)
-                or (self.max_weight is not None and self.weight > self.max_weight))
-
-
-def _describe(key: tuple) -> str:
-    """`name(arg=value, ...)` of a `memo` key, models by their link."""
-    name, *arguments = key
-    shown = (f"{a[0]}={a[1].param if isinstance(a[1], ModelRef) else a[1]!r}" if isinstance(a, tuple) and len(a) == 2
-             else repr(a) for a in arguments)
-    return f"{name}({', '.join(shown)})"
-
-
-@st.cache_resource(show_spinner=False)
-def _store() -> Store:
-    return Store(max_entries=256)  # computed results: tables, reports, traces
 
 
 @st.cache_resource(show_spinner=False)
@@ -163,33 +96,10 @@ def warm_up() -> threading.Thread:
     return thread
 
 
-def stats() -> dict[str, int]:
-    """Computations per cached function since the server started (or the caches were cleared)."""
-    return dict(_store().computed)
-
-
-def memo(fn):
-    """Cache `fn` in the store under its name and bound arguments (not `progress`)."""
-    signature = inspect.signature(fn)
-
-    @functools.wraps(fn)
-    def cached(*args, **kwargs):
-        bound = signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        key = (fn.__name__, *((k, v) for k, v in bound.arguments.items() if k != "progress"))
-        try:
-            hash(key)
-        except TypeError as err:
-            raise TypeError(f"{fn.__name__}: every argument must be hashable to be a cache key ({err})") from None
-        return _store().get_or_compute(key, lambda: fn(*bound.args, **bound.kwargs))
-
-    return cached
-
-
 # ----------------------------------------------------------------------------- models
 
 
-@st.cache_data(show_spinner=False)
+@memo
 def _zoo_entries(folder: str, mtime_ns: int) -> list[dict]:
     entries = []
     for path in Path(folder).glob("*.safetensors"):
@@ -218,7 +128,7 @@ def _zoo_entries(folder: str, mtime_ns: int) -> list[dict]:
 def zoo_entries() -> list[dict]:
     """Metadata of every pretrained checkpoint (header only), by task, then n, then architecture;
     renewed when the folder changes (files are written by replacing them)."""
-    folder = registry.checkpoint_dir()
+    folder = server.checkpoint_dir()
     return _zoo_entries(str(folder), folder.stat().st_mtime_ns if folder.is_dir() else 0)
 
 
@@ -250,12 +160,12 @@ def _load(ref: ModelRef) -> sv.Checkpoint:
 
 def _read(ref: ModelRef) -> sv.Checkpoint:
     try:
-        data = registry.model_bytes(ref)
+        data = model_refs.model_bytes(ref)
     except KeptUnreadable as err:
         raise sv.CheckpointError(f"{ref.label}: {err}") from None
     except (KeyError, OSError):
         raise sv.CheckpointError(f"{ref.label}: the model is gone (deleted, or evicted to make room)") from None
-    if registry.digest(data) != ref.digest:
+    if model_refs.digest(data) != ref.digest:
         raise sv.CheckpointError(f"{ref.label}: the file changed since it was selected; select it again")
     source = io.BytesIO(data)
     source.name = ref.name or ref.key
@@ -268,7 +178,7 @@ def load(ref: ModelRef) -> sv.Checkpoint:
     """The loaded checkpoint (shared and read-only). Loading reads the bytes, checks they are the
     ones the reference names and validates them (`sensviz.load_checkpoint`); later calls check
     that the file is still there and unchanged. `CheckpointError` for a bad, changed or vanished file."""
-    if not registry.unchanged(ref):
+    if not model_refs.unchanged(ref):
         raise sv.CheckpointError(f"{ref.label}: the model is gone or changed since it was selected; select it again")
     return _load(ref)
 
@@ -343,7 +253,7 @@ def compatible_models(ref: ModelRef, others: list[ModelRef]) -> list[ModelRef]:
     same parameter space, so a straight line between the two is meaningful)."""
     ck = load(ref)
     config = config_to_dict(ck.config)
-    found = [registry.zoo_ref(e["stem"]) for e in zoo_entries() if e["arch"] == ck.arch and e["config"] == config]
+    found = [model_refs.zoo_ref(e["stem"]) for e in zoo_entries() if e["arch"] == ck.arch and e["config"] == config]
     for other in others:
         try:
             same = load(other).arch == ck.arch and load(other).config == ck.config
@@ -507,7 +417,7 @@ def zoo_tradeoff(progress: Progress = None) -> pd.DataFrame:
     for i, entry in enumerate(entries):
         if progress:
             progress(i / max(len(entries), 1))
-        ref = registry.zoo_ref(entry["stem"])
+        ref = model_refs.zoo_ref(entry["stem"])
         ck = load(ref)
         if ck.task is None or not ck.task.boolean:
             continue
@@ -621,7 +531,7 @@ def shipped_results() -> dict[str, dict[str, str]]:
     """The shipped sweep folders, `{scale: {experiment: folder}}`, in the report's order (scales
     quick, standard, paper first; experiments in the order of `sensviz.experiments.EXPERIMENTS`)."""
     try:
-        folders = report.sweep_folders(registry.results_dir())
+        folders = report.sweep_folders(server.results_dir())
     except ValueError:  # no results there
         return {}
     found: dict[str, dict[str, str]] = {}
@@ -634,13 +544,13 @@ def _results_mtime(folder: Path) -> float:
     return max(p.stat().st_mtime for p in folder.glob("*.parquet"))
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+@memo
 def _read_results(folder: str, mtime: float):
     return sweeps.read_results(folder)
 
 
 def experiment_results(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """A sweep folder's runs table, history table and spec (a folder `registry.sweep_folder` let
+    """A sweep folder's runs table, history table and spec (a folder `server.sweep_folder` let
     through); the cache is renewed when its tables change (a sweep still running, or resumed).
     ValueError, naming no path, when its tables cannot be read."""
     try:
@@ -675,7 +585,7 @@ def training_tables(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _lab_sources() -> sv.lab.Sources:
-    return sv.lab.Sources(lambda name: load(registry.zoo_ref(name)), registry.checkpoint_dir(), registry.results_dir())
+    return sv.lab.Sources(lambda name: load(model_refs.zoo_ref(name)), server.checkpoint_dir(), server.results_dir())
 
 
 def _lab_stamp(number: int) -> tuple:
@@ -683,7 +593,7 @@ def _lab_stamp(number: int) -> tuple:
     `sensviz.lab.data` compares the sha256 of the files themselves when the stamp is new."""
     from sensviz import lab
 
-    paths = [*lab.chapter(number).inputs(_lab_sources()).values(), registry.checkpoint_dir() / lab.DATA_FILE]
+    paths = [*lab.chapter(number).inputs(_lab_sources()).values(), server.checkpoint_dir() / lab.DATA_FILE]
     return tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) if p.exists() else (str(p), None, None) for p in paths)
 
 

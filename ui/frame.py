@@ -9,9 +9,9 @@ import streamlit as st
 
 import sensviz as sv
 from sensviz.text import escape_markdown, quoted
-from ui import cache, job_panel, page, registry, sidebar
+from ui import cache, job_panel, model_refs, owner_id, page, registry, server, sidebar, url_state
+from ui.model_refs import ModelRef
 from ui.nav import PageSpec
-from ui.registry import ModelRef
 
 N_DIGITS = 6
 """The most digits of `n=` read as a number (the model's own range is checked next)."""
@@ -20,20 +20,20 @@ N_DIGITS = 6
 def draw(spec: PageSpec) -> None:
     """Everything around a page; the page's selection goes to `ui.page.model()`."""
     page.begin(spec.key)
-    registry.owner()
-    incoming = registry.read_url()
+    owner_id.owner()
+    incoming = url_state.read_url()
     if incoming is not None:
         _apply_url(incoming)
-        registry.check_url_params(spec.params)
-    registry.keep_only(spec.params)
+        url_state.check_url_params(spec.params)
+    url_state.keep_only(spec.params)
     with st.sidebar:
         job_id = job_panel.draw()
         selection = sidebar.draw()
-        script = registry.owner_cookie_script()
+        script = owner_id.owner_cookie_script()
         if script:
             st.html(script, unsafe_allow_javascript=True)
     st.session_state[registry.CURRENT] = selection
-    registry.write_url({
+    url_state.write_url({
         "model": selection.ref.param if selection else None,
         "n": str(selection.n) if selection and selection.n != cache.default_n(selection.ref) else None,
         "compare": selection.compare.param if selection and selection.compare else None,
@@ -63,18 +63,18 @@ def _apply_url(params: dict[str, str]) -> None:
                 why = None
                 registry.set_analysis_n(ref, n)
             if why:
-                registry.notice(f"n={quoted(raw_n)} was not used: {why}. Showing n={facts['default_n']}.")
+                url_state.notice(f"n={quoted(raw_n)} was not used: {why}. Showing n={facts['default_n']}.")
     elif "n" in params:
-        registry.notice(f"n={quoted(params['n'])} was ignored: it needs a model.")
+        url_state.notice(f"n={quoted(params['n'])} was ignored: it needs a model.")
     other = _resolve("compare", params.get("compare"))
     if other is not None and other == ref:
-        registry.notice(f"compare={quoted(params['compare'])} names the model itself; there is nothing to compare.")
+        url_state.notice(f"compare={quoted(params['compare'])} names the model itself; there is nothing to compare.")
     elif other is not None:
         registry.set_compared(other)
     job_id = params.get("job")
     if job_id is not None:
-        if registry.job_manager().status(job_id) is None:
-            registry.notice(f"job={quoted(job_id)} names no training run on this server (a mistyped link, or one from "
+        if server.job_manager().status(job_id) is None:
+            url_state.notice(f"job={quoted(job_id)} names no training run on this server (a mistyped link, or one from "
                             "another server).")
         else:
             registry.follow_job(job_id)
@@ -84,13 +84,13 @@ def _resolve(param: str, value: str | None) -> ModelRef | None:
     if value is None:
         return None
     try:
-        ref, warning = registry.resolve(value)
+        ref, warning = model_refs.resolve(value)
         cache.load(ref)  # validated like any upload
     except (ValueError, sv.CheckpointError) as err:
-        registry.notice(f"{param}={quoted(value)} was not used: {quoted(err, 200)}.")
+        url_state.notice(f"{param}={quoted(value)} was not used: {quoted(err, 200)}.")
         return None
     if warning:
-        registry.notice(escape_markdown(warning))
-    if ref.kind != "zoo" and registry.kept_store().info(ref.key).owner != registry.owner():
+        url_state.notice(escape_markdown(warning))
+    if ref.kind != "zoo" and server.kept_store().info(ref.key).owner != owner_id.owner():
         registry.add_shared(ref)
     return ref

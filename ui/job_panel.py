@@ -9,14 +9,14 @@ import streamlit as st
 
 from sensviz import jobs
 from sensviz.text import escape_markdown, quoted
-from ui import registry
+from ui import model_refs, owner_id, registry, server
 
 
 def draw() -> str | None:
     """The job this session follows (its own, or one named in the URL), while it runs and once it
     ended; returns its id while it is worth keeping in the URL."""
-    manager = registry.job_manager()
-    job_id = registry.followed_job() or manager.active(registry.owner())
+    manager = server.job_manager()
+    job_id = registry.followed_job() or manager.active(owner_id.owner())
     if job_id is None:
         return None
     status = manager.status(job_id)
@@ -31,12 +31,12 @@ def draw() -> str | None:
         if not registry.job_done(job_id):  # once: the user may pick another model afterwards
             registry.mark_job_done(job_id)
             try:
-                ref = registry.kept_ref("trained", status.kept)
+                ref = model_refs.kept_ref("trained", status.kept)
             except ValueError as err:  # evicted since (the server keeps a limited total)
                 st.warning(f"**{escape_markdown(status.name)}** ended, but its model is gone: {quoted(err, 300)}.")
                 return None
             registry.select(ref, show=True)
-            if status.owner != registry.owner():  # a run someone shared by its link
+            if status.owner != owner_id.owner():  # a run someone shared by its link
                 registry.add_shared(ref)
         current = registry.selected()
         if current is not None and current.key == status.kept:
@@ -50,7 +50,7 @@ def draw() -> str | None:
 
 
 def _job_in_sidebar(state: str) -> None:
-    status = registry.job_manager().status(registry.followed_job())
+    status = server.job_manager().status(registry.followed_job())
     if status is None or status.state != state:
         st.rerun()  # the whole page takes it from here: started, or ended and its model selected
     st.subheader("Training")
@@ -71,13 +71,13 @@ def _queued_job() -> None:
 
 def show_progress(status: jobs.JobStatus, key: str) -> None:
     """A job's progress (or its place in the queue) and the button that stops or cancels it."""
-    mine = status.owner == registry.owner()
+    mine = status.owner == owner_id.owner()
     if status.state == "queued":
-        manager = registry.job_manager()
+        manager = server.job_manager()
         st.info(f"**{escape_markdown(status.name)}** waits in the queue: **{_ordinal(status.position)}** in line "
                 f"(the server trains {manager.capacity} model{'s' if manager.capacity > 1 else ''} at a time).")
         if mine and st.button("Cancel", key=key):
-            registry.job_manager().stop(status.id, registry.owner())
+            server.job_manager().stop(status.id, owner_id.owner())
             st.rerun()
         return
     progress = status.progress
@@ -93,7 +93,7 @@ def show_progress(status: jobs.JobStatus, key: str) -> None:
         st.progress(0.0, text=f"**{escape_markdown(status.name)}**: starting (a fresh process loads the trainer)…")
     if mine and st.button("Stop and keep what was learned", key=key,
                           help="Ends the run now; the weights of its last measurement become the selected model."):
-        registry.job_manager().stop(status.id, registry.owner())
+        server.job_manager().stop(status.id, owner_id.owner())
         st.rerun()
 
 

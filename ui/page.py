@@ -21,8 +21,8 @@ import sensviz as sv
 from sensviz import charts
 from sensviz.measure import NUMERICAL_ERRORS
 from sensviz.text import escape_markdown, quoted
-from ui import cache, registry
-from ui.registry import ModelRef
+from ui import cache, model_refs, nav, owner_id, registry, server, url_state
+from ui.model_refs import ModelRef
 
 
 @dataclass
@@ -52,12 +52,22 @@ class Shown:
 
 
 _NOTICE_SLOT: contextvars.ContextVar = contextvars.ContextVar("sv_notice_slot", default=None)
-_PAGE: contextvars.ContextVar = contextvars.ContextVar("sv_page", default="home")
+_DECLARED = {spec.key: spec.params for spec in nav.PAGES}
 
 
 def begin(page: str) -> None:
-    """The page this run draws (its settings are kept under its name)."""
-    _PAGE.set(page)
+    """The page this run draws (the frame passes its id): its settings and widgets are kept under it,
+    and a callback of this page's widgets (run before the next run) finds it too."""
+    st.session_state[registry.PAGE] = page
+
+
+def _page(param: str | None = None) -> str:
+    """The id of the page drawn; with `param`, check that the page declares that URL parameter in its
+    `PAGE` (ValueError, for the one who writes the page, when it does not)."""
+    page = st.session_state.get(registry.PAGE, "home")
+    if param is not None and param not in _DECLARED[page]:
+        raise ValueError(f"the setting {param!r} is not among the settings declared in the PAGE of pages/{page}.py")
+    return page
 
 
 def notices_here() -> None:
@@ -114,7 +124,7 @@ def figure(x: float | None, digits: int = 4) -> str:
 def flush_notices() -> None:
     """Show the notices collected so far at the top of the page, one line each."""
     slot = _NOTICE_SLOT.get()
-    for text in registry.take_notices():
+    for text in url_state.take_notices():
         (slot or st).warning(text, icon=":material/link:")
 
 
@@ -135,8 +145,8 @@ def guarded(what: str):
 def _bound(param: str, default, parse: Callable[[str], object], fmt: Callable[[object], str],
            valid: Callable[[object], bool], draw: Callable[[str], object], variant: object = ""):
     """A page setting drawn by `draw(key)`: seeded from the session or the URL, written back to both."""
-    page = _PAGE.get()
-    value = registry.setting(page, param, default, parse)
+    page = _page(param)
+    value = url_state.setting(page, param, default, parse)
     flush_notices()
     if not valid(value):  # e.g. a vertex of another input length
         value = default
@@ -144,7 +154,7 @@ def _bound(param: str, default, parse: Callable[[str], object], fmt: Callable[[o
     if key not in st.session_state:
         st.session_state[key] = value
     value = draw(key)
-    registry.set_setting(page, param, value, default, fmt)
+    url_state.set_setting(page, param, value, default, fmt)
     return value
 
 
@@ -201,22 +211,20 @@ def flag(param: str, label: str, widget=st.toggle, **kwargs) -> bool:
 
 def set_value(param: str, value, default, fmt: Callable = str, variant: object = "") -> None:
     """Change a page setting from a callback (before its widget is drawn), e.g. after a click on a chart."""
-    page = _PAGE.get()
+    page = _page(param)
     st.session_state[registry.widget_key(page, param, variant) if variant != "" else registry.widget_key(page, param)] = value
-    registry.set_setting(page, param, value, default, fmt)
+    url_state.set_setting(page, param, value, default, fmt)
 
 
 def chart_key(name: str, variant: object = "") -> str:
     """The key of a chart whose selection the page reads."""
-    return registry.widget_key(_PAGE.get(), "chart", name, variant)
+    return registry.widget_key(_page(), "chart", name, variant)
 
 
 def pick_vertex(n: int) -> Callable[[], None]:
     """The callback of a click on the cube grid: the clicked vertex becomes the `vertex` setting."""
-    page = _PAGE.get()
 
     def picked():
-        _PAGE.set(page)
         event = st.session_state.get(chart_key("grid", n))
         chosen = (event or {}).get("selection", {}).get(charts.PICK) or []
         if chosen:
@@ -227,11 +235,11 @@ def pick_vertex(n: int) -> Callable[[], None]:
 
 def my_models() -> list[ModelRef]:
     """The user's kept models and the ones shared with them in this session."""
-    store = registry.kept_store()
+    store = server.kept_store()
     refs = []
-    for kept in store.owned(registry.owner()):
+    for kept in store.owned(owner_id.owner()):
         try:
-            refs.append(registry.kept_ref(kept.kind, kept.token))
+            refs.append(model_refs.kept_ref(kept.kind, kept.token))
         except ValueError:  # deleted or evicted meanwhile
             continue
     return refs + [r for r in registry.shared_refs() if r not in refs and store.info(r.key)]
@@ -243,7 +251,7 @@ def choose_compare(candidates: list[ModelRef]) -> ModelRef | None:
         st.info("No other model with the same architecture and size is available (pretrained, or kept by you).")
         return None
     by_param = {c.param: c for c in candidates}
-    key = registry.widget_key(_PAGE.get(), "compare")
+    key = registry.widget_key(_page(), "compare")
     current = registry.compared()
     st.session_state[key] = current.param if current in candidates else None
 
@@ -257,14 +265,14 @@ def choose_compare(candidates: list[ModelRef]) -> ModelRef | None:
 
 def choose_input(n: int) -> tuple[int, ...]:
     """Pick one input string by toggling bits, by cube index or by a seeded draw; kept in the URL as `x=0110…`."""
-    page = _PAGE.get()
+    page = _page("x")
 
     def parse(raw: str):
         if len(raw) != n or set(raw) - {"0", "1"}:
             raise ValueError(f"x is a string of {n} bits 0/1")
         return raw
 
-    x = registry.setting(page, "x", "0" * n, parse)
+    x = url_state.setting(page, "x", "0" * n, parse)
     flush_notices()
     if len(x) != n:  # another input length than last time
         x = "0" * n
@@ -286,7 +294,7 @@ def choose_input(n: int) -> tuple[int, ...]:
         seed = st.number_input("Seed", 0, 2**31 - 1, 0, key=registry.widget_key(page, "input_seed"))
         bits = cache.bits_of_vertex(n, cache.random_vertex(n, int(seed)))
     x = "".join(map(str, bits))
-    registry.set_setting(page, "x", x, "0" * n)
+    url_state.set_setting(page, "x", x, "0" * n)
     st.markdown(f"Input **x = {x}** (vertex {cache.vertex_of_bits(bits)})")
     return bits
 
@@ -304,13 +312,19 @@ def progress_bar(text: str):
         bar.empty()
 
 
-def each_model(models: list[Shown], text: str, compute) -> dict:
+def each_model(models: list[Shown], text: str, compute, progress: bool = True) -> dict:
     """`compute(ref, n, progress=...)` for every model shown, each under its own progress bar (`text`
-    formatted with the model's label, escaped, and `n`); the results by label."""
+    formatted with the model's label, escaped, and `n`); the results by label. A computation that
+    reports no progress (`progress=False`) is called as `compute(ref, n)` under a spinner."""
     found = {}
     for m in models:
-        with progress_bar(text.format(label=m.markdown_label, n=m.n)) as report:
-            found[m.label] = compute(m.ref, m.n, progress=report)
+        shown = text.format(label=m.markdown_label, n=m.n)
+        if progress:
+            with progress_bar(shown) as report:
+                found[m.label] = compute(m.ref, m.n, progress=report)
+        else:
+            with st.spinner(shown):
+                found[m.label] = compute(m.ref, m.n)
     return found
 
 

@@ -12,9 +12,9 @@ import streamlit as st
 import sensviz as sv
 from sensviz.kept import KeptRefused
 from sensviz.text import escape_markdown, one_line, quoted
-from ui import cache, page, registry
+from ui import cache, model_refs, owner_id, page, registry, server, url_state
+from ui.model_refs import ModelRef
 from ui.page import Selection
-from ui.registry import ModelRef
 
 SOURCES = ("Pretrained", "Upload", "My models")
 SOURCE_OF_KIND = {"zoo": "Pretrained", "upload": "Upload", "trained": "My models"}
@@ -49,7 +49,7 @@ def _pick(key: str, make: Callable[[str], ModelRef]) -> Callable[[], None]:
             try:
                 registry.select(make(value))
             except ValueError as err:  # gone or unreadable since it was listed
-                registry.notice(escape_markdown(err))
+                url_state.notice(escape_markdown(err))
 
     return picked
 
@@ -76,7 +76,7 @@ def _choose_zoo() -> None:
     current = registry.selected()
     st.session_state[registry.ZOO_FILE] = current.key if current and current.kind == "zoo" and current.key in labels else None
     st.selectbox("Checkpoint", list(labels), index=None, format_func=labels.get, key=registry.ZOO_FILE,
-                 placeholder="Choose a checkpoint", on_change=_pick(registry.ZOO_FILE, registry.zoo_ref))
+                 placeholder="Choose a checkpoint", on_change=_pick(registry.ZOO_FILE, model_refs.zoo_ref))
 
 
 def _zoo_label(entry: dict) -> str:
@@ -111,19 +111,19 @@ def _choose_upload() -> None:
     data = uploaded.getvalue()
     overrides = {k: v for k, v in (("n_heads", n_heads or None), ("task", task.strip() or None), ("n", n or None))
                  if v is not None}
-    key = (registry.digest(data), tuple(sorted(overrides.items())))
+    key = (model_refs.digest(data), tuple(sorted(overrides.items())))
     if registry.kept_upload(key):
         return  # kept (and selected) on an earlier run
     error = cache.check_upload(name, data, overrides)
     if error:
         registry.refuse_upload(uploaded, f"This file cannot be used: {error}")  # reruns
     try:
-        kept = registry.kept_store().keep("upload", name, data, registry.owner(), overrides)
+        kept = server.kept_store().keep("upload", name, data, owner_id.owner(), overrides)
     except KeptRefused as err:  # over the owner's share or the server's cap
         registry.refuse_upload(uploaded, f"This file was not kept: {quoted(err, 300)}")  # reruns
     registry.accept_upload()
     registry.remember_upload(key, kept.token)
-    registry.select(registry.kept_ref("upload", kept.token))
+    registry.select(model_refs.kept_ref("upload", kept.token))
 
 
 def _refused() -> None:
@@ -139,8 +139,8 @@ def _refused() -> None:
 
 
 def _choose_mine() -> None:
-    store = registry.kept_store()
-    mine = {k.token: k for k in store.owned(registry.owner())}
+    store = server.kept_store()
+    mine = {k.token: k for k in store.owned(owner_id.owner())}
     shared = {r.key: r for r in registry.shared_refs() if r.key not in mine and store.info(r.key)}
     if not mine and not shared:
         st.caption("No models of yours yet: train one on the **Train** page or upload one; they are kept on "
@@ -151,11 +151,11 @@ def _choose_mine() -> None:
     current = registry.selected()
     st.session_state[registry.MINE] = current.key if current and current.key in labels else None
     st.selectbox("Model", list(labels), index=None, format_func=labels.get, key=registry.MINE, placeholder="Choose a model",
-                 on_change=_pick(registry.MINE, lambda token: registry.kept_ref(kinds[token], token)))
+                 on_change=_pick(registry.MINE, lambda token: model_refs.kept_ref(kinds[token], token)))
     deletable = current is not None and current.key in mine
     if deletable and st.button("Delete this model", key=registry.DELETE,
                                help="Removes it from the server; links to it stop working."):
-        store.delete(current.key, registry.owner())
+        store.delete(current.key, owner_id.owner())
         registry.select(None)
         st.rerun()
 
@@ -191,7 +191,7 @@ def _summary(ref: ModelRef, ck: sv.Checkpoint) -> Selection:
     compare, compare_n = _choose_compare(ref, n)
     left, right = st.columns(2)
     with left:
-        st.download_button("Download", lambda: registry.model_bytes(ref), file_name=_file_name(ref), on_click="ignore",
+        st.download_button("Download", lambda: model_refs.model_bytes(ref), file_name=_file_name(ref), on_click="ignore",
                            mime="application/octet-stream", key=registry.DOWNLOAD, help="the checkpoint (.safetensors)")
     with right:
         copy_link_button()
@@ -203,7 +203,7 @@ NO_COMPARE = ""
 
 
 def _compare_value(ref: ModelRef) -> str:
-    """A model as an option of "Compare with…": a zoo stem, or `kind:token` (what `registry.resolve` reads)."""
+    """A model as an option of "Compare with…": a zoo stem, or `kind:token` (what `model_refs.resolve` reads)."""
     return ref.key if ref.kind == "zoo" else f"{ref.kind}:{ref.key}"
 
 
@@ -213,9 +213,9 @@ def _compare_picked() -> None:
         registry.set_compared(None)
         return
     try:
-        registry.set_compared(registry.resolve(value)[0])
+        registry.set_compared(model_refs.resolve(value)[0])
     except ValueError as err:
-        registry.notice(f"That model cannot be compared: {quoted(err, 200)}.")
+        url_state.notice(f"That model cannot be compared: {quoted(err, 200)}.")
 
 
 def _choose_compare(ref: ModelRef, n: int) -> tuple[ModelRef | None, int | None]:

@@ -22,7 +22,7 @@ from sensviz.models import ModelSettings
 from sensviz.tasks import Param
 from sensviz.training import TrainConfig
 from sensviz.worker import LIVE_LIMITS, TrainRequest
-from ui import registry
+from ui import registry, server
 
 DEFAULTS = {"task": "parity", "n": 8, "steps": 2000, "batch_size": 256, "lr": 1e-3, "eval_interval": 50,
             "target_accuracy": 1.0, "target_loss": 0.001, "measure_every": 100, "early_stop": True}
@@ -169,7 +169,7 @@ def form() -> TrainRequest | None:
                                      help="sharpness, Blowup, as_n and the degree profile; skipped while measuring "
                                      "would take longer than training")
         submitted = st.button("Train", type="primary", key=registry.TRAIN_BUTTON)
-        st.caption(f"A run may take at most {registry.job_manager().budget.describe()} on this server (its cost is "
+        st.caption(f"A run may take at most {server.job_manager().budget.describe()} on this server (its cost is "
                    "estimated before it is queued); the queue takes turns between network addresses.")
     if not submitted:
         return None

@@ -1,0 +1,81 @@
+"""The router (`app.py`): the page list (`ui.nav.PAGES`) in `st.navigation`, the frame drawn around
+every page (`ui.frame`), and the guard that turns a page's unexpected error into one line."""
+
+from __future__ import annotations
+
+import logging
+import re
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import streamlit as st
+
+from sensviz.text import escape_markdown
+from ui import cache
+from ui import frame as drawn
+from ui.nav import PAGES, SECTIONS, PageSpec, spec
+
+log = logging.getLogger("sensviz.explorer")
+
+_ROUTED: ContextVar[bool] = ContextVar("sensviz_routed", default=False)
+"""True while the router (`app.py`) runs a page in this script run (each run has its own thread)."""
+
+
+@contextmanager
+def routing():
+    """The router's `with` block around `page.run()`: an unexpected error of a page becomes one line on
+    the page (the traceback goes to the server's log, never to the browser), so one bad file or value
+    cannot show a user the server's paths."""
+    token = _ROUTED.set(True)
+    try:
+        yield
+    except Exception as err:  # noqa: BLE001 - the last guard of a page; Streamlit's own controls are BaseException
+        log.exception("a page failed")
+        st.error(f"This view could not be drawn: {type(err).__name__}: {_first_line(err)}. The rest of the app "
+                 "works; try other settings or another model.", icon=":material/error:")
+    finally:
+        _ROUTED.reset(token)
+
+
+def _first_line(err: Exception) -> str:
+    """The error's message, first line only, without file system paths, escaped for markdown."""
+    text = str(err).splitlines()[0] if str(err) else ""
+    return escape_markdown(re.sub(r"(/[\w.-]+){2,}", "<path>", text)[:300])
+
+
+def frame() -> st.Page:
+    """What the router does before a page: the page config, the page list (`st.navigation`), the frame
+    (`ui.frame`: the sidebar, the URL state, the title); returns the page to run."""
+    st.set_page_config(page_title="sensviz", page_icon=":material/explore:", layout="wide")
+    cache.warm_up()  # once per server
+    current, found = navigation()
+    drawn.draw(found)
+    return current
+
+
+def require_router() -> None:
+    """The first line of every page script. While a server has a `pages/` folder beside `app.py`,
+    Streamlit runs a page file directly (its first multipage convention) until some script run has
+    called `st.navigation`: for a link opened first after the server starts, and in AppTest on every
+    run (AppTest resets Streamlit's `PagesManager.uses_pages_directory` before each run). On a server
+    such a run registers the pages and reruns, so the page is drawn by the router, with the same widget
+    ids as every later run (the first run of a session carries no widget interaction to lose; the URL's
+    parameters are kept). AppTest cannot rerun into the router: there the router's frame is drawn here
+    and the page goes on."""
+    if _ROUTED.get():
+        return
+    if st.config.get_option("global.appTest"):
+        frame()
+        return
+    navigation()
+    st.rerun()
+
+
+def navigation() -> tuple[st.Page, PageSpec]:
+    """Register every page with `st.navigation` (in sections) and return the current one."""
+    pages = {section: [] for section in SECTIONS}
+    for page in PAGES:
+        pages[page.section].append(st.Page(page.file, title=page.title, icon=page.icon, url_path=page.url_path or None,
+                                           default=not page.url_path))
+    current = st.navigation({section: listed for section, listed in pages.items() if listed})
+    return current, spec(current.url_path)

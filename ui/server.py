@@ -1,0 +1,90 @@
+"""What the explorer's server holds, one per process: its folders (pretrained checkpoints, sweep
+results, a sweep folder a user names), the kept-model store and the training job manager."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import types
+from pathlib import Path
+
+from sensviz.jobs import JobManager
+from sensviz.kept import KeptStore, cap_bytes, data_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def checkpoint_dir() -> Path:
+    """Where pretrained checkpoints are listed from: checkpoints/, or $SENSVIZ_CHECKPOINT_DIR."""
+    return Path(os.environ.get("SENSVIZ_CHECKPOINT_DIR", ROOT / "checkpoints"))
+
+
+def results_roots() -> list[Path]:
+    """The folders the Experiments page may open sweeps under: $SENSVIZ_RESULTS_DIRS (os.pathsep-separated),
+    else the shipped results `experiments/results/` and `$SENSVIZ_DATA_DIR/sweeps`. The first holds
+    the shipped results (`<scale>/<experiment>/`)."""
+    configured = os.environ.get("SENSVIZ_RESULTS_DIRS")
+    if configured:
+        return [Path(part) for part in configured.split(os.pathsep) if part]
+    return [ROOT / "experiments" / "results", data_dir() / "sweeps"]
+
+
+def results_dir() -> Path:
+    """Where the shipped sweep results live: the first of `results_roots()`."""
+    return results_roots()[0]
+
+
+FOLDER_CHARS = 1024
+"""The longest sweep folder a user may type (checked before any file system call)."""
+FOLDER_PART_CHARS = 255
+"""The longest name of one folder in it (the file systems' own limit)."""
+NOT_A_RESULTS_FOLDER = ("That folder is not a sweep folder under this server's results folders: give the folder a sweep "
+                        "wrote (its --out) relative to them, e.g. quick/tradeoff.")
+
+
+def sweep_folder(text: str) -> Path:
+    """The sweep folder a user typed, resolved (symbolic links followed) and inside one of
+    `results_roots()`: an absolute path there, or a path relative to a root (the first that has it).
+    ValueError with one line that quotes no path of the server for anything else: too long, `~`,
+    `..` or a link out of the roots, a missing folder."""
+    text = text.strip()
+    if not text or len(text) > FOLDER_CHARS or "\x00" in text or text.startswith("~"):
+        raise ValueError(NOT_A_RESULTS_FOLDER)
+    if any(len(part) > FOLDER_PART_CHARS for part in text.split("/")):
+        raise ValueError(NOT_A_RESULTS_FOLDER)
+    for root in results_roots():
+        try:
+            base = root.resolve()
+            found = (base / text).resolve()
+        except (OSError, RuntimeError):  # a loop of links, a name the file system refuses
+            continue
+        if found.is_relative_to(base) and (found / "runs.parquet").is_file():
+            return found
+    raise ValueError(NOT_A_RESULTS_FOLDER)
+
+
+# The server's kept models and job manager, one per process. Held outside this module so that
+# Streamlit reloading an edited module does not start a second manager on the same jobs folder.
+_HOLDER = sys.modules.setdefault("_sensviz_explorer_singletons", types.ModuleType("_sensviz_explorer_singletons"))
+if not hasattr(_HOLDER, "values"):
+    _HOLDER.values, _HOLDER.lock = {}, threading.Lock()
+_SINGLETONS: dict[str, object] = _HOLDER.values
+_SINGLETONS_LOCK: threading.Lock = _HOLDER.lock
+
+
+def kept_store() -> KeptStore:
+    """The server's kept models (one per process: not a cache, so clearing caches keeps it)."""
+    with _SINGLETONS_LOCK:
+        if "kept" not in _SINGLETONS:
+            _SINGLETONS["kept"] = KeptStore(data_dir() / "kept", cap_bytes())
+        return _SINGLETONS["kept"]
+
+
+def job_manager() -> JobManager:
+    """The server's training jobs (one manager per process, with its queue and its cap)."""
+    store = kept_store()
+    with _SINGLETONS_LOCK:
+        if "jobs" not in _SINGLETONS:
+            _SINGLETONS["jobs"] = JobManager(data_dir() / "jobs", store)
+        return _SINGLETONS["jobs"]

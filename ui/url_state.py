@@ -1,0 +1,102 @@
+"""URL state. Every view is a link: the public parameters `model`, `compare`, `n` and `job`, the
+same on every page, and each page's own settings (declared in its `PAGE`; `setting` /
+`set_setting`). On the first run of a session (a link, a reload) the URL says what to show;
+afterwards the session does, and every run writes the URL again (Streamlit clears the query
+string on a page switch). A bad or stale parameter becomes a one-line notice and the default."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import streamlit as st
+
+from sensviz.text import quoted
+from ui.registry import NOTICES, SETTINGS, URL_READ, URL_SETTINGS
+
+T = TypeVar("T")
+
+PUBLIC = ("model", "compare", "n", "job")
+"""The parameters every page shares."""
+URL_VALUE_CHARS = 1000
+"""The longest URL parameter (name or value) read; a longer one is a notice, before any parsing."""
+
+
+def read_url() -> dict[str, str] | None:
+    """On the first run of a session: the URL's public parameters (the page's own are kept for
+    `setting`); None on later runs, where the session says what to show."""
+    if st.session_state.get(URL_READ):
+        return None
+    st.session_state[URL_READ] = True
+    st.session_state[NOTICES] = []
+    incoming = {}
+    for name, value in st.query_params.to_dict().items():
+        if len(name) > URL_VALUE_CHARS or len(value) > URL_VALUE_CHARS:
+            notice(f"{quoted(name)}={quoted(value)} was not used: longer than {URL_VALUE_CHARS:,} characters.")
+            write_url({name: None})
+        else:
+            incoming[name] = value
+    st.session_state[URL_SETTINGS] = {k: v for k, v in incoming.items() if k not in PUBLIC}
+    return {k: v for k, v in incoming.items() if k in PUBLIC}
+
+
+def write_url(values: dict[str, str | None]) -> None:
+    """Put these parameters in the URL (None removes one); unchanged ones send nothing."""
+    for name, value in values.items():
+        if value is None:
+            if name in st.query_params:
+                del st.query_params[name]
+        elif st.query_params.get(name) != value:
+            st.query_params[name] = value
+
+
+def keep_only(allowed: tuple[str, ...]) -> None:
+    """Remove the URL parameters of other pages (a browser clears them on a page switch; be sure)."""
+    write_url({name: None for name in list(st.query_params) if name not in PUBLIC and name not in allowed})
+
+
+def check_url_params(allowed: tuple[str, ...]) -> None:
+    """Notice (and drop) parameters of the first run's URL that this page does not know."""
+    unknown = [k for k in st.session_state.get(URL_SETTINGS, {}) if k not in allowed]
+    if not unknown:
+        return
+    named = ", ".join(quoted(name, 40) for name in unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
+    notice(f"{named} {'is' if len(unknown) == 1 else 'are'} not a setting of this page; ignored.")
+    for name in unknown:
+        st.session_state[URL_SETTINGS].pop(name)
+        write_url({name: None})
+
+
+def notice(text: str) -> None:
+    """A one-line notice about the URL, shown at the top of the page as markdown: every value of the
+    URL in it is quoted with `sensviz.text.quoted` (escaped, one bounded line)."""
+    st.session_state.setdefault(NOTICES, []).append(text)
+
+
+def take_notices() -> list[str]:
+    return st.session_state.pop(NOTICES, [])
+
+
+def setting(page: str, param: str, default: T, parse: Callable[[str], T]) -> T:
+    """A page setting: what the session chose last (a setting left at its default follows the
+    default, which may depend on the model), else the first run's URL value (`parse` raises
+    ValueError for a bad one: notice, and the default), else `default`."""
+    settings = st.session_state.setdefault(SETTINGS, {})
+    if (page, param) in settings:
+        value, old_default = settings[(page, param)]
+        return default if value == old_default else value
+    raw = st.session_state.get(URL_SETTINGS, {}).pop(param, None)
+    value = default
+    if raw is not None:
+        try:
+            value = parse(raw)
+        except ValueError as err:
+            notice(f"{param}={quoted(raw)} was not used: {quoted(err, 200)}. Showing the default.")
+    settings[(page, param)] = (value, default)
+    return value
+
+
+def set_setting(page: str, param: str, value, default, fmt: Callable[[object], str] = str) -> None:
+    """Remember a page setting and put it in the URL (left out when it is the default)."""
+    st.session_state.setdefault(SETTINGS, {})[(page, param)] = (value, default)
+    write_url({param: None if value == default else fmt(value)})
