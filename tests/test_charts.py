@@ -97,10 +97,10 @@ def test_one_cube_grid_function_for_the_page_and_the_lab(monkeypatch):
     drawn = []
     cube_grids = charts.cube_grids
     monkeypatch.setattr(charts, "cube_grids", lambda *args, **kwargs: drawn.append(cube_grids(*args, **kwargs)) or drawn[-1])
-    chapter = lab.chapter(1).build(lab.Sources(lab.zoo_loader(ROOT / "checkpoints")))
-    assert len(drawn) == 1 and any(figure.chart is drawn[0] for figure in chapter.figures)  # the Lab's cube
+    chapter = lab.chapter(1).build(lab.Sources.shipped(ROOT / "checkpoints", ROOT / "experiments" / "results"))
+    assert len(drawn) == 2 and chapter.figures[0].blind is not None  # the Lab's cube and its blind twin (before a prediction)
     open_url("sensitivity", model=MODELS[0])
-    assert len(drawn) == 2  # the Sensitivity page's cube
+    assert len(drawn) == 3  # the Sensitivity page's cube
 
 
 def test_the_cube_colours_s_on_the_fixed_domain_0_to_n_so_parity_and_first_look_different(found):

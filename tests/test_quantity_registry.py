@@ -61,7 +61,7 @@ def test_a_registered_quantity_reaches_the_monitors_records(probe):
 
 def test_a_registered_quantity_reaches_the_apps_summary(probe):
     from ui import cache
-    from ui.registry import zoo_ref
+    from ui.model_refs import zoo_ref
 
     ref = zoo_ref("encoder-first-n4")
     found = cache.summary.__wrapped__(ref, 4)  # not through the shared cache: the probe is this test's
