@@ -448,14 +448,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="LAB.html", type=_output(check_file), help="where to write the handout")
     p.add_argument("--answers", action="store_true", help="include the answers to the questions")
     p.add_argument("--checkpoints", help="the zoo (default $SENSVIZ_CHECKPOINT_DIR, else the package's checkpoints/)")
-    p.add_argument("--results", help="the shipped results (default $SENSVIZ_RESULTS_DIR, else the package's "
+    p.add_argument("--results", help="the shipped results (default the first of $SENSVIZ_RESULTS_DIRS, else the package's "
                    "experiments/results/)")
     p.add_argument("--url", default="http://localhost:8501", help="the explorer's address, for the links to each chapter")
     p.set_defaults(run=_lab)
 
     p = sub.add_parser("lab-data", help="measure the zoo once for the Lab's chapters: lab-data.json beside the checkpoints")
     p.add_argument("--checkpoints", help="the zoo (default $SENSVIZ_CHECKPOINT_DIR, else the package's checkpoints/)")
-    p.add_argument("--results", help="the shipped results (default $SENSVIZ_RESULTS_DIR, else the package's "
+    p.add_argument("--results", help="the shipped results (default the first of $SENSVIZ_RESULTS_DIRS, else the package's "
                    "experiments/results/)")
     p.set_defaults(run=_lab_data)
 

@@ -66,8 +66,10 @@ def zoo_dir() -> Path:
 
 
 def results_dir() -> Path:
-    """The shipped sweep results: $SENSVIZ_RESULTS_DIR, else experiments/results/ beside the package."""
-    return Path(os.environ.get("SENSVIZ_RESULTS_DIR") or PACKAGE_ROOT / "experiments" / "results")
+    """The shipped sweep results: the first folder of $SENSVIZ_RESULTS_DIRS (the app's results roots,
+    os.pathsep-separated), else experiments/results/ beside the package."""
+    first = os.environ.get("SENSVIZ_RESULTS_DIRS", "").split(os.pathsep)[0]
+    return Path(first or PACKAGE_ROOT / "experiments" / "results")
 
 
 @dataclass
@@ -226,7 +228,7 @@ def hashes(chapter_: Chapter, sources: Sources) -> dict[str, str]:
     found = {}
     for name, path in chapter_.inputs(sources).items():
         if not path.is_file():
-            raise ValueError(f"{path}: no such file (set SENSVIZ_CHECKPOINT_DIR or SENSVIZ_RESULTS_DIR)")
+            raise ValueError(f"{path}: no such file (set SENSVIZ_CHECKPOINT_DIR or SENSVIZ_RESULTS_DIRS)")
         found[name] = file_hash(path)
     return found
 

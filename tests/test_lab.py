@@ -283,7 +283,7 @@ def test_chapter_numbers_are_checked():
 
 
 def test_the_handout_from_another_folder_student_and_instructor(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("SENSVIZ_CHECKPOINT_DIR", "SENSVIZ_RESULTS_DIR")}
+    env = {k: v for k, v in os.environ.items() if k not in ("SENSVIZ_CHECKPOINT_DIR", "SENSVIZ_RESULTS_DIRS")}
     env["PYTHONPATH"] = str(ROOT)
     start = time.perf_counter()
     for name, extra in (("student.html", []), ("teacher.html", ["--answers"])):
