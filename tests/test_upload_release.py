@@ -84,3 +84,17 @@ def test_a_refused_upload_leaves_the_managers_memory_and_the_uploader_starts_emp
     assert first_key not in at.session_state  # and Streamlit dropped the old one's value, which held the file
     at.run()
     assert len(removed) == 1 and len(at.sidebar.error) == 1  # the line stays; nothing left to free
+
+
+def test_a_session_holds_only_its_newest_upload():
+    """A script can send any number of uploads into one session, never claimed by a widget: the
+    session keeps only the newest (`registry.hold_newest_upload_only`); other sessions keep theirs."""
+    registry.hold_newest_upload_only()
+    registry.hold_newest_upload_only()  # once: a second call does not wrap it again
+    manager = MemoryUploadedFileManager("/_stcore/upload_file")
+    for k in range(5):
+        manager.add_file("attacker", UploadedFileRec(f"f{k}", "cap.safetensors", "application/octet-stream", b"x" * 1000))
+    manager.add_file("student", UploadedFileRec("s", "mine.safetensors", "application/octet-stream", b"y" * 10))
+    assert [f.file_id for f in manager.get_files("attacker", ["f0", "f1", "f2", "f3", "f4"])] == ["f4"]
+    assert [f.file_id for f in manager.get_files("student", ["s"])] == ["s"]
+    assert sum(len(f.data) for s in manager.file_storage.values() for f in s.values()) == 1010

@@ -169,6 +169,27 @@ def accept_upload() -> None:
     st.session_state.pop(UPLOAD_REFUSED, None)
 
 
+def hold_newest_upload_only() -> None:
+    """Let a session hold at most its newest upload in Streamlit's memory: the sidebar's uploader
+    takes one file, yet the upload endpoint accepts any number per session (a script can send them
+    without the widget), each held until the session ends. Streamlit has no setting for it: this
+    wraps `MemoryUploadedFileManager.add_file` (once per process) to remove the session's other
+    files first; tests/test_upload_release.py pins it to the installed Streamlit."""
+    from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+
+    add = MemoryUploadedFileManager.add_file
+    if getattr(add, "newest_only", False):
+        return
+
+    def add_file(self, session_id: str, file) -> None:
+        for other in [k for k in self.file_storage.get(session_id, {}) if k != file.file_id]:
+            self.remove_file(session_id, other)
+        add(self, session_id, file)
+
+    add_file.newest_only = True
+    MemoryUploadedFileManager.add_file = add_file
+
+
 def release_upload(uploaded) -> None:
     """Remove an uploaded file's bytes from Streamlit's uploaded-file manager. Streamlit has no public
     call for it: this is the manager of the script run's context (`ScriptRunContext.uploaded_file_mgr`,

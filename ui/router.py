@@ -11,9 +11,11 @@ from contextvars import ContextVar
 import streamlit as st
 
 from sensviz.text import escape_markdown
-from ui import cache
+from ui import cache, registry
 from ui import frame as drawn
 from ui.nav import PAGES, SECTIONS, PageSpec, spec
+
+registry.hold_newest_upload_only()  # once per server process: a session holds one upload at most
 
 log = logging.getLogger("sensviz.explorer")
 
