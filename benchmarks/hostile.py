@@ -17,7 +17,9 @@ is rejected when the command exits 2 with one line on stderr and the place is le
 `sensviz.kept.KeptStore` (issue 17): 101 owners from one address flooding the queue and then one
 honest student; forged owner cookies; the requests that held the machine (d_ff and the scratchpad
 over the limits, the Train form's largest run); a student filling the kept store, a keep into a full
-store, a kept file replaced by a directory, a 16.7-million-character name; each with its outcome and
+store, a kept file replaced by a directory, a 16.7-million-character name; the Experiments page's
+folder field given paths out of the results roots (absolute, ../, /proc/self/cwd, ~, a link out, 100,000
+characters, a NUL); each with its outcome and
 the seconds it took to decide. The target: the student is queued ahead of the flood's waiting runs,
 every forged cookie counts as absent, every oversized request is refused, no owner's keep evicts
 another's model, and every refusal is one line.
@@ -153,6 +155,32 @@ def store_cases(folder: Path, row) -> None:
         lambda: f"kept as a name of {len(store.info(store.keep('upload', 'x' * 2**24, b'1', 'long').token).name)} characters")
 
 
+def folder_cases(row) -> None:
+    """The Experiments page's folder field (issue 17): every path out of the results roots is one line
+    that names no server path (one case puts a symbolic link out of the first root for the time it runs)."""
+    from ui import server
+
+    def opened(text):
+        def decide():
+            try:
+                return f"OPENED {server.sweep_folder(text)}"
+            except ValueError as err:
+                return f"refused: {err}"
+        return decide
+
+    root = server.results_roots()[0]
+    escape = root / f".hostile-link-{os.getpid()}"
+    escape.symlink_to("/etc")
+    try:
+        for case, text in (("absolute path", "/etc"), ("../ out of the root", "../../../../etc"),
+                           ("/proc/self/cwd", "/proc/self/cwd"), ("~ (the server's home)", "~"),
+                           ("a symbolic link out of the root", escape.name), ("100,000 characters", "a/" * 50_000),
+                           ("a NUL byte", "quick\x00/tradeoff")):
+            row("folders", case, opened(text))
+    finally:
+        escape.unlink()
+
+
 def job_cases() -> list[dict]:
     """Run the job cases (see the module docstring); one row per case: family, case, outcome, seconds."""
     import time
@@ -195,6 +223,7 @@ def job_cases() -> list[dict]:
         finally:
             manager.close()
         store_cases(Path(folder) / "store", row)
+        folder_cases(row)
         secret = owner_id.owner_secret(Path(folder))
         minted = owner_id.mint_owner(secret)
         ident, signature = minted.split(".")
