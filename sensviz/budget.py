@@ -127,6 +127,7 @@ class Shape:
     attention: int  # attention blocks (each `heads` heads)
     attention_width: int  # the width of a block's queries and keys: d_model, or H * d_model (formal)
     heads: int
+    limit: bool = True  # the monitor measures the small-rho limit (per-example gradients) of this model
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,8 @@ def shape(model_settings, n: int) -> Shape:
     """The shape of the model a request builds, from a model built on the meta device (no storage)."""
     import torch
 
+    from sensviz.measure import affordable
+
     with torch.device("meta"):
         model = model_settings.build(n)
     params = sum(p.numel() for p in model.parameters())
@@ -197,8 +200,9 @@ def shape(model_settings, n: int) -> Shape:
     layers = config.n_layers * (2 if model_settings.arch == "scratchpad" else 1)
     attention = 3 * config.n_layers if model_settings.arch == "scratchpad" else config.n_layers
     width = config.d_model * (config.n_heads if model_settings.arch == "formal" else 1)
+    limit = "limit" in affordable(model, "cheap")  # what the monitor measures by default (not the scratchpad's)
     return Shape(model_settings.arch, params, config.d_model, config.d_ff or config.d_model, layers, attention, width,
-                 config.n_heads)
+                 config.n_heads, limit)
 
 
 def _forward(s: Shape, strings: int, n: int, calls: int = 1) -> tuple[float, float]:
@@ -247,17 +251,18 @@ def phases(model_settings, config, calibration: Calibration) -> dict[str, float]
     parts = [_forward(s, m, n), _forward(s, analysis, n, 2 * math.ceil(analysis / per_call)),
              _forward(s, m, n, DIRECTIONS)]
     pex_ops, pex_flops = _forward(s, m, n, math.ceil(m / grad_chunk))
-    measurement = seconds(sum(p[0] for p in parts) + PER_EXAMPLE_OPS * pex_ops + MEASURE_OPS_PER_LAYER * s.layers
+    limit = 1.0 if s.limit else 0.0  # the per-example gradients of the small-rho limit, when the monitor measures it
+    measurement = seconds(sum(p[0] for p in parts) + limit * PER_EXAMPLE_OPS * pex_ops + MEASURE_OPS_PER_LAYER * s.layers
                           + CHECKPOINT_OPS,
-                          sum(p[1] for p in parts) + PER_EXAMPLE_FACTOR * 3 * pex_flops * outputs
-                          + ELEMENT_FLOPS * m * outputs * s.params
+                          sum(p[1] for p in parts) + limit * (PER_EXAMPLE_FACTOR * 3 * pex_flops * outputs
+                                                              + ELEMENT_FLOPS * m * outputs * s.params)
                           + (DIRECTIONS * PERTURB_FLOPS_PER_PARAM + CHECKPOINT_FLOPS_PER_PARAM) * s.params)
     checkpoint = seconds(CHECKPOINT_OPS, CHECKPOINT_FLOPS_PER_PARAM * s.params)
 
     transient = _activation_bytes(s, b, n, saved=True) + max(  # the allocator keeps what training freed
         _activation_bytes(s, min(max(_eval_strings(config)), EVAL_CHUNK), n, saved=False),
         _activation_bytes(s, per_call, n, saved=False),
-        4.0 * grad_chunk * outputs * s.params + _activation_bytes(s, grad_chunk * outputs, n, saved=True),
+        limit * (4.0 * grad_chunk * outputs * s.params + _activation_bytes(s, grad_chunk * outputs, n, saved=True)),
     )
     return {"step": step, "evaluation": evaluation, "measurement": measurement, "checkpoint": checkpoint,
             "bytes": RESIDENT_PER_PARAM * 4.0 * s.params + transient, "params": s.params}
