@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -348,6 +349,9 @@ def main(argv=None) -> int:
             SECTIONS[name](args.quick, args.repeat)
     finally:  # the rows measured so far, also when a section fails
         print_table()
+        for thread in threading.enumerate():  # the app's warm-up (pages section): a daemon thread still in
+            if thread.name == "sensviz-warm-up":  # torch when the interpreter exits aborts it (std::terminate)
+                thread.join(timeout=600)
     return 0 if all(r["agree"] is not False for r in ROWS) else 1
 
 
