@@ -43,6 +43,8 @@ from . import Experiment, Run, alone, pm1_scale, quantities, save_checkpoint, tr
 
 @dataclass
 class DynamicsSettings:
+    """The dynamics experiment's own setting."""
+
     measure_every: int = setting(100, "measure every this many steps", limit="train_steps")
 
     def __post_init__(self):
@@ -98,6 +100,7 @@ METRICS = {
 
 
 def figures(runs: pd.DataFrame, history: pd.DataFrame) -> list[ExperimentFigure]:
+    """Every measured quantity over training, one line per kept run, coloured by weight decay."""
     if history.empty or "run_id" not in history:
         raise ValueError("this dynamics sweep has no per-step measurements (its history.parquet is empty)")
     kept, note = keep(runs, ["weight_decay"], MSE_RULE)
@@ -141,6 +144,7 @@ def figures(runs: pd.DataFrame, history: pd.DataFrame) -> list[ExperimentFigure]
 
 
 def section(t: Tables) -> tuple[str, list[Claim]]:
+    """Section 3 of the fidelity page: the phases of training, per kept run, and their claims (D1, ...)."""
     kept = t.kept()
     phases = phases_of(t, kept)
     limit = threshold(t.runs)

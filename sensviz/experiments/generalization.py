@@ -57,6 +57,8 @@ from . import CONVERGED_MSE, Experiment, Run, SweepSettings, alone, measure_run,
 
 @dataclass
 class GeneralizationSettings:
+    """The generalization experiment's own settings."""
+
     completions: int = setting(16, "random completions of the training data whose as_n is compared",
                                limit="samples")
     retrain_steps: int = setting(3000, "steps of retraining the learned table and a completion on the whole cube",
@@ -160,6 +162,7 @@ def _add_retrained(found: dict, kind: str, again: Run, result: TrainResult, out:
 
 
 def figures(runs: pd.DataFrame, history: pd.DataFrame) -> list[ExperimentFigure]:
+    """as_n of the learned function beside the other fits; sharpness after retraining against as_n."""
     kept, note = keep(runs, ["train_size"], "the training set fitted: MSE < 0.001 on it")
     n = int(kept["n"].iloc[0]) if len(kept) and "n" in kept else None
     compare = summarise(kept, ["train_size"], {"as_learned": "learned by the transformer",
@@ -246,6 +249,7 @@ def figures(runs: pd.DataFrame, history: pd.DataFrame) -> list[ExperimentFigure]
 
 
 def section(t: Tables) -> tuple[str, list[Claim]]:
+    """Section 5 of the fidelity page: the learned function's sensitivity and the retrained minima (G1, ...)."""
     kept = t.kept()
     sizes = sorted(kept["train_size"].unique()) if len(kept) else []
     n = int(kept["n"].iloc[0]) if len(kept) else None

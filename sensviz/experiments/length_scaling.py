@@ -60,6 +60,7 @@ METRICS = {
 
 
 def figures(runs: pd.DataFrame, history: pd.DataFrame) -> list[ExperimentFigure]:
+    """The `METRICS` against n, one panel each, a line per task (mean ± standard error over kept seeds)."""
     kept, note = keep(runs, ["task", "n"], MSE_RULE)
     table = summarise(kept, ["task", "n"], METRICS)
     chart = panels(table, "n", "input length n", task_colour(table["task"]), list(METRICS.values())).properties(
@@ -93,6 +94,7 @@ SLOPES = {
 
 
 def section(t: Tables) -> tuple[str, list[Claim]]:
+    """Section 1 of the fidelity page: the slopes in n per task and their claims (L1, ...), and the bound."""
     kept = t.kept()
     tasks = tasks_in(kept)
     lengths = sorted(kept["n"].unique()) if len(kept) else []
@@ -196,6 +198,7 @@ def radii(runs: pd.DataFrame) -> list[tuple[float, str, pd.Series, pd.Series, pd
 
 
 def right_radius(t: Tables) -> tuple[str, list[Claim]]:
+    """The fidelity page's radius subsection: PARITY against FIRST at each measured radius (R1, R2)."""
     kept = t.kept()
     both = [n for n in sorted(kept["n"].unique()) if {"parity", "first"} <= set(rows_where(kept, n=n)["task"])]
     last = both[-1] if both else None  # the largest n with kept runs of both tasks

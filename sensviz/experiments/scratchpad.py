@@ -46,6 +46,7 @@ RULE = "MSE < 0.001 for the encoder, autoregressive accuracy > 0.999 with a scra
 
 
 def figures(runs: pd.DataFrame, history: pd.DataFrame) -> list[ExperimentFigure]:
+    """The per-step `METRICS` against n (log scale), with and without a scratchpad."""
     kept, note = keep(runs, ["arch", "n"], RULE)
     kept = kept.assign(model=kept["arch"].map({"scratchpad": "with scratchpad", "encoder": "without (encoder)"}))
     table = summarise(kept, ["model", "n"], METRICS)
@@ -78,6 +79,7 @@ def _scratchpad_metrics(runs: pd.DataFrame) -> dict[str, str]:
 
 
 def section(t: Tables) -> tuple[str, list[Claim]]:
+    """Section 4 of the fidelity page: the trends in n with and without a scratchpad and their claims (S1, ...)."""
     kept = t.kept()
     encoder, pad = rows_where(kept, arch="encoder"), rows_where(kept, arch="scratchpad")
     metrics = _scratchpad_metrics(kept)

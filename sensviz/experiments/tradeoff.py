@@ -50,6 +50,7 @@ from . import Experiment, train_and_measure
 
 
 def figures(runs: pd.DataFrame, history: pd.DataFrame) -> list[ExperimentFigure]:
+    """param_norm against log blowup per kept run (both aggregates), and the bound's right-hand side per task."""
     kept, note = keep(runs, ["task", "n"], MSE_RULE)
     points = long_form(kept, ["run_id", "task", "n", "lr", "weight_decay", "param_norm"],
                    {"log_blowup_mean_sq": "ours: log E[Blowup(x)²]",
@@ -113,6 +114,7 @@ def figures(runs: pd.DataFrame, history: pd.DataFrame) -> list[ExperimentFigure]
 
 
 def section(t: Tables) -> tuple[str, list[Claim]]:
+    """Section 2 of the fidelity page: the correlations within each task and n, PARITY's offset (T1, ...)."""
     kept = t.kept()
     tasks, lengths = tasks_in(kept), sorted(kept["n"].unique()) if len(kept) else []
     x, y = "log_authors_blowup", "param_norm"
