@@ -30,7 +30,8 @@ Modules, by job (every module of the package):
 - measuring and training: `measure` (every quantity of one model through one set of settings; a
   quantity is one registry entry), `training` (the trainer, multi-model batches), `monitor`
   (measurements while training), `zoo` (the pretrained checkpoints);
-- the experiments: `experiments` (the paper's experiments as sweep jobs), `sweeps` (TOML specs,
+- the experiments: `experiments` (the paper's experiments as sweep jobs, one module each: its job,
+  figures, fidelity sections and Lab data; the registry finds them), `sweeps` (TOML specs,
   executors, result tables), `stats` (the statistics that decide the claims), `figures`
   (paper-style figures of the result tables), `fidelity` (the fidelity pages: claims beside the
   shipped tables), `report` (a standalone HTML report of finished sweeps), `lab` (the Lab's guided

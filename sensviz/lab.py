@@ -38,11 +38,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import charts, cube, glossary, stats, tables
+from . import charts, cube, glossary, tables
 from .analysis import cube_outputs, sensitivity_report
 from .blowup import blowup_summary
 from .checkpoints import Checkpoint, file_hash, load_checkpoint
-from .experiments import completions
+from .experiments import get_experiment, results_dir
+from .experiments.generalization import as_n, completions
 from .losses import loss_for, targets
 from .mathml import mathml
 from .measure import RADIUS_FRACTIONS, MeasureSettings, measure
@@ -65,17 +66,10 @@ def zoo_dir() -> Path:
     return Path(os.environ.get("SENSVIZ_CHECKPOINT_DIR") or PACKAGE_ROOT / "checkpoints")
 
 
-def results_dir() -> Path:
-    """The shipped sweep results: the first folder of $SENSVIZ_RESULTS_DIRS (the app's results roots,
-    os.pathsep-separated), else experiments/results/ beside the package."""
-    first = os.environ.get("SENSVIZ_RESULTS_DIRS", "").split(os.pathsep)[0]
-    return Path(first or PACKAGE_ROOT / "experiments" / "results")
-
-
 @dataclass
 class Sources:
     """Where a chapter's numbers come from: the zoo (`load`, and its folder for the hashes), the
-    shipped results folder (chapter 5)."""
+    shipped results folder (chapter 5; `sensviz.experiments.results_dir()` by default)."""
 
     load: Loader
     checkpoints: Path
@@ -184,13 +178,14 @@ class Chapter:
     try_it: str  # what else to try, on the explorer's pages
     measure: Callable[[Sources, Progress], Data] = field(repr=False)
     present: Callable[[Data, object], Built] = field(repr=False)
+    results: str | None = None  # the experiment whose shipped results `measure` reads (`Experiment.lab`), if any
 
     def inputs(self, sources: Sources) -> dict[str, Path]:
         """The files the chapter's data depends on, by name."""
         files = {f"{name}.safetensors": sources.checkpoints / f"{name}.safetensors" for name in self.reads}
-        if self.slug == "length":
-            folder, _ = length_folder(sources.results)
-            files[f"{folder.parent.name}/length_scaling/runs.parquet"] = folder / "runs.parquet"
+        if self.results:
+            folder, _ = get_experiment(self.results).lab.folder(sources.results)
+            files[f"{folder.parent.name}/{self.results}/runs.parquet"] = folder / "runs.parquet"
         return files
 
     def build(self, sources: Sources, choice=None, progress: Progress = None) -> Built:
@@ -614,24 +609,6 @@ LENGTH_MODELS = tuple(f"encoder-parity-n{n}" for n in (4, 6, 8, 10, 12, 16))
 LENGTH_TASKS = {"PARITY and FIRST": ("parity", "first"), "all four tasks": ("parity", "majority", "first", "mean")}
 
 
-def length_folder(results: Path) -> tuple[Path, str]:
-    """The length-scaling folder `sensviz.fidelity` reads by default (the largest scale present), and its scale."""
-    from .fidelity import default_scale, scales
-
-    present = [s for s in scales(results) if (Path(results) / s / "length_scaling" / "runs.parquet").is_file()]
-    if not present:
-        raise ValueError(f"{results}: no length-scaling results (run the length_scaling sweep)")
-    scale = default_scale(present)
-    return Path(results) / scale / "length_scaling", scale
-
-
-def length_points(kept: pd.DataFrame) -> pd.DataFrame:
-    """Kept runs' sharpness proxy ×4, mean and standard error per task and n, and how many runs."""
-    grouped = kept.groupby(["task", "n"])["sharpness_proxy_pm1"]
-    table = pd.DataFrame({"mean": grouped.mean(), "stderr": grouped.sem(), "count": grouped.size()}).reset_index()
-    return table.assign(low=table["mean"] - table["stderr"].fillna(0), high=table["mean"] + table["stderr"].fillna(0))
-
-
 def zoo_point(ck: Checkpoint, label: str) -> dict:
     """One model as a point of the length-scaling figure: its proxy on the ±1 scale at its own n."""
     found = measure(ck.model, ck.task, ck.n, SETTINGS, ("proxy",), ck.encoding)
@@ -640,22 +617,16 @@ def zoo_point(ck: Checkpoint, label: str) -> dict:
 
 
 def _length_measure(src: Sources, progress: Progress = None) -> Data:
-    from . import fidelity
-
-    folder, scale = length_folder(src.results)
+    """The length-scaling experiment's shipped runs (`Experiment.lab`) and the zoo's PARITY models as points."""
+    lab = get_experiment("length_scaling").lab
+    _, scale = lab.folder(src.results)
     _say(progress, f"the {scale}-scale length-scaling runs and sensviz.fidelity's verdict on them")
-    t = fidelity.load(folder.parent, "length_scaling")
-    _, claims = fidelity.length_scaling(t)
-    slope = claims[0]  # "PARITY's sharpness grows with n": the slope of the proxy in n
-    kept = t.kept()
-    numbers = {"scale": scale, "runs": len(t.runs), "kept": len(kept), "threshold": fidelity.threshold(t.runs),
-               "slope": slope.interval.estimate, "slope_low": slope.interval.low, "slope_high": slope.interval.high,
-               "verdict": slope.verdict, "level": stats.LEVEL}
+    numbers, found = lab.measure(src.results)
     zoo = []
     for name in LENGTH_MODELS:
         _say(progress, f"the sharpness proxy of {name}")
         zoo.append(zoo_point(src.load(name), "zoo PARITY model"))
-    return Data(numbers, {"points": length_points(kept), "zoo": pd.DataFrame(zoo)})
+    return Data(numbers, {**found, "zoo": pd.DataFrame(zoo)})
 
 
 def slope_words(low: float, high: float) -> str:
@@ -704,10 +675,6 @@ FEW_COMPARE = ("random completions of the training data", "uniformly random func
 LEARNED, TARGET = "what the transformer learned", "the random target"
 
 
-def _as_n(table01: torch.Tensor) -> float:
-    return cube.analyze(2.0 * table01.double() - 1.0).avg_sensitivity
-
-
 def _few_measure(src: Sources, progress: Progress = None) -> Data:
     from .training import TrainConfig
 
@@ -722,9 +689,9 @@ def _few_measure(src: Sources, progress: Progress = None) -> Data:
     held_out[train_set] = False
     others = completions(ck.task, n, train_set, 64, seed=0)
     uniform = torch.randint(0, 2, (64, 2**n), generator=torch.Generator().manual_seed(0)).float()
-    rows = ([{"function": FEW_COMPARE[0], "as_n": _as_n(t)} for t in others]
-            + [{"function": FEW_COMPARE[1], "as_n": _as_n(t)} for t in uniform]
-            + [{"function": TARGET, "as_n": _as_n(target)}, {"function": LEARNED, "as_n": _as_n(learned)}])
+    rows = ([{"function": FEW_COMPARE[0], "as_n": as_n(t)} for t in others]
+            + [{"function": FEW_COMPARE[1], "as_n": as_n(t)} for t in uniform]
+            + [{"function": TARGET, "as_n": as_n(target)}, {"function": LEARNED, "as_n": as_n(learned)}])
     numbers = {"n": n, "train_size": len(train_set), "others": 2**n - len(train_set),
                "fit": (learned[train_set] == target[train_set]).float().mean().item(),
                "held_out": (learned[held_out] == target[held_out]).float().mean().item(),
@@ -842,7 +809,7 @@ CHAPTERS: tuple[Chapter, ...] = (
          r"\mathrm{as}_n(\mathrm{FIRST}) = 1 \Rightarrow \mathrm{bound} \to 0"),
         Control("tasks", tuple(LENGTH_TASKS), "PARITY and FIRST"),
         "Train a model on the Train page and select it: it joins this chart as a point.",
-        _length_measure, _length_present,
+        _length_measure, _length_present, results="length_scaling",
     ),
     Chapter(
         6, "few-examples", "What transformers learn from few examples",

@@ -18,7 +18,7 @@ from pathlib import Path
 import altair as alt
 
 from . import figures
-from .experiments import EXPERIMENTS
+from .experiments import registry
 from .files import write_atomic
 from .sweeps import read_results
 
@@ -38,7 +38,8 @@ nav li { margin: 0.15em 0; }
 def sweep_folders(folder) -> list[Path]:
     """The sweep folder itself, or the sweep folders one or two levels below it (`experiments/results`
     holds `<scale>/<experiment>/`): grouped by their parent folder, and within it folders named after
-    an experiment first, in the order of `EXPERIMENTS`, then the others by name; ValueError if none."""
+    an experiment first, in the experiments' order (`sensviz.experiments.registry`), then the others by
+    name; ValueError if none."""
     folder = Path(folder)
     if (folder / "runs.parquet").is_file():
         return [folder]
@@ -46,7 +47,7 @@ def sweep_folders(folder) -> list[Path]:
         if folder.is_dir() else []
     if not found:
         raise ValueError(f"{folder}: no sweep results here (a sweep folder holds runs.parquet)")
-    order = {name: i for i, name in enumerate(EXPERIMENTS)}
+    order = {name: i for i, name in enumerate(registry())}
     scales = {name: i for i, name in enumerate(SCALES)}
     return sorted(found, key=lambda f: (f.parent != folder, scales.get(f.parent.name, len(scales)), f.parent.name,
                                         order.get(f.name, len(order)), f.name))

@@ -9,6 +9,7 @@ import torch
 
 import sensviz as sv
 from sensviz import cube, experiments, sweeps
+from sensviz.experiments import generalization
 from sensviz.losses import targets
 from sensviz.sharpness import sharpness_proxy
 
@@ -132,11 +133,11 @@ def test_settings_are_checked_before_anything_runs():
 def test_completions_agree_with_the_data_and_are_seeded():
     task = sv.get_task("random:seed=3")
     train_set = torch.tensor([0, 5, 9, 200])
-    tables = experiments.completions(task, 8, train_set, 6, seed=3)
+    tables = generalization.completions(task, 8, train_set, 6, seed=3)
     assert tables.shape == (6, 256) and set(tables.unique().tolist()) <= {0.0, 1.0}
     assert torch.equal(tables[:, train_set], task.values(8)[train_set].expand(6, -1))
-    assert torch.equal(tables, experiments.completions(task, 8, train_set, 6, seed=3))
-    assert not torch.equal(tables, experiments.completions(task, 8, train_set, 6, seed=2))
+    assert torch.equal(tables, generalization.completions(task, 8, train_set, 6, seed=3))
+    assert not torch.equal(tables, generalization.completions(task, 8, train_set, 6, seed=2))
     assert abs(tables.mean().item() - 0.5) < 0.1
     # off the training set a completion agrees with the target only by chance (its own random stream)
     agreement = (tables == task.values(8)).float().mean(dim=1)

@@ -8,6 +8,7 @@ import pytest
 from test_charts import walk
 
 from sensviz import figures
+from sensviz.experiments import dynamics, length_scaling, scratchpad
 
 
 def length_runs() -> pd.DataFrame:
@@ -35,8 +36,8 @@ def chart_data(chart) -> list[dict]:
 def test_length_scaling_means_over_converged_seeds_and_the_note():
     (fig,) = figures.figures("length_scaling", length_runs(), pd.DataFrame())
     table = fig.data
-    assert set(table["metric"]) == set(figures.LENGTH_METRICS.values())
-    proxy = table[table["metric"] == figures.LENGTH_METRICS["sharpness_proxy_pm1"]].set_index(["task", "n"])
+    assert set(table["metric"]) == set(length_scaling.METRICS.values())
+    proxy = table[table["metric"] == length_scaling.METRICS["sharpness_proxy_pm1"]].set_index(["task", "n"])
     assert proxy.loc[("parity", 4), "mean"] == pytest.approx(0.405)  # seeds 0 and 1: 0.40, 0.41
     assert proxy.loc[("parity", 4), "stderr"] == pytest.approx(0.005)
     assert proxy.loc[("parity", 8), "mean"] == pytest.approx(0.8) and proxy.loc[("parity", 8), "count"] == 1
@@ -73,13 +74,13 @@ def test_dynamics_lines_per_run_and_thinning():
                              "sharpness_limit_pm1": 0.1, "log_authors_blowup": 1.0, "log_blowup_mean": 2.0,
                              "param_norm": 30 - s / 100} for r in "ab" for s in steps])
     (fig,) = figures.figures("dynamics", runs, history)
-    loss = fig.data[fig.data["metric"] == figures.DYNAMICS_METRICS["log10_loss"]]
+    loss = fig.data[fig.data["metric"] == dynamics.METRICS["log10_loss"]]
     assert loss[loss["step"] == 500]["value"].tolist() == pytest.approx([-2.0, -2.0])
     assert len(fig.data) == 2 * len(steps) * 6 and len(fig.data) < figures.MAX_ROWS
     encoding = fig.chart.to_dict()["spec"]["encoding"]
     assert encoding["detail"]["field"] == "run_id" and encoding["color"]["field"] == "weight_decay"
     long_history = pd.concat([history.assign(run_id=r) for r in "abcdefgh"])
-    many = figures.dynamics(pd.DataFrame({"run_id": list("abcdefgh"), "seed": 0, "weight_decay": 0.1,
+    many = dynamics.figures(pd.DataFrame({"run_id": list("abcdefgh"), "seed": 0, "weight_decay": 0.1,
                                           "status": "finished", "converged": True}), long_history)[0]
     assert len(many.data) <= figures.MAX_ROWS and 1000 in set(many.data["step"])  # thinned, the last step kept
 
@@ -101,7 +102,7 @@ def test_scratchpad_labels_and_log_x():
     assert set(fig.data["model"]) == {"with scratchpad", "without (encoder)"}
     spec = fig.chart.to_dict()
     assert spec["spec"]["layer"][0]["encoding"]["x"]["scale"] == {"type": "log", "base": 2}
-    proxy = fig.data[fig.data["metric"] == figures.SCRATCHPAD_METRICS["sharpness_proxy_pm1"]].set_index(["model", "n"])
+    proxy = fig.data[fig.data["metric"] == scratchpad.METRICS["sharpness_proxy_pm1"]].set_index(["model", "n"])
     assert proxy.loc[("without (encoder)", 16), "mean"] == pytest.approx(0.8)
 
 

@@ -1,5 +1,6 @@
 """What the explorer's server holds, one per process: its folders (pretrained checkpoints, sweep
-results, a sweep folder a user names), the kept-model store and the training job manager."""
+results, a sweep folder a user names), the kept-model store and the training job manager. The
+results folders are the library's (`sensviz.experiments.results_roots`, `results_dir`), the Lab's too."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import threading
 import types
 from pathlib import Path
 
+from sensviz.experiments import results_dir, results_roots  # noqa: F401 (the folders: the library's, read here)
 from sensviz.jobs import JobManager
 from sensviz.kept import KeptStore, cap_bytes, data_dir
 
@@ -18,21 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 def checkpoint_dir() -> Path:
     """Where pretrained checkpoints are listed from: checkpoints/, or $SENSVIZ_CHECKPOINT_DIR."""
     return Path(os.environ.get("SENSVIZ_CHECKPOINT_DIR", ROOT / "checkpoints"))
-
-
-def results_roots() -> list[Path]:
-    """The folders the Experiments page may open sweeps under: $SENSVIZ_RESULTS_DIRS (os.pathsep-separated),
-    else the shipped results `experiments/results/` and `$SENSVIZ_DATA_DIR/sweeps`. The first holds
-    the shipped results (`<scale>/<experiment>/`)."""
-    configured = os.environ.get("SENSVIZ_RESULTS_DIRS")
-    if configured:
-        return [Path(part) for part in configured.split(os.pathsep) if part]
-    return [ROOT / "experiments" / "results", data_dir() / "sweeps"]
-
-
-def results_dir() -> Path:
-    """Where the shipped sweep results live: the first of `results_roots()`."""
-    return results_roots()[0]
 
 
 FOLDER_CHARS = 1024

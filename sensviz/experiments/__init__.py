@@ -5,24 +5,17 @@ job together where it can (`train_many`: seeds, tasks, learning rates and weight
 architecture, size and training config share one vmapped run), measures every trained model,
 writes each run's checkpoint to `OUT/checkpoints/<run_id>.safetensors`, and returns per run
 `{"metrics": {...}, "history": [...]}` or `{"error": ..., "traceback": ...}`. A run whose settings
-are invalid fails alone; the others go on. Each experiment is one `Experiment` entry of `REGISTRY`
-(its job function, batch fields, defaults and own settings) plus its TOML in experiments/; its
-figures (`sensviz.figures.FIGURES`) and fidelity claims (`sensviz.fidelity.SECTIONS`) are still
-keyed by its name there. Experiments (paper/experiments.md):
+are invalid fails alone; the others go on.
 
-- `length_scaling` (Fig. 1, 5-8): PARITY, MAJORITY, FIRST, MEAN over input lengths n; sharpness
-  against n beside the theorem's lower bound
-      lim_{rho->0} liminf_n L_{rho,n}(T) >= liminf_n as_n(T) / (2n) - L exp(-Omega(d));
-- `tradeoff` (Fig. 2, 9, 10): the same runs over a random search of learning rate and weight
-  decay; param_norm against log Blowup, with the bound C E[Blowup^2] >= as_n / sqrt(n log n) - H/n;
-- `dynamics` (Fig. 3, 12-14): PARITY measured every `measure_every` steps on one fixed batch with
-  the same noise draws and directions each time (`sensviz.monitor.MeasurementCallback`);
-- `scratchpad` (Fig. 11): PARITY with `arch = "scratchpad"` (the encoder-decoder writing the
-  running parity; its measured function is the last step) against the plain encoder;
-- `generalization` (Fig. 4, 15): a random function at length n, trained on `train_size` fixed
-  inputs until it fits; the learned truth table's as_n against random completions of the same
-  training data (seeded by the run's seed), and each of the learned table and one completion
-  retrained on the whole cube (a `table:` task) to measure its sharpness.
+Each experiment is one module of this package and its TOML in experiments/: the module's
+`EXPERIMENT` (an `Experiment`) holds its job function, batch fields, defaults and own settings, its
+figures (drawn with the primitives of `sensviz.figures`), its fidelity sections (written with the
+helpers of `sensviz.fidelity`) and, where a Lab chapter reads its shipped results, that chapter's
+data (`LabData`). `registry()` finds the modules the first time it is asked, in their `order`;
+nothing else lists them. Adding an experiment is adding a module `<name>.py` with `EXPERIMENT` and
+`experiments/<name>.toml`. The experiments (paper/experiments.md): `length_scaling` (Fig. 1, 5-8),
+`tradeoff` (Fig. 2, 9, 10), `dynamics` (Fig. 3, 12-14), `scratchpad` (Fig. 11) and
+`generalization` (Fig. 4, 15); each module's docstring says what it runs.
 
 Metric conventions (every figure's):
 - `sharpness_proxy`: the paper's loss-space proxy, mean L(theta + Delta) - L(theta) with Delta ~
@@ -44,29 +37,48 @@ Metric conventions (every figure's):
 
 from __future__ import annotations
 
+import importlib
 import math
+import os
+import pkgutil
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields, replace
+from functools import cache
 from pathlib import Path
 
 import torch
 
-from . import cube
-from .analysis import cube_outputs
-from .base import TracedModel
-from .configs import build as build_settings
-from .configs import check, setting, split
-from .measure import RADIUS_FRACTIONS, Measurement, MeasureSettings, columns, default_quantities, measure
-from .models import ModelSettings
-from .monitor import MeasurementCallback
-from .sweeps import failure, run_id
-from .tasks import ZERO_ONE, Task, TruthTable, get_task
-from .training import PER_MODEL_FIELDS, TrainConfig, TrainingData, TrainResult, _stream_seed, train_many
+from ..base import TracedModel
+from ..configs import build as build_settings
+from ..configs import check, setting, split
+from ..kept import data_dir
+from ..measure import RADIUS_FRACTIONS, Measurement, MeasureSettings, columns, default_quantities, measure
+from ..models import ModelSettings
+from ..sweeps import failure, run_id
+from ..tasks import ZERO_ONE, Task, get_task
+from ..training import PER_MODEL_FIELDS, TrainConfig, TrainResult, train_many
 
 CONVERGED_MSE = 1e-3
 """The paper's convergence filter: final evaluation MSE below this."""
 CONVERGED_AUTOREGRESSIVE = 0.999
 """The scratchpad figure's filter: autoregressive accuracy above this."""
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+def results_roots() -> list[Path]:
+    """The folders sweep results are read from: $SENSVIZ_RESULTS_DIRS (os.pathsep-separated), else the
+    shipped results `experiments/results/` and `$SENSVIZ_DATA_DIR/sweeps`. The first holds the shipped
+    results (`<scale>/<experiment>/`): the app's Experiments page opens sweeps under any of them."""
+    configured = os.environ.get("SENSVIZ_RESULTS_DIRS")
+    if configured:
+        return [Path(part) for part in configured.split(os.pathsep) if part]
+    return [PACKAGE_ROOT / "experiments" / "results", data_dir() / "sweeps"]
+
+
+def results_dir() -> Path:
+    """Where the shipped sweep results live: the first of `results_roots()`."""
+    return results_roots()[0]
 
 
 @dataclass
@@ -76,25 +88,6 @@ class SweepSettings:
     task: str | None = setting(None, "the task label (the generalization experiment: default random:seed=<seed>)")
     batch_models: int = setting(16, "at most this many models in one train_many run (memory)", limit="batch_models")
     radii: bool = setting(False, "also measure L_rho at several radii (sensviz.measure.RADIUS_FRACTIONS of rho)")
-
-    def __post_init__(self):
-        check(self)
-
-
-@dataclass
-class DynamicsSettings:
-    measure_every: int = setting(100, "measure every this many steps", limit="train_steps")
-
-    def __post_init__(self):
-        check(self)
-
-
-@dataclass
-class GeneralizationSettings:
-    completions: int = setting(16, "random completions of the training data whose as_n is compared",
-                               limit="samples")
-    retrain_steps: int = setting(3000, "steps of retraining the learned table and a completion on the whole cube",
-                                 limit="train_steps")
 
     def __post_init__(self):
         check(self)
@@ -112,27 +105,80 @@ TRAIN_TOGETHER = ("task",) + PER_MODEL_FIELDS
 
 
 @dataclass(frozen=True)
+class LabData:
+    """What a Lab chapter takes from an experiment's shipped results: the sweep folder it reads
+    (`folder(results)` -> (folder, scale), cheap: the Lab hashes its runs table) and the numbers and
+    tables it draws from them (`measure(results)` -> (numbers, tables))."""
+
+    folder: Callable[[Path], tuple[Path, str]]
+    measure: Callable[[Path], tuple[dict, dict]]
+
+
+@dataclass(frozen=True)
 class Experiment:
-    """One experiment as the sweeps run it: its job function for a batch of runs (`runner`), the
-    settings that may differ between the runs of one sweep job (`batch_fields`, `sweeps.jobs`), its
-    defaults on top of `SWEEP_DEFAULTS` and the parts' own, and its own settings (`extra`), if any."""
+    """One experiment, everything about it in one place (its module's `EXPERIMENT`):
+
+    - as the sweeps run it: its job function for a batch of runs (`runner`), the settings that may
+      differ between the runs of one sweep job (`batch_fields`, `sweeps.jobs`), its defaults on top
+      of `SWEEP_DEFAULTS` and the parts' own, its own settings (`extra`), if any, and `task`, which
+      picks a run's task label from its sweep and training settings (None: every run names its task);
+    - as the results are read: `figures(runs, history)` -> `sensviz.figures.ExperimentFigure`s,
+      `sections`, each `section(tables)` -> (markdown, claims) of the fidelity page
+      (`sensviz.fidelity.Tables`), and `lab`, the data a Lab chapter takes from its results, if any;
+    - `order`: where it comes in the README, the app, the report and the fidelity page."""
 
     name: str
+    order: int
     runner: Callable[[str, list, Path], list[dict]]
     batch_fields: tuple[str, ...]
+    figures: Callable
+    sections: tuple[Callable, ...]
     defaults: dict = field(default_factory=dict)
     extra: type | None = None
+    task: Callable[[SweepSettings, TrainConfig], str] | None = None
+    lab: LabData | None = None
 
 
-# ----------------------------------------------------------------------------- settings
+# ----------------------------------------------------------------------------- the registry
 
+
+@cache
+def registry() -> dict[str, Experiment]:
+    """Every experiment, by name, in its `order`: the `EXPERIMENT` of each module of this package
+    (a module `<name>.py` registers the experiment `<name>`), found once."""
+    found: dict[str, Experiment] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        experiment = getattr(importlib.import_module(f"{__name__}.{info.name}"), "EXPERIMENT", None)
+        if experiment is None:
+            continue
+        if not isinstance(experiment, Experiment) or experiment.name != info.name:
+            raise TypeError(f"{__name__}.{info.name}: EXPERIMENT must be an Experiment named '{info.name}'")
+        found[experiment.name] = experiment
+    return dict(sorted(found.items(), key=lambda item: (item[1].order, item[0])))
+
+
+def __getattr__(name: str):
+    """`REGISTRY`, `EXPERIMENTS` (the names, in order) and `BATCH_FIELDS` (per experiment, the settings
+    that may differ between the runs of one sweep job): views of `registry()`, read when first used
+    (so that the experiment modules may import `sensviz.figures` and `sensviz.fidelity`, which import this)."""
+    if name == "REGISTRY":
+        return registry()
+    if name == "EXPERIMENTS":
+        return tuple(registry())
+    if name == "BATCH_FIELDS":
+        return {key: e.batch_fields for key, e in registry().items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get_experiment(name: str) -> Experiment:
     """The registered experiment `name` (ValueError naming the known ones otherwise)."""
-    if name not in REGISTRY:
-        raise ValueError(f"unknown experiment '{name}'; use one of {', '.join(EXPERIMENTS)}")
-    return REGISTRY[name]
+    found = registry()
+    if name not in found:
+        raise ValueError(f"unknown experiment '{name}'; use one of {', '.join(found)}")
+    return found[name]
+
+
+# ----------------------------------------------------------------------------- settings
 
 
 def _parts(experiment: str) -> dict[str, type]:
@@ -170,15 +216,14 @@ def defaults(experiment: str) -> dict:
 def prepare(experiment: str, settings: dict, build: bool = True) -> Run:
     """Split and validate a run's settings (unknown, missing or invalid ones raise ValueError with the
     reason) and, with `build`, make its model: the one function the sweeps, the CLI and the app use."""
+    found = get_experiment(experiment)
     parts = _parts(experiment)
-    values = {**SWEEP_DEFAULTS, **get_experiment(experiment).defaults, **settings}
+    values = {**SWEEP_DEFAULTS, **found.defaults, **settings}
     split_values = split(values, parts, experiment)
     built = {name: build_settings(parts[name], split_values[name], experiment) for name in parts}
     sweep, config = built["sweep"], built["train"]
-    if experiment == "generalization":
-        if config.train_size is None:
-            raise ValueError("generalization: every run needs ['train_size']")
-        label = sweep.task or f"random:seed={config.seed}"
+    if found.task is not None:
+        label = found.task(sweep, config)
     elif sweep.task is None:
         raise ValueError(f"{experiment}: every run needs ['task']")
     else:
@@ -237,7 +282,7 @@ def run_job(experiment: str, runs: list[dict], out: str) -> list[dict]:
     return results
 
 
-def _alone(fn, *args) -> dict:
+def alone(fn, *args) -> dict:
     """fn(*args), or the failure of that one run: a model that trained with the others but cannot
     be measured or saved fails alone."""
     try:
@@ -246,11 +291,13 @@ def _alone(fn, *args) -> dict:
         return failure(err)
 
 
-def _train(batch: list[Run], configs: list[TrainConfig] | None = None, callbacks=()) -> list[TrainResult]:
+def train_batch(batch: list[Run], configs: list[TrainConfig] | None = None, callbacks=()) -> list[TrainResult]:
+    """Train the models of a batch of runs together (`train_many`), with their own configs unless given."""
     return train_many([r.model for r in batch], [r.task for r in batch], configs or [r.config for r in batch], callbacks)
 
 
-def _checkpoint(out: Path, run: Run, result: TrainResult, suffix: str = "") -> None:
+def save_checkpoint(out: Path, run: Run, result: TrainResult, suffix: str = "") -> None:
+    """Write a trained run's checkpoint to `out/checkpoints/<run_id><suffix>.safetensors`."""
     path = out / "checkpoints" / f"{run_id(run.settings)}{suffix}.safetensors"
     result.save(path, extra={"sweep": {"experiment": run.experiment, "settings": run.settings}}, with_time=False)
 
@@ -273,7 +320,8 @@ def converged_step(result: TrainResult) -> int | None:
     return fitted[0] if fitted else None
 
 
-def _training_metrics(result: TrainResult) -> dict:
+def training_metrics(result: TrainResult) -> dict:
+    """The runs table's columns about the training itself: steps, stop reason, time, final evaluation, convergence."""
     final = result.final
     step = converged_step(result)
     return {"steps_trained": result.steps, "stop_reason": result.stop_reason, "train_seconds": result.wall_time,
@@ -293,7 +341,6 @@ def pm1_scale(config: TrainConfig) -> float:
 def quantities(run: Run, model: TracedModel) -> tuple[str, ...]:
     """What a run measures: the default quantities, the small-rho limit, and the radii if asked."""
     return default_quantities(model) + ("limit",) * model.multi_step + ("radii",) * run.sweep.radii
-
 
 def metrics(found: Measurement, config: TrainConfig) -> dict:
     """The runs table's columns for one measurement of a trained model: every measured quantity's columns
@@ -341,147 +388,17 @@ def measure_run(run: Run, model: TracedModel, task: Task, config: TrainConfig) -
     return values
 
 
-# ----------------------------------------------------------------------------- the experiments
+# ----------------------------------------------------------------------------- the shared job
 
 
-def _train_and_measure(experiment: str, batch: list[Run], out: Path) -> list[dict]:
-    """length_scaling, tradeoff, scratchpad: train the batch together, then measure each model."""
+def train_and_measure(experiment: str, batch: list[Run], out: Path) -> list[dict]:
+    """The job of length_scaling, tradeoff and scratchpad: train the batch together, then measure each model."""
 
     def one(run: Run, result: TrainResult) -> dict:
-        _checkpoint(out, run, result)
-        values = {**_training_metrics(result), **measure_run(run, result.model, run.task, run.config)}
+        save_checkpoint(out, run, result)
+        values = {**training_metrics(result), **measure_run(run, result.model, run.task, run.config)}
         if result.model.multi_step:
             values["converged"] = bool(values["autoregressive_accuracy"] > CONVERGED_AUTOREGRESSIVE)
         return {"metrics": values, "history": result.history}
 
-    return [_alone(one, run, result) for run, result in zip(batch, _train(batch))]
-
-
-def _dynamics(experiment: str, batch: list[Run], out: Path) -> list[dict]:
-    """PARITY measured every `measure_every` steps on a fixed batch, the same draws every time."""
-    first = batch[0]
-    monitor = MeasurementCallback(every=first.extra.measure_every, settings=first.measure,
-                                  quantities=quantities(first, first.model))
-    trained = _train(batch, callbacks=[monitor])
-    frame = monitor.frame()
-
-    def one(member: int, run: Run, result: TrainResult) -> dict:
-        _checkpoint(out, run, result)
-        scale = pm1_scale(run.config)
-        rows = frame[frame["member"] == member].drop(columns=["member"]).sort_values("step")
-        for name in ("sharpness", "sharpness_limit", "sharpness_proxy"):
-            rows[f"{name}_pm1"] = scale * rows[name]
-        rows["log_authors_blowup"] = rows["authors_blowup"].map(math.log)
-        history = rows.to_dict("records")
-        final = history[-1]
-        peak = rows.loc[rows["sharpness_proxy_pm1"].idxmax()]
-        values = {
-            **_training_metrics(result),
-            **{k: final[k] for k in ("param_norm", "avg_sensitivity", "blowup_mean", "log_blowup_mean",
-                                     "authors_blowup", "sharpness_pm1", "sharpness_limit_pm1", "sharpness_proxy_pm1")},
-            "pm1_scale": scale,
-            "peak_sharpness_proxy_pm1": float(peak["sharpness_proxy_pm1"]),
-            "peak_step": int(peak["step"]),
-            "initial_sharpness_proxy_pm1": float(rows["sharpness_proxy_pm1"].iloc[0]),
-        }
-        return {"metrics": values, "history": history}
-
-    return [_alone(one, member, run, result) for member, (run, result) in enumerate(zip(batch, trained))]
-
-
-def completions(task: Task, n: int, train_set: torch.Tensor, count: int, seed: int) -> torch.Tensor:
-    """`count` random functions that agree with `task` on the vertices `train_set` and are uniformly
-    random elsewhere: `[count, 2**n]` in {0,1}, vertex order. Drawn from a stream of their own
-    (`seed` hashed with "completions"), not the stream of `random:seed=<seed>` itself."""
-    generator = torch.Generator().manual_seed(_stream_seed(seed, "completions"))
-    tables = torch.randint(0, 2, (count, 2**n), generator=generator).float()
-    tables[:, train_set] = task.values(n)[train_set]
-    return tables
-
-
-def _as_n(table01: torch.Tensor) -> float:
-    return cube.analyze(2.0 * table01.double() - 1.0).avg_sensitivity
-
-
-def _table_task(table01: torch.Tensor) -> TruthTable:
-    return TruthTable(bits="".join("1" if v > 0.5 else "0" for v in table01.tolist()))
-
-
-def _generalization(experiment: str, batch: list[Run], out: Path) -> list[dict]:
-    """Fit a restricted training set, read the learned function, compare it with random completions,
-    then retrain the learned table and one completion on the whole cube and measure their sharpness."""
-    n, size = batch[0].config.n, batch[0].sweep.batch_models
-    fitted = _train(batch)
-
-    def compare(run: Run, result: TrainResult) -> dict:
-        _checkpoint(out, run, result)
-        table = run.config.encoding.decide(cube_outputs(result.model, n))  # [2**n] in {0,1}
-        train_set = TrainingData(run.config).train_set
-        options = completions(run.task, n, train_set, run.extra.completions, run.config.seed)
-        as_options = torch.tensor([_as_n(t) for t in options])
-        as_learned = _as_n(table)
-        values = {
-            **_training_metrics(result),
-            "heldout_accuracy": result.final.get("heldout_accuracy"),
-            "fits": bool(result.final["eval_accuracy"] == 1.0),
-            "as_learned": as_learned,
-            "as_target": _as_n(run.task.values(n)),
-            "as_completion_mean": as_options.mean().item(),
-            "as_completion_std": as_options.std().item() if len(as_options) > 1 else None,
-            "as_completion_min": as_options.min().item(),
-            "completions_more_sensitive": (as_options > as_learned).float().mean().item(),
-            "as_completion_retrained": as_options[0].item(),
-        }
-        history = [{**record, "phase": "fit"} for record in result.history]
-        return {"metrics": values, "history": history, "retrain": {"learned": table, "completion": options[0]}}
-
-    results = [_alone(compare, run, result) for run, result in zip(batch, fitted)]
-    # retrain the learned table and one completion of every run that got this far on the whole cube,
-    # in batches of at most batch_models
-    retrain = [(k, kind, _retraining(run, table))
-               for k, (run, result) in enumerate(zip(batch, results)) if "retrain" in result
-               for kind, table in result.pop("retrain").items()]
-    for start in range(0, len(retrain), size):
-        chunk = retrain[start : start + size]
-        for (k, kind, again), result in zip(chunk, _train([r for _, _, r in chunk])):
-            results[k] = _alone(_add_retrained, results[k], kind, again, result, out)
-    return results
-
-
-def _retraining(run: Run, table01: torch.Tensor) -> Run:
-    """The run that retrains a truth table on the whole cube: a fresh model, `retrain_steps` steps."""
-    config = replace(run.config, steps=run.extra.retrain_steps, train_size=None)
-    model = run.model_settings.build(config.n, seed=config.seed)
-    return replace(run, config=config, task=_table_task(table01), model=model)
-
-
-def _add_retrained(found: dict, kind: str, again: Run, result: TrainResult, out: Path) -> dict:
-    """A generalization run's result with one retrained table's checkpoint, metrics and history added."""
-    if "error" in found:  # the other table of this run already failed
-        return found
-    _checkpoint(out, again, result, suffix=f"-{kind}")
-    measured = {**_training_metrics(result), **measure_run(again, result.model, again.task, again.config)}
-    found["metrics"].update({f"{kind}_{key}": value for key, value in measured.items()})
-    found["history"] += [{**record, "phase": f"retrain_{kind}"} for record in result.history]
-    return found
-
-
-# ----------------------------------------------------------------------------- the registry
-
-
-REGISTRY = {e.name: e for e in (
-    Experiment("length_scaling", _train_and_measure, ("seed", "task")),
-    Experiment("tradeoff", _train_and_measure, ("seed", "task", "lr", "weight_decay")),
-    Experiment("dynamics", _dynamics, ("seed",), {"task": "parity", "measure_inputs": 256}, DynamicsSettings),
-    Experiment("scratchpad", _train_and_measure, ("seed",), {"task": "parity"}),
-    Experiment("generalization", _generalization, ("seed",),
-               {"lr": 3e-3, "steps": 3000, "eval_interval": 100, "target_accuracy": 1.0, "target_loss": CONVERGED_MSE},
-               GeneralizationSettings),
-)}
-"""Every experiment, registered once, in the order the README, the app and the report present them."""
-
-EXPERIMENTS = tuple(REGISTRY)
-"""The experiments' names, in order."""
-
-BATCH_FIELDS = {name: e.batch_fields for name, e in REGISTRY.items()}
-"""Per experiment, the settings that may differ between the runs of one sweep job (the CLI's `sweep`)."""
+    return [alone(one, run, result) for run, result in zip(batch, train_batch(batch))]
