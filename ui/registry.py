@@ -21,13 +21,12 @@ if TYPE_CHECKING:
 SELECTED = "sv_selected"  # ModelRef of the selected model, or absent
 COMPARE = "sv_compare"  # ModelRef of the model to compare with, or absent
 ANALYSIS_N = "sv_analysis_n"  # {ModelRef: input length chosen for analysis}
-PAGE = "sv_page"  # the id of the page this session draws (ui.page.begin), for its settings and callbacks
 CURRENT = "sv_current"  # this run's selection (ui.page.Selection), set by the frame before the page runs
 OWNER = "sv_owner"  # this session's owner id
 OWNER_UNSAVED = "sv_owner_unsaved"  # the owner id is not in a cookie yet: the frame sets it
 URL_READ = "sv_url_read"  # the first run's URL has been read
-URL_SETTINGS = "sv_url_settings"  # {param: raw value} of the first run's URL, for the page settings
-SETTINGS = "sv_settings"  # {(page, param): value} page settings, kept across page switches
+URL_SETTINGS = "sv_url_settings"  # {param: raw value} of the first run's URL, for the pages' settings
+PAGE_SETTINGS = "sv_settings"  # {(page id, param): (value, its default then)} the pages' settings (ui.page.Settings)
 NOTICES = "sv_notices"  # this run's one-line notices about the URL
 JOB = "sv_job"  # id of the training job this session follows
 JOB_DONE = "sv_job_done"  # ids of finished jobs whose model this session has selected
