@@ -109,6 +109,9 @@ def declared(file: Path) -> dict:
 def read_page(file: Path, url_path: str) -> PageSpec:
     """The page in `file` as it declares itself, served at `url_path`."""
     found = declared(file)
+    if not isinstance(found.get("settings", {}), dict):
+        raise ValueError(f"{file.name}: PAGE's settings are a dict, each setting under its URL parameter: "
+                         '{"shape": {"label": "Shape", "widget": "radio", "options": [...]}}')
     settings = tuple(setting_of(param, entry) for param, entry in found.get("settings", {}).items())
     relative = file.relative_to(ROOT) if file.is_relative_to(ROOT) else file
     return PageSpec(found["title"], str(relative), url_path, found["section"], found["icon"], found["shows"],
