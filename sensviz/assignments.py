@@ -38,6 +38,7 @@ experiments/running/decide/length_scaling):
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,7 +59,7 @@ CONVERGED_MSE = 0.001
 """The paper's filter: final evaluation MSE below this."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Assignment:
     """A grid of (task, n, seed) cells with shared model and trainer settings, and the claim it decides."""
 
@@ -202,6 +203,15 @@ def describe(found: dict) -> str:
             f"(within {found['limit_s'] / 60:.0f}; seconds per step from the findings' tables, {steps}); the class's "
             f"slope comparison has {found['power']:.0%} power at the effect the tables measured "
             f"({found['power_half']:.0%} at half of it).")
+
+
+@functools.lru_cache(maxsize=8)
+def describe_short(a: Assignment) -> str:
+    """`describe(plan(a))`, computed once per process (the tables are read once)."""
+    try:
+        return describe(plan(a))
+    except (ValueError, OSError, KeyError) as err:
+        return f"The plan's numbers could not be computed here: {err}"
 
 
 # ----------------------------------------------------------------------------- the class's table and verdict
