@@ -20,7 +20,7 @@ from sensviz import assignments, jobs
 from sensviz.classes import Class, ClassRefused
 from sensviz.sweeps import read_results
 from sensviz.text import escape_markdown, quoted
-from ui import model_refs, owner_id, registry, server, train_form
+from ui import cache, model_refs, owner_id, registry, server, train_form
 
 GALLERY_EVERY_S = 3.0
 """How often the gallery and the class chart look for new models and runs (seconds)."""
@@ -169,7 +169,7 @@ def gallery(found: Class, compact: bool = False) -> None:
         st.caption("No models in the class yet: the models its members train (or upload) while in it appear here.")
         return
     current = registry.selected()
-    for i, row in rows.iloc[::-1].iterrows():
+    for row in rows.iloc[::-1].to_dict("records"):
         accuracy = "–" if pd.isna(row["accuracy"]) else f"{row['accuracy']:.1%}"
         label = f"{row['member']} · {row['task']} · n = {row['n']} · {accuracy}"
         is_open = current is not None and current.key == row["token"]
@@ -182,6 +182,18 @@ def gallery(found: Class, compact: bool = False) -> None:
                                           disabled=current is None or is_open,
                                           help="Put this model beside the open one (compare= in the link)"):
             _open(row["token"], compare=True)
+
+
+def upload_kept(ref) -> None:
+    """A model this session uploaded: into the gallery of its class, when it is a member of an open one."""
+    found = visible()
+    if found is None or found.closed or member(found) is None:
+        return
+    facts = cache.model_facts(ref)
+    try:
+        store().add_model(found.code, owner_id.owner(), ref.key, facts["task"] or "?", facts["default_n"], None, ref.name)
+    except ClassRefused as err:
+        st.warning(quoted(err, 200))
 
 
 # ----------------------------------------------------------------------------- the assignment
