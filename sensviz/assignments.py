@@ -9,29 +9,28 @@ table with `sensviz.stats` by the fidelity page's rule.
 
 **The grid** (`LENGTH_SCALING`): PARITY against FIRST at n = 4 and 8, the standard scale's model and
 trainer (encoder, d = 32, 2 layers, 2 heads, batch 256, lr 1e-3, weight decay 0.1) for a fixed
-1,500 steps, measured every 500 steps (the live monitor's L_rho: 8 directions, 256 inputs); 9 seeds
-of PARITY and 6 of FIRST at each n: 30 runs. The claim is the fidelity page's L-claim "PARITY's
+1,200 steps, measured every 500 steps (the live monitor's L_rho: 8 directions, 256 inputs); 11 seeds
+of PARITY and 4 of FIRST at each n: 30 runs. The claim is the fidelity page's L-claim "PARITY's
 sharpness grows faster than FIRST's": the difference of the OLS slopes of `sharpness` in n,
 direction +1. Both numbers below are computed by `plan(LENGTH_SCALING)` from the findings' tables
 (`TABLES`: experiments/results/standard/length_scaling, 96 runs, and the decide scale's runs so far,
-experiments/running/decide/length_scaling):
+experiments/running/decide/length_scaling) and one measured class run per n:
 
 - **time**: the lab's presets train one job at a time on this 2-core server (`sensviz.jobs`:
-  one concurrent run per two cores), so the class's wall time is the sum of its runs' times. A
-  run's time is its steps times the seconds per step at its n, the larger of the two tables'
-  medians of wall_s / steps_trained (their wall time per run includes their final measurements,
-  which are heavier than the live monitor's): 15 x 1,500 x 12.8 ms (n = 4) + 15 x 1,500 x 19.7 ms
-  (n = 8) = **730 s, 12.2 minutes** for 30 runs, 170 s under the 15 minutes (about 6 s per run left
-  for starting a process and the live measurements);
-- **power**: per task, the residual standard deviation of `sharpness` pooled over the kept runs
-  (the paper's filter: converged) at n = 4 and 8 of both tables, the live monitor's extra
-  measurement noise added (each table's mean stderr, times sqrt(its directions / 8)), the kept
-  fraction per cell, and the effect the tables measured (PARITY's slope over n = 4..8 minus
-  FIRST's): the power of the t test on the difference of slopes (Welch-Satterthwaite degrees of
-  freedom) is **1.00** (0.9998; sd 0.0116 for PARITY, 0.0031 for FIRST; slopes 0.0093 and 0.0001 per
-  unit of n); at half that effect it is still 0.85. (The tables' runs trained
-  4,000 or 6,000 steps; PARITY n = 8 converged by step 1,500 in all six standard runs, so at 1,500
-  steps the class measures models that have relaxed less: the spread may be larger than the tables'.)
+  one concurrent run per two cores), so the class's wall time is the sum of its runs' times: steps
+  times seconds per step at each n, the larger of the tables' (wall_s / steps_trained, but the
+  sweeps train several seeds vmapped in one job, so that is a share of a job: 12.8 ms at n = 4,
+  19.7 ms at n = 8) and a single class run's, measured here (`MEASURED_STEP_S`: 19.9 and 22.1 ms):
+  15 x 1,200 x 19.9 ms + 15 x 1,200 x 22.1 ms = **756 s, 12.6 minutes** for 30 runs (15 allowed);
+- **power**: per task, the residual standard deviation of `sharpness` pooled over the tables' kept
+  runs (the paper's filter: converged) at n = 4 and 8, the live monitor's extra measurement noise
+  added (each table's stderr times sqrt(its directions / 8)): 0.0116 for PARITY, 0.0031 for FIRST;
+  the expected kept runs (`keep_rate`: the tables' runs that met the filter by step 1,200; PARITY at
+  n = 8: 0.5, the others 1.0); the effect the tables measured (slopes 0.0093 and 0.0001 per unit of
+  n): the power of the two-sided t test at 5 % on the difference of slopes (Welch-Satterthwaite
+  degrees of freedom) is **0.999**; at half that effect 0.77. (The tables' runs trained 4,000 or
+  6,000 steps: at 1,200 the class measures models that have relaxed less, whose spread may be
+  larger; 11 + 4 seeds rather than 9 + 6 because PARITY's spread is four times FIRST's.)
 
 `plan` prints both numbers with their inputs (`python -m sensviz.assignments`); tests check them.
 """
@@ -57,6 +56,12 @@ LIVE_DIRECTIONS = 8
 """Directions of the live monitor's L_rho (`sensviz.worker.live_settings`)."""
 CONVERGED_MSE = 0.001
 """The paper's filter: final evaluation MSE below this."""
+MEASURED_STEP_S = {4: 0.0199, 8: 0.0221}
+"""CPU seconds per step of one live class run on this server (the job manager's worker, one torch
+thread: evaluation every 100 steps, measurements every 500, the final checkpoint), measured on
+2026-12-02 with the assignment's settings at 1,500 steps: FIRST n = 4 took 32.8 s and PARITY n = 8
+36.0 s of CPU, less the worker's 2.9 s start (torch's import, which the app does while the previous
+run trains: `sensviz.jobs` keeps a worker started ahead)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,9 +106,9 @@ LENGTH_SCALING = Assignment(
     title="Length scaling: does PARITY's sharpness grow with n faster than FIRST's?",
     tasks=("parity", "first"),
     lengths=(4, 8),
-    seeds={"parity": 9, "first": 6},
+    seeds={"parity": 11, "first": 4},
     settings={"arch": "encoder", "d_model": 32, "n_layers": 2, "n_heads": 2, "batch_size": 256, "lr": 1e-3,
-              "weight_decay": 0.1, "steps": 1500, "eval_interval": 100},
+              "weight_decay": 0.1, "steps": 1200, "eval_interval": 100},
 )
 ASSIGNMENTS = {LENGTH_SCALING.name: LENGTH_SCALING}
 
@@ -111,21 +116,31 @@ ASSIGNMENTS = {LENGTH_SCALING.name: LENGTH_SCALING}
 # ----------------------------------------------------------------------------- the plan
 
 
-def read_tables(folders=TABLES) -> pd.DataFrame:
-    """The findings' runs tables, one frame (a column `table` names the folder)."""
-    frames = [pd.read_parquet(Path(f) / "runs.parquet").assign(table=Path(f).parent.name) for f in folders
-              if (Path(f) / "runs.parquet").is_file()]
-    if not frames:
+def read_tables(folders=TABLES) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The findings' runs tables and their training histories (with each run's task and n), each one
+    frame (a column `table` names the folder)."""
+    runs, history = [], []
+    for folder in map(Path, folders):
+        if (folder / "runs.parquet").is_file():
+            table = pd.read_parquet(folder / "runs.parquet").assign(table=folder.parent.name)
+            runs.append(table)
+            history.append(pd.read_parquet(folder / "history.parquet").assign(table=folder.parent.name)
+                           .merge(table[["run_id", "task", "n"]], on="run_id"))
+    if not runs:
         raise ValueError("none of the findings' tables is here: " + ", ".join(str(f) for f in folders))
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat(runs, ignore_index=True), pd.concat(history, ignore_index=True)
 
 
 def seconds_per_step(runs: pd.DataFrame, n: int) -> float:
-    """Wall seconds per training step at `n`: the larger of the tables' medians of wall_s / steps_trained."""
+    """Seconds per training step of one class run at `n`: the larger of the tables' medians of
+    wall_s / steps_trained and the single run measured here (`MEASURED_STEP_S`). The tables' wall_s
+    is a job's time divided by its models (the sweeps train several seeds at once, vmapped), so
+    alone it understates a run that trains one model."""
     rows = runs[(runs["n"] == n) & (runs["status"] == "finished")]
     if rows.empty:
         raise ValueError(f"no run at n = {n} in the findings' tables")
-    return float((rows["wall_s"] / rows["steps_trained"]).groupby(rows["table"]).median().max())
+    tables = float((rows["wall_s"] / rows["steps_trained"]).groupby(rows["table"]).median().max())
+    return max(tables, MEASURED_STEP_S.get(n, 0.0))
 
 
 def plan_seconds(a: Assignment, runs: pd.DataFrame) -> float:
@@ -150,9 +165,15 @@ def spread(a: Assignment, runs: pd.DataFrame, task: str) -> float:
     return math.sqrt(pooled + float((stderr**2).mean()))
 
 
-def keep_rate(a: Assignment, runs: pd.DataFrame, task: str, n: int) -> float:
-    rows = runs[(runs["task"] == task) & (runs["n"] == n) & (runs["status"] == "finished")]
-    return float(rows["converged"].fillna(False).astype(bool).mean())
+def keep_rate(a: Assignment, history: pd.DataFrame, task: str, n: int) -> float:
+    """The fraction of the tables' runs at (task, n) that meet the paper's filter (evaluation MSE below
+    `CONVERGED_MSE`) at their last evaluation within the assignment's steps (a lower bound: the tables
+    evaluate every 50 or 500 steps)."""
+    rows = history[(history["task"] == task) & (history["n"] == n) & (history["step"] <= a.settings["steps"])]
+    if rows.empty:
+        raise ValueError(f"no training history of {task} at n = {n} in the findings' tables")
+    last = rows.sort_values("step").groupby(["table", "run_id"]).tail(1)
+    return float((last["eval_loss"] < CONVERGED_MSE).mean())
 
 
 def table_slope(a: Assignment, runs: pd.DataFrame, task: str) -> float:
@@ -169,12 +190,12 @@ def slope_se(a: Assignment, sd: float, kept: dict[int, float]) -> float:
     return sd / math.sqrt(sum(k * (n - center) ** 2 for n, k in kept.items()))
 
 
-def power(a: Assignment, runs: pd.DataFrame, effect_scale: float = 1.0) -> float:
+def power(a: Assignment, runs: pd.DataFrame, history: pd.DataFrame, effect_scale: float = 1.0) -> float:
     """The power of the two-sided t test at 5 % on the difference of the two tasks' slopes, at the
     tables' effect times `effect_scale`, with the expected kept runs of the grid (Welch-Satterthwaite df)."""
     ses, dfs = [], []
     for task in a.tasks:
-        kept = {n: a.seeds[task] * keep_rate(a, runs, task, n) for n in a.lengths}
+        kept = {n: a.seeds[task] * keep_rate(a, history, task, n) for n in a.lengths}
         ses.append(slope_se(a, spread(a, runs, task), kept))
         dfs.append(sum(kept.values()) - 2)
     effect = effect_scale * (table_slope(a, runs, a.tasks[0]) - table_slope(a, runs, a.tasks[1]))
@@ -188,20 +209,21 @@ def power(a: Assignment, runs: pd.DataFrame, effect_scale: float = 1.0) -> float
 def plan(a: Assignment = LENGTH_SCALING, folders=TABLES) -> dict:
     """The assignment's two numbers from the findings' tables: `seconds` (the class's wall time for
     its runs) and `power` (at the tables' effect; `power_half` at half of it), with their inputs."""
-    runs = read_tables(folders)
+    runs, history = read_tables(folders)
     return {"runs": len(a.cells()), "seconds": plan_seconds(a, runs), "limit_s": CLASS_MINUTES * 60,
             "seconds_per_step": {n: seconds_per_step(runs, n) for n in a.lengths},
             "sd": {task: spread(a, runs, task) for task in a.tasks},
             "slope": {task: table_slope(a, runs, task) for task in a.tasks},
-            "power": power(a, runs), "power_half": power(a, runs, 0.5)}
+            "keep": {(task, n): keep_rate(a, history, task, n) for task in a.tasks for n in a.lengths},
+            "power": power(a, runs, history), "power_half": power(a, runs, history, 0.5)}
 
 
 def describe(found: dict) -> str:
     """The plan in one paragraph for people."""
     steps = ", ".join(f"n = {n}: {s * 1000:.1f} ms" for n, s in found["seconds_per_step"].items())
     return (f"{found['runs']} runs take about {found['seconds'] / 60:.1f} minutes on this server, one after another "
-            f"(within {found['limit_s'] / 60:.0f}; seconds per step from the findings' tables, {steps}); the class's "
-            f"slope comparison has {found['power']:.0%} power at the effect the tables measured "
+            f"(within {found['limit_s'] / 60:.0f}; seconds per step from the findings' tables and a measured class run, "
+            f"{steps}); the class's slope comparison has {found['power']:.1%} power at the effect the tables measured "
             f"({found['power_half']:.0%} at half of it).")
 
 
