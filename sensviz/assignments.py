@@ -239,16 +239,17 @@ def describe_short(a: Assignment) -> str:
 # ----------------------------------------------------------------------------- the class's table and verdict
 
 
-def record(a: Assignment, cell: dict, records: list[dict], progress: dict, state: str, error: str | None,
+def record(a: Assignment, cell: dict, records: list[dict], state: str, error: str | None, steps: int | None,
            seconds: float | None) -> dict:
     """One run of the class as a sweep record (`sensviz.sweeps` writes and reads them): its settings,
-    status, the last measurement's values, the final evaluation, converged (the paper's filter)."""
+    status, the last measurement's values (the final weights: loss, accuracy, sharpness, ...) and
+    converged, the paper's filter on that measurement's MSE (over the whole cube: the live monitor
+    measures on 256 inputs, the cube up to n = 8)."""
     last = dict(records[-1]) if records else {}
     metrics = {k: v for k, v in last.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    eval_loss = progress.get("eval_loss")
-    metrics.update({"eval_loss": eval_loss, "eval_accuracy": progress.get("eval_accuracy"),
-                    "steps_trained": progress.get("step"), "train_seconds": seconds,
-                    "converged": bool(eval_loss is not None and eval_loss < CONVERGED_MSE)})
+    loss = last.get("loss")
+    metrics.update({"steps_trained": steps if steps is not None else last.get("step"), "train_seconds": seconds,
+                    "converged": bool(loss is not None and loss < CONVERGED_MSE)})
     history = [{"step": r.get("step"), **{k: r.get(k) for k in ("loss", "accuracy", a.quantity, "param_norm")}}
                for r in records]
     failed = state not in ("finished", "stopped") or not records

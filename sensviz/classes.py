@@ -405,15 +405,16 @@ class ClassStore:
                 entry["recorded"] = True
                 if status is None:
                     continue
-                accuracy = status.progress.get("eval_accuracy")
+                records = manager.records(job_id)
+                accuracy = records[-1].get("accuracy") if records else None  # the final weights' measurement
                 if status.kept and not any(m["token"] == status.kept for m in found.models) \
                         and len(found.models) < LIMITS["class_models"].high and found.member(entry["member"]):
                     found.models.append(asdict(ClassModel(status.kept, entry["member"], entry["task"], entry["n"],
                                                           accuracy, status.name, self.clock(), job_id)))
                 if entry["assignment"] and found.assignment in assignments.ASSIGNMENTS:
                     a = assignments.ASSIGNMENTS[found.assignment]
-                    row = assignments.record(a, entry["assignment"], manager.records(job_id), status.progress,
-                                             status.state, status.error or status.reason, status.seconds)
+                    row = assignments.record(a, entry["assignment"], records, status.state,
+                                             status.error or status.reason, status.steps, status.seconds)
                     self._write_run(code, a, row)
                     wrote = True
             if wrote:

@@ -19,7 +19,6 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from sensviz import assignments, sweeps  # noqa: E402
 from sensviz.text import escape_markdown  # noqa: E402
-from sensviz.worker import TrainRequest  # noqa: E402
 from ui import registry, server  # noqa: E402
 
 APP = str(ROOT / "app.py")
@@ -161,10 +160,11 @@ def test_the_instructor_stops_a_class_job():
     ada = join(code, "Ada")
     ada.switch_page("pages/train.py").run()
     assert any("assignment is filled in" in i.value for i in ada.info)
-    request = TrainRequest("parity", {"arch": "encoder", "d_model": 16, "n_layers": 1, "n_heads": 1},
-                           {"n": 4, "steps": 100_000, "batch_size": 64, "seed": 0}, measure_every=100_000)
-    job = server.job_manager().submit(owner(ada), request, "class-test")
-    server.class_store().add_job(code, owner(ada), job, "parity", 4, None)
+    ada.button(key=registry.TRAIN_BUTTON).click().run()  # the filled-in form: the member's assignment run
+    assert not ada.exception and not ada.error, [e.value for e in ada.error]
+    entries = server.class_store().get(code).jobs
+    assert [e["assignment"] for e in entries.values()] == [assignments.LENGTH_SCALING.deal(0)]
+    job = next(iter(entries))
     teacher.run()
     stop = registry.class_key("stop", job)
     teacher.button(key=stop).click().run()

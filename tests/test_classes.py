@@ -194,7 +194,8 @@ class _Manager:
         return self.statuses.get(job_id)
 
     def records(self, job_id):
-        return [{"step": 0, "sharpness": 0.02, "accuracy": 0.5}, {"step": 1500, "sharpness": 0.05, "accuracy": 1.0}]
+        return [{"step": 0, "sharpness": 0.02, "accuracy": 0.5, "loss": 0.25},
+                {"step": 1200, "sharpness": 0.05, "accuracy": 1.0, "loss": 1e-5}]
 
     def stop(self, job_id, owner):
         self.stopped.append((job_id, owner))
@@ -217,11 +218,11 @@ def test_sync_fills_the_gallery_and_the_sweep_folder(store):
         store.stop(made.code, "s1", "job-aaaaaaaaaaaa", manager)
     assert store.stop(made.code, "teacher", "job-aaaaaaaaaaaa", manager) and manager.stopped == [("job-aaaaaaaaaaaa", "s1")]
     manager.statuses["job-aaaaaaaaaaaa"] = JobStatus("job-aaaaaaaaaaaa", "s1", "parity-n4", "finished", 0.0,
-                                                     progress={"step": 1500, "eval_loss": 1e-4, "eval_accuracy": 1.0},
-                                                     kept="tok-aaaaaaaaaaaaaaaa", seconds=20.0)
+                                                     kept="tok-aaaaaaaaaaaaaaaa", steps=1200, seconds=20.0)
     assert store.sync(made.code, manager) == 1 and store.sync(made.code, manager) == 0
     model = store.get(made.code).model_list()[0]
     assert (model.token, model.task, model.n, model.accuracy) == ("tok-aaaaaaaaaaaaaaaa", "parity", 4, 1.0)
     runs, history, spec = read_results(store.sweep_folder(made.code))
     assert runs.loc[0, "sharpness"] == 0.05 and bool(runs.loc[0, "converged"]) and runs.loc[0, "seed"] == cell["seed"]
+    assert runs.loc[0, "steps_trained"] == 1200 and runs.loc[0, "loss"] == 1e-5
     assert len(history) == 2 and spec["experiment"] == "length_scaling"
