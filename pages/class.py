@@ -41,11 +41,8 @@ if projector:
 st.subheader(escape_markdown(found.name) + (" (closed)" if found.closed else ""))
 me = classroom.member(found)
 if me is not None and not projector:
-    st.caption(f"You are **{escape_markdown(me.name)}** in this class.")
-    rejoin = st.session_state.get(registry.CLASS_REJOIN, {}).get(found.code)
-    if rejoin:
-        st.caption("Your rejoin code, for another browser (keep it; it is shown in this session only):")
-        st.code(rejoin, language=None)
+    st.caption(f"You are **{escape_markdown(me.name)}** in this class (your rejoin code for another browser is in the "
+               "sidebar after joining).")
 
 
 @st.fragment(run_every=classroom.GALLERY_EVERY_S)

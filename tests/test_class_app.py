@@ -90,8 +90,14 @@ def test_joining_shows_the_display_name_as_text(name):
         assert [e.value for e in student.sidebar.error] and all("\n" not in e.value for e in student.sidebar.error)
         assert "[" in name or ":" in name
         return
+    rejoin = student.session_state[registry.CLASS_REJOIN][code]
+    assert rejoin in [c.value for c in student.sidebar.code]  # the rejoin code, for another browser
     goto = student.switch_page("pages/class.py").run()
-    assert f"You are **{escape_markdown(member.name)}** in this class." in texts(goto)
+    assert f"You are **{escape_markdown(member.name)}** in this class" in texts(goto)
+    other = session("class", **{"class": code})  # another browser of the same member
+    other.sidebar.text_input(key=registry.CLASS_REJOIN_CODE).input(rejoin).run()
+    other.sidebar.button(key=registry.CLASS_REJOIN_BUTTON).click().run()
+    assert server.class_store().get(code).member_of(owner(other)).id == member.id
     again = join(code, name.upper())  # unique in the class, ignoring case
     assert server.class_store().get(code).member_of(owner(again)) is None and again.sidebar.error
 

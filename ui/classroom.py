@@ -92,6 +92,10 @@ def sidebar() -> None:
         join_form(found)
         return
     st.caption(f"**{escape_markdown(found.name)}**" + (" · closed" if found.closed else ""))
+    rejoin = st.session_state.get(registry.CLASS_REJOIN, {}).get(found.code)
+    if rejoin:
+        st.caption("Your rejoin code, for another browser (shown in this session only):")
+        st.code(rejoin, language=None)
     gallery(found, compact=True)
     st.page_link("pages/class.py", label="Class gallery and chart", icon=":material/groups:",
                  query_params={"class": found.code})
