@@ -19,9 +19,10 @@ The class's models (`ClassModel`: member, task, n, accuracy, kept-model token) a
 members trained in the class (the jobs they started from it, collected by `sync`) or uploaded while
 in it (`add_model`); while the class is open they are exempt from the kept store's quota eviction
 and expiry (`pinned`, set as `KeptStore.pinned`). The assignment's runs (`sensviz.assignments`)
-become a sweep folder, `<class dir>/runs/length_scaling` (`runs/*.json`, `runs.parquet`,
-`history.parquet`, `spec.json`: the tables of `sensviz sweep`), outside the Experiments page's
-public results roots; `sensviz fidelity <class dir>/runs` reads it.
+become a sweep folder, `<class dir>/sweeps/class/length_scaling` (`runs/*.json`, `runs.parquet`,
+`history.parquet`, `spec.json`: the tables of `sensviz sweep`, with the live monitor's columns),
+outside the Experiments page's public results roots; `sensviz fidelity <class dir>/sweeps --scale
+class --out page.md` reads it.
 
 Refusals raise `ClassRefused` with one line for the user.
 """
@@ -167,7 +168,7 @@ class ClassStore:
 
     def sweep_folder(self, code: str) -> Path:
         """The class's assignment runs as a sweep folder (`sensviz sweep`'s tables)."""
-        return self.folder(code) / "runs" / EXPERIMENT
+        return self.folder(code) / "sweeps" / "class" / EXPERIMENT
 
     def _path(self, code: str) -> Path:
         return self.folder(code) / "class.json"
