@@ -77,8 +77,10 @@ def test_the_instructor_link_is_exchanged_and_leaves_the_url():
     forged = session("class", **{"class": code, "instructor": "A" * 32})
     assert "instructor" not in forged.query_params and "### Instructor" not in texts(forged)
     assert any("not valid" in w.value for w in forged.warning)
-    projected = session("class", **{"class": code, "projector": "1"})
-    assert private not in texts(projected)
+    next(t for t in teacher.toggle if t.label == "Projector mode").set_value(True).run()
+    assert teacher.query_params["projector"] == "1"  # projector mode: large type, no sidebar, nothing of the instructor's
+    assert "### Instructor" not in texts(teacher) and "### Gallery" in texts(teacher)
+    assert any("stSidebar" in h.proto.body for h in teacher.get("html"))
 
 
 @pytest.mark.parametrize("name", ["Ada", "**bold** [x](https://e.vil)", ":red[alarm]", "  Zoë   O'Neil "])

@@ -148,12 +148,12 @@ def test_the_deal_covers_the_grid_before_repeating():
     assert a.deal(30) != a.deal(0) and (a.deal(30)["task"], a.deal(30)["n"]) == (cells[0]["task"], cells[0]["n"])
 
 
-def test_the_plan_fits_15_minutes_with_80_percent_power():
-    found = assignments.plan()
+@pytest.mark.parametrize("tables", [assignments.TABLES, assignments.TABLES[:1]], ids=["both tables", "standard"])
+def test_the_plan_fits_15_minutes_with_80_percent_power(tables):
+    found = assignments.plan(folders=tables)  # the decide table grows while its sweep runs: the rule, not the digits
     assert found["runs"] == 30
     assert found["seconds"] <= found["limit_s"] == 900
     assert found["power"] >= 0.8
-    assert round(found["seconds"]) == 756 and round(found["power"], 3) == 0.999  # the docstring's numbers
 
 
 def _runs(a, parity_slope: float, count: dict | None = None, noise: float = 0.002) -> pd.DataFrame:
