@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sensviz import owners, sweeps
+from sensviz import assignments, owners, sweeps
 from sensviz.files import write_atomic
 from sensviz.limits import LIMITS
 
@@ -278,9 +278,7 @@ class ClassStore:
             self._pinned = (-1.0, set())
 
     def start_assignment(self, code: str, owner: str, assignment: str) -> None:
-        from sensviz.assignments import ASSIGNMENTS
-
-        if assignment not in ASSIGNMENTS:
+        if assignment not in assignments.ASSIGNMENTS:
             raise ClassRefused(f"no assignment named {assignment}")
         self._edit(code, owner, lambda c: setattr(c, "assignment", assignment), instructor=True, open_only=True)
 
@@ -371,10 +369,6 @@ class ClassStore:
 
         self._edit(code, owner, change, open_only=True)
 
-    def job_member(self, code: str, job_id: str) -> str | None:
-        found = self.get(code)
-        return None if found is None or job_id not in found.jobs else found.jobs[job_id]["member"]
-
     def pinned(self, token: str) -> bool:
         """Whether a kept model is in an open class's gallery (then the kept store neither evicts nor expires it)."""
         now = self.clock()
@@ -390,8 +384,6 @@ class ClassStore:
         """Collect the class's ended jobs (`sensviz.jobs.JobManager`): each kept model enters the
         gallery, each assignment run becomes a row of the class's sweep folder (`write_tables`).
         Returns how many jobs were collected; safe to call from every session (one at a time)."""
-        from sensviz import assignments
-
         with self.lock:
             found = self.get(code)
             if found is None:
