@@ -2,8 +2,9 @@
 
 import streamlit as st
 
-from sensviz.text import escape_markdown
-from ui import nav, registry, router
+from sensviz.classes import ClassRefused
+from sensviz.text import escape_markdown, quoted
+from ui import classroom, nav, owner_id, registry, router
 
 router.require_router()
 
@@ -32,3 +33,29 @@ st.markdown(f"| page | shows |\n|---|---|\n{rows}")
 selected = registry.selected()
 if selected is not None:
     st.success(f"Selected: **{escape_markdown(selected.label)}** — open a page on the left to look at it.")
+
+
+def create_class() -> None:
+    """Create a class: its name -> the class link for the students and the private instructor link."""
+    with st.expander("Create a class", icon=":material/groups:", expanded=registry.CLASS_CREATED in st.session_state):
+        st.caption("For a lab: the students open the class link, pick a display name, and see each other's models; the "
+                   "length-scaling assignment deals each of them one run of the paper's experiment.")
+        name = st.text_input("Class name", key=registry.CLASS_NAME, max_chars=80)
+        if st.button("Create the class", key=registry.CLASS_CREATE):
+            try:
+                made, private = classroom.store().create(name or "", owner_id.owner())
+            except (ValueError, ClassRefused) as err:
+                st.error(f"No class created: {quoted(err, 200)}")
+            else:
+                st.session_state[registry.CLASS_CREATED] = {"code": made.code, "private": private}
+                registry.enter_class(made.code)
+        created = st.session_state.get(registry.CLASS_CREATED)
+        if created:
+            st.markdown("**The class link** (for the students):")
+            st.code(f"/lab?class={created['code']}", language=None)
+            st.markdown("**Your instructor link** (keep it private: it opens the instructor's view in another browser; "
+                        "it is shown only here, once):")
+            st.code(f"/class?class={created['code']}&instructor={created['private']}", language=None)
+
+
+create_class()

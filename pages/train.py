@@ -5,7 +5,7 @@ import streamlit as st
 
 from sensviz import charts, jobs
 from sensviz.text import escape_markdown, quoted
-from ui import cache, job_panel, owner_id, page, registry, router, server, train_form
+from ui import cache, classroom, job_panel, owner_id, page, registry, router, server, train_form
 
 router.require_router()
 
@@ -27,10 +27,15 @@ st.markdown("Train a transformer on fresh uniform bit strings every step (AdamW,
             "the server: it goes on while you look at other pages (the sidebar shows it), and the finished model "
             "becomes the selected one.")
 
+cell = classroom.fill_train_form()
+if cell is not None:
+    st.info(f"Your class assignment is filled in: {escape_markdown(cell['task'])}, n = {cell['n']}, seed {cell['seed']}.")
 try:
     request = train_form.form()
     job_id = (server.job_manager().submit(owner_id.owner(), request, owner_id.client_address())
               if request is not None else None)
+    if job_id is not None:
+        classroom.job_started(job_id, request)
 except (jobs.JobRefused, ValueError) as err:
     st.error(f"Cannot train with these settings: {quoted(err, 300)}")
 else:

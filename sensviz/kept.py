@@ -128,7 +128,9 @@ class KeptStore:
     owner, each gone `ttl_s` seconds after it was last opened (see the module docstring).
 
     `elsewhere(owner)`, when set, is the bytes an owner holds outside the store (the job manager
-    sets it to count their job folders); `clock` is the time (tests pass a fake one)."""
+    sets it to count their job folders); `pinned(token)`, when set, marks models that are neither
+    evicted nor expired (`sensviz.classes`: the models of an open class; they still count against
+    the quota and the cap); `clock` is the time (tests pass a fake one)."""
 
     def __init__(self, root: Path, cap: int, quota: int | None = None, ttl_s: float | None = None,
                  clock: Callable[[], float] = time.time):
@@ -138,6 +140,7 @@ class KeptStore:
         self.ttl_s = ttl_s if ttl_s is not None else ttl_seconds()
         self.clock = clock
         self.elsewhere: Callable[[str], int] | None = None
+        self.pinned: Callable[[str], bool] | None = None  # tokens neither evicted nor expired (an open class's models)
         self.lock = threading.Lock()
         self.last_created = 0.0
         self._parsed: dict[str, tuple[tuple[int, int], Kept]] = {}  # token -> ((inode, size), its metadata)
@@ -182,12 +185,12 @@ class KeptStore:
         """Check the quota and the cap, then evict the owner's own least recently opened models
         that have to go; `KeptRefused` (nothing evicted) when the model cannot fit."""
         elsewhere = self.elsewhere(kept.owner) if self.elsewhere else 0
-        staying = sorted(mine, key=self._opened)
+        staying = sorted(mine, key=lambda k: (self._is_pinned(k), self._opened(k)))  # pinned ones last, never popped
 
         def need() -> int:  # its metadata, and its data unless one of the staying models holds the same bytes
             return meta_size + (0 if any(k.file == kept.file for k in staying) else kept.size)
 
-        while staying and (self._bytes(staying) + elsewhere + need() > self.quota
+        while staying and not self._is_pinned(staying[0]) and (self._bytes(staying) + elsewhere + need() > self.quota
                            or len(staying) >= LIMITS["kept_models"].high):
             staying.pop(0)
         held = self._bytes(mine) + elsewhere
@@ -301,8 +304,11 @@ class KeptStore:
         except OSError:
             return kept.created
 
+    def _is_pinned(self, kept: Kept) -> bool:
+        return bool(self.pinned and self.pinned(kept.token))
+
     def _expired(self, kept: Kept) -> bool:
-        return self._opened(kept) + self.ttl_s < self.clock()
+        return self._opened(kept) + self.ttl_s < self.clock() and not self._is_pinned(kept)
 
     def _touch(self, token: str) -> None:
         now = self.clock()

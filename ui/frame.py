@@ -1,6 +1,6 @@
 """The frame the router draws around every page: the owner's cookie, the public URL parameters
-(`model`, `compare`, `n`, `job`: read on a session's first run, written on every run), the sidebar
-(the training job, the model), the page's title and the notices about its URL.
+(`model`, `compare`, `n`, `job`, `class`: read on a session's first run, written on every run), the
+sidebar (the training job, the model, the class), the page's title and the notices about its URL.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import streamlit as st
 
 import sensviz as sv
 from sensviz.text import escape_markdown, quoted
-from ui import cache, job_panel, model_refs, owner_id, page, registry, server, sidebar, url_state
+from ui import cache, classroom, job_panel, model_refs, owner_id, page, registry, server, sidebar, url_state
 from ui.model_refs import ModelRef
 from ui.nav import PageSpec
 
@@ -20,6 +20,7 @@ N_DIGITS = 6
 def draw(spec: PageSpec) -> None:
     """Everything around a page; the page's selection goes to `ui.page.model()`."""
     owner_id.owner()
+    classroom.take_instructor_code()
     incoming = url_state.read_url()
     if incoming is not None:
         _apply_url(incoming)
@@ -28,6 +29,7 @@ def draw(spec: PageSpec) -> None:
     with st.sidebar:
         job_id = job_panel.draw()
         selection = sidebar.draw()
+        classroom.sidebar()
         script = owner_id.owner_cookie_script()
         if script:
             st.html(script, unsafe_allow_javascript=True)
@@ -37,6 +39,7 @@ def draw(spec: PageSpec) -> None:
         "n": str(selection.n) if selection and selection.n != cache.default_n(selection.ref) else None,
         "compare": selection.compare.param if selection and selection.compare else None,
         "job": job_id,
+        "class": classroom.url_value(),
     })
     st.title(spec.heading)
     page.notices_here()
@@ -70,6 +73,8 @@ def _apply_url(params: dict[str, str]) -> None:
         url_state.notice(f"compare={quoted(params['compare'])} names the model itself; there is nothing to compare.")
     elif other is not None:
         registry.set_compared(other)
+    if params.get("class"):
+        classroom.enter(params["class"])
     job_id = params.get("job")
     if job_id is not None:
         if server.job_manager().status(job_id) is None:

@@ -133,3 +133,39 @@ def add_shared(ref: ModelRef) -> None:
     shared = st.session_state.setdefault(SHARED, [])
     if ref not in shared:
         shared.append(ref)
+
+
+# ----------------------------------------------------------------------------- class mode (ui.classroom, pages/class.py)
+# One block for the class keys (issue 19), kept apart so that the registry's split can move it whole.
+
+CLASS = "sv_class"  # the code of the class this session is in (from `class=` in the URL, or chosen)
+CLASS_REJOIN = "sv_class_rejoin"  # {class code: the member's rejoin code}, shown after joining
+CLASS_CREATED = "sv_class_created"  # {"code", "private"} of the class this session just created (Home shows its links)
+CLASS_FILLED = "sv_class_filled"  # the assignment cell last filled into the Train form
+CLASS_NAME = "sv_w_class_name"  # Home: the new class's name
+CLASS_CREATE = "sv_w_class_create"
+CLASS_JOIN_NAME = "sv_w_class_join_name"
+CLASS_JOIN = "sv_w_class_join"
+CLASS_REJOIN_CODE = "sv_w_class_rejoin_code"
+CLASS_REJOIN_BUTTON = "sv_w_class_rejoin_button"
+CLASS_TRAIN = "sv_w_class_train"  # the class page's "train my assignment"
+CLASS_ASSIGN = "sv_w_class_assign"  # the instructor's "start the assignment"
+CLASS_MEMBER = "sv_w_class_member"  # the instructor's chosen member (rename, remove)
+CLASS_RENAME = "sv_w_class_rename"
+CLASS_RENAME_BUTTON = "sv_w_class_rename_button"
+CLASS_REMOVE = "sv_w_class_remove"
+CLASS_CLOSE = "sv_w_class_close"
+CLASS_DELETE = "sv_w_class_delete"
+
+
+def class_key(*parts: object) -> str:
+    """A widget of class mode with a variable part (a gallery row's button, a job's Stop): `sv_w_class_...`."""
+    return widget_key("class", *parts)
+
+
+def current_class() -> str | None:
+    return st.session_state.get(CLASS)
+
+
+def enter_class(code: str | None) -> None:
+    st.session_state[CLASS] = code

@@ -1,5 +1,5 @@
 """What the explorer's server holds, one per process: its folders (pretrained checkpoints, sweep
-results, a sweep folder a user names), the kept-model store and the training job manager. The
+results, a sweep folder a user names), the kept-model store, the training job manager and the classes. The
 results folders are the library's (`sensviz.experiments.results_roots`, `results_dir`), the Lab's too."""
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ import threading
 import types
 from pathlib import Path
 
+from sensviz.classes import ClassStore
 from sensviz.experiments import results_dir, results_roots  # noqa: F401 (the folders: the library's, read here)
 from sensviz.jobs import JobManager
 from sensviz.kept import KeptStore, cap_bytes, data_dir
+from sensviz.owners import owner_secret
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,8 +66,18 @@ def kept_store() -> KeptStore:
     """The server's kept models (one per process: not a cache, so clearing caches keeps it)."""
     with _SINGLETONS_LOCK:
         if "kept" not in _SINGLETONS:
-            _SINGLETONS["kept"] = KeptStore(data_dir() / "kept", cap_bytes())
+            store = KeptStore(data_dir() / "kept", cap_bytes())
+            store.pinned = lambda token: class_store().pinned(token)  # an open class's models stay
+            _SINGLETONS["kept"] = store
         return _SINGLETONS["kept"]
+
+
+def class_store() -> ClassStore:
+    """The server's classes (`sensviz.classes`, in `$SENSVIZ_DATA_DIR/classes`, outside the results roots)."""
+    with _SINGLETONS_LOCK:
+        if "classes" not in _SINGLETONS:
+            _SINGLETONS["classes"] = ClassStore(data_dir() / "classes", owner_secret())
+        return _SINGLETONS["classes"]
 
 
 def job_manager() -> JobManager:

@@ -12,7 +12,7 @@ import streamlit as st
 import sensviz as sv
 from sensviz.kept import KeptRefused
 from sensviz.text import escape_markdown, one_line, quoted
-from ui import cache, model_refs, owner_id, page, registry, server, uploads, url_state
+from ui import cache, classroom, model_refs, owner_id, page, registry, server, uploads, url_state
 from ui.model_refs import ModelRef
 from ui.page import Selection
 
@@ -123,7 +123,9 @@ def _choose_upload() -> None:
         uploads.refuse_upload(uploaded, f"This file was not kept: {quoted(err, 300)}")  # reruns
     uploads.accept_upload()
     uploads.remember_upload(key, kept.token)
-    registry.select(model_refs.kept_ref("upload", kept.token))
+    ref = model_refs.kept_ref("upload", kept.token)
+    registry.select(ref)
+    classroom.upload_kept(ref)  # into the gallery when this session is in a class
 
 
 def _refused() -> None:

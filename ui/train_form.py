@@ -67,10 +67,15 @@ def apply_preset(name: str | None) -> None:
     """Fill the form with a preset (also from another page: the Lab's "try it yourself")."""
     if name in PRESETS:
         st.session_state[registry.TRAIN_PRESET] = name
-    preset = dict(PRESETS.get(name) or {})
-    if "task_seed" in preset:
-        st.session_state[_task_key(preset["task"], "seed")] = preset.pop("task_seed")
-    for field, value in preset.items():
+    fill(PRESETS.get(name) or {})
+
+
+def fill(values: dict) -> None:
+    """Fill these form fields (a preset's, or a class assignment's: `ui.classroom`); the others stay."""
+    values = dict(values)
+    if "task_seed" in values:
+        st.session_state[_task_key(values["task"], "seed")] = values.pop("task_seed")
+    for field, value in values.items():
         st.session_state[key(field)] = value
 
 

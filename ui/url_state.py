@@ -17,8 +17,8 @@ from ui.registry import NOTICES, PAGE_SETTINGS, URL_READ, URL_SETTINGS
 
 T = TypeVar("T")
 
-PUBLIC = ("model", "compare", "n", "job")
-"""The parameters every page shares."""
+PUBLIC = ("model", "compare", "n", "job", "class")
+"""The parameters every page shares (`class`: the class this session is in, `ui.classroom`)."""
 URL_VALUE_CHARS = 1000
 """The longest URL parameter (name or value) read; a longer one is a notice, before any parsing."""
 

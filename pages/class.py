@@ -1,0 +1,123 @@
+"""Class: the class's gallery, its members' runs of the assignment on one chart with the verdict, and
+the instructor's view (members, assignment, jobs with Stop, the class's tables, close and delete).
+Projector mode (`projector=1`): the gallery and the chart in large type, without the sidebar."""
+
+import pandas as pd
+import streamlit as st
+
+from sensviz import assignments
+from sensviz.classes import ClassRefused
+from sensviz.text import escape_markdown, quoted
+from ui import classroom, owner_id, page, registry, router
+
+router.require_router()
+
+PAGE = {  # read by ui.nav without running this file
+    "title": "Class",
+    "section": "Start",
+    "icon": ":material/groups:",
+    "settings": {  # its own, under their URL parameters (ui.nav.Setting)
+        "projector": {"label": "Projector mode", "widget": "toggle"},
+    },
+    "shows": ("a class's room: every member's models side by side (one click compares two), the length-scaling "
+              "assignment dealt across the class with its live chart and verdict, the instructor's view; projector mode"),
+}
+
+found = classroom.visible()
+code = registry.current_class()
+if found is None:
+    mine = classroom.store().classes_of(owner_id.owner())
+    if code and classroom.store().get(code) is not None:
+        st.info("Join the class in the sidebar (a display name) to see its models and its chart.")
+    elif mine:
+        st.markdown("Your classes:")
+        for c in mine:
+            st.page_link("pages/class.py", label=escape_markdown(c.name), query_params={"class": c.code})
+    else:
+        st.info("Open your class link (from your instructor) to join a class, or create one on the Home page.")
+    st.stop()
+
+projector = page.Settings("class").flag("projector", help="Large type, no sidebar: for the room's screen.")
+if projector:
+    st.html(classroom.PROJECTOR_CSS)
+st.subheader(escape_markdown(found.name) + (" (closed)" if found.closed else ""))
+me = classroom.member(found)
+if me is not None and not projector:
+    st.caption(f"You are **{escape_markdown(me.name)}** in this class (your rejoin code for another browser is in the "
+               "sidebar after joining).")
+
+
+@st.fragment(run_every=classroom.GALLERY_EVERY_S)
+def live_gallery():
+    st.markdown("### Gallery")
+    now = classroom.store().get(found.code)
+    if now is not None:
+        classroom.gallery(now)
+
+
+@st.fragment(run_every=classroom.GALLERY_EVERY_S)
+def live_chart():
+    st.markdown("### Class chart")
+    now = classroom.store().get(found.code)
+    if now is not None:
+        classroom.chart_section(now)
+
+
+live_gallery()
+live_chart()
+
+cell = classroom.assignment_cell(found)
+if cell is not None and not projector and not found.closed:
+    st.markdown("### Your assignment")
+    st.markdown(f"Train **{escape_markdown(cell['task'])}** at **n = {cell['n']}** with seed **{cell['seed']}** "
+                "(the form arrives filled in; every other setting is the class's).")
+    if st.button("Open the Train form with my assignment", key=registry.CLASS_TRAIN, type="primary"):
+        classroom.fill_train_form()
+        st.switch_page("pages/train.py")
+
+if classroom.is_instructor(found) and not projector:
+    st.markdown("### Instructor")
+    store = classroom.store()
+    st.markdown("Class link for the students:")
+    st.code(f"/lab?class={found.code}", language=None)
+    members = found.member_list()
+    a = assignments.ASSIGNMENTS.get(found.assignment or "")
+    st.dataframe(pd.DataFrame([{"member": m.name, "joined #": m.seat + 1,
+                                "assignment": (lambda c: f"{c['task']} n={c['n']} seed {c['seed']}")(a.deal(m.seat))
+                                if a else ""} for m in members], columns=["member", "joined #", "assignment"]),
+                 hide_index=True)
+    if found.assignment is None and not found.closed:
+        if st.button("Start the length-scaling assignment", key=registry.CLASS_ASSIGN):
+            store.start_assignment(found.code, owner_id.owner(), "length_scaling")
+            st.rerun()
+        st.caption(assignments.describe_short(assignments.LENGTH_SCALING))
+    st.markdown("**Runs**")
+    classroom.jobs_table(found)
+    folder = store.sweep_folder(found.code)
+    for name in ("runs.parquet", "history.parquet"):
+        if (folder / name).is_file():
+            st.download_button(f"Download the class's {name}", (folder / name).read_bytes(), file_name=name,
+                               key=registry.class_key("download", name))
+    if members:
+        by_id = {m.id: m.name for m in members}
+        chosen = st.selectbox("Member", list(by_id), format_func=by_id.get, key=registry.CLASS_MEMBER)
+        new_name = st.text_input("New display name", key=registry.CLASS_RENAME, max_chars=40)
+        cols = st.columns(2)
+        try:
+            if cols[0].button("Rename", key=registry.CLASS_RENAME_BUTTON) and new_name:
+                store.rename(found.code, owner_id.owner(), chosen, new_name)
+                st.rerun()
+            if cols[1].button("Remove from the class", key=registry.CLASS_REMOVE):
+                store.remove(found.code, owner_id.owner(), chosen)
+                st.rerun()
+        except (ValueError, ClassRefused) as err:
+            st.error(quoted(err, 200))
+    cols = st.columns(2)
+    if cols[0].button("Reopen the class" if found.closed else "Close the class", key=registry.CLASS_CLOSE):
+        store.close(found.code, owner_id.owner(), not found.closed)
+        st.rerun()
+    if cols[1].button("Delete the class", key=registry.CLASS_DELETE, help="Its gallery, runs and members are gone; "
+                      "the members' own models stay theirs."):
+        store.delete(found.code, owner_id.owner())
+        registry.enter_class(None)
+        st.rerun()

@@ -1,0 +1,313 @@
+"""Assignments: the paper's length-scaling experiment, run by a class together (numpy/pandas only).
+
+The instructor starts the assignment; each member, in the order they joined, is dealt one cell of
+the grid (`Assignment.deal`: a task, an n and a seed), in an order that covers every setting before
+any gets a second seed, so a class of any size spreads over the grid. A member's Train form arrives
+filled with the cell's settings (`Assignment.request`), and each finished run is a row of the
+class's sweep folder (`record`, the tables of `sensviz sweep`). `verdict` decides the claim on that
+table with `sensviz.stats` by the fidelity page's rule.
+
+**The grid** (`LENGTH_SCALING`): PARITY against FIRST at n = 4 and 8, the standard scale's model and
+trainer (encoder, d = 32, 2 layers, 2 heads, batch 256, lr 1e-3, weight decay 0.1) for a fixed
+1,200 steps, measured every 500 steps (the live monitor's L_rho: 8 directions, 256 inputs); 11 seeds
+of PARITY and 4 of FIRST at each n: 30 runs. The claim is the fidelity page's L-claim "PARITY's
+sharpness grows faster than FIRST's": the difference of the OLS slopes of `sharpness` in n,
+direction +1. Both numbers below are computed by `plan(LENGTH_SCALING)` from the findings' tables
+(`TABLES`: experiments/results/standard/length_scaling, 96 runs, and the decide scale's runs so far,
+experiments/running/decide/length_scaling) and one measured class run per n:
+
+- **time**: the lab's presets train one job at a time on this 2-core server (`sensviz.jobs`:
+  one concurrent run per two cores), so the class's wall time is the sum of its runs' times: steps
+  times seconds per step at each n, the larger of the tables' (wall_s / steps_trained, but the
+  sweeps train several seeds vmapped in one job, so that is a share of a job: 12.8 ms at n = 4,
+  19.7 ms at n = 8) and a single class run's, measured here (`MEASURED_STEP_S`: 19.9 and 22.1 ms):
+  15 x 1,200 x 19.9 ms + 15 x 1,200 x 22.1 ms = **756 s, 12.6 minutes** for 30 runs (15 allowed);
+- **power**: per task, the residual standard deviation of `sharpness` pooled over the tables' kept
+  runs (the paper's filter: converged) at n = 4 and 8, the live monitor's extra measurement noise
+  added (each table's stderr times sqrt(its directions / 8)): 0.0116 for PARITY, 0.0031 for FIRST;
+  the expected kept runs (`keep_rate`: the tables' runs that met the filter by step 1,200; PARITY at
+  n = 8: 0.5, the others 1.0); the effect the tables measured (slopes 0.0093 and 0.0001 per unit of
+  n): the power of the two-sided t test at 5 % on the difference of slopes (Welch-Satterthwaite
+  degrees of freedom) is **0.999**; at half that effect 0.77. (The tables' runs trained 4,000 or
+  6,000 steps: at 1,200 the class measures models that have relaxed less, whose spread may be
+  larger; 11 + 4 seeds rather than 9 + 6 because PARITY's spread is four times FIRST's.)
+
+`plan` prints both numbers with their inputs (`python -m sensviz.assignments`); tests check them.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from sensviz import stats
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLES = (ROOT / "experiments/results/standard/length_scaling", ROOT / "experiments/running/decide/length_scaling")
+"""The findings' tables the grid is chosen from (runs.parquet of `sensviz sweep`)."""
+CLASS_MINUTES = 15
+"""The class's runs must end within this many minutes."""
+LIVE_DIRECTIONS = 8
+"""Directions of the live monitor's L_rho (`sensviz.worker.live_settings`)."""
+CONVERGED_MSE = 0.001
+"""The paper's filter: final evaluation MSE below this."""
+MEASURED_STEP_S = {4: 0.0199, 8: 0.0221}
+"""CPU seconds per step of one live class run on this server (the job manager's worker, one torch
+thread: evaluation every 100 steps, measurements every 500, the final checkpoint), measured on
+2026-12-02 with the assignment's settings at 1,500 steps: FIRST n = 4 took 32.8 s and PARITY n = 8
+36.0 s of CPU, less the worker's 2.9 s start (torch's import, which the app does while the previous
+run trains: `sensviz.jobs` keeps a worker started ahead)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Assignment:
+    """A grid of (task, n, seed) cells with shared model and trainer settings, and the claim it decides."""
+
+    name: str
+    title: str
+    tasks: tuple[str, str]  # (the task the claim is about, the one it is compared with)
+    lengths: tuple[int, ...]
+    seeds: dict[str, int]  # seeds per n, per task
+    settings: dict = field(default_factory=dict)  # model and trainer settings of every run
+    measure_every: int = 500
+    quantity: str = "sharpness"
+    seed_base: int = 1000  # seeds from here on: disjoint from every sweep scale's
+
+    def cells(self) -> list[dict]:
+        """The grid in dealing order: the first seed of every setting, then the second, ..."""
+        rounds = max(self.seeds.values())
+        return [{"task": task, "n": n, "seed": self.seed_base + r}
+                for r in range(rounds) for task in self.tasks if r < self.seeds[task] for n in self.lengths]
+
+    def deal(self, seat: int) -> dict:
+        """The cell of the member in `seat` (0, 1, ...): beyond the grid, the grid again with new seeds."""
+        cells = self.cells()
+        cell = dict(cells[seat % len(cells)])
+        cell["seed"] += (seat // len(cells)) * max(self.seeds.values())
+        return cell
+
+    def request(self, cell: dict) -> dict:
+        """Every Train-form field of a cell's run (`ui.train_form.fill`): its task, n and seed and the shared settings."""
+        return {**self.settings, "task": cell["task"], "n": cell["n"], "seed": cell["seed"],
+                "measure_every": self.measure_every, "early_stop": False}
+
+    def run_settings(self, cell: dict) -> dict:
+        """A run's settings as a row of the class's sweep table."""
+        return {**self.settings, "task": cell["task"], "n": cell["n"], "seed": cell["seed"]}
+
+
+LENGTH_SCALING = Assignment(
+    name="length_scaling",
+    title="Length scaling: does PARITY's sharpness grow with n faster than FIRST's?",
+    tasks=("parity", "first"),
+    lengths=(4, 8),
+    seeds={"parity": 11, "first": 4},
+    settings={"arch": "encoder", "d_model": 32, "n_layers": 2, "n_heads": 2, "batch_size": 256, "lr": 1e-3,
+              "weight_decay": 0.1, "steps": 1200, "eval_interval": 100},
+)
+ASSIGNMENTS = {LENGTH_SCALING.name: LENGTH_SCALING}
+
+
+# ----------------------------------------------------------------------------- the plan
+
+
+def read_tables(folders=TABLES) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The findings' runs tables and their training histories (with each run's task and n), each one
+    frame (a column `table` names the folder)."""
+    runs, history = [], []
+    for folder in map(Path, folders):
+        if (folder / "runs.parquet").is_file():
+            table = pd.read_parquet(folder / "runs.parquet").assign(table=folder.parent.name)
+            runs.append(table)
+            history.append(pd.read_parquet(folder / "history.parquet").assign(table=folder.parent.name)
+                           .merge(table[["run_id", "task", "n"]], on="run_id"))
+    if not runs:
+        raise ValueError("none of the findings' tables is here: " + ", ".join(str(f) for f in folders))
+    return pd.concat(runs, ignore_index=True), pd.concat(history, ignore_index=True)
+
+
+def seconds_per_step(runs: pd.DataFrame, n: int) -> float:
+    """Seconds per training step of one class run at `n`: the larger of the tables' medians of
+    wall_s / steps_trained and the single run measured here (`MEASURED_STEP_S`). The tables' wall_s
+    is a job's time divided by its models (the sweeps train several seeds at once, vmapped), so
+    alone it understates a run that trains one model."""
+    rows = runs[(runs["n"] == n) & (runs["status"] == "finished")]
+    if rows.empty:
+        raise ValueError(f"no run at n = {n} in the findings' tables")
+    tables = float((rows["wall_s"] / rows["steps_trained"]).groupby(rows["table"]).median().max())
+    return max(tables, MEASURED_STEP_S.get(n, 0.0))
+
+
+def plan_seconds(a: Assignment, runs: pd.DataFrame) -> float:
+    """The class's wall time: every cell's steps times the seconds per step at its n, one run after another."""
+    return sum(a.settings["steps"] * seconds_per_step(runs, cell["n"]) for cell in a.cells())
+
+
+def _kept(runs: pd.DataFrame) -> pd.DataFrame:
+    done = runs[runs["status"] == "finished"]
+    return done[done["converged"].fillna(False).astype(bool)]
+
+
+def spread(a: Assignment, runs: pd.DataFrame, task: str) -> float:
+    """The residual standard deviation of the quantity for `task` at the assignment's lengths: the
+    within-cell variance pooled over the tables' kept runs, plus the live monitor's measurement noise."""
+    rows = _kept(runs)
+    rows = rows[(rows["task"] == task) & rows["n"].isin(a.lengths)]
+    groups = rows.groupby(["table", "n"])[a.quantity]
+    dof = (groups.count() - 1).clip(lower=0)
+    pooled = float((groups.var(ddof=1).fillna(0) * dof).sum() / dof.sum())
+    stderr = rows[f"{a.quantity}_stderr"] * np.sqrt(rows["directions"] / LIVE_DIRECTIONS)
+    return math.sqrt(pooled + float((stderr**2).mean()))
+
+
+def keep_rate(a: Assignment, history: pd.DataFrame, task: str, n: int) -> float:
+    """The fraction of the tables' runs at (task, n) that meet the paper's filter (evaluation MSE below
+    `CONVERGED_MSE`) at their last evaluation within the assignment's steps (a lower bound: the tables
+    evaluate every 50 or 500 steps)."""
+    rows = history[(history["task"] == task) & (history["n"] == n) & (history["step"] <= a.settings["steps"])]
+    if rows.empty:
+        raise ValueError(f"no training history of {task} at n = {n} in the findings' tables")
+    last = rows.sort_values("step").groupby(["table", "run_id"]).tail(1)
+    return float((last["eval_loss"] < CONVERGED_MSE).mean())
+
+
+def table_slope(a: Assignment, runs: pd.DataFrame, task: str) -> float:
+    """The tables' slope of the quantity in n for `task` over the assignment's lengths (kept runs, OLS)."""
+    rows = _kept(runs)
+    rows = rows[(rows["task"] == task) & rows["n"].isin(a.lengths)]
+    return stats.slope(rows["n"], rows[a.quantity]).estimate
+
+
+def slope_se(a: Assignment, sd: float, kept: dict[int, float]) -> float:
+    """Standard error of an OLS slope with `kept[n]` runs at each n and residual standard deviation `sd`."""
+    total = sum(kept.values())
+    center = sum(n * k for n, k in kept.items()) / total
+    return sd / math.sqrt(sum(k * (n - center) ** 2 for n, k in kept.items()))
+
+
+def power(a: Assignment, runs: pd.DataFrame, history: pd.DataFrame, effect_scale: float = 1.0) -> float:
+    """The power of the two-sided t test at 5 % on the difference of the two tasks' slopes, at the
+    tables' effect times `effect_scale`, with the expected kept runs of the grid (Welch-Satterthwaite df)."""
+    ses, dfs = [], []
+    for task in a.tasks:
+        kept = {n: a.seeds[task] * keep_rate(a, history, task, n) for n in a.lengths}
+        ses.append(slope_se(a, spread(a, runs, task), kept))
+        dfs.append(sum(kept.values()) - 2)
+    effect = effect_scale * (table_slope(a, runs, a.tasks[0]) - table_slope(a, runs, a.tasks[1]))
+    v = [s * s for s in ses]
+    df = (v[0] + v[1]) ** 2 / (v[0] ** 2 / dfs[0] + v[1] ** 2 / dfs[1])
+    critical = stats.t_quantile(0.975, df)
+    delta = abs(effect) / math.sqrt(v[0] + v[1])
+    return 1.0 - stats.t_cdf(critical - delta, df) + stats.t_cdf(-critical - delta, df)
+
+
+def plan(a: Assignment = LENGTH_SCALING, folders=TABLES) -> dict:
+    """The assignment's two numbers from the findings' tables: `seconds` (the class's wall time for
+    its runs) and `power` (at the tables' effect; `power_half` at half of it), with their inputs."""
+    runs, history = read_tables(folders)
+    return {"runs": len(a.cells()), "seconds": plan_seconds(a, runs), "limit_s": CLASS_MINUTES * 60,
+            "seconds_per_step": {n: seconds_per_step(runs, n) for n in a.lengths},
+            "sd": {task: spread(a, runs, task) for task in a.tasks},
+            "slope": {task: table_slope(a, runs, task) for task in a.tasks},
+            "keep": {(task, n): keep_rate(a, history, task, n) for task in a.tasks for n in a.lengths},
+            "power": power(a, runs, history), "power_half": power(a, runs, history, 0.5)}
+
+
+def describe(found: dict) -> str:
+    """The plan in one paragraph for people."""
+    steps = ", ".join(f"n = {n}: {s * 1000:.1f} ms" for n, s in found["seconds_per_step"].items())
+    return (f"{found['runs']} runs take about {found['seconds'] / 60:.1f} minutes on this server, one after another "
+            f"(within {found['limit_s'] / 60:.0f}; seconds per step from the findings' tables and a measured class run, "
+            f"{steps}); the class's slope comparison has {found['power']:.1%} power at the effect the tables measured "
+            f"({found['power_half']:.0%} at half of it).")
+
+
+@functools.lru_cache(maxsize=8)
+def describe_short(a: Assignment) -> str:
+    """`describe(plan(a))`, computed once per process (the tables are read once)."""
+    try:
+        return describe(plan(a))
+    except (ValueError, OSError, KeyError) as err:
+        return f"The plan's numbers could not be computed here: {err}"
+
+
+# ----------------------------------------------------------------------------- the class's table and verdict
+
+
+def record(a: Assignment, cell: dict, records: list[dict], state: str, error: str | None, steps: int | None,
+           seconds: float | None) -> dict:
+    """One run of the class as a sweep record (`sensviz.sweeps` writes and reads them): its settings,
+    status, the last measurement's values (the final weights: loss, accuracy, sharpness, ...) and
+    converged, the paper's filter on that measurement's MSE (over the whole cube: the live monitor
+    measures on 256 inputs, the cube up to n = 8)."""
+    last = dict(records[-1]) if records else {}
+    metrics = {k: v for k, v in last.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    loss = last.get("loss")
+    metrics.update({"steps_trained": steps if steps is not None else last.get("step"), "train_seconds": seconds,
+                    "converged": bool(loss is not None and loss < CONVERGED_MSE)})
+    history = [{"step": r.get("step"), **{k: r.get(k) for k in ("loss", "accuracy", a.quantity, "param_norm")}}
+               for r in records]
+    failed = state not in ("finished", "stopped") or not records
+    return {"settings": a.run_settings(cell), "status": "failed" if failed else "finished",
+            "error": error if failed else None, "metrics": metrics, "history": history, "wall_s": seconds or 0.0}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The class's decision: the interval (None before a fit is possible), the verdict's words and the missing runs."""
+
+    interval: stats.Interval | None
+    verdict: str  # stats.REPRODUCED, DIFFERS or UNRESOLVED
+    text: str
+    missing: dict  # {(task, n): runs still to come}
+
+
+def missing_runs(a: Assignment, runs: pd.DataFrame) -> dict:
+    """Planned runs not yet finished in the class's table, per (task, n)."""
+    done = runs[runs["status"] == "finished"] if len(runs) else runs
+    have = done.groupby(["task", "n"]).size() if len(done) else pd.Series(dtype=int)
+    return {(t, n): a.seeds[t] - int(have.get((t, n), 0)) for t in a.tasks for n in a.lengths
+            if a.seeds[t] > int(have.get((t, n), 0))}
+
+
+def _at(missing: dict) -> str:
+    lengths = sorted({n for _, n in missing})
+    return f"{sum(missing.values())} more runs at n = {' and '.join(map(str, lengths))}"
+
+
+def verdict(a: Assignment, runs: pd.DataFrame) -> Verdict:
+    """The claim decided on the class's runs table by the fidelity page's rule (`sensviz.stats.verdict`):
+    the difference of the OLS slopes (kept runs), once every planned run is in; before that, or while
+    the interval includes zero, how many runs are still needed and at which n."""
+    missing = missing_runs(a, runs)
+    interval = None
+    kept = _kept(runs) if len(runs) else runs
+    try:
+        slopes = [stats.slope(kept[kept["task"] == t]["n"], kept[kept["task"] == t][a.quantity]) for t in a.tasks]
+        interval = stats.difference(*slopes)
+    except (ValueError, KeyError):
+        pass
+    if missing:
+        return Verdict(interval, stats.UNRESOLVED, f"not yet resolved: {_at(missing)}", missing)
+    found = stats.verdict(interval, +1) if interval is not None else stats.UNRESOLVED
+    if found == stats.REPRODUCED:
+        return Verdict(interval, found, "the class reproduced the paper's claim", {})
+    if found == stats.DIFFERS:
+        return Verdict(interval, found, "the class's runs differ from the paper's claim", {})
+    needed = interval.units_needed(0.8) if interval is not None else None
+    more = {(a.tasks[0], n): max(1, (needed or 0) - int(interval.units)) if interval is not None else a.seeds[a.tasks[0]]
+            for n in a.lengths}
+    text = f"not yet resolved: {_at(more)}" if needed is not None or interval is None else \
+        "not yet resolved: the class's effect is too small to be resolved by more runs"
+    return Verdict(interval, found, text, more)
+
+
+if __name__ == "__main__":
+    found = plan()
+    print(describe(found))
+    print(found)

@@ -1,0 +1,450 @@
+"""Classes: a room for a lab's students, kept on the server's disk (no Streamlit here).
+
+A class lives in `<data dir>/classes/<code>/class.json` (`ClassStore`), written whole and atomically
+(`sensviz.files.write_atomic`) under one lock, so it survives restarts and a crash never leaves half
+a file. Its code is random (`secrets.token_urlsafe`): whoever has the class link (`/lab?class=<code>`)
+may join, nobody can list classes. The instructor gets a second, private code; the store keeps only
+its signature (`sensviz.owners.sign`, the server's secret), and whoever opens the instructor link
+becomes an instructor of the class by their signed owner id (the app then drops the code from the
+URL). Members join with a display name (`check_display_name`: the `display_name_chars` limit,
+letters, digits, spaces and `-_.'` only, unique in the class ignoring case; stored and shown as
+text) and get a personal rejoin code (kept signed, like the instructor's) for another browser.
+
+Everything of a class is read through its code and an owner id that is a member or an instructor
+(`view`): a member sees the classes they joined (`classes_of`), nobody else's. The instructor
+renames or removes members, stops any class job, closes the class (no more joining or training
+for it; its models may then be evicted like any other) and deletes it.
+
+The class's models (`ClassModel`: member, task, n, accuracy, kept-model token) are the models its
+members trained in the class (the jobs they started from it, collected by `sync`) or uploaded while
+in it (`add_model`); while the class is open they are exempt from the kept store's quota eviction
+and expiry (`pinned`, set as `KeptStore.pinned`). The assignment's runs (`sensviz.assignments`)
+become a sweep folder, `<class dir>/sweeps/class/length_scaling` (`runs/*.json`, `runs.parquet`,
+`history.parquet`, `spec.json`: the tables of `sensviz sweep`, with the live monitor's columns),
+outside the Experiments page's public results roots; `sensviz fidelity <class dir>/sweeps --scale
+class --out page.md` reads it.
+
+Refusals raise `ClassRefused` with one line for the user.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import shutil
+import threading
+import time
+import unicodedata
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from sensviz import assignments, owners, sweeps
+from sensviz.files import write_atomic
+from sensviz.limits import LIMITS
+
+CODE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+"""What a class code, an instructor code or a rejoin code looks like (checked before any file is opened)."""
+NAME_CHARACTERS = "letters, digits, spaces and - _ . '"
+_NAME_OK = re.compile(r"^[\w .'-]+$")  # \w: any script's letters and digits, and _
+EXPERIMENT = "length_scaling"
+
+
+class ClassRefused(Exception):
+    """Something a class does not allow (a taken name, a closed class, no right to do it), with one line for the user."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """A member of a class: a random id, the display name, the owner ids of their browsers."""
+
+    id: str
+    name: str
+    owners: tuple[str, ...]
+    rejoin: str  # the signature of their rejoin code
+    joined: float
+    seat: int  # their place in the order of joining (the assignment deals by it)
+
+
+@dataclass(frozen=True)
+class ClassModel:
+    """A model in a class's gallery."""
+
+    token: str  # the kept model's token (`sensviz.kept`)
+    member: str  # the member's id
+    task: str
+    n: int | None
+    accuracy: float | None
+    name: str  # the model's own name (a run's name or an uploaded file's)
+    added: float
+    job: str | None = None  # the job that trained it
+
+
+@dataclass
+class Class:
+    """A class as stored (`ClassStore` reads and writes it whole)."""
+
+    code: str
+    name: str
+    created: float
+    instructor: str  # the signature of the instructor code
+    instructors: list[str] = field(default_factory=list)  # owner ids that opened the instructor link
+    closed: bool = False
+    members: list[dict] = field(default_factory=list)
+    models: list[dict] = field(default_factory=list)
+    jobs: dict[str, dict] = field(default_factory=dict)  # job id -> {"member", "assignment": dict | None, "recorded"}
+    assignment: str | None = None  # the running assignment's name (`sensviz.assignments.ASSIGNMENTS`)
+
+    def member_list(self) -> list[Member]:
+        return [Member(**{**m, "owners": tuple(m["owners"])}) for m in self.members]
+
+    def model_list(self) -> list[ClassModel]:
+        return sorted((ClassModel(**m) for m in self.models), key=lambda m: m.added)
+
+    def member(self, member_id: str) -> Member | None:
+        return next((m for m in self.member_list() if m.id == member_id), None)
+
+    def member_of(self, owner: str) -> Member | None:
+        return next((m for m in self.member_list() if owner in m.owners), None)
+
+    def is_instructor(self, owner: str) -> bool:
+        return owner in self.instructors
+
+    def names(self) -> dict[str, str]:
+        """Member id -> display name."""
+        return {m["id"]: m["name"] for m in self.members}
+
+
+def _normal(name: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", name).split())
+
+
+def check_display_name(name: object) -> str:
+    """A display name as stored: NFKC-normalised, whitespace runs as one space; ValueError (one line)
+    when it is empty, longer than the `display_name_chars` limit or has other characters than
+    `NAME_CHARACTERS`. Uniqueness is the class's check (`ClassStore.join`)."""
+    if not isinstance(name, str):
+        raise ValueError("a display name must be text")
+    text = _normal(name[: 4 * int(LIMITS["display_name_chars"].high)])
+    most = int(LIMITS["display_name_chars"].high)
+    if not text:
+        raise ValueError("choose a display name")
+    if len(text) > most or len(_normal(name)) > most:
+        raise ValueError(f"a display name has at most {most} characters (limit 'display_name_chars')")
+    if not _NAME_OK.match(text):
+        raise ValueError(f"a display name may only have {NAME_CHARACTERS}")
+    return text
+
+
+def check_class_name(name: object) -> str:
+    """A class's name as stored (one line, at most the `class_name_chars` limit); ValueError when empty or longer."""
+    if not isinstance(name, str):
+        raise ValueError("a class name must be text")
+    most = int(LIMITS["class_name_chars"].high)
+    text = _normal("".join(c for c in name[: 4 * most] if unicodedata.category(c)[0] != "C"))
+    if not text:
+        raise ValueError("give the class a name")
+    if len(text) > most:
+        raise ValueError(f"a class name has at most {most} characters (limit 'class_name_chars')")
+    return text
+
+
+class ClassStore:
+    """The classes in `root` (`<data dir>/classes`), signed with the server's `secret`."""
+
+    def __init__(self, root: Path, secret: bytes, clock: Callable[[], float] = time.time):
+        self.root = Path(root)
+        self.secret = secret
+        self.clock = clock
+        self.lock = threading.RLock()
+        self._cache: dict[str, tuple[tuple[int, int], Class]] = {}
+        self._pinned: tuple[float, set[str]] = (-1.0, set())
+
+    # ------------------------------------------------------------------ files
+
+    def folder(self, code: str) -> Path:
+        return self.root / code
+
+    def sweep_folder(self, code: str) -> Path:
+        """The class's assignment runs as a sweep folder (`sensviz sweep`'s tables)."""
+        return self.folder(code) / "sweeps" / "class" / EXPERIMENT
+
+    def _path(self, code: str) -> Path:
+        return self.folder(code) / "class.json"
+
+    def get(self, code: object) -> Class | None:
+        """The class with this code, or None (malformed code, never made, or deleted)."""
+        if not isinstance(code, str) or not CODE.match(code):
+            return None
+        path = self._path(code)
+        try:
+            stat = path.stat()
+            key = (stat.st_ino, stat.st_mtime_ns)
+            if code in self._cache and self._cache[code][0] == key:
+                return self._cache[code][1]
+            found = Class(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+        self._cache[code] = (key, found)
+        return found
+
+    def _save(self, found: Class) -> None:
+        write_atomic(self._path(found.code), json.dumps(asdict(found)).encode())
+        self._cache.pop(found.code, None)
+        self._pinned = (-1.0, set())
+
+    def _all(self) -> list[Class]:
+        if not self.root.is_dir():
+            return []
+        return [c for c in (self.get(p.name) for p in self.root.iterdir()) if c is not None]
+
+    def _edit(self, code: str, owner: str, change: Callable[[Class], object], instructor: bool = False,
+              open_only: bool = False):
+        """Apply `change` to the class under the lock and save it; `ClassRefused` when there is no such
+        class, it is closed (`open_only`) or `owner` is not its instructor (`instructor`)."""
+        with self.lock:
+            found = self.get(code)
+            if found is None:
+                raise ClassRefused("there is no such class (the link may be mistyped, or the class was deleted)")
+            if instructor and not found.is_instructor(owner):
+                raise ClassRefused("only the class's instructor may do that")
+            if open_only and found.closed:
+                raise ClassRefused(f"the class {found.name} is closed")
+            result = change(found)
+            self._save(found)
+            return result
+
+    # ------------------------------------------------------------------ the instructor
+
+    def create(self, name: str, owner: str) -> tuple[Class, str]:
+        """A new class named `name` with `owner` as its instructor; returns it and the private instructor code."""
+        name = check_class_name(name)
+        with self.lock:
+            if len(self._all()) >= LIMITS["classes"].high:
+                raise ClassRefused(f"this server holds {int(LIMITS['classes'].high):,} classes already "
+                                   "(limit 'classes'); delete one first")
+            code, private = secrets.token_urlsafe(12), secrets.token_urlsafe(24)
+            found = Class(code, name, self.clock(), owners.sign(self.secret, "instructor", private), [owner])
+            self.folder(code).mkdir(parents=True, exist_ok=False)
+            self._save(found)
+        return found, private
+
+    def claim_instructor(self, code: str, private: object, owner: str) -> bool:
+        """Make `owner` an instructor when `private` is the class's instructor code; False otherwise."""
+        found = self.get(code)
+        if found is None or not isinstance(private, str) or not CODE.match(private):
+            return False
+        if not owners.verify(self.secret, "instructor", private, found.instructor):
+            return False
+        if owner not in found.instructors:
+            self._edit(code, owner, lambda c: c.instructors.append(owner))
+        return True
+
+    def rename(self, code: str, owner: str, member_id: str, name: str) -> None:
+        """The instructor renames a member (the new name checked like a new member's)."""
+        name = check_display_name(name)
+
+        def change(c: Class):
+            self._check_free(c, name, member_id)
+            for m in c.members:
+                if m["id"] == member_id:
+                    m["name"] = name
+                    return
+            raise ClassRefused("no such member")
+
+        self._edit(code, owner, change, instructor=True)
+
+    def remove(self, code: str, owner: str, member_id: str) -> None:
+        """The instructor removes a member (their models leave the gallery; their kept models stay theirs)."""
+        def change(c: Class):
+            c.members = [m for m in c.members if m["id"] != member_id]
+            c.models = [m for m in c.models if m["member"] != member_id]
+
+        self._edit(code, owner, change, instructor=True)
+
+    def close(self, code: str, owner: str, closed: bool = True) -> None:
+        """Close (or reopen) the class: closed, nobody joins or trains for it, and its models are no longer pinned."""
+        self._edit(code, owner, lambda c: setattr(c, "closed", closed), instructor=True)
+
+    def delete(self, code: str, owner: str) -> None:
+        """Delete the class and its folder (its members' kept models stay theirs, no longer pinned)."""
+        with self.lock:
+            found = self.get(code)
+            if found is None or not found.is_instructor(owner):
+                raise ClassRefused("only the class's instructor may delete it")
+            shutil.rmtree(self.folder(code), ignore_errors=True)
+            self._cache.pop(code, None)
+            self._pinned = (-1.0, set())
+
+    def start_assignment(self, code: str, owner: str, assignment: str) -> None:
+        if assignment not in assignments.ASSIGNMENTS:
+            raise ClassRefused(f"no assignment named {assignment}")
+        self._edit(code, owner, lambda c: setattr(c, "assignment", assignment), instructor=True, open_only=True)
+
+    # ------------------------------------------------------------------ members
+
+    def _check_free(self, c: Class, name: str, member_id: str | None = None) -> None:
+        if any(m["name"].casefold() == name.casefold() and m["id"] != member_id for m in c.members):
+            raise ClassRefused(f"the name {name} is taken in this class; choose another")
+
+    def join(self, code: str, name: str, owner: str) -> tuple[Member, str]:
+        """`owner` joins under the display name `name`; returns the member and their rejoin code.
+        `ClassRefused` for a closed class, a taken name, a full class or an owner already in it."""
+        name = check_display_name(name)
+        rejoin = secrets.token_urlsafe(12)
+
+        def change(c: Class) -> Member:
+            if c.member_of(owner) is not None:
+                raise ClassRefused(f"you joined this class already, as {c.member_of(owner).name}")
+            self._check_free(c, name)
+            if len(c.members) >= LIMITS["class_members"].high:
+                raise ClassRefused(f"the class is full ({int(LIMITS['class_members'].high)} members, limit 'class_members')")
+            seat = max((m["seat"] for m in c.members), default=-1) + 1
+            member = Member(secrets.token_urlsafe(9), name, (owner,), owners.sign(self.secret, "rejoin", rejoin),
+                            self.clock(), seat)
+            c.members.append({**asdict(member), "owners": [owner]})
+            return member
+
+        return self._edit(code, owner, change, open_only=True), rejoin
+
+    def rejoin(self, code: str, rejoin: object, owner: str) -> Member:
+        """Another browser (`owner`) of the member whose rejoin code this is; `ClassRefused` when it is no member's."""
+        found = self.get(code)
+        if found is None or not isinstance(rejoin, str) or not CODE.match(rejoin):
+            raise ClassRefused("that is not a rejoin code of this class")
+        match = next((m for m in found.members if owners.verify(self.secret, "rejoin", rejoin, m["rejoin"])), None)
+        if match is None:
+            raise ClassRefused("that is not a rejoin code of this class")
+        current = found.member_of(owner)
+        if current is not None and current.id != match["id"]:
+            raise ClassRefused(f"this browser is in the class already, as {current.name}")
+
+        def change(c: Class) -> None:
+            for m in c.members:
+                if m["id"] == match["id"] and owner not in m["owners"]:
+                    m["owners"] = (m["owners"] + [owner])[-8:]
+
+        self._edit(code, owner, change)
+        return self.get(code).member(match["id"])
+
+    def view(self, code: object, owner: str) -> Class | None:
+        """The class when `owner` is one of its members or instructors, else None (nothing of it is shown)."""
+        found = self.get(code)
+        if found is None or not (found.is_instructor(owner) or found.member_of(owner) is not None):
+            return None
+        return found
+
+    def classes_of(self, owner: str) -> list[Class]:
+        """The classes `owner` joined or instructs, newest first."""
+        return sorted((c for c in self._all() if c.is_instructor(owner) or c.member_of(owner) is not None),
+                      key=lambda c: c.created, reverse=True)
+
+    # ------------------------------------------------------------------ models and jobs
+
+    def add_model(self, code: str, owner: str, token: str, task: str, n: int | None, accuracy: float | None,
+                  name: str, job: str | None = None) -> None:
+        """A member's model enters the class's gallery (once per token)."""
+        def change(c: Class):
+            member = c.member_of(owner)
+            if member is None:
+                raise ClassRefused("only the class's members add models to it")
+            if any(m["token"] == token for m in c.models):
+                return
+            if len(c.models) >= LIMITS["class_models"].high:
+                raise ClassRefused(f"the class's gallery is full ({int(LIMITS['class_models'].high):,} models)")
+            c.models.append(asdict(ClassModel(token, member.id, str(task), n, accuracy, str(name)[:120], self.clock(),
+                                              job)))
+
+        self._edit(code, owner, change, open_only=True)
+
+    def add_job(self, code: str, owner: str, job_id: str, task: str, n: int | None, assignment: dict | None) -> None:
+        """A job a member started from the class (with the assignment's cell it trains, if any)."""
+        def change(c: Class):
+            member = c.member_of(owner)
+            if member is None:
+                raise ClassRefused("only the class's members train for it")
+            c.jobs[job_id] = {"member": member.id, "task": str(task), "n": n, "assignment": assignment,
+                              "recorded": False}
+
+        self._edit(code, owner, change, open_only=True)
+
+    def pinned(self, token: str) -> bool:
+        """Whether a kept model is in an open class's gallery (then the kept store neither evicts nor expires it)."""
+        now = self.clock()
+        stamp, tokens = self._pinned
+        if now - stamp > 2.0:
+            tokens = {m["token"] for c in self._all() if not c.closed for m in c.models}
+            self._pinned = (now, tokens)
+        return token in tokens
+
+    # ------------------------------------------------------------------ the class's jobs
+
+    def sync(self, code: str, manager) -> int:
+        """Collect the class's ended jobs (`sensviz.jobs.JobManager`): each kept model enters the
+        gallery, each assignment run becomes a row of the class's sweep folder (`write_tables`).
+        Returns how many jobs were collected; safe to call from every session (one at a time)."""
+        with self.lock:
+            found = self.get(code)
+            if found is None:
+                return 0
+            ended = {job_id: (entry, manager.status(job_id)) for job_id, entry in found.jobs.items()
+                     if not entry["recorded"]}
+            ended = {j: (e, s) for j, (e, s) in ended.items() if s is None or not s.active}
+            if not ended:
+                return 0
+            wrote = False
+            for job_id, (entry, status) in ended.items():
+                entry["recorded"] = True
+                if status is None:
+                    continue
+                records = manager.records(job_id)
+                accuracy = records[-1].get("accuracy") if records else None  # the final weights' measurement
+                if status.kept and not any(m["token"] == status.kept for m in found.models) \
+                        and len(found.models) < LIMITS["class_models"].high and found.member(entry["member"]):
+                    found.models.append(asdict(ClassModel(status.kept, entry["member"], entry["task"], entry["n"],
+                                                          accuracy, status.name, self.clock(), job_id)))
+                if entry["assignment"] and found.assignment in assignments.ASSIGNMENTS:
+                    a = assignments.ASSIGNMENTS[found.assignment]
+                    row = assignments.record(a, entry["assignment"], records, status.state,
+                                             status.error or status.reason, status.steps, status.seconds)
+                    self._write_run(code, a, row)
+                    wrote = True
+            if wrote:
+                sweeps.write_tables(self.sweep_folder(code))
+            self._save(found)
+            return len(ended)
+
+    def _write_run(self, code: str, a, row: dict) -> None:
+        folder = self.sweep_folder(code)
+        rid = sweeps.run_id(row["settings"])
+        write_atomic(folder / "runs" / f"{rid}.json", json.dumps({"run_id": rid, "traceback": None, "spec_hash": None,
+                                                                   **row}, default=float).encode())
+        if not (folder / "spec.json").is_file():
+            write_atomic(folder / "spec.json", json.dumps({
+                "experiment": EXPERIMENT, "name": f"class {code}", "scale": "class", "source": "length_scaling.toml",
+                "description": a.title}).encode())
+
+    def stop(self, code: str, owner: str, job_id: str, manager) -> bool:
+        """The instructor stops (or cancels) any job of the class; True when it was stopped."""
+        found = self.get(code)
+        if found is None or not found.is_instructor(owner):
+            raise ClassRefused("only the class's instructor may stop its members' runs")
+        status = manager.status(job_id) if job_id in found.jobs else None
+        return bool(status is not None and manager.stop(job_id, status.owner))
+
+    def job_rows(self, code: str, manager) -> list[dict]:
+        """The class's jobs for the instructor: member, setting, state, progress, reason."""
+        found = self.get(code)
+        if found is None:
+            return []
+        names, rows = found.names(), []
+        for job_id, entry in found.jobs.items():
+            status = manager.status(job_id)
+            progress = status.progress if status else {}
+            rows.append({"job": job_id, "member": names.get(entry["member"], "(removed)"), "task": entry["task"],
+                         "n": entry["n"], "seed": (entry["assignment"] or {}).get("seed"),
+                         "state": status.state if status else "gone",
+                         "step": f"{progress.get('step', 0)} of {progress.get('steps', '?')}" if progress else "",
+                         "reason": (status.error or status.reason or "") if status else ""})
+        return rows

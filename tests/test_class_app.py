@@ -1,0 +1,184 @@
+"""Class mode under AppTest (issue 19): creating a class and the instructor link, joining (hostile
+display names included), the gallery's one-click compare, the class chart's verdict from the class's
+table, isolation between classes and from non-members, and the instructor's Stop."""
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("SENSVIZ_DATA_DIR", tempfile.mkdtemp(prefix="sensviz-apptest-"))
+
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from sensviz import assignments, sweeps  # noqa: E402
+from sensviz.text import escape_markdown  # noqa: E402
+from ui import registry, server  # noqa: E402
+
+APP = str(ROOT / "app.py")
+CEILING_S = 600
+
+
+def session(page: str = "class", **params) -> AppTest:
+    """A fresh browser session opening `/<page>?<params>`."""
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.query_params.update(params)
+    at.switch_page(f"pages/{page}.py")
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def owner(at: AppTest) -> str:
+    return at.session_state[registry.OWNER]
+
+
+def texts(at: AppTest) -> str:
+    return "\n".join([m.value for m in at.markdown] + [c.value for c in at.caption] + [m.value for m in at.sidebar.markdown]
+                     + [c.value for c in at.sidebar.caption])
+
+
+def new_class(name: str = "Lab") -> tuple[str, str, AppTest]:
+    """A class created on the Home page: its code, its instructor code, the instructor's session."""
+    at = session("home")
+    at.text_input(key=registry.CLASS_NAME).input(name).run()
+    at.button(key=registry.CLASS_CREATE).click().run()
+    created = at.session_state[registry.CLASS_CREATED]
+    assert [c.value for c in at.code] == [f"/lab?class={created['code']}",
+                                          f"/class?class={created['code']}&instructor={created['private']}"]
+    return created["code"], created["private"], at
+
+
+def join(code: str, name: str) -> AppTest:
+    at = session("lab", **{"class": code})
+    at.sidebar.text_input(key=registry.CLASS_JOIN_NAME).input(name).run()
+    at.sidebar.button(key=registry.CLASS_JOIN).click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def keep(owner_id: str, stem: str) -> str:
+    data = (ROOT / "checkpoints" / f"{stem}.safetensors").read_bytes()
+    return server.kept_store().keep("trained", stem, data, owner_id).token
+
+
+def test_the_instructor_link_is_exchanged_and_leaves_the_url():
+    code, private, _ = new_class()
+    teacher = session("class", **{"class": code, "instructor": private})
+    assert "instructor" not in teacher.query_params and teacher.query_params["class"] == code
+    assert "### Instructor" in texts(teacher) and private not in texts(teacher)
+    assert server.class_store().get(code).is_instructor(owner(teacher))
+    forged = session("class", **{"class": code, "instructor": "A" * 32})
+    assert "instructor" not in forged.query_params and "### Instructor" not in texts(forged)
+    assert any("not valid" in w.value for w in forged.warning)
+    next(t for t in teacher.toggle if t.label == "Projector mode").set_value(True).run()
+    assert teacher.query_params["projector"] == "1"  # projector mode: large type, no sidebar, nothing of the instructor's
+    assert "### Instructor" not in texts(teacher) and "### Gallery" in texts(teacher)
+    assert any("stSidebar" in h.proto.body for h in teacher.get("html"))
+
+
+@pytest.mark.parametrize("name", ["Ada", "**bold** [x](https://e.vil)", ":red[alarm]", "  Zoë   O'Neil "])
+def test_joining_shows_the_display_name_as_text(name):
+    code, _, _ = new_class()
+    student = join(code, name)
+    member = server.class_store().get(code).member_of(owner(student))
+    if member is None:  # refused: one line, nothing joined
+        assert [e.value for e in student.sidebar.error] and all("\n" not in e.value for e in student.sidebar.error)
+        assert "[" in name or ":" in name
+        return
+    rejoin = student.session_state[registry.CLASS_REJOIN][code]
+    assert rejoin in [c.value for c in student.sidebar.code]  # the rejoin code, for another browser
+    goto = student.switch_page("pages/class.py").run()
+    assert f"You are **{escape_markdown(member.name)}** in this class" in texts(goto)
+    other = session("class", **{"class": code})  # another browser of the same member
+    other.sidebar.text_input(key=registry.CLASS_REJOIN_CODE).input(rejoin).run()
+    other.sidebar.button(key=registry.CLASS_REJOIN_BUTTON).click().run()
+    assert server.class_store().get(code).member_of(owner(other)).id == member.id
+    again = join(code, name.upper())  # unique in the class, ignoring case
+    assert server.class_store().get(code).member_of(owner(again)) is None and again.sidebar.error
+
+
+def test_the_gallery_compares_two_models_in_one_click():
+    code, _, _ = new_class()
+    ada = join(code, "Ada")
+    bob_owner = "bob-browser"
+    server.class_store().join(code, "Bob", bob_owner)
+    mine, theirs = keep(owner(ada), "encoder-parity-n4"), keep(bob_owner, "encoder-first-n4")
+    server.class_store().add_model(code, owner(ada), mine, "parity", 4, 1.0, "encoder-parity-n4")
+    server.class_store().add_model(code, bob_owner, theirs, "first", 4, 0.98, "encoder-first-n4")
+    ada.switch_page("pages/class.py").run()
+    assert escape_markdown("Bob · first · n = 4 · 98.0%") in texts(ada)  # shown as text
+    ada.button(key=registry.class_key("open", "g", mine)).click().run()
+    ada.run()  # the open model's rerun (`st.rerun`): AppTest's tree is the browser's once it drew the page again
+    ada.button(key=registry.class_key("compare", theirs)).click().run()
+    assert not ada.exception, ada.exception
+    assert ada.query_params["model"] == f"trained:{mine}" and ada.query_params["compare"] == f"trained:{theirs}"
+    assert ada.session_state[registry.COMPARE].key == theirs
+
+
+def test_classes_are_isolated_from_each_other_and_from_non_members():
+    one, _, _ = new_class("One")
+    two, _, _ = new_class("Two")
+    ada = join(one, "Ada")
+    bob = join(two, "Bob")
+    token = keep(owner(ada), "encoder-parity-n4")
+    server.class_store().add_model(one, owner(ada), token, "parity", 4, 1.0, "secret-run")
+    bob.switch_page("pages/class.py").run()
+    assert "Ada" not in texts(bob) and token not in str(bob.query_params)
+    stranger = session("class", **{"class": one})
+    assert "Ada" not in texts(stranger) and "### Gallery" not in texts(stranger)
+    assert stranger.sidebar.text_input(key=registry.CLASS_JOIN_NAME)  # the join form, nothing of the class
+    nobody = session("class")
+    assert "One" not in texts(nobody) and "Two" not in texts(nobody)
+
+
+def test_the_class_chart_shows_the_verdict_of_the_class_table():
+    code, _, teacher = new_class()
+    teacher.switch_page("pages/class.py").run()
+    teacher.button(key=registry.CLASS_ASSIGN).click().run()
+    store = server.class_store()
+    a = assignments.LENGTH_SCALING
+    for i, cell in enumerate(a.cells()):  # the class's table, as the class's runs would write it
+        value = 0.01 + (0.01 if cell["task"] == "parity" else 0.0) * cell["n"] + 0.001 * (i % 3)
+        store._write_run(code, a, {"settings": a.run_settings(cell), "status": "finished", "error": None,
+                                   "metrics": {"sharpness": value, "converged": True}, "history": [], "wall_s": 1.0})
+        if i == 10:
+            sweeps.write_tables(store.sweep_folder(code))
+            teacher.run()
+            partial = assignments.verdict(a, pd.read_parquet(store.sweep_folder(code) / "runs.parquet"))
+            assert f"Verdict: {partial.text}." in [i.value for i in teacher.info]
+            assert partial.text.startswith("not yet resolved: 19 more runs at n = 4 and 8")
+    sweeps.write_tables(store.sweep_folder(code))
+    teacher.run()
+    assert "Verdict: the class reproduced the paper's claim." in [s.value for s in teacher.success]
+    assert teacher.get("arrow_vega_lite_chart") or teacher.get("vega_lite_chart")
+
+
+@pytest.mark.slow  # a real training job (a worker process)
+def test_the_instructor_stops_a_class_job():
+    code, private, teacher = new_class()
+    teacher.switch_page("pages/class.py").run()
+    teacher.button(key=registry.CLASS_ASSIGN).click().run()
+    ada = join(code, "Ada")
+    ada.switch_page("pages/train.py").run()
+    assert any("assignment is filled in" in i.value for i in ada.info)
+    ada.button(key=registry.TRAIN_BUTTON).click().run()  # the filled-in form: the member's assignment run
+    assert not ada.exception and not ada.error, [e.value for e in ada.error]
+    entries = server.class_store().get(code).jobs
+    assert [e["assignment"] for e in entries.values()] == [assignments.LENGTH_SCALING.deal(0)]
+    job = next(iter(entries))
+    teacher.run()
+    stop = registry.class_key("stop", job)
+    teacher.button(key=stop).click().run()
+    deadline = time.monotonic() + CEILING_S
+    while server.job_manager().status(job).active and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert server.job_manager().status(job).state in ("stopped", "cancelled")
+    teacher.run()
+    assert not any(b.key == stop for b in teacher.button)

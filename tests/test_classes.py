@@ -1,0 +1,228 @@
+"""Classes (`sensviz.classes`), their signing (`sensviz.owners`) and the length-scaling assignment
+(`sensviz.assignments`): library only, no Streamlit, no training (a job manager's answers are
+given as `JobStatus` values)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from sensviz import assignments, owners, stats
+from sensviz.classes import ClassRefused, ClassStore, check_display_name
+from sensviz.jobs import JobStatus
+from sensviz.kept import KeptRefused, KeptStore
+from tests.test_text import HOSTILE as HOSTILE_TEXT
+
+SECRET = b"k" * 32
+
+
+@pytest.fixture
+def store(tmp_path):
+    return ClassStore(tmp_path / "classes", SECRET)
+
+
+def test_owner_signing_moved_to_the_library(tmp_path):
+    secret = owners.owner_secret(tmp_path)
+    assert owners.owner_secret(tmp_path) == secret and (tmp_path / "owner_secret").stat().st_mode & 0o777 == 0o600
+    minted = owners.mint_owner(secret)
+    assert owners.verified_owner(minted, secret) == minted
+    assert owners.verified_owner(owners.mint_owner(b"other"), secret) is None
+    signed = owners.sign(secret, "instructor", "abc")
+    assert owners.verify(secret, "instructor", "abc", signed)
+    assert not owners.verify(secret, "rejoin", "abc", signed)  # one purpose's signature is not another's
+    assert not owners.verify(secret, "instructor", "abd", signed)
+
+
+def test_create_join_rejoin_and_survive_a_restart(store, tmp_path):
+    made, private = store.create("Lab 3 — Tuesday", "teacher")
+    assert len(made.code) >= 16 and made.code not in private and private not in json.dumps(made.__dict__)
+    member, rejoin = store.join(made.code, "  Ada   Lovelace ", "browser-1")
+    assert member.name == "Ada Lovelace" and member.seat == 0
+    with pytest.raises(ClassRefused, match="taken"):
+        store.join(made.code, "ada lovelace", "browser-2")  # unique ignoring case
+    with pytest.raises(ClassRefused, match="already"):
+        store.join(made.code, "Someone", "browser-1")
+    again = ClassStore(tmp_path / "classes", SECRET)  # a restarted server
+    assert again.rejoin(made.code, rejoin, "browser-3").id == member.id
+    assert again.view(made.code, "browser-3").member_of("browser-3").name == "Ada Lovelace"
+    with pytest.raises(ClassRefused):
+        again.rejoin(made.code, "x" * 16, "browser-4")
+    assert again.get(made.code).name == "Lab 3 — Tuesday"
+
+
+def test_the_instructor_code_is_exchanged_once_checked(store):
+    made, private = store.create("Lab", "teacher")
+    assert not store.claim_instructor(made.code, "wrong-code-but-well-formed", "phone")
+    assert not store.claim_instructor(made.code, made.code, "phone")  # the class code is not the instructor's
+    assert store.claim_instructor(made.code, private, "phone")
+    assert store.get(made.code).is_instructor("phone")
+
+
+@pytest.mark.parametrize("name", HOSTILE_TEXT)
+def test_hostile_display_names_are_refused_or_kept_as_text(store, name):
+    made, _ = store.create("Lab", "teacher")
+    try:
+        member, _ = store.join(made.code, name, "student")
+    except (ValueError, ClassRefused) as err:
+        assert "\n" not in str(err)
+        return
+    assert member.name == check_display_name(name) and len(member.name) <= 40
+
+
+def test_display_name_rules():
+    assert check_display_name("Zoë O'Neil-Smith") == "Zoë O'Neil-Smith"
+    assert check_display_name("line\n\tbreak ") == "line break"  # whitespace runs become one space
+    for bad in ("", "   ", "[x](http://e.vil)", "<b>x</b>", "a" * 41, ":red[x]", "a\x00b", None):
+        with pytest.raises(ValueError):
+            check_display_name(bad)
+
+
+def test_instructor_renames_removes_closes_deletes(store):
+    made, _ = store.create("Lab", "teacher")
+    a, _ = store.join(made.code, "Ada", "s1")
+    b, _ = store.join(made.code, "Bob", "s2")
+    with pytest.raises(ClassRefused, match="instructor"):
+        store.rename(made.code, "s1", b.id, "Bobby")
+    with pytest.raises(ClassRefused, match="taken"):
+        store.rename(made.code, "teacher", b.id, "ADA")
+    store.rename(made.code, "teacher", b.id, "Bobby")
+    store.add_model(made.code, "s2", "tok-bob-aaaaaaaaaaaa", "parity", 8, 1.0, "run")
+    store.remove(made.code, "teacher", b.id)
+    c = store.get(made.code)
+    assert [m.name for m in c.member_list()] == ["Ada"] and c.models == []
+    store.close(made.code, "teacher")
+    with pytest.raises(ClassRefused, match="closed"):
+        store.join(made.code, "Cy", "s3")
+    with pytest.raises(ClassRefused):
+        store.delete(made.code, "s1")
+    store.delete(made.code, "teacher")
+    assert store.get(made.code) is None and store.view(made.code, "s1") is None
+
+
+def test_isolation_between_classes_and_from_non_members(store):
+    one, _ = store.create("One", "t1")
+    two, _ = store.create("Two", "t2")
+    store.join(one.code, "Ada", "s1")
+    store.join(two.code, "Bob", "s2")
+    store.add_model(one.code, "s1", "tok-one-aaaaaaaaaaaa", "parity", 8, 1.0, "run")
+    assert store.view(one.code, "s2") is None and store.view(two.code, "s1") is None
+    assert store.view(one.code, "stranger") is None
+    assert [c.name for c in store.classes_of("s1")] == ["One"] and store.classes_of("stranger") == []
+    with pytest.raises(ClassRefused):
+        store.add_model(two.code, "s1", "tok-x-aaaaaaaaaaaaaa", "parity", 8, 1.0, "run")  # not a member there
+    with pytest.raises(ClassRefused):
+        store.rename(one.code, "t2", store.get(one.code).member_list()[0].id, "Eve")  # another class's instructor
+    assert store.get("../../etc") is None and store.get("x") is None
+
+
+def test_open_class_models_are_neither_evicted_nor_expired(tmp_path, store):
+    made, _ = store.create("Lab", "teacher")
+    store.join(made.code, "Ada", "owner")
+    clock = [1000.0]
+    kept = KeptStore(tmp_path / "kept", cap=10_000, quota=2_000, ttl_s=100, clock=lambda: clock[0])
+    kept.pinned = store.pinned
+    first = kept.keep("trained", "a", b"a" * 700, "owner")
+    store.add_model(made.code, "owner", first.token, "parity", 8, 1.0, "a")
+    clock[0] += 1
+    second = kept.keep("trained", "b", b"b" * 700, "owner")
+    clock[0] += 1
+    kept.keep("trained", "c", b"c" * 700, "owner")  # over the quota: evicts b, not the class's a
+    assert kept.info(first.token) is not None and kept.info(second.token) is None
+    clock[0] += 500  # past the TTL: a stays while the class is open
+    assert kept.info(first.token) is not None
+    with pytest.raises(KeptRefused):  # only pinned models left to evict: refused, nothing evicted
+        kept.keep("trained", "d", b"d" * 1500, "owner")
+    store.close(made.code, "teacher")
+    assert kept.info(first.token) is None  # closed: it expires like any other
+
+
+def test_the_deal_covers_the_grid_before_repeating():
+    a = assignments.LENGTH_SCALING
+    cells = a.cells()
+    assert len(cells) == 30
+    first_six = {(c["task"], c["n"]) for c in cells[:4]}
+    assert first_six == {(t, n) for t in a.tasks for n in a.lengths}
+    assert len({(c["task"], c["n"], c["seed"]) for c in cells}) == 30
+    assert a.deal(30) != a.deal(0) and (a.deal(30)["task"], a.deal(30)["n"]) == (cells[0]["task"], cells[0]["n"])
+
+
+@pytest.mark.parametrize("tables", [assignments.TABLES, assignments.TABLES[:1]], ids=["both tables", "standard"])
+def test_the_plan_fits_15_minutes_with_80_percent_power(tables):
+    found = assignments.plan(folders=tables)  # the decide table grows while its sweep runs: the rule, not the digits
+    assert found["runs"] == 30
+    assert found["seconds"] <= found["limit_s"] == 900
+    assert found["power"] >= 0.8
+
+
+def _runs(a, parity_slope: float, count: dict | None = None, noise: float = 0.002) -> pd.DataFrame:
+    rows = []
+    for i, cell in enumerate(a.cells()):
+        if count is not None and count.get((cell["task"], cell["n"]), 0) <= 0:
+            continue
+        if count is not None:
+            count[(cell["task"], cell["n"])] -= 1
+        slope = parity_slope if cell["task"] == "parity" else 0.0
+        value = 0.01 + slope * cell["n"] + noise * ((i * 7919) % 11 - 5) / 5
+        rows.append({**a.run_settings(cell), "status": "finished", "converged": True, a.quantity: value})
+    return pd.DataFrame(rows)
+
+
+def test_the_class_verdict_uses_the_fidelity_rule():
+    a = assignments.LENGTH_SCALING
+    done = assignments.verdict(a, _runs(a, 0.01))
+    assert done.verdict == stats.REPRODUCED and done.text == "the class reproduced the paper's claim"
+    assert done.interval.low > 0
+    partial = assignments.verdict(a, _runs(a, 0.01, {("parity", 4): 5, ("parity", 8): 11, ("first", 4): 4,
+                                                       ("first", 8): 4}))
+    assert partial.text == "not yet resolved: 6 more runs at n = 4" and partial.verdict == stats.UNRESOLVED
+    flat = assignments.verdict(a, _runs(a, 0.0, noise=0.01))
+    assert flat.verdict == stats.UNRESOLVED and flat.text.startswith("not yet resolved")
+    empty = assignments.verdict(a, pd.DataFrame())
+    assert empty.text == "not yet resolved: 30 more runs at n = 4 and 8" and empty.interval is None
+
+
+class _Manager:
+    """The job manager's answers for the class's jobs (its interface: status, records, stop)."""
+
+    def __init__(self):
+        self.statuses: dict[str, JobStatus] = {}
+        self.stopped: list[tuple[str, str]] = []
+
+    def status(self, job_id):
+        return self.statuses.get(job_id)
+
+    def records(self, job_id):
+        return [{"step": 0, "sharpness": 0.02, "accuracy": 0.5, "loss": 0.25},
+                {"step": 1200, "sharpness": 0.05, "accuracy": 1.0, "loss": 1e-5}]
+
+    def stop(self, job_id, owner):
+        self.stopped.append((job_id, owner))
+        return True
+
+
+def test_sync_fills_the_gallery_and_the_sweep_folder(store):
+    from sensviz.sweeps import read_results
+
+    made, _ = store.create("Lab", "teacher")
+    store.join(made.code, "Ada", "s1")
+    store.start_assignment(made.code, "teacher", "length_scaling")
+    cell = assignments.LENGTH_SCALING.deal(0)
+    store.add_job(made.code, "s1", "job-aaaaaaaaaaaa", cell["task"], cell["n"], cell)
+    manager = _Manager()
+    manager.statuses["job-aaaaaaaaaaaa"] = JobStatus("job-aaaaaaaaaaaa", "s1", "parity-n4", "running", 0.0)
+    assert store.sync(made.code, manager) == 0
+    assert store.job_rows(made.code, manager)[0]["state"] == "running"
+    with pytest.raises(ClassRefused):
+        store.stop(made.code, "s1", "job-aaaaaaaaaaaa", manager)
+    assert store.stop(made.code, "teacher", "job-aaaaaaaaaaaa", manager) and manager.stopped == [("job-aaaaaaaaaaaa", "s1")]
+    manager.statuses["job-aaaaaaaaaaaa"] = JobStatus("job-aaaaaaaaaaaa", "s1", "parity-n4", "finished", 0.0,
+                                                     kept="tok-aaaaaaaaaaaaaaaa", steps=1200, seconds=20.0)
+    assert store.sync(made.code, manager) == 1 and store.sync(made.code, manager) == 0
+    model = store.get(made.code).model_list()[0]
+    assert (model.token, model.task, model.n, model.accuracy) == ("tok-aaaaaaaaaaaaaaaa", "parity", 4, 1.0)
+    runs, history, spec = read_results(store.sweep_folder(made.code))
+    assert runs.loc[0, "sharpness"] == 0.05 and bool(runs.loc[0, "converged"]) and runs.loc[0, "seed"] == cell["seed"]
+    assert runs.loc[0, "steps_trained"] == 1200 and runs.loc[0, "loss"] == 1e-5
+    assert len(history) == 2 and spec["experiment"] == "length_scaling"

@@ -1,0 +1,315 @@
+"""Class mode in the app (issue 19): the class link, joining, the gallery, the assignment in the Train
+form, the class chart. The class itself lives in the library (`sensviz.classes`, `sensviz.assignments`);
+this module is its Streamlit glue, used by the frame, the sidebar, the Home, Train and Class pages.
+
+- `class=<code>` in the URL (public, like `model=`) puts the session in a class. A non-member sees
+  the class's name and the join form, nothing else; a member sees the classes they joined only.
+- `instructor=<private code>` (the instructor link) is checked on the session's first run, makes the
+  session's signed owner id (`ui.owner_id`, its cookie) an instructor of the class, and is removed
+  from the URL at once; it is never shown again (not in projector mode either).
+- Every display name and model name is shown through `escape_markdown` or as a table cell (text).
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from sensviz import assignments, jobs
+from sensviz.classes import Class, ClassRefused
+from sensviz.sweeps import read_results
+from sensviz.text import escape_markdown, quoted
+from ui import cache, model_refs, owner_id, registry, server, train_form
+
+GALLERY_EVERY_S = 3.0
+"""How often the gallery and the class chart look for new models and runs (seconds)."""
+PROJECTOR_CSS = ("<style>section[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'] {display: none;} "
+                 "html, .stMarkdown, .stCaption, .stDataFrame {font-size: 150% !important;}</style>")
+
+
+def store():
+    return server.class_store()
+
+
+# ----------------------------------------------------------------------------- entering a class
+
+
+def take_instructor_code() -> None:
+    """The instructor link's private code, on any run that has it: exchanged for the session's owner id
+    (its signed cookie) as an instructor of the class, and removed from the URL at once."""
+    private = st.query_params.get("instructor")
+    if private is None:
+        return
+    del st.query_params["instructor"]
+    code = st.query_params.get("class")
+    if store().claim_instructor(code, private[:100], owner_id.owner()):
+        registry.enter_class(code)
+        st.toast("You are this class's instructor in this browser: the instructor link is no longer needed here.")
+    else:
+        st.warning("That instructor link is not valid on this server (mistyped, or the class was deleted).")
+
+
+def enter(code: str) -> None:
+    """A `class=` value from the URL: the session is in that class (checked when it is shown)."""
+    registry.enter_class(code[:100])
+
+
+def url_value() -> str | None:
+    """The `class=` value to keep in the URL."""
+    return registry.current_class()
+
+
+def visible() -> Class | None:
+    """The session's class when this owner is a member or an instructor of it."""
+    code = registry.current_class()
+    return store().view(code, owner_id.owner()) if code else None
+
+
+def is_instructor(found: Class) -> bool:
+    return found.is_instructor(owner_id.owner())
+
+
+def member(found: Class):
+    return found.member_of(owner_id.owner())
+
+
+# ----------------------------------------------------------------------------- the sidebar
+
+
+def sidebar() -> None:
+    """The class block of the sidebar: the join form for a class link, or the class's models."""
+    code = registry.current_class()
+    if not code:
+        return
+    found = store().get(code)
+    if found is None:
+        st.warning("The class link names no class on this server (mistyped, or the class was deleted).")
+        registry.enter_class(None)
+        return
+    st.header("Class")
+    if store().view(code, owner_id.owner()) is None:
+        join_form(found)
+        return
+    st.caption(f"**{escape_markdown(found.name)}**" + (" · closed" if found.closed else ""))
+    rejoin = st.session_state.get(registry.CLASS_REJOIN, {}).get(found.code)
+    if rejoin:
+        st.caption("Your rejoin code, for another browser (shown in this session only):")
+        st.code(rejoin, language=None)
+    gallery(found, compact=True)
+    st.page_link("pages/class.py", label="Class gallery and chart", icon=":material/groups:",
+                 query_params={"class": found.code})
+
+
+def join_form(found: Class) -> None:
+    """Join with a display name, or come back with a rejoin code."""
+    st.markdown(f"Join the class **{escape_markdown(found.name)}**")
+    if found.closed:
+        st.info("This class is closed.")
+        return
+    name = st.text_input("Your display name", key=registry.CLASS_JOIN_NAME, max_chars=40,
+                         help="Shown to the class beside your models (letters, digits, spaces and - _ . ').")
+    if st.button("Join", key=registry.CLASS_JOIN, type="primary"):
+        try:
+            joined, rejoin = store().join(found.code, name or "", owner_id.owner())
+        except (ValueError, ClassRefused) as err:
+            st.error(f"Not joined: {quoted(err, 200)}")
+        else:
+            st.session_state.setdefault(registry.CLASS_REJOIN, {})[found.code] = rejoin
+            st.rerun()
+    code = st.text_input("…or your rejoin code (from another browser)", key=registry.CLASS_REJOIN_CODE, max_chars=64)
+    if st.button("Rejoin", key=registry.CLASS_REJOIN_BUTTON) and code:
+        try:
+            store().rejoin(found.code, code.strip(), owner_id.owner())
+        except ClassRefused as err:
+            st.error(quoted(err, 200))
+        else:
+            st.rerun()
+
+
+# ----------------------------------------------------------------------------- the gallery
+
+
+def _ref(token: str):
+    kept = server.kept_store().info(token)
+    if kept is None:
+        raise ValueError("that model is gone (deleted by its owner, or expired after the class closed)")
+    return model_refs.kept_ref(kept.kind, token)
+
+
+def _open(token: str, compare: bool) -> None:
+    """Open a gallery model (`model=`), or put it beside the open one (`compare=`)."""
+    try:
+        ref = _ref(token)
+    except ValueError as err:
+        st.warning(quoted(err, 200))
+        return
+    registry.add_shared(ref)
+    current = registry.selected()
+    if compare and current is not None and current != ref:
+        registry.set_compared(ref)
+    else:
+        registry.select(ref, show=True)
+        if registry.compared() == ref:
+            registry.set_compared(None)
+    st.rerun()
+
+
+def gallery_rows(found: Class) -> pd.DataFrame:
+    """The gallery as a table: member · task · n · accuracy (text cells), newest last."""
+    names = found.names()
+    return pd.DataFrame([{"member": names.get(m.member, "?"), "task": m.task, "n": m.n,
+                          "accuracy": None if m.accuracy is None else round(float(m.accuracy), 4), "token": m.token}
+                         for m in found.model_list()], columns=["member", "task", "n", "accuracy", "token"])
+
+
+def gallery(found: Class, compact: bool = False) -> None:
+    """Every model of the class, "member · task · n · accuracy"; one click opens one (`model=`) and one
+    click puts another beside it (`compare=`)."""
+    store().sync(found.code, server.job_manager())
+    found = store().get(found.code) or found
+    rows = gallery_rows(found)
+    if rows.empty:
+        st.caption("No models in the class yet: the models its members train (or upload) while in it appear here.")
+        return
+    current = registry.selected()
+    for row in rows.iloc[::-1].to_dict("records"):
+        accuracy = "–" if pd.isna(row["accuracy"]) else f"{row['accuracy']:.1%}"
+        label = f"{row['member']} · {row['task']} · n = {row['n']} · {accuracy}"
+        is_open = current is not None and current.key == row["token"]
+        cols = st.columns([4, 1, 1]) if not compact else st.columns([3, 1])
+        cols[0].markdown(("**" if is_open else "") + escape_markdown(label) + ("**" if is_open else ""))
+        if cols[1].button("open", key=registry.class_key("open", "c" if compact else "g", row["token"]),
+                          help="Select this model (model= in the link)"):
+            _open(row["token"], compare=False)
+        if not compact and cols[2].button("compare", key=registry.class_key("compare", row["token"]),
+                                          disabled=current is None or is_open,
+                                          help="Put this model beside the open one (compare= in the link)"):
+            _open(row["token"], compare=True)
+
+
+def upload_kept(ref) -> None:
+    """A model this session uploaded: into the gallery of its class, when it is a member of an open one."""
+    found = visible()
+    if found is None or found.closed or member(found) is None:
+        return
+    facts = cache.model_facts(ref)
+    try:
+        store().add_model(found.code, owner_id.owner(), ref.key, facts["task"] or "?", facts["default_n"], None, ref.name)
+    except ClassRefused as err:
+        st.warning(quoted(err, 200))
+
+
+# ----------------------------------------------------------------------------- the assignment
+
+
+def assignment_cell(found: Class) -> dict | None:
+    """This member's cell of the running assignment (None without an assignment or for a non-member)."""
+    me = member(found)
+    if me is None or found.assignment not in assignments.ASSIGNMENTS:
+        return None
+    return assignments.ASSIGNMENTS[found.assignment].deal(me.seat)
+
+
+def fill_train_form() -> dict | None:
+    """On the Train page: fill the form with this member's assignment once (the member may then change it);
+    returns the cell."""
+    found = visible()
+    cell = assignment_cell(found) if found is not None and not found.closed else None
+    if cell is None:
+        return None
+    if st.session_state.get(registry.CLASS_FILLED) != (found.code, cell):
+        train_form.fill(assignments.ASSIGNMENTS[found.assignment].request(cell))
+        st.session_state[registry.CLASS_FILLED] = (found.code, cell)
+    return cell
+
+
+def _matches(a: assignments.Assignment, cell: dict, request) -> bool:
+    wanted = a.request(cell)
+    values = {**request.model, **request.train, "task": request.task}
+    same = all(values.get(k) == wanted[k] for k in ("task", "n", "seed", "steps", "d_model", "n_layers", "n_heads",
+                                                    "batch_size", "lr", "weight_decay"))
+    return same and request.train.get("target_accuracy") is None and request.train.get("target_loss") is None
+
+
+def job_started(job_id: str, request) -> None:
+    """A job this session started: the class's, when the session is a member of an open class (an
+    assignment run when its settings are the member's cell)."""
+    found = visible()
+    if found is None or found.closed or member(found) is None:
+        return
+    cell = assignment_cell(found)
+    a = assignments.ASSIGNMENTS.get(found.assignment or "")
+    fits = cell is not None and a is not None and _matches(a, cell, request)
+    store().add_job(found.code, owner_id.owner(), job_id, request.task, request.train.get("n"), cell if fits else None)
+
+
+# ----------------------------------------------------------------------------- the class chart
+
+
+def class_runs(found: Class) -> pd.DataFrame:
+    """The class's runs table (its sweep folder), with each run's member; empty before the first run."""
+    folder = store().sweep_folder(found.code)
+    try:
+        runs, _, _ = read_results(folder)
+    except (ValueError, OSError):
+        return pd.DataFrame()
+    names = found.names()
+    who = {(e["assignment"]["task"], e["assignment"]["n"], e["assignment"]["seed"]): names.get(e["member"], "?")
+           for e in found.jobs.values() if e.get("assignment")}
+    return runs.assign(member=[who.get((t, n, s), "?") for t, n, s in zip(runs["task"], runs["n"], runs["seed"])])
+
+
+def chart(a: assignments.Assignment, runs: pd.DataFrame, me: str | None) -> alt.LayerChart:
+    """Every member's point (their own larger, outlined), the mean per setting (a line per task)."""
+    done = runs[runs["status"] == "finished"].copy()
+    done["yours"] = done["member"] == me
+    done["kept"] = done["converged"].fillna(False).astype(bool).map({True: "converged", False: "not converged"})
+    x = alt.X("n:Q", scale=alt.Scale(domain=[min(a.lengths) - 1, max(a.lengths) + 1]), title="input length n")
+    y = alt.Y(f"{a.quantity}:Q", title="sharpness L_ρ (the live monitor's)")
+    color = alt.Color("task:N", title="task")
+    points = alt.Chart(done).mark_point(filled=True, opacity=0.7).encode(
+        x=x, y=y, color=color, shape=alt.Shape("kept:N", title=""),
+        size=alt.condition("datum.yours", alt.value(220), alt.value(50)),
+        stroke=alt.condition("datum.yours", alt.value("black"), alt.value(None)),
+        tooltip=["member", "task", "n", "seed", alt.Tooltip(a.quantity, format=".4f"), "kept"])
+    means = alt.Chart(done[done["kept"] == "converged"]).mark_line(point=True, strokeWidth=3).encode(
+        x=x, y=alt.Y(f"mean({a.quantity}):Q"), color=color)
+    return (points + means).properties(height=360)
+
+
+def chart_section(found: Class) -> None:
+    """The class chart with the verdict (`sensviz.assignments.verdict`: `sensviz.stats` on the class's table)."""
+    if found.assignment not in assignments.ASSIGNMENTS:
+        st.caption("The instructor has not started an assignment yet.")
+        return
+    a = assignments.ASSIGNMENTS[found.assignment]
+    store().sync(found.code, server.job_manager())
+    found = store().get(found.code) or found
+    runs = class_runs(found)
+    me = member(found)
+    st.markdown(f"**{escape_markdown(a.title)}**")
+    if not runs.empty and "status" in runs and (runs["status"] == "finished").any():
+        st.altair_chart(chart(a, runs, me.name if me else None))
+    decided = assignments.verdict(a, runs if not runs.empty else pd.DataFrame())
+    if decided.interval is not None:
+        i = decided.interval
+        st.markdown(f"Slope of PARITY minus slope of FIRST: **{i.estimate:.4f}** per unit of n, 95 % interval "
+                    f"[{i.low:.4f}, {i.high:.4f}] ({escape_markdown(i.test)}).")
+    (st.success if decided.verdict == "reproduced" else st.info)(f"Verdict: {decided.text}.")
+    st.caption(assignments.describe_short(a))
+
+
+def jobs_table(found: Class) -> None:
+    """The instructor's view of the class's jobs: member, setting, state, progress, reason, and Stop."""
+    rows = store().job_rows(found.code, server.job_manager())
+    if not rows:
+        st.caption("No runs yet.")
+        return
+    st.dataframe(pd.DataFrame(rows).drop(columns=["job"]), hide_index=True)
+    for row in rows:
+        if row["state"] in jobs.ACTIVE:
+            label = f"Stop {row['member']}'s run ({row['task']}, n = {row['n']}, {row['state']})"
+            if st.button(escape_markdown(label), key=registry.class_key("stop", row["job"])):
+                store().stop(found.code, owner_id.owner(), row["job"], server.job_manager())
+                st.rerun()
