@@ -225,7 +225,8 @@ def _ols(design: np.ndarray, y: np.ndarray, error: str = "classical") -> tuple[n
         return coef, residual @ residual / (n - p) * bread, n - p
     leverage = np.einsum("ij,jk,ik->i", design, bread, design)
     if np.any(leverage > 1 - 1e-10):
-        raise ValueError("HC3 needs every run's leverage below 1 (a level with a single run has leverage 1)")
+        raise ValueError("HC3 needs every run's leverage below 1 (the fit passes through a run exactly, e.g. the only "
+                         "run at one of two x values)")
     meat = design.T @ (design * (residual / (1 - leverage))[:, None] ** 2)
     return coef, bread @ meat @ bread, n - p
 

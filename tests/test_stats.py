@@ -178,7 +178,7 @@ def test_classical_slope_matches_the_closed_form_and_hc3_the_leave_one_out_sum()
     assert robust.se == pytest.approx(math.sqrt(((np.array(refits) - coef[1]) ** 2).sum()), rel=1e-10)
     assert robust.test == f"OLS slope, HC3, t({len(x) - 2})"
     with pytest.raises(ValueError, match="leverage"):
-        stats.slope([1, 2, 2, 3, 3], [1, 2, 2.1, 3, 3.2], error="HC3")  # one run at x = 1: leverage 1
+        stats.slope([1, 2, 2, 2], [1, 2, 2.1, 2.3], error="HC3")  # the only run at x = 1: leverage 1
     with pytest.raises(ValueError, match="error must be one of"):
         stats.slope(x, y, error="HC1")
 
