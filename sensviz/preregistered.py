@@ -56,7 +56,7 @@ class Test:
     verdict: str
     reason: str = ""  # why there is no interval
     fragile: bool | None = None  # a secondary whose verdict differs from the primary's (None: not comparable)
-    bounds: tuple[float, float] | None = None  # the 1 - alpha interval (the claim's alpha)
+    bounds: tuple[float, float] | None = None  # the interval that decides: 1 - alpha, for a flat claim 1 - 2 alpha
 
 
 @dataclass
@@ -147,7 +147,7 @@ def _x(rows: pd.DataFrame, column: str, scale: str | None) -> pd.Series:
 def _finish(test: Test, direction: int, alpha: float, margin: float | None) -> Test:
     if test.interval is not None:
         test.verdict = stats.decide(test.interval, direction, alpha, margin)
-        test.bounds = test.interval.bounds(1 - alpha)
+        test.bounds = test.interval.bounds(1 - alpha if direction else 1 - 2 * alpha)
     return test
 
 
@@ -358,8 +358,10 @@ def claim_lines(c: ClaimResult) -> list[str]:
              f"  primary: {_interval_text(c.primary)} ({level:.0%} interval; {test}; {c.primary.kept} runs) -> "
              f"{c.primary.verdict}"]
     if c.margin is not None:
-        lines.append(f"  margin ±{_g(c.margin)} {c.units} ({c.reason}); equivalent within ±{_g(c.equivalent_within)}; "
-                     f"against zero (the old test): {c.against_zero or '—'}")
+        wide = c.primary.interval.bounds(1 - c.alpha) if c.primary.interval else (None, None)
+        lines.append(f"  {1 - c.alpha:.0%} interval [{_g(wide[0])}, {_g(wide[1])}]; margin ±{_g(c.margin)} {c.units} "
+                     f"({c.reason}); equivalent within ±{_g(c.equivalent_within)}; against zero (the old test): "
+                     f"{c.against_zero or '—'}")
     for s in c.secondaries:
         mark = {True: "  FRAGILE", False: "", None: "  (not comparable)"}[s.fragile]
         lines.append(f"  secondary {s.label}: {_interval_text(s)} ({s.kept} runs) -> {s.verdict}{mark}")

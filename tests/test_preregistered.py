@@ -138,6 +138,7 @@ def test_a_partial_slope_design_is_decided_as_written(tmp_path):
                              for c in ("n", "sharpness_proxy_pm1")))
     assert first.primary.interval.estimate == pytest.approx(expected.estimate)
     low, high = expected.bounds(0.9)
+    assert first.primary.bounds == pytest.approx((low, high))  # a flat claim shows the interval that decides it
     assert first.equivalent_within == pytest.approx(max(abs(low), abs(high)))
     assert first.primary.verdict == stats.equivalence(expected, 0.01)
     assert first.primary.verdict == (stats.REPRODUCED if first.equivalent_within < 0.01 else stats.UNRESOLVED)
