@@ -164,6 +164,8 @@ class _Tables:
 
     def __init__(self, spec: SweepSpec, folder):
         runs, self.history, _ = read_results(folder)
+        if "run_id" not in runs:  # a sweep that has not finished a run yet
+            runs = pd.DataFrame({"run_id": pd.Series(dtype=str), "status": pd.Series(dtype=str)})
         self.other = 0
         if "spec_hash" in runs:
             other = runs["spec_hash"].notna() & (runs["spec_hash"] != spec.hash)

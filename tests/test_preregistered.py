@@ -144,6 +144,9 @@ def test_a_partial_slope_design_is_decided_as_written(tmp_path):
     assert first.primary.verdict == (stats.REPRODUCED if first.equivalent_within < 0.01 else stats.UNRESOLVED)
     assert "partial: 35 of 48" in preregistered.text(d)
     json.dumps(preregistered.to_dict(d))  # plain data
+    pd.DataFrame().to_parquet(out / "runs.parquet")  # a sweep that has not finished a run yet
+    empty = preregistered.decide(spec_path, "decide", out)
+    assert (empty.finished, empty.claims[0].primary.kept, empty.claims[0].cells[0].planned) == (0, 0, 4)
 
 
 MEAN_SPEC = """
