@@ -224,11 +224,13 @@ def _test(t: _Tables, arms: dict, claim: dict, label: str, arm: str, rule: str, 
         return Test(label, 0, None, stats.UNRESOLVED, f"missing column(s) {missing}"), set()
     usable = rows.dropna(subset=columns)
     x, y = usable[claim["x"]].astype(float), usable[quantity].astype(float)
-    if covariate:
-        make = lambda: stats.slope_given(x, y, usable[covariate].astype(float), error=error)  # noqa: E731
-    else:
-        make = lambda: stats.slope(x, y, error=error)  # noqa: E731
-    return _attempt(label, len(usable), make), set(usable["run_id"])
+
+    def fit() -> stats.Interval:
+        if covariate:
+            return stats.slope_given(x, y, usable[covariate].astype(float), error=error)
+        return stats.slope(x, y, error=error)
+
+    return _attempt(label, len(usable), fit), set(usable["run_id"])
 
 
 def _claim(t: _Tables, spec: SweepSpec, name: str, claim: dict, standard) -> ClaimResult:
