@@ -20,7 +20,11 @@ correction and no eps, i.e. 1 / sqrt(sigma^2 d / (d - 1)); in the last layer onl
 position counts; per example the product and the sum over LNs of the per-LN mean and of the per-LN
 max over positions, then the mean over examples; per LN the mean over examples and positions
 ("mean") and the mean over examples of the max over positions ("max"). Their plotted "blowup" is
-the mean product of maxima, without the "1 +" of tau.
+the mean product of maxima, without the "1 +" of tau. Their scratchpad figure (Fig. 11) plots it per
+stack instead (`authors_stack_blowup`, `stack_blowup_means`): the encoder's and the decoder's
+products separately, each over its layers' norm1 and norm2 (the decoder's norm3 and the stacks'
+final norms are not counted), where `blowup` multiplies all twelve LayerNorms of a two-layer
+scratchpad model.
 
 Summaries over the cube are exact up to the exact limit (traces in vertex batches, attention
 dropped batch by batch); above it they use a seeded uniform sample, labelled `exact: False`.
@@ -29,6 +33,7 @@ dropped batch by batch); above it they use a seeded uniform sample, labelled `ex
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import torch
@@ -96,6 +101,42 @@ def authors_per_example(trace: Trace) -> dict[str, torch.Tensor]:
         "ln_mean": means,
         "ln_max": maxs,
     }
+
+
+STACKS = ("encoder", "decoder")
+"""The scratchpad model's two stacks, as its LayerNorms are named (`model.encoder.layers.0.norm1`, ...)."""
+
+
+def authors_stack_blowup(trace: Trace) -> dict[str, torch.Tensor]:
+    """The scratchpad's blowup per stack as the authors plot it: per example, for each stack, the
+    product over its layers' norm1 and norm2 of the max over positions of the published code's 1/std
+    (`authors_inv_std`): `{"encoder": float64 [batch], "decoder": float64 [batch]}`. Every position
+    counts (the encoder's are all read by cross-attention, the decoder's by the head at every step).
+    ValueError for a model without both stacks."""
+    maxs = torch.stack([v.amax(dim=1) for v in authors_inv_std(trace)], dim=1)  # [batch, ln]
+    out = {}
+    for stack in STACKS:
+        picked = [k for k, name in enumerate(trace.ln_names) if re.fullmatch(rf"model\.{stack}\.layers\.\d+\.norm[12]", name)]
+        if not picked:
+            raise ValueError(f"no {stack} layers' norm1/norm2 in this model's LayerNorms: the per-stack blowup is the "
+                             "scratchpad model's")
+        out[stack] = maxs[:, picked].prod(dim=1)
+    return out
+
+
+def stack_blowup_means(model: TracedModel, n: int, exact_limit: int = cube.EXACT_LIMIT, n_samples: int = 4096,
+                       seed: int = 0, batch_size: int = 2048) -> dict[str, float]:
+    """`authors_stack_blowup` averaged over the cube (n <= exact_limit) or a seeded sample of it:
+    `{"encoder": mean, "decoder": mean}` (the two curves of the authors' scratchpad figure)."""
+    exact = n <= exact_limit
+    totals, count = dict.fromkeys(STACKS, 0.0), 0
+    with torch.inference_mode():
+        for _, bits in _input_batches(n, exact, n_samples, seed, batch_size, model.device):
+            per_example = authors_stack_blowup(model.trace(bits, names=("ln",)))
+            for stack in STACKS:
+                totals[stack] += per_example[stack].sum().item()
+            count += len(bits)
+    return {stack: totals[stack] / count for stack in STACKS}
 
 
 @dataclass

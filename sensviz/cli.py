@@ -15,6 +15,8 @@
     sensviz lab --out lab.html [--answers]
     sensviz lab-data                     (the Lab's chapters measured once, beside the checkpoints)
     sensviz fidelity experiments/results --out docs/fidelity.md [--scale standard]
+    sensviz decide experiments/length_scaling.toml --scale decide --tables experiments/running/decide/length_scaling
+                   [--standard experiments/results/standard] [--out REPORT.txt]
 
 The flags of `train` come from the fields of `ModelSettings` and `TrainConfig`, those of `inspect`'s
 measurement from `MeasureSettings` (`sensviz.configs`), each with its help and range.
@@ -285,6 +287,16 @@ def _fidelity(args) -> dict:
     return fidelity.write_page(args.folder, args.out, args.scale)
 
 
+def _decide(args) -> dict:
+    from . import preregistered
+
+    decision = preregistered.decide(args.spec, args.scale, args.tables, args.standard)
+    result = preregistered.to_dict(decision)
+    if args.out:
+        result["written"] = str(write_atomic(args.out, preregistered.text(decision).encode()))
+    return result
+
+
 def _limited(kind: type, limit: str):
     """An argparse type: an int or float within a named limit of `sensviz.limits` (one line otherwise)."""
 
@@ -465,6 +477,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where to write the page, e.g. docs/fidelity.md")
     p.add_argument("--scale", help="the scale to decide from, e.g. quick or standard (default: the largest present)")
     p.set_defaults(run=_fidelity)
+
+    p = sub.add_parser("decide", help="a scale's pre-registered analysis and the flat claims' equivalence margins, "
+                       "applied to its tables (finished or not)")
+    p.add_argument("spec", help="the sweep spec, e.g. experiments/length_scaling.toml")
+    p.add_argument("--scale", help="the scale whose [scales.NAME.analysis] and runs to use, e.g. decide")
+    p.add_argument("--tables", required=True, type=Path,
+                   help="the sweep folder holding runs.parquet, e.g. experiments/running/decide/length_scaling")
+    p.add_argument("--standard", type=Path, help="the tables the design's variance came from, for the power "
+                   "(default: results/standard beside the spec)")
+    p.add_argument("--out", metavar="REPORT.txt", type=_output(check_file), help="also write the report as text")
+    p.set_defaults(run=_decide)
     return parser
 
 

@@ -6,7 +6,9 @@ one setting), never a noise draw or a direction: the scatter between seeds is th
 within-run standard errors over noise draws play no part here.
 
 - `slope`: ordinary least squares y = a + b x over the runs, interval of b with t(N - 2) (classical
-  standard errors: the seed-to-seed variance is taken to be the same at every x);
+  standard errors: the seed-to-seed variance is taken to be the same at every x; `error="HC3"`:
+  heteroscedasticity-robust, (X'X)^-1 X' diag(e_i^2 / (1 - h_i)^2) X (X'X)^-1, still with t(N - 2));
+- `slope_given`: the slope b in x of y = a + b x + c z with a covariate z, t(N - 3);
 - `curvature`: y = a + b x + c x^2, interval of c with t(N - 3) (where "linear" is claimed);
 - `offset`: y = a + b x + c g with g = 1 for one group, interval of c with t(N - 3): how far one
   group's points lie above the line shared with the others (analysis of covariance);
@@ -14,14 +16,23 @@ within-run standard errors over noise draws play no part here.
 - `mean`: a one-sample t interval (paired differences: one value per seed);
 - `difference`: the difference of two independent estimates, Welch-Satterthwaite degrees of freedom;
 - `correlation`: Pearson's r with Fisher's z interval, tanh(atanh r ± z_0.975 / sqrt(N - 3)), or
-  the pooled correlation within groups (a partial correlation given the group).
+  the pooled correlation within groups (a partial correlation given the group);
+- `clustered_correlation`: the same r (pooled within groups, or plain), its interval clustered by a
+  unit that contributes several points (a function seen at several training-set sizes and as both
+  learned and completed): delete-one-cluster jackknife of Fisher's z with t(clusters - 1).
 
 `verdict` applies the one rule of the fidelity page: "reproduced" iff the 95 % interval excludes
 zero in the claimed direction, "differs" iff it excludes zero in the other direction, else "not
-resolved at this scale" (a claim of no effect, direction 0, can only differ or stay unresolved).
+resolved at this scale" (a claim of no effect, direction 0, can only differ or stay unresolved). `decide` is the
+pre-registered rule: a directional claim as `verdict` at its alpha; a flat claim as equivalence
+within a margin m: "reproduced" when the 1 - 2 alpha (90 %) interval lies inside ±m, "differs" when
+the 1 - alpha (95 %) interval lies wholly outside ±m, else not resolved (`equivalence`).
 `Interval.units_needed` is the number of units at which the measured effect and variance would give
-an interval that excludes zero. `t_quantile` inverts Student's t distribution through the
-regularized incomplete beta function (continued fraction), so no scipy is needed.
+an interval that excludes zero; `units_to_resolve` the units that would resolve a claim by its own
+rule (for a flat claim: against its margin), and none from 2 degrees of freedom or fewer.
+`power_at` is the probability that a planned design finds its smallest effect (`slope_power`,
+`mean_power`). `t_quantile` inverts Student's t distribution through the regularized incomplete beta
+function (continued fraction), so no scipy is needed.
 """
 
 from __future__ import annotations
@@ -130,6 +141,17 @@ class Interval:
     df_per_unit: float
     df_lost: float
     offset: float = 0.0
+    fisher: bool = False  # centre and se are on Fisher's z scale: the bounds are tanh of theirs
+
+    def bounds(self, level: float = LEVEL) -> tuple[float, float]:
+        """The interval at another confidence `level` (e.g. 0.9), from the same centre, se and df."""
+        if not 0 < level < 1:
+            raise ValueError(f"level must lie in (0, 1), got {level}")
+        if not self.df > 0 or not math.isfinite(self.se):
+            return math.nan, math.nan
+        half = t_quantile(0.5 + level / 2, self.df) * self.se
+        low, high = self.center - half, self.center + half
+        return (math.tanh(low), math.tanh(high)) if self.fisher else (low, high)
 
     def excludes_zero(self) -> bool:
         return self.low > 0 or self.high < 0
@@ -144,15 +166,23 @@ class Interval:
         the estimate is zero or not finite, or more than MAX_UNITS would be needed."""
         if not 0.5 <= power < 1:
             raise ValueError(f"power must lie in [0.5, 1), got {power}")
-        if not (math.isfinite(self.center) and math.isfinite(self.se)) or self.center == 0 or self.se <= 0:
+        if not math.isfinite(self.center) or self.center == 0:
             return None
-        ratio = abs(self.center) / self.se
+        return self.fewest_units(abs(self.center), 0.5 + LEVEL / 2, power)
+
+    def fewest_units(self, distance: float, quantile: float, power: float = 0.5) -> int | None:
+        """The fewest units k at which `distance` (on the centre's scale) over the standard error at k
+        units reaches t_quantile + t_power; None when the se is not finite and positive, the distance
+        not positive, or more than MAX_UNITS would be needed."""
+        if not (math.isfinite(distance) and math.isfinite(self.se)) or distance <= 0 or self.se <= 0:
+            return None
+        ratio = distance / self.se
 
         def enough(k: int) -> bool:
             df = self._df_at(k)
             if df <= 0 or k <= self.offset:
                 return False
-            needed = t_quantile(0.5 + LEVEL / 2, df) + (t_quantile(power, df) if power > 0.5 else 0.0)
+            needed = t_quantile(quantile, df) + (t_quantile(power, df) if power > 0.5 else 0.0)
             return ratio * math.sqrt((k - self.offset) / (self.units - self.offset)) >= needed
 
         low = int(math.floor(self.offset)) + 1
@@ -177,15 +207,28 @@ def _t_interval(estimate: float, se: float, df: float, test: str, units: float, 
                     df_per_unit, df_lost)
 
 
-def _ols(design: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Coefficients, their covariance matrix (classical) and the residual degrees of freedom."""
+ERRORS = ("classical", "HC3")
+"""Standard errors of an OLS coefficient: classical (one residual variance) or HC3 (robust)."""
+
+
+def _ols(design: np.ndarray, y: np.ndarray, error: str = "classical") -> tuple[np.ndarray, np.ndarray, int]:
+    """Coefficients, their covariance matrix (`error`: classical or HC3) and the residual degrees of freedom."""
+    if error not in ERRORS:
+        raise ValueError(f"error must be one of {', '.join(ERRORS)}, got {error!r}")
     n, p = design.shape
     if n <= p or np.linalg.matrix_rank(design) < p:
         raise ValueError(f"the fit needs more distinct points than its {p} coefficients (got {n} runs)")
     coef, *_ = np.linalg.lstsq(design, y, rcond=None)
     residual = y - design @ coef
-    sigma2 = residual @ residual / (n - p)
-    return coef, sigma2 * np.linalg.inv(design.T @ design), n - p
+    bread = np.linalg.inv(design.T @ design)
+    if error == "classical":
+        return coef, residual @ residual / (n - p) * bread, n - p
+    leverage = np.einsum("ij,jk,ik->i", design, bread, design)
+    if np.any(leverage > 1 - 1e-10):
+        raise ValueError("HC3 needs every run's leverage below 1 (the fit passes through a run exactly, e.g. the only "
+                         "run at one of two x values)")
+    meat = design.T @ (design * (residual / (1 - leverage))[:, None] ** 2)
+    return coef, bread @ meat @ bread, n - p
 
 
 def _arrays(*columns) -> list[np.ndarray]:
@@ -194,20 +237,34 @@ def _arrays(*columns) -> list[np.ndarray]:
     return [a[keep] for a in arrays]
 
 
-def _polynomial(x, y, degree: int, unit: str) -> Interval:
+def _error_text(error: str) -> str:
+    return "" if error == "classical" else f", {error}"
+
+
+def _polynomial(x, y, degree: int, unit: str, error: str = "classical") -> Interval:
     x, y = _arrays(x, y)
     design = np.vander(x, degree + 1, increasing=True)
-    coef, cov, df = _ols(design, y)
+    coef, cov, df = _ols(design, y, error)
     levels = len(np.unique(x))
     name = "slope" if degree == 1 else "quadratic term"
     return _t_interval(float(coef[degree]), float(math.sqrt(cov[degree, degree])), df,
-                       f"OLS {name}, t({df})", len(x) / levels, unit, levels, degree + 1)
+                       f"OLS {name}{_error_text(error)}, t({df})", len(x) / levels, unit, levels, degree + 1)
 
 
-def slope(x, y, unit: str = "seeds per n") -> Interval:
+def slope(x, y, unit: str = "seeds per n", error: str = "classical") -> Interval:
     """OLS slope of y in x over the runs (one value per run), with its t(N - 2) interval; units are
-    runs per distinct x (seeds per n)."""
-    return _polynomial(x, y, 1, unit)
+    runs per distinct x (seeds per n); `error`: "classical" or "HC3" standard errors."""
+    return _polynomial(x, y, 1, unit, error)
+
+
+def slope_given(x, y, covariate, unit: str = "seeds per n", error: str = "classical") -> Interval:
+    """The slope b in x of y = a + b x + c z (OLS with the covariate z, e.g. the steps since
+    convergence), with its t(N - 3) interval; runs missing any of the three are left out."""
+    x, y, z = _arrays(x, y, covariate)
+    coef, cov, df = _ols(np.column_stack([np.ones_like(x), x, z]), y, error)
+    levels = len(np.unique(x))
+    return _t_interval(float(coef[1]), float(math.sqrt(cov[1, 1])), df,
+                       f"OLS slope given a covariate{_error_text(error)}, t({df})", len(x) / levels, unit, levels, 3)
 
 
 def curvature(x, y, unit: str = "seeds per n") -> Interval:
@@ -262,6 +319,11 @@ def difference(a: Interval, b: Interval) -> Interval:
                        a.unit, df / a.units, 0)
 
 
+def _centred(values: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """`values` less the mean of their group (one label per value)."""
+    return values - pd.Series(values).groupby(pd.Series(labels)).transform("mean").to_numpy()
+
+
 def correlation(x, y, groups=None, unit: str = "runs") -> Interval:
     """Pearson's r with Fisher's z interval tanh(atanh r ± z_0.975 / sqrt(N - 3 - k)), needing N - 3 - k >= 1.
 
@@ -272,10 +334,9 @@ def correlation(x, y, groups=None, unit: str = "runs") -> Interval:
     x, y, index = columns
     k = 0
     if groups is not None:
-        labels = pd.Series(np.asarray(groups, dtype=object)[index.astype(int)])
-        x = x - pd.Series(x).groupby(labels).transform("mean").to_numpy()
-        y = y - pd.Series(y).groupby(labels).transform("mean").to_numpy()
-        k = labels.nunique() - 1
+        labels = np.asarray(groups, dtype=object)[index.astype(int)]
+        x, y = _centred(x, labels), _centred(y, labels)
+        k = len(pd.unique(labels)) - 1
     n = len(x)
     if n - 3 - k < 1:
         raise ValueError(f"a correlation interval needs at least {4 + k} runs here, got {n}")
@@ -285,7 +346,45 @@ def correlation(x, y, groups=None, unit: str = "runs") -> Interval:
     half = NormalDist().inv_cdf(0.5 + LEVEL / 2) * se
     test = f"Fisher z, N = {n}" + (f" in {k + 1} groups" if groups is not None else "")
     return Interval(r, math.tanh(z - half), math.tanh(z + half), test, n, unit, z, se, math.inf, 0, 0,
-                    offset=3 + k)
+                    offset=3 + k, fisher=True)
+
+
+def _within_r(x: np.ndarray, y: np.ndarray, labels: np.ndarray | None) -> float:
+    """Pearson's r of x and y, each centred on its group's mean first when `labels` are given."""
+    if labels is not None:
+        x, y = _centred(x, labels), _centred(y, labels)
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def clustered_correlation(x, y, clusters, groups=None, unit: str = "clusters") -> Interval:
+    """Pearson's r (pooled within `groups` when given, as `correlation`) with an interval clustered by
+    `clusters` (one label per point; a cluster's points are not independent): the delete-one-cluster
+    jackknife of Fisher's z, se^2 = (G - 1)/G sum_g (z_(g) - mean z_(.))^2 over the G clusters, and
+    tanh(z ± t_0.975(G - 1) se). Needs 3 clusters or more."""
+    x, y = (np.asarray(v, dtype=float) for v in (x, y))
+    clusters = np.asarray(clusters, dtype=object)
+    labels = None if groups is None else np.asarray(groups, dtype=object)
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y, clusters = x[keep], y[keep], clusters[keep]
+    labels = None if labels is None else labels[keep]
+    names = pd.unique(clusters)
+    if len(names) < 3:
+        raise ValueError(f"a clustered interval needs at least 3 clusters, got {len(names)}")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = _within_r(x, y, labels)
+        left_out = np.array([_within_r(x[clusters != g], y[clusters != g], None if labels is None
+                                       else labels[clusters != g]) for g in names])
+    if not (np.isfinite(r) and np.all(np.isfinite(left_out)) and np.all(np.abs(left_out) < 1)):
+        raise ValueError("the correlation is undefined with a cluster left out (too few points per group)")
+    r = min(max(r, -1 + 1e-15), 1 - 1e-15)
+    zs = np.arctanh(left_out)
+    g = len(names)
+    se = math.sqrt((g - 1) / g * float(((zs - zs.mean()) ** 2).sum()))
+    interval = _t_interval(math.atanh(r), se, g - 1, "", g, unit, 1, 1)
+    test = f"Fisher z, jackknife over {g} clusters, t({g - 1}), N = {len(x)}" + (
+        f" in {len(pd.unique(labels))} groups" if labels is not None else "")
+    return Interval(r, math.tanh(interval.low), math.tanh(interval.high), test, g, unit, interval.center, se,
+                    g - 1, 1, 1, fisher=True)
 
 
 def verdict(interval: Interval, direction: int) -> str:
@@ -298,6 +397,64 @@ def verdict(interval: Interval, direction: int) -> str:
         return UNRESOLVED
     side = 1 if interval.low > 0 else -1
     return REPRODUCED if side == direction else DIFFERS
+
+
+def equivalence(interval: Interval, margin: float, alpha: float = 0.05) -> str:
+    """A flat claim against its margin m (absolute, in the estimate's units): "reproduced" when the
+    1 - 2 alpha interval lies inside (-m, m), "differs" when the 1 - alpha interval lies wholly outside
+    [-m, m], else "not resolved at this scale"."""
+    if not margin > 0:
+        raise ValueError(f"an equivalence margin must be positive, got {margin}")
+    inner, outer = interval.bounds(1 - 2 * alpha), interval.bounds(1 - alpha)
+    if not all(math.isfinite(b) for b in inner + outer):
+        return UNRESOLVED
+    if -margin < inner[0] and inner[1] < margin:
+        return REPRODUCED
+    if outer[0] > margin or outer[1] < -margin:
+        return DIFFERS
+    return UNRESOLVED
+
+
+def decide(interval: Interval, direction: int, alpha: float = 0.05, margin: float | None = None) -> str:
+    """The pre-registered rule: a directional claim (+1, -1) by `verdict`'s rule on the 1 - alpha
+    interval; a flat claim (0) by `equivalence` within `margin` (required)."""
+    if direction == 0:
+        if margin is None:
+            raise ValueError("a flat claim is decided against an equivalence margin; none was given")
+        return equivalence(interval, margin, alpha)
+    low, high = interval.bounds(1 - alpha)
+    return verdict(Interval(interval.estimate, low, high, interval.test, interval.units, interval.unit,
+                            interval.center, interval.se, interval.df, interval.df_per_unit, interval.df_lost),
+                   direction)
+
+
+def units_to_resolve(interval: Interval, direction: int, margin: float | None = None, alpha: float = 0.05,
+                     power: float = 0.5) -> tuple[int | None, str]:
+    """The units at which the measured effect and variance would resolve the claim by `decide`'s rule
+    with probability `power` (0.5: the expected interval just resolves it), and why not when None.
+
+    A directional claim: until the 1 - alpha interval excludes zero on the estimate's side. A flat
+    claim: with |estimate| < m until the 1 - 2 alpha interval fits inside ±m (reproduced), with
+    |estimate| > m until the 1 - alpha interval clears m (differs). Never extrapolated from 2 degrees
+    of freedom or fewer (for Fisher's z with a fixed 1/sqrt(N - 3), from N - 3 <= 2)."""
+    df = interval.df if math.isfinite(interval.df) else interval.units - interval.offset
+    if not df > 2:
+        return None, f"{df:g} degrees of freedom: too few to extrapolate the variance"
+    if not (math.isfinite(interval.center) and math.isfinite(interval.se)):
+        return None, "no finite estimate"
+    if direction != 0:
+        if interval.center == 0:
+            return None, "no effect measured"
+        found = interval.fewest_units(abs(interval.center), 1 - alpha / 2, power)
+    else:
+        if margin is None or not margin > 0:
+            return None, "a flat claim resolves only against its equivalence margin"
+        edge = math.atanh(min(margin, 1 - 1e-15)) if interval.fisher else margin
+        distance = edge - abs(interval.center)
+        if distance == 0:
+            return None, "the estimate sits on the margin"
+        found = interval.fewest_units(abs(distance), 1 - alpha if distance > 0 else 1 - alpha / 2, power)
+    return (found, "") if found else (None, f"more than {MAX_UNITS} {interval.unit}")
 
 
 # ----------------------------------------------------------------------------- dropped runs
@@ -316,6 +473,35 @@ def dropped(runs: pd.DataFrame, by: list[str], column: str = "converged") -> pd.
 
 
 # ----------------------------------------------------------------------------- power of a planned design
+
+
+def power_at(ratio: float, df: float, alpha: float = 0.05) -> float:
+    """The power of a two-sided t test at `alpha` for an effect of `ratio` standard errors at `df` degrees
+    of freedom: t_cdf(ratio - t_{1-alpha/2}, df), the approximation `slope_design` and `mean_design`
+    invert (ratio = t_{1-alpha/2} gives 0.5)."""
+    if not df > 0:
+        return math.nan
+    return t_cdf(abs(ratio) - t_quantile(1 - alpha / 2, df), df)
+
+
+def slope_power(kept_per_level: dict, sd: float, effect: float, alpha: float = 0.05) -> float:
+    """The power of an OLS slope test with `kept_per_level` runs at each x (x -> count, counts may
+    differ), residual standard deviation `sd`, for a slope `effect`: se = sd / sqrt(sum_x k_x (x - mean x)^2),
+    N - 2 degrees of freedom."""
+    counts = {float(x): float(k) for x, k in kept_per_level.items() if k > 0}
+    total = sum(counts.values())
+    if total < 3 or len(counts) < 2 or not sd > 0:
+        return math.nan
+    centre = sum(x * k for x, k in counts.items()) / total
+    spread = sum(k * (x - centre) ** 2 for x, k in counts.items())
+    return power_at(effect * math.sqrt(spread) / sd, total - 2, alpha)
+
+
+def mean_power(kept: float, sd: float, effect: float, alpha: float = 0.05) -> float:
+    """The power of a one-sample t test over `kept` values of standard deviation `sd` for a mean `effect`."""
+    if kept < 2 or not sd > 0:
+        return math.nan
+    return power_at(effect * math.sqrt(kept) / sd, kept - 1, alpha)
 
 
 def _reaches(ratio: float, df: float, alpha: float, power: float) -> bool:

@@ -92,7 +92,7 @@ from .limits import check_int, check_run_count
 from .processes import exit_with_parent
 
 RANDOM_KINDS = ("uniform", "log_uniform", "int_uniform", "choice")
-SPEC_KEYS = ("experiment", "name", "description", "batch", "defaults", "grid", "random", "scales")
+SPEC_KEYS = ("experiment", "name", "description", "batch", "defaults", "grid", "random", "scales", "equivalence")
 """Every key a spec may have at its top level."""
 ESTIMATORS = {"ols_slope": "OLS slope of the quantity in `x` over the selected runs, t(N - 2)",
               "mean": "mean of one value per run (a per-seed difference), one-sample t(k - 1)"}
@@ -106,6 +106,9 @@ CLAIM_KEYS = {"statement": str, "primary_arm": str, "runs": dict, "filter": str,
 """The keys of a pre-registered claim and their types (`x` only with the slope)."""
 SECONDARY_KEYS = ("arm", "filter", "error", "covariate")
 """What a secondary test may change in its claim's primary."""
+EQUIVALENCE_KEYS = {"statement": str, "runs": dict, "filter": str, "quantity": str, "x": str, "margin": float,
+                    "units": str, "reason": str}
+"""The keys of a flat claim's equivalence margin (`[equivalence.NAME]`), each required; `x_scale` ("log2") is optional."""
 
 
 @dataclass
@@ -120,6 +123,7 @@ class SweepSpec:
     batch: tuple[str, ...] | None = None  # the spec's `batch`: settings that may differ within a job
     scale: str | None = None  # the named scale the runs were expanded with (None: the defaults)
     analysis: dict | None = None  # the scale's pre-registered analysis, if it has one
+    equivalence: dict | None = None  # the flat claims' margins ([equivalence]); not part of the hash
 
     @property
     def hash(self) -> str:
@@ -278,6 +282,34 @@ def check_analysis(where: str, analysis) -> None:
         _check_claim(f"{where}.claims.{name}", claim, arms)
 
 
+def check_equivalence(table) -> None:
+    """The flat claims' margins, `[equivalence.NAME]` with `EQUIVALENCE_KEYS`: the slope of `quantity` in
+    `x` (in log2 x with x_scale = "log2") over the runs `runs` kept by `filter` is flat within ±margin,
+    in `units`, for `reason`. Written outside the scales, so they do not enter any spec hash."""
+    if not isinstance(table, dict) or not table:
+        raise ValueError(f"equivalence must hold [equivalence.NAME] tables, got {_shown(table)}")
+    for name, entry in table.items():
+        where = f"equivalence.{name}"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} must be a table ([{where}]), got {_shown(entry)}")
+        unknown = sorted(set(entry) - set(EQUIVALENCE_KEYS) - {"x_scale"})
+        missing = [k for k in EQUIVALENCE_KEYS if k not in entry]
+        if unknown or missing:
+            raise ValueError(f"{where}: unknown {unknown}, missing {missing}; it has {', '.join(EQUIVALENCE_KEYS)} "
+                             "and optionally x_scale")
+        for key, kind in EQUIVALENCE_KEYS.items():
+            value = entry[key]
+            if not (isinstance(value, kind) and not isinstance(value, bool) or kind is float and _is_number(value)):
+                raise ValueError(f"{where}.{key} must be a {kind.__name__}, got {_shown(value)}")
+        _check_settings(f"{where}.runs", entry["runs"])
+        if entry["filter"] not in FILTERS:
+            raise ValueError(f"{where}.filter must be one of {', '.join(FILTERS)}; got {_shown(entry['filter'])}")
+        if not entry["margin"] > 0:
+            raise ValueError(f"{where}.margin must be positive, got {entry['margin']}")
+        if entry.get("x_scale", "log2") != "log2":
+            raise ValueError(f"{where}.x_scale must be \"log2\" (or absent: x itself), got {_shown(entry['x_scale'])}")
+
+
 def _picks(settings: dict, picks: dict) -> bool:
     return all(settings.get(key) == value for key, value in picks.items())
 
@@ -317,6 +349,8 @@ def check_spec_data(data: dict) -> None:
         _check_grid("grid", data["grid"])
     _check_random("random", data.get("random", {}))
     _check_scales(data.get("scales", {}))
+    if "equivalence" in data:
+        check_equivalence(data["equivalence"])
 
 
 def _check_columns(runs: list[dict]) -> None:
@@ -450,6 +484,7 @@ def load_spec(path, scale: str | None = None, max_runs: int | None = None) -> Sw
         batch=tuple(batch) if batch is not None else None,
         scale=scale,
         analysis=data["scales"][scale].get("analysis") if scale else None,
+        equivalence=data.get("equivalence"),
     )
 
 

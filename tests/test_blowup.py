@@ -193,3 +193,26 @@ def test_tradeoff_returns_norm_blowup_and_the_bound(any_model):
         bl.bound_rhs(1.0, 1, 2)
     with pytest.raises(ValueError, match="summary is for n=8"):
         bl.tradeoff(any_model, sv.get_task("parity"), 9, summary=bl.blowup_summary(any_model, 8))
+
+
+def test_the_scratchpads_blowup_per_stack_equals_a_direct_recomputation():
+    model = sv.build_model("scratchpad", d_model=8, n_layers=2, n_heads=2, max_len=8, seed=5)
+    n = 5
+    bits = sv.cube.vertices(n)
+    names = [name for name, _ in model.layernorms()]
+    inputs = dict(zip(names, ln_inputs(model, bits)))  # each [batch, n, d]
+    expected = {}
+    for stack in ("encoder", "decoder"):
+        product = torch.ones(len(bits), dtype=torch.float64)
+        for layer in range(2):
+            for norm in ("norm1", "norm2"):  # norm3 and the final norms are not counted
+                product *= (1 / inputs[f"model.{stack}.layers.{layer}.{norm}"].double().std(dim=2)).amax(dim=1)
+        expected[stack] = product
+    ours = bl.authors_stack_blowup(model.trace(bits, names=("ln",)))
+    for stack in ("encoder", "decoder"):
+        assert ours[stack] == pytest.approx(expected[stack], rel=1e-5)
+    means = bl.stack_blowup_means(model, n, batch_size=7)
+    assert means == pytest.approx({stack: expected[stack].mean().item() for stack in expected}, rel=1e-5)
+    encoder = sv.build_model("encoder", d_model=8, n_layers=2, n_heads=2, max_len=8, seed=5)
+    with pytest.raises(ValueError, match="scratchpad"):
+        bl.authors_stack_blowup(encoder.trace(bits, names=("ln",)))

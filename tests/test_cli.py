@@ -384,6 +384,7 @@ OUTPUT_COMMANDS = {  # each would fail later on (a missing input) or work for mi
     "report": (["report", "missing", "--out"], False),
     "lab": (["lab", "--out"], False),
     "fidelity": (["fidelity", "missing", "--out"], False),
+    "decide": (["decide", "missing.toml", "--tables", "missing", "--out"], False),
     "sweep": (["sweep", "missing.toml", "--out"], True),
     "zoo build": (["zoo", "build", "--dir"], True),
 }

@@ -411,6 +411,40 @@ def test_bad_analyses_are_refused(tmp_path, old, new, message):
         sweeps.load_spec(write_spec(tmp_path, ANALYSIS.replace(old, new)), scale="big")
 
 
+EQUIVALENCE = """
+[equivalence.F1]
+statement = "value stays flat"
+runs = {arch = "encoder"}
+filter = "converged"
+quantity = "value"
+x = "n"
+margin = 0.5
+units = "value per n"
+reason = "a third of the comparison's growth"
+"""
+
+
+def test_equivalence_margins_are_checked_and_outside_the_spec_hash(tmp_path):
+    spec = sweeps.load_spec(write_spec(tmp_path, ANALYSIS + EQUIVALENCE), scale="big")
+    assert spec.equivalence["F1"]["margin"] == 0.5
+    assert spec.hash == sweeps.load_spec(write_spec(tmp_path, ANALYSIS), scale="big").hash
+    for old, new, message in [("margin = 0.5", "margin = -0.5", "margin must be positive"),
+                              ('filter = "converged"', 'filter = "kept"', "filter must be one of"),
+                              ('units = "value per n"\n', "", "missing ['units']"),
+                              ('x = "n"', 'x = "n"\nx_scale = "log10"', 'x_scale must be "log2"'),
+                              ('x = "n"', 'x = "n"\nside = 1', "unknown ['side']"),
+                              ("margin = 0.5", 'margin = "small"', "margin must be a float")]:
+        assert old in EQUIVALENCE
+        with pytest.raises(ValueError, match=re.escape(message)):
+            sweeps.load_spec(write_spec(tmp_path, ANALYSIS + EQUIVALENCE.replace(old, new)), scale="big")
+
+
+@pytest.mark.parametrize("experiment", ["length_scaling", "dynamics"])
+def test_the_shipped_decide_specs_keep_the_hash_their_running_sweeps_hold(experiment):
+    held = json.loads((ROOT / "experiments" / "running" / "decide" / experiment / "spec.json").read_text())
+    assert sweeps.load_spec(ROOT / "experiments" / f"{experiment}.toml", "decide").hash == held["spec_hash"]
+
+
 def test_the_cli_refuses_another_experiments_folder_in_one_line(tmp_path, capsys):
     from sensviz.cli import main
 
