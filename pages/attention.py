@@ -13,28 +13,33 @@ PAGE = {  # read by ui.nav without running this file
     "section": "Explore",
     "icon": ":material/visibility:",
     "needs_model": True,
-    "settings": ("x", "flip", "weight", "range"),  # its own URL parameters
+    "settings": {  # its own, under their URL parameters (ui.nav.Setting)
+        "range": {"label": "Colour range", "widget": "segmented_control", "options": ["fitted", "fixed"]},
+        "x": {"label": "Choose the input", "widget": "input"},
+        "flip": {"label": "Also show the change when this bit flips", "widget": "selectbox"},  # options: the positions
+        "weight": {"label": "Inputs", "widget": "selectbox"},  # options: the Hamming weights
+    },
     "shows": ("attention maps for any input, averaged over the cube or by Hamming weight, and how one bit flip "
               "changes them"),
 }
 
+settings = page.Settings("attention")
 selection = page.model()
 models = page.shown()
 n = selection.n
 same_n = [m for m in models if m.n == n]  # the models that read the chosen input
 
-fixed = page.choice("range", "Colour range", ["fitted", "fixed"], widget=st.segmented_control,
-                    format_func={"fitted": "fitted to the weights shown", "fixed": "fixed 0–1"}.get,
-                    help="Fitted: the palest cell is the smallest weight shown, the darkest the largest, the same "
-                    "for every panel. Fixed: 0 to 1, for comparing with other pages or inputs.") == "fixed"
+fixed = settings.choice("range", format_func={"fitted": "fitted to the weights shown", "fixed": "fixed 0–1"}.get,
+                        help="Fitted: the palest cell is the smallest weight shown, the darkest the largest, the same "
+                        "for every panel. Fixed: 0 to 1, for comparing with other pages or inputs.") == "fixed"
 
 st.subheader("One input")
-bits = page.choose_input(n)
+bits = settings.choose_input(n)
 x = "".join(map(str, bits))
 NONE = -1  # no flip / all inputs (a selectbox shows a None option as unselected)
-flip = page.choice("flip", "Also show the change when this bit flips", [NONE, *range(n)], variant=n,
-                   fmt=lambda i: "none" if i == NONE else str(i),
-                   format_func=lambda i: "no flip" if i == NONE else f"position {i}")
+flip = settings.choice("flip", [NONE, *range(n)], variant=n,
+                       fmt=lambda i: "none" if i == NONE else str(i),
+                       format_func=lambda i: "no flip" if i == NONE else f"position {i}")
 found = {m.label: cache.attention_tables(m.ref, bits, None if flip == NONE else flip) for m in same_n}
 table = page.labelled({label: weights for label, (weights, _) in found.items()})
 st.altair_chart(charts.attention_heatmaps(table, title=f"attention weights â_ij for x = {x}", bits=x, fixed=fixed))
@@ -49,8 +54,8 @@ if flip != NONE:
     page.download(change, "attention_change.csv", "Download the change (CSV)")
 
 st.subheader("Averaged over inputs")
-weight = page.choice("weight", "Inputs", [NONE, *range(n + 1)], variant=n, fmt=lambda w: "all" if w == NONE else str(w),
-                     format_func=lambda w: "all inputs" if w == NONE else f"Hamming weight {w}")
+weight = settings.choice("weight", [NONE, *range(n + 1)], variant=n, fmt=lambda w: "all" if w == NONE else str(w),
+                         format_func=lambda w: "all inputs" if w == NONE else f"Hamming weight {w}")
 for m in models:
     if weight != NONE and weight > m.n:
         st.caption(f"{m.markdown_label} is analysed at n={m.n}: it has no inputs of Hamming weight {weight}.")

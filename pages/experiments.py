@@ -12,7 +12,10 @@ PAGE = {  # read by ui.nav without running this file
     "title": "Experiments",
     "section": "Results",
     "icon": ":material/science:",
-    "settings": ("experiment", "scale"),  # its own URL parameters
+    "settings": {  # its own, under their URL parameters (ui.nav.Setting); options: the results shipped
+        "scale": {"label": "Scale", "widget": "selectbox"},
+        "experiment": {"label": "Experiment", "widget": "selectbox"},
+    },
     "shows": ("the paper's five experiments as figures, from the shipped results or a sweep folder of your "
               "own, with each figure's data as CSV"),
 }
@@ -28,6 +31,7 @@ st.markdown(
     "(×4 for MSE on {0,1} targets) and error bars are ± one standard error over seeds."
 )
 
+settings = page.Settings("experiments")
 SHIPPED, FOLDER = "Shipped results", "A sweep folder"
 source = st.segmented_control("Results", [SHIPPED, FOLDER], default=SHIPPED, key=registry.EXP_SOURCE,
                               persist_state="session") or SHIPPED
@@ -38,10 +42,10 @@ if source == SHIPPED:
                 "`sensviz sweep experiments/length_scaling.toml --out experiments/results/quick/length_scaling`.")
         st.stop()
     cols = st.columns(2)
-    scale = page.choice("scale", "Scale", list(shipped), widget=cols[0].selectbox,
-                        help="quick: minutes on two CPU cores; standard: sized to decide each claim (hours)")
-    name = page.choice("experiment", "Experiment", list(shipped[scale]), widget=cols[1].selectbox, variant=scale,
-                       format_func=lambda k: k.replace("_", " "))
+    scale = settings.choice("scale", list(shipped), where=cols[0],
+                            help="quick: minutes on two CPU cores; standard: sized to decide each claim (hours)")
+    name = settings.choice("experiment", list(shipped[scale]), where=cols[1], variant=scale,
+                           format_func=lambda k: k.replace("_", " "))
     typed = shipped[scale][name]
 else:
     typed = st.text_input("Sweep folder (the --out of `sensviz sweep`, under this server's results folders)",

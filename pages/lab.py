@@ -12,7 +12,7 @@ import streamlit as st
 
 from sensviz import lab
 from sensviz.text import escape_markdown
-from ui import cache, model_refs, nav, page, registry, router, server, train_form, url_state
+from ui import cache, model_refs, nav, page, registry, router, server, train_form
 
 router.require_router()
 
@@ -21,11 +21,16 @@ PAGE = {  # read by ui.nav without running this file
     "heading": "Lab: sensitive functions",
     "section": "Start",
     "icon": ":material/school:",
-    "settings": ("chapter", "predict", "try"),  # its own URL parameters
+    "settings": {  # its own, under their URL parameters (ui.nav.Setting); options: the chapters' own
+        "chapter": {"label": "Chapter", "widget": "segmented_control"},
+        "predict": {"label": "Your prediction", "widget": "page"},  # the chapter's options, by their slug
+        "try": {"label": "Try it", "widget": "segmented_control"},  # the chapter's control
+    },
     "shows": ("the paper's story in six guided chapters for a class: each with its question, one-click setup, "
               "the few charts that make the point, a question to answer and the formula; an offline handout"),
 }
 
+settings = page.Settings("lab")
 NUMBERS = list(range(1, len(lab.CHAPTERS) + 1))
 SKIP = "skip"
 # chapters whose "try it yourself" is a training run: the page and the Train form's preset
@@ -53,17 +58,15 @@ def slug(option: str) -> str:
 
 def turn(k: int) -> None:
     """Turn to chapter k at its top, with its own prediction and its control at its default."""
-    st.session_state[registry.widget_key("lab", "chapter")] = k
-    url_state.set_setting("lab", "chapter", k, NUMBERS[0])
+    settings.set_value("chapter", k, NUMBERS[0])
     to = lab.chapter(k)
-    url_state.set_setting("lab", "try", to.control.default, to.control.default)
+    settings.write("try", to.control.default, to.control.default)
     st.session_state[registry.LAB_TOP] = True
 
 
 SHORT = {1: "Sensitivity", 2: "Training", 3: "LayerNorm", 4: "Landscape", 5: "Length", 6: "Few examples"}
-number = page.choice("chapter", "Chapter", NUMBERS, widget=st.segmented_control, selection_mode="single",
-                     format_func=lambda k: f"{k} {SHORT[k]}", label_visibility="collapsed",
-                     on_change=lambda: st.session_state.__setitem__(registry.LAB_TOP, True))
+number = settings.choice("chapter", NUMBERS, selection_mode="single", format_func=lambda k: f"{k} {SHORT[k]}",
+                         label_visibility="collapsed", on_change=lambda: st.session_state.__setitem__(registry.LAB_TOP, True))
 chapter = lab.chapter(number)
 if st.session_state.pop(registry.LAB_TOP, False):
     st.html(TO_TOP, unsafe_allow_javascript=True)
@@ -72,22 +75,22 @@ if st.session_state.pop(registry.LAB_TOP, False):
 
 predictions = st.session_state.setdefault(registry.LAB_PREDICTIONS, {})
 by_slug = {slug(o): o for o in (*chapter.predict.options, SKIP)}
-if ("lab", "predict") not in st.session_state.get(registry.SETTINGS, {}):  # the first run: a link's prediction
+if not settings.kept("predict"):  # the first run: a link's prediction
     def parse(raw: str) -> str:
         if raw not in by_slug:
             raise ValueError(f"predict is one of {', '.join(by_slug)} in chapter {number}")
         return by_slug[raw]
 
-    linked = url_state.setting("lab", "predict", None, parse)
+    linked = settings.read("predict", None, parse)
     if linked is not None:
         predictions[number] = linked
 predicted = predictions.get(number)
-url_state.set_setting("lab", "predict", predicted, None, slug)
+settings.write("predict", predicted, None, slug)
 
 st.subheader(f"{number}. {chapter.title}")
 definitions = "\n\n".join(chapter.definitions())
 st.markdown(f"**{chapter.question}**", help=definitions)
-key = registry.widget_key("lab", "predict", number)
+key = settings.key("predict", number)
 st.session_state[key] = predicted if predicted in chapter.predict.options else None
 
 
@@ -102,7 +105,7 @@ def skip() -> None:
 cols = st.columns([5, 1], vertical_alignment="bottom")
 cols[0].radio(f"Your prediction: {chapter.predict.prompt}", chapter.predict.options, key=key, on_change=choose,
               horizontal=True, help=definitions)
-cols[1].button("Skip", on_click=skip, key=registry.widget_key("lab", "skip", number), disabled=predicted is not None,
+cols[1].button("Skip", on_click=skip, key=settings.key("skip", number), disabled=predicted is not None,
                help="See the charts without predicting")
 
 # ---------------------------------------------------------------- show
@@ -120,8 +123,8 @@ def progress(line: str) -> None:
 
 
 control = chapter.control
-choice = page.choice("try", f"Try it: {control.label}", list(control.options), default=control.default,
-                     widget=st.segmented_control, format_func=control.fmt, variant=number, selection_mode="single")
+choice = settings.choice("try", list(control.options), control.default, label=f"Try it: {control.label}",
+                         format_func=control.fmt, variant=number, selection_mode="single")
 built = cache.lab_chapter(number, choice, yours, progress=progress)
 status.empty()
 if yours:
@@ -157,7 +160,7 @@ if number in revealed and predicted is not None:
     st.markdown(f"**What to look for.** {built.look_for}")
     st.markdown(built.answer)
 else:
-    st.button("Reveal the answer", key=registry.widget_key("lab", "reveal", number), disabled=predicted is None,
+    st.button("Reveal the answer", key=settings.key("reveal", number), disabled=predicted is None,
               on_click=lambda: revealed.add(number), type="primary",
               help="Predict or skip first" if predicted is None else "What to look for, and the answer")
 
@@ -177,17 +180,17 @@ st.markdown(f"**Try it yourself.** {chapter.try_it}")
 loaded = selection is not None and selection.ref.name == model_refs.zoo_ref(chapter.models[0]).name
 cols = st.columns([2, 3])
 cols[0].button("Load this chapter's models", on_click=setup, type="secondary" if loaded else "primary",
-               key=registry.widget_key("lab", "setup", number),
+               key=settings.key("setup", number),
                help="Selects them in the sidebar: every page then shows them (the first beside the second).")
 cols[1].caption("Models: " + ", ".join(f"`{name}`" for name in chapter.models)
                 + (" — loaded in the sidebar." if loaded else "."))
 if number in TRY_IT:
     target, preset = TRY_IT[number]
-    if st.button(f"Open the Train page with the preset “{preset}”", key=registry.widget_key("lab", "train", number)):
+    if st.button(f"Open the Train page with the preset “{preset}”", key=settings.key("train", number)):
         train_form.apply_preset(preset)
         st.switch_page(nav.spec(target).file)
 elif number in EXPLORE and st.button(f"Open the {nav.spec(EXPLORE[number]).title} page with these models",
-                                     key=registry.widget_key("lab", "open", number)):
+                                     key=settings.key("open", number)):
     setup()
     st.switch_page(nav.spec(EXPLORE[number]).file)
 
@@ -195,14 +198,14 @@ st.divider()
 cols = st.columns(3)
 if number > 1:
     cols[0].button(f"← Chapter {number - 1}", help=lab.chapter(number - 1).title, on_click=turn, args=(number - 1,),
-                   key=registry.widget_key("lab", "previous"), width="stretch")
+                   key=settings.key("previous"), width="stretch")
 if number < len(NUMBERS):
     cols[2].button(f"Chapter {number + 1} →", help=lab.chapter(number + 1).title, on_click=turn, args=(number + 1,),
-                   key=registry.widget_key("lab", "next"), type="primary", width="stretch")
+                   key=settings.key("next"), type="primary", width="stretch")
 with cols[1].popover("Instructor handout"):
     st.markdown("The whole lab as one HTML page to print, offline: questions, predictions to tick, charts and room "
                 "to answer; the instructor's copy adds the answers. Also `sensviz lab --out lab.html [--answers]`.")
-    answers = st.checkbox("with the answers", key=registry.widget_key("lab", "answers"))
+    answers = st.checkbox("with the answers", key=settings.key("answers"))
     st.download_button("Download the handout", lambda: cache.lab_handout(answers),
                        file_name="sensviz-lab-answers.html" if answers else "sensviz-lab.html", mime="text/html",
-                       key=registry.widget_key("lab", "handout"))
+                       key=settings.key("handout"))

@@ -14,12 +14,29 @@ PAGE = {  # read by ui.nav without running this file
     "section": "Explore",
     "icon": ":material/landscape:",
     "needs_model": True,
-    "settings": ("rho", "directions", "inputs", "seed", "curve", "slice", "kind", "norm", "skip", "span", "plane",
-                 "hessian", "line"),  # its own URL parameters
+    "settings": {  # its own, under their URL parameters (ui.nav.Setting)
+        "rho": {"label": "ρ (radius of the perturbation)", "widget": "number_input", "low": 1e-4, "high": 100.0,
+                "integer": False},  # default: the model's paper radius
+        "inputs": {"label": "Inputs (the cube when it has at most this many)", "widget": "select_slider",
+                   "options": [64, 128, 256, 512, 1024]},  # default: the measurement's (ui.cache, the Lab's too)
+        "directions": {"label": "Random directions", "widget": "select_slider",
+                       "options": [16, 32, 64, 128, 256]},  # default: as the Lab's (ui.cache)
+        "seed": {"label": "Seed", "widget": "number_input", "default": 0, "low": 0, "high": 2147483647},  # 2^31 - 1
+        "curve": {"label": "Sweep ρ from 0.001 to 1 and the paper's radius", "widget": "toggle"},
+        "slice": {"label": "Compute the 1-D slice (41 points)", "widget": "toggle"},
+        "kind": {"label": "Directions", "widget": "radio", "options": ["random", "hessian"]},
+        "norm": {"label": "Normalization", "widget": "radio", "options": ["filter", "layer", "none"]},
+        "skip": {"label": "Skip biases and LayerNorms", "widget": "checkbox"},
+        "span": {"label": "Span", "widget": "select_slider", "options": [0.1, 0.25, 0.5, 1.0, 2.0], "default": 1.0},
+        "plane": {"label": "Compute the 2-D slice (21 × 21 points)", "widget": "toggle"},
+        "hessian": {"label": "Compute the top Hessian eigenvalues (Lanczos)", "widget": "toggle"},
+        "line": {"label": "Walk the straight line to a second model of the same size", "widget": "toggle"},
+    },
     "shows": ("sharpness L_ρ at the paper's radius with its error bar beside the exact small-ρ limit; on "
               "demand the ρ curve, 1-D and 2-D loss slices, Hessian eigenvalues and the line to a second model"),
 }
 
+settings = page.Settings("landscape")
 selection = page.model()
 models = page.shown()
 compare = len(models) > 1
@@ -28,15 +45,12 @@ paper_rho = cache.paper_rho(ref)
 
 with st.expander("Measurement settings", expanded=False):
     cols = st.columns(4)
-    rho = page.number("rho", "ρ (radius of the perturbation)", 1e-4, 100.0, paper_rho, integer=False,
-                      widget=cols[0].number_input, variant=ref.digest[:12], format="%.4g",
-                      help=f"default: the paper's radius 0.02·√P = {paper_rho:.4g} (P = {ck.model.n_params():,} "
-                      "parameters without positional encodings)")
-    inputs = page.choice("inputs", "Inputs (the cube when it has at most this many)", [64, 128, 256, 512, 1024],
-                         default=cache.LANDSCAPE_INPUTS, widget=cols[1].select_slider)
-    directions = page.choice("directions", "Random directions", [16, 32, 64, 128, 256], default=cache.LANDSCAPE_DIRECTIONS,
-                             widget=cols[2].select_slider)
-    seed = page.number("seed", "Seed", 0, 2**31 - 1, 0, widget=cols[3].number_input)
+    rho = settings.number("rho", default=paper_rho, where=cols[0], variant=ref.digest[:12], format="%.4g",
+                          help=f"default: the paper's radius 0.02·√P = {paper_rho:.4g} (P = {ck.model.n_params():,} "
+                          "parameters without positional encodings)")
+    inputs = settings.choice("inputs", default=cache.LANDSCAPE_INPUTS, where=cols[1])
+    directions = settings.choice("directions", default=cache.LANDSCAPE_DIRECTIONS, where=cols[2])
+    seed = settings.number("seed", where=cols[3])
 at_paper = abs(rho - paper_rho) <= 1e-9 * paper_rho
 
 
@@ -80,7 +94,7 @@ st.caption(("ρ = 0.02·√P is the paper's radius (the typical size of its prox
 page.download(table, "sharpness.csv")
 
 st.subheader("How L_ρ/ρ² depends on ρ")
-if page.flag("curve", "Sweep ρ from 0.001 to 1 and the paper's radius"):
+if settings.flag("curve"):
     curve = page.labelled(page.each_model(models, "Sweeping ρ for {label}…", lambda ref, n: cache.sharpness_curve(
         ref, n, min(directions, 64), min(inputs, 256), seed), progress=False))
     st.altair_chart(charts.radius_curves(curve, [cache.paper_rho(m.ref) for m in models],
@@ -94,23 +108,22 @@ if ck.task is None:
 tasked = [m for m in models if cache.model_facts(m.ref)["task"]]
 
 st.subheader("Loss slices")
-if page.flag("slice", "Compute the 1-D slice (41 points)"):
+if settings.flag("slice"):
     cols = st.columns(2)
-    kind = page.choice("kind", "Directions", ["random", "hessian"], widget=cols[0].radio,
-                       format_func={"random": "random", "hessian": "top Hessian eigenvectors"}.get)
+    kind = settings.choice("kind", where=cols[0], format_func={"random": "random", "hessian": "top Hessian eigenvectors"}.get)
     hessian = kind == "hessian"
-    normalization = page.choice("norm", "Normalization", ["filter", "layer", "none"], widget=cols[1].radio,
-                                disabled=hessian, help="filter: each row scaled to the norm of the weights' row")
+    normalization = settings.choice("norm", where=cols[1], disabled=hessian,
+                                    help="filter: each row scaled to the norm of the weights' row")
     cols = st.columns(2)
-    skip = page.flag("skip", "Skip biases and LayerNorms", widget=cols[0].checkbox, disabled=hessian,
-                     help="Leave the biases and the LayerNorm parameters out of the random directions")
-    span = page.choice("span", "Span", [0.1, 0.25, 0.5, 1.0, 2.0], default=1.0, widget=cols[1].select_slider)
+    skip = settings.flag("skip", where=cols[0], disabled=hessian,
+                         help="Leave the biases and the LayerNorm parameters out of the random directions")
+    span = settings.choice("span", where=cols[1])
     line = page.labelled(page.each_model(tasked, "Evaluating the loss of {label} along the direction…",
                                          lambda ref, n: cache.loss_slice(ref, n, 1, normalization, skip, hessian, span,
                                                                          41, min(inputs, 512), seed), progress=False))
     st.altair_chart(charts.slice_line(line, "1-D slice (α = 0 is the checkpoint)", task=on_task(tasked)))
     page.download(line, "slice_1d.csv")
-    if page.flag("plane", "Compute the 2-D slice (21 × 21 points)"):
+    if settings.flag("plane"):
         planes = page.each_model(tasked, "Evaluating the loss of {label} on the grid…", lambda ref, n: cache.loss_slice(
             ref, n, 2, normalization, skip, hessian, span, 21, min(inputs, 256), seed), progress=False)
         segments = page.each_model(tasked, "Drawing the contours of {label}…", lambda ref, n: cache.contours(
@@ -121,7 +134,7 @@ if page.flag("slice", "Compute the 1-D slice (41 points)"):
         page.download(plane, "slice_2d.csv")
 
 st.subheader("Curvature")
-if page.flag("hessian", "Compute the top Hessian eigenvalues (Lanczos)"):
+if settings.flag("hessian"):
     with page.guarded("The Hessian's eigenvalues"):
         eigen = page.labelled(page.each_model(tasked, "Lanczos on Hessian-vector products of {label}…",
                                               lambda ref, n: cache.hessian_top(ref, n, 3, min(inputs, 512), seed),
@@ -131,8 +144,8 @@ if page.flag("hessian", "Compute the top Hessian eigenvalues (Lanczos)"):
         page.download(eigen, "hessian_top.csv")
 
 st.subheader("The line to another model")
-if page.flag("line", "Walk the straight line to a second model of the same size"):
-    other = page.choose_compare(cache.compatible_models(ref, page.my_models()))
+if settings.flag("line"):
+    other = settings.choose_compare(cache.compatible_models(ref, page.my_models()))
     if other is not None:
         with st.spinner("Walking the straight line between the two…"):
             between = cache.line_between(ref, other, n, min(inputs, 512), seed)

@@ -13,11 +13,15 @@ PAGE = {  # read by ui.nav without running this file
     "section": "Explore",
     "icon": ":material/straighten:",
     "needs_model": True,
-    "settings": ("x", "tradeoff"),  # its own URL parameters
+    "settings": {  # its own, under their URL parameters (ui.nav.Setting)
+        "x": {"label": "Choose the input", "widget": "input"},
+        "tradeoff": {"label": "Compute for every pretrained checkpoint", "widget": "toggle"},
+    },
     "shows": ("the factors N_i^(k) of one input, their Blowup over the cube, Blowup against s(f,x), and the "
               "zoo in the paper's norm/blowup trade-off"),
 }
 
+settings = page.Settings("layernorm")
 selection = page.model()
 models = page.shown()
 compare = len(models) > 1
@@ -29,7 +33,7 @@ st.markdown(
 )
 
 st.subheader("One input")
-bits = page.choose_input(n)
+bits = settings.choose_input(n)
 factors = page.labelled({m.label: cache.ln_factor_table(m.ref, bits) for m in models if m.n == n})
 st.altair_chart(charts.ln_heatmap(factors, "N_i^(k) for this input (colour on a log scale"
                                   + (", the same for both models)" if compare else ")")))
@@ -92,7 +96,7 @@ else:
 st.subheader("Across the pretrained checkpoints: the trade-off")
 st.markdown("The paper's bound: **C · E[Blowup(x)²] ≥ as_n(f)/√(n log n) − H/n**, C growing with the parameters. "
             "Sensitive tasks need a large norm or a large blowup, more so at larger n.")
-if page.flag("tradeoff", "Compute for every pretrained checkpoint"):
+if settings.flag("tradeoff"):
     with page.progress_bar("Measuring every pretrained checkpoint…") as report:
         zoo = cache.zoo_tradeoff(progress=report)
     if zoo.empty:

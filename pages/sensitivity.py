@@ -13,11 +13,15 @@ PAGE = {  # read by ui.nav without running this file
     "section": "Explore",
     "icon": ":material/grid_on:",
     "needs_model": True,
-    "settings": ("colour", "vertex"),  # its own URL parameters
+    "settings": {  # its own, under their URL parameters (ui.nav.Setting)
+        "colour": {"label": "Colour by", "widget": "segmented_control"},  # options: the colourings both models have
+        "vertex": {"label": "Vertex", "widget": "number_input", "default": 0, "low": 0},  # high: 2^n - 1
+    },
     "shows": ("s(f,x) on every vertex of the Hamming cube, model vs. target; one vertex and its flips; "
               "distributions, influences and the Fourier degree profile"),
 }
 
+settings = page.Settings("sensitivity")
 selection = page.model()
 models = page.shown()
 compare = len(models) > 1
@@ -45,11 +49,11 @@ if len(vertices) == len(models):
     st.subheader("The cube")
     if top <= cache.GRID_LIMIT:
         options = [c for c in COLOURS if all(COLOURS[c] in v for v in vertices.values())]
-        shown = page.choice("colour", "Colour by", options, widget=st.segmented_control, format_func=LABELS.get)
+        shown = settings.choice("colour", options, format_func=LABELS.get)
         st.altair_chart(
             charts.cube_grids(vertices, COLOURS[shown], top,
                               title=f"{charts.CUBE_COLOURINGS[COLOURS[shown]]} on every input"),
-            width="content", on_select=page.pick_vertex(n), key=page.chart_key("grid", n),
+            width="content", on_select=settings.pick_vertex(n), key=settings.chart_key("grid", n),
         )
         scale = (f"the fixed range 0..{top} (0: no flip changes f(x); {top}: every flip does)"
                  if shown in ("model", "target") else "one range around 0 (blue above, red below)")
@@ -62,7 +66,7 @@ if len(vertices) == len(models):
     page.download(page.labelled(vertices), "cube_sensitivity.csv", "Download every vertex (CSV)")
 
     st.subheader("One input")
-    vertex = page.number("vertex", f"Vertex (0 … {2**n - 1})", 0, 2**n - 1, 0, variant=n)
+    vertex = settings.number("vertex", high=2**n - 1, label=f"Vertex (0 … {2**n - 1})", variant=n)
     for m in models:
         if m.n != n:
             st.caption(f"{m.markdown_label} is analysed at n={m.n}: this input is not one of its inputs.")

@@ -13,12 +13,15 @@ PAGE = {  # read by ui.nav without running this file
     "title": "Train",
     "section": "Explore",
     "icon": ":material/model_training:",
-    "settings": ("logloss",),  # its own URL parameters
+    "settings": {  # its own, under their URL parameters (ui.nav.Setting)
+        "logloss": {"label": "Loss on a log axis", "widget": "toggle"},
+    },
     "shows": ("train a small transformer on PARITY, MAJORITY, FIRST, MEAN, sparse or random functions, as a "
               "server-side job that keeps running while you look at other pages; live loss, accuracy, "
               "sharpness, Blowup, param_norm, as_n and the Fourier degree profile; presets and early stopping"),
 }
 
+settings = page.Settings("train")
 st.markdown("Train a transformer on fresh uniform bit strings every step (AdamW, the paper's setup), measuring "
             "loss, accuracy, sharpness, LayerNorm blowup and the parameter norm as it learns. The run belongs to "
             "the server: it goes on while you look at other pages (the sidebar shows it), and the finished model "
@@ -61,8 +64,8 @@ job_id = registry.followed_job()
 status = server.job_manager().status(job_id) if job_id else None
 if status is not None:
     st.subheader(escape_markdown(status.name))
-    log_loss = page.flag("logloss", "Loss on a log axis", help="The loss falls over orders of magnitude: a log axis "
-                         "shows its late steps too.")
+    log_loss = settings.flag("logloss", help="The loss falls over orders of magnitude: a log axis shows its late "
+                             "steps too.")
     if status.active:
         live(job_id, log_loss)
     else:

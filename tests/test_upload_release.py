@@ -20,7 +20,7 @@ from streamlit.runtime.uploaded_file_manager import UploadedFile, UploadedFileRe
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from sensviz.checkpoints import SIZE_CAP  # noqa: E402
-from ui import registry  # noqa: E402
+from ui import registry, uploads  # noqa: E402
 
 CONFIG = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
 
@@ -88,9 +88,9 @@ def test_a_refused_upload_leaves_the_managers_memory_and_the_uploader_starts_emp
 
 def test_a_session_holds_only_its_newest_upload():
     """A script can send any number of uploads into one session, never claimed by a widget: the
-    session keeps only the newest (`registry.hold_newest_upload_only`); other sessions keep theirs."""
-    registry.hold_newest_upload_only()
-    registry.hold_newest_upload_only()  # once: a second call does not wrap it again
+    session keeps only the newest (`uploads.hold_newest_upload_only`); other sessions keep theirs."""
+    uploads.hold_newest_upload_only()
+    uploads.hold_newest_upload_only()  # once: a second call does not wrap it again
     manager = MemoryUploadedFileManager("/_stcore/upload_file")
     for k in range(5):
         manager.add_file("attacker", UploadedFileRec(f"f{k}", "cap.safetensors", "application/octet-stream", b"x" * 1000))

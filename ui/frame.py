@@ -19,7 +19,6 @@ N_DIGITS = 6
 
 def draw(spec: PageSpec) -> None:
     """Everything around a page; the page's selection goes to `ui.page.model()`."""
-    page.begin(spec.key)
     owner_id.owner()
     incoming = url_state.read_url()
     if incoming is not None:

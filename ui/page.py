@@ -1,6 +1,6 @@
 """What the pages share: the selected model (`model()`) and the models a page shows (`shown()`: the
 selected one and, in compare mode, the second), page settings kept in the session and in the URL
-(`choice`, `number`, `flag`, `choose_input`, the second model `choose_compare`), the notices
+(`Settings`: each page's own, declared in its `PAGE`), the notices
 about bad URL values, and small helpers (tables of several models, numbers for people, progress
 bars, downloads, the exactness note).
 `ui.frame` draws everything around a page before it runs.
@@ -52,22 +52,6 @@ class Shown:
 
 
 _NOTICE_SLOT: contextvars.ContextVar = contextvars.ContextVar("sv_notice_slot", default=None)
-_DECLARED = {spec.key: spec.params for spec in nav.PAGES}
-
-
-def begin(page: str) -> None:
-    """The page this run draws (the frame passes its id): its settings and widgets are kept under it,
-    and a callback of this page's widgets (run before the next run) finds it too."""
-    st.session_state[registry.PAGE] = page
-
-
-def _page(param: str | None = None) -> str:
-    """The id of the page drawn; with `param`, check that the page declares that URL parameter in its
-    `PAGE` (ValueError, for the one who writes the page, when it does not)."""
-    page = st.session_state.get(registry.PAGE, "home")
-    if param is not None and param not in _DECLARED[page]:
-        raise ValueError(f"the setting {param!r} is not among the settings declared in the PAGE of pages/{page}.py")
-    return page
 
 
 def notices_here() -> None:
@@ -139,100 +123,6 @@ def guarded(what: str):
                    icon=":material/warning:")
 
 
-# ----------------------------------------------------------------------------- page settings in the URL
-
-
-def _bound(param: str, default, parse: Callable[[str], object], fmt: Callable[[object], str],
-           valid: Callable[[object], bool], draw: Callable[[str], object], variant: object = ""):
-    """A page setting drawn by `draw(key)`: seeded from the session or the URL, written back to both."""
-    page = _page(param)
-    value = url_state.setting(page, param, default, parse)
-    flush_notices()
-    if not valid(value):  # e.g. a vertex of another input length
-        value = default
-    key = registry.widget_key(page, param, variant) if variant != "" else registry.widget_key(page, param)
-    if key not in st.session_state:
-        st.session_state[key] = value
-    value = draw(key)
-    url_state.set_setting(page, param, value, default, fmt)
-    return value
-
-
-def choice(param: str, label: str, options: list, default=None, widget=st.selectbox, fmt: Callable = str,
-           format_func: Callable = str, variant: object = "", **kwargs):
-    """A choice among `options` (a selectbox, radio, segmented control...), kept in the URL as `fmt(option)`."""
-    default = options[0] if default is None else default
-    by_text = {fmt(o): o for o in options}
-
-    def parse(raw: str):
-        if raw not in by_text:
-            raise ValueError(f"{param} is one of {', '.join(by_text)}")
-        return by_text[raw]
-
-    def draw(key):
-        found = widget(label, options=options, format_func=format_func, key=key, **kwargs)
-        return default if found is None else found  # a segmented control can be cleared
-
-    return _bound(param, default, parse, fmt, lambda v: v in options, draw, variant)
-
-
-def number(param: str, label: str, low: float, high: float, default, widget=st.number_input, integer: bool = True,
-           variant: object = "", **kwargs):
-    """A number in [low, high], kept in the URL."""
-    cast = int if integer else float
-
-    def parse(raw: str):
-        try:
-            value = cast(raw)
-        except ValueError:
-            raise ValueError(f"{param} is {'an integer' if integer else 'a number'} in {low:g}..{high:g}") from None
-        if not low <= value <= high:
-            raise ValueError(f"{param} is in {low:g}..{high:g}")
-        return value
-
-    def draw(key):
-        return cast(widget(label, min_value=low, max_value=high, key=key, **kwargs))
-
-    return _bound(param, default, parse, lambda v: f"{v:g}" if not integer else str(v),
-                  lambda v: isinstance(v, (int, float)) and low <= v <= high, draw, variant)
-
-
-def flag(param: str, label: str, widget=st.toggle, **kwargs) -> bool:
-    """An on/off setting (off by default), kept in the URL as `param=1`."""
-
-    def parse(raw: str):
-        if raw.lower() not in ("1", "0", "true", "false"):
-            raise ValueError(f"{param} is 1 or 0")
-        return raw.lower() in ("1", "true")
-
-    return _bound(param, False, parse, lambda v: "1" if v else "0", lambda v: isinstance(v, bool),
-                  lambda key: bool(widget(label, key=key, **kwargs)))
-
-
-def set_value(param: str, value, default, fmt: Callable = str, variant: object = "") -> None:
-    """Change a page setting from a callback (before its widget is drawn), e.g. after a click on a chart."""
-    page = _page(param)
-    st.session_state[registry.widget_key(page, param, variant) if variant != "" else registry.widget_key(page, param)] = value
-    url_state.set_setting(page, param, value, default, fmt)
-
-
-def chart_key(name: str, variant: object = "") -> str:
-    """The key of a chart whose selection the page reads."""
-    return registry.widget_key(_page(), "chart", name, variant)
-
-
-def pick_vertex(n: int) -> Callable[[], None]:
-    """The callback of a click on the cube grid: the clicked vertex becomes the `vertex` setting."""
-
-    def picked():
-        event = st.session_state.get(chart_key("grid", n))
-        chosen = (event or {}).get("selection", {}).get(charts.PICK) or []
-        if chosen:
-            set_value("vertex", int(chosen[0]["vertex"]), 0, variant=n)
-
-    return picked
-
-
 def my_models() -> list[ModelRef]:
     """The user's kept models and the ones shared with them in this session."""
     store = server.kept_store()
@@ -245,58 +135,188 @@ def my_models() -> list[ModelRef]:
     return refs + [r for r in registry.shared_refs() if r not in refs and store.info(r.key)]
 
 
-def choose_compare(candidates: list[ModelRef]) -> ModelRef | None:
-    """Choose the second model among `candidates`: the public `compare` parameter."""
-    if not candidates:
-        st.info("No other model with the same architecture and size is available (pretrained, or kept by you).")
-        return None
-    by_param = {c.param: c for c in candidates}
-    key = registry.widget_key(_page(), "compare")
-    current = registry.compared()
-    st.session_state[key] = current.param if current in candidates else None
-
-    def picked():
-        registry.set_compared(by_param.get(st.session_state.get(key)))
-
-    st.selectbox("Second model", list(by_param), index=None, key=key, placeholder="Choose a model of the same size",
-                 format_func=lambda p: by_param[p].label, on_change=picked)
-    return current if current in candidates else None
+# ----------------------------------------------------------------------------- page settings in the URL
 
 
-def choose_input(n: int) -> tuple[int, ...]:
-    """Pick one input string by toggling bits, by cube index or by a seeded draw; kept in the URL as `x=0110…`."""
-    page = _page("x")
+class Settings:
+    """The settings a page declares in its `PAGE` (`ui.nav.Setting`), drawn by the page and kept in
+    the session (across page switches) and in the URL (a link restores them). The page passes its id
+    explicitly (`Settings("sensitivity")`): its widget keys and the callbacks of its widgets carry it,
+    so nothing depends on which page the session drew last. What the declaration leaves out (a default,
+    options or a range that depends on the model) the page gives where it draws the setting."""
 
-    def parse(raw: str):
-        if len(raw) != n or set(raw) - {"0", "1"}:
-            raise ValueError(f"x is a string of {n} bits 0/1")
-        return raw
+    def __init__(self, page: str | nav.PageSpec):
+        self.spec = page if isinstance(page, nav.PageSpec) else nav.by_key(page)
+        self.page = self.spec.key
 
-    x = url_state.setting(page, "x", "0" * n, parse)
-    flush_notices()
-    if len(x) != n:  # another input length than last time
-        x = "0" * n
-    bits = tuple(int(b) for b in x)
-    how = st.segmented_control("Choose the input", ["Toggle bits", "Cube index", "Random"], default="Toggle bits",
-                               key=registry.widget_key(page, "input_how")) or "Toggle bits"
-    if how == "Toggle bits":
-        key = registry.widget_key(page, "input_bits", n)
-        st.session_state.setdefault(key, [i for i in range(n) if bits[i]])
-        chosen = st.pills("Bits set to 1 (position 0 first)", list(range(n)), selection_mode="multi", key=key)
-        bits = tuple(int(i in chosen) for i in range(n))
-    elif how == "Cube index":
-        key = registry.widget_key(page, "input_vertex", n)
-        st.session_state.setdefault(key, cache.vertex_of_bits(bits))
-        vertex = st.number_input(f"Vertex (0 … {2**n - 1}; position 0 is the most significant bit)", 0, 2**n - 1,
-                                 key=key)
-        bits = cache.bits_of_vertex(n, int(vertex))
-    else:
-        seed = st.number_input("Seed", 0, 2**31 - 1, 0, key=registry.widget_key(page, "input_seed"))
-        bits = cache.bits_of_vertex(n, cache.random_vertex(n, int(seed)))
-    x = "".join(map(str, bits))
-    url_state.set_setting(page, "x", x, "0" * n)
-    st.markdown(f"Input **x = {x}** (vertex {cache.vertex_of_bits(bits)})")
-    return bits
+    def key(self, *parts: object) -> str:
+        """The key of one of this page's widgets (a setting's, with its variant: an input length, a model...)."""
+        return registry.widget_key(self.page, *(p for p in parts if p != ""))
+
+    def _declared(self, param: str, kind: str) -> nav.Setting:
+        found = self.spec.setting(param)
+        if found.kind != kind:
+            raise ValueError(f"the setting {param!r} of {self.spec.file} is declared as a {found.kind}, drawn as a {kind}")
+        return found
+
+    def read(self, param: str, default, parse: Callable[[str], object]):
+        """A setting the page draws itself (`"widget": "page"`): what the session chose last (a setting
+        left at its default follows the default, which may depend on the model), else the first run's
+        URL value (`parse` raises ValueError for a bad one: a notice, and the default), else `default`."""
+        value = url_state.setting(self.page, param, default, parse)
+        flush_notices()
+        return value
+
+    def kept(self, param: str) -> bool:
+        """Whether the session holds a value of this setting already (its URL value, if any, was read)."""
+        return url_state.kept(self.page, param)
+
+    def write(self, param: str, value, default, fmt: Callable[[object], str] = str) -> None:
+        """Remember a setting and put it in the URL (left out when it is the default)."""
+        url_state.set_setting(self.page, param, value, default, fmt)
+
+    def _bound(self, setting: nav.Setting, default, parse: Callable[[str], object], fmt: Callable[[object], str],
+               valid: Callable[[object], bool], draw: Callable[[str], object], variant: object):
+        """A setting drawn by `draw(key)`: seeded from the session or the URL, written back to both."""
+        value = self.read(setting.param, default, parse)
+        if not valid(value):  # e.g. a vertex of another input length
+            value = default
+        key = self.key(setting.param, variant)
+        if key not in st.session_state:
+            st.session_state[key] = value
+        value = draw(key)
+        self.write(setting.param, value, default, fmt)
+        return value
+
+    def choice(self, param: str, options: list | None = None, default=None, *, label: str | None = None, where=st,
+               fmt: Callable = str, format_func: Callable = str, variant: object = "", **kwargs):
+        """A choice among its options (declared, or `options` here), drawn by its declared widget in
+        `where` (a column, a container...), kept in the URL as `fmt(option)`."""
+        setting = self._declared(param, "choice")
+        options = list(setting.options) if options is None else options
+        default = next(d for d in (default, setting.default, options[0]) if d is not None)
+        by_text = {fmt(o): o for o in options}
+
+        def parse(raw: str):
+            if raw not in by_text:
+                raise ValueError(f"{param} is one of {', '.join(by_text)}")
+            return by_text[raw]
+
+        def draw(key):
+            found = getattr(where, setting.widget)(label or setting.label, options=options, format_func=format_func,
+                                                   key=key, **kwargs)
+            return default if found is None else found  # a segmented control can be cleared
+
+        return self._bound(setting, default, parse, fmt, lambda v: v in options, draw, variant)
+
+    def number(self, param: str, low: float | None = None, high: float | None = None, default=None, *,
+               label: str | None = None, where=st, variant: object = "", **kwargs):
+        """A number in its range (declared, or `low`/`high` here), drawn by its declared widget in `where`, kept in the URL."""
+        setting = self._declared(param, "number")
+        low = setting.low if low is None else low
+        high = setting.high if high is None else high
+        default = setting.default if default is None else default
+        cast = int if setting.integer else float
+
+        def parse(raw: str):
+            try:
+                value = cast(raw)
+            except ValueError:
+                raise ValueError(f"{param} is {'an integer' if setting.integer else 'a number'} in {low:g}..{high:g}") from None
+            if not low <= value <= high:
+                raise ValueError(f"{param} is in {low:g}..{high:g}")
+            return value
+
+        def draw(key):
+            return cast(getattr(where, setting.widget)(label or setting.label, min_value=low, max_value=high, key=key,
+                                                       **kwargs))
+
+        return self._bound(setting, default, parse, lambda v: str(v) if setting.integer else f"{v:g}",
+                           lambda v: isinstance(v, (int, float)) and low <= v <= high, draw, variant)
+
+    def flag(self, param: str, *, label: str | None = None, where=st, **kwargs) -> bool:
+        """An on/off setting (off unless declared on), drawn by its declared widget in `where`, kept in the URL as `param=1`."""
+        setting = self._declared(param, "flag")
+
+        def parse(raw: str):
+            if raw.lower() not in ("1", "0", "true", "false"):
+                raise ValueError(f"{param} is 1 or 0")
+            return raw.lower() in ("1", "true")
+
+        return self._bound(setting, bool(setting.default), parse, lambda v: "1" if v else "0", lambda v: isinstance(v, bool),
+                           lambda key: bool(getattr(where, setting.widget)(label or setting.label, key=key, **kwargs)), "")
+
+    def set_value(self, param: str, value, default=None, fmt: Callable = str, variant: object = "") -> None:
+        """Change a setting from a callback (before its widget is drawn), e.g. after a click on a chart."""
+        setting = self.spec.setting(param)
+        st.session_state[self.key(param, variant)] = value
+        self.write(param, value, setting.default if default is None else default, fmt)
+
+    def chart_key(self, name: str, variant: object = "") -> str:
+        """The key of a chart whose selection the page reads."""
+        return self.key("chart", name, variant)
+
+    def pick_vertex(self, n: int) -> Callable[[], None]:
+        """The callback of a click on the cube grid: the clicked vertex becomes the `vertex` setting."""
+
+        def picked():
+            event = st.session_state.get(self.chart_key("grid", n))
+            chosen = (event or {}).get("selection", {}).get(charts.PICK) or []
+            if chosen:
+                self.set_value("vertex", int(chosen[0]["vertex"]), variant=n)
+
+        return picked
+
+    def choose_compare(self, candidates: list[ModelRef]) -> ModelRef | None:
+        """Choose the second model among `candidates`: the public `compare` parameter."""
+        if not candidates:
+            st.info("No other model with the same architecture and size is available (pretrained, or kept by you).")
+            return None
+        by_param = {c.param: c for c in candidates}
+        key = self.key("compare")
+        current = registry.compared()
+        st.session_state[key] = current.param if current in candidates else None
+
+        def picked():
+            registry.set_compared(by_param.get(st.session_state.get(key)))
+
+        st.selectbox("Second model", list(by_param), index=None, key=key, placeholder="Choose a model of the same size",
+                     format_func=lambda p: by_param[p].label, on_change=picked)
+        return current if current in candidates else None
+
+    def choose_input(self, n: int, param: str = "x") -> tuple[int, ...]:
+        """Pick one input string by toggling bits, by cube index or by a seeded draw; kept in the URL as `x=0110…`."""
+        setting = self._declared(param, "bits")
+
+        def parse(raw: str):
+            if len(raw) != n or set(raw) - {"0", "1"}:
+                raise ValueError(f"{param} is a string of {n} bits 0/1")
+            return raw
+
+        x = self.read(param, "0" * n, parse)
+        if len(x) != n:  # another input length than last time
+            x = "0" * n
+        bits = tuple(int(b) for b in x)
+        how = st.segmented_control(setting.label, ["Toggle bits", "Cube index", "Random"], default="Toggle bits",
+                                   key=self.key("input_how")) or "Toggle bits"
+        if how == "Toggle bits":
+            key = self.key("input_bits", n)
+            st.session_state.setdefault(key, [i for i in range(n) if bits[i]])
+            chosen = st.pills("Bits set to 1 (position 0 first)", list(range(n)), selection_mode="multi", key=key)
+            bits = tuple(int(i in chosen) for i in range(n))
+        elif how == "Cube index":
+            key = self.key("input_vertex", n)
+            st.session_state.setdefault(key, cache.vertex_of_bits(bits))
+            vertex = st.number_input(f"Vertex (0 … {2**n - 1}; position 0 is the most significant bit)", 0, 2**n - 1,
+                                     key=key)
+            bits = cache.bits_of_vertex(n, int(vertex))
+        else:
+            seed = st.number_input("Seed", 0, 2**31 - 1, 0, key=self.key("input_seed"))
+            bits = cache.bits_of_vertex(n, cache.random_vertex(n, int(seed)))
+        x = "".join(map(str, bits))
+        self.write(param, x, "0" * n)
+        st.markdown(f"Input **x = {x}** (vertex {cache.vertex_of_bits(bits)})")
+        return bits
 
 
 # ----------------------------------------------------------------------------- small shared widgets

@@ -1,9 +1,11 @@
 """The session: every session-state key of the explorer is defined here (pages write none of their
-own), with the accessors of the session's state: the selected and compared models, the input length
-per model, the training job followed, the models shared by a link, the uploads kept.
+own), with the accessors of the session's choices: the selected and compared models, the input
+length per model, the training job followed, the models shared by a link.
 
-The rest of the explorer's state lives by concern: `ui.model_refs` (which model), `ui.server` (the
-server's folders, kept models and jobs), `ui.owner_id` (who is who), `ui.url_state` (the URL).
+The rest of the explorer's state lives by concern, each module using these keys: `ui.model_refs`
+(which model), `ui.url_state` (the URL, and the pages' settings kept in the session), `ui.uploads`
+(the uploads of this session), `ui.server` (the server's folders, kept models and jobs),
+`ui.owner_id` (who is who).
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import streamlit as st
-from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 if TYPE_CHECKING:
     from ui.model_refs import ModelRef
@@ -21,13 +22,12 @@ if TYPE_CHECKING:
 SELECTED = "sv_selected"  # ModelRef of the selected model, or absent
 COMPARE = "sv_compare"  # ModelRef of the model to compare with, or absent
 ANALYSIS_N = "sv_analysis_n"  # {ModelRef: input length chosen for analysis}
-PAGE = "sv_page"  # the id of the page this session draws (ui.page.begin), for its settings and callbacks
 CURRENT = "sv_current"  # this run's selection (ui.page.Selection), set by the frame before the page runs
 OWNER = "sv_owner"  # this session's owner id
 OWNER_UNSAVED = "sv_owner_unsaved"  # the owner id is not in a cookie yet: the frame sets it
 URL_READ = "sv_url_read"  # the first run's URL has been read
-URL_SETTINGS = "sv_url_settings"  # {param: raw value} of the first run's URL, for the page settings
-SETTINGS = "sv_settings"  # {(page, param): value} page settings, kept across page switches
+URL_SETTINGS = "sv_url_settings"  # {param: raw value} of the first run's URL, for the pages' settings
+PAGE_SETTINGS = "sv_settings"  # {(page id, param): (value, its default then)} the pages' settings (ui.page.Settings)
 NOTICES = "sv_notices"  # this run's one-line notices about the URL
 JOB = "sv_job"  # id of the training job this session follows
 JOB_DONE = "sv_job_done"  # ids of finished jobs whose model this session has selected
@@ -133,69 +133,3 @@ def add_shared(ref: ModelRef) -> None:
     shared = st.session_state.setdefault(SHARED, [])
     if ref not in shared:
         shared.append(ref)
-
-
-def kept_upload(key: tuple) -> str | None:
-    """The token of an upload this session kept already (key: its digest and loading overrides)."""
-    return st.session_state.get(UPLOADS, {}).get(key)
-
-
-def remember_upload(key: tuple, token: str) -> None:
-    st.session_state.setdefault(UPLOADS, {})[key] = token
-
-
-def upload_key() -> str:
-    """The key of the uploader: a new one after each refused upload, so the browser shows it empty."""
-    return f"{UPLOAD_FILE}_{st.session_state.get(UPLOAD_ROUND, 0)}"
-
-
-def refuse_upload(uploaded, message: str) -> None:
-    """Forget a refused upload: its bytes leave the server's memory now (not when the session ends)
-    and the script reruns with a new, empty uploader, so that Streamlit also drops the old widget's
-    value (it holds the file too); `message` stays until the next upload."""
-    release_upload(uploaded)
-    st.session_state[UPLOAD_REFUSED] = message
-    st.session_state[UPLOAD_ROUND] = st.session_state.get(UPLOAD_ROUND, 0) + 1
-    st.rerun()
-
-
-def refused_upload() -> str | None:
-    """The one line about the last refused upload (None when the last upload was kept, or none was refused)."""
-    return st.session_state.get(UPLOAD_REFUSED)
-
-
-def accept_upload() -> None:
-    """An upload was kept: the line about an earlier refused one goes."""
-    st.session_state.pop(UPLOAD_REFUSED, None)
-
-
-def hold_newest_upload_only() -> None:
-    """Let a session hold at most its newest upload in Streamlit's memory: the sidebar's uploader
-    takes one file, yet the upload endpoint accepts any number per session (a script can send them
-    without the widget), each held until the session ends. Streamlit has no setting for it: this
-    wraps `MemoryUploadedFileManager.add_file` (once per process) to remove the session's other
-    files first; tests/test_upload_release.py pins it to the installed Streamlit."""
-    from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
-
-    add = MemoryUploadedFileManager.add_file
-    if getattr(add, "newest_only", False):
-        return
-
-    def add_file(self, session_id: str, file) -> None:
-        for other in [k for k in self.file_storage.get(session_id, {}) if k != file.file_id]:
-            self.remove_file(session_id, other)
-        add(self, session_id, file)
-
-    add_file.newest_only = True
-    MemoryUploadedFileManager.add_file = add_file
-
-
-def release_upload(uploaded) -> None:
-    """Remove an uploaded file's bytes from Streamlit's uploaded-file manager. Streamlit has no public
-    call for it: this is the manager of the script run's context (`ScriptRunContext.uploaded_file_mgr`,
-    a `MemoryUploadedFileManager` on the server and in AppTest) and its `remove_file(session_id,
-    file_id)`, the call behind the uploader's own delete request; tests/test_upload_release.py pins
-    it to the installed Streamlit."""
-    ctx = get_script_run_ctx()
-    if ctx is not None:
-        ctx.uploaded_file_mgr.remove_file(ctx.session_id, uploaded.file_id)

@@ -11,11 +11,11 @@ from contextvars import ContextVar
 import streamlit as st
 
 from sensviz.text import escape_markdown
-from ui import cache, registry
+from ui import cache, uploads
 from ui import frame as drawn
 from ui.nav import PAGES, SECTIONS, PageSpec, spec
 
-registry.hold_newest_upload_only()  # once per server process: a session holds one upload at most
+uploads.hold_newest_upload_only()  # once per server process: a session holds one upload at most
 
 log = logging.getLogger("sensviz.explorer")
 
@@ -59,11 +59,28 @@ def require_router() -> None:
     """The first line of every page script. While a server has a `pages/` folder beside `app.py`,
     Streamlit runs a page file directly (its first multipage convention) until some script run has
     called `st.navigation`: for a link opened first after the server starts, and in AppTest on every
-    run (AppTest resets Streamlit's `PagesManager.uses_pages_directory` before each run). On a server
-    such a run registers the pages and reruns, so the page is drawn by the router, with the same widget
-    ids as every later run (the first run of a session carries no widget interaction to lose; the URL's
-    parameters are kept). AppTest cannot rerun into the router: there the router's frame is drawn here
-    and the page goes on."""
+    run. On a server such a run registers the pages and reruns, so the page is drawn by the router,
+    with the same widget ids as every later run (the first run of a session carries no widget
+    interaction to lose; the URL's parameters are kept). AppTest cannot rerun into the router: there
+    the router's frame is drawn here and the page goes on.
+
+    Why every page calls it, rather than one hook (Streamlit 1.67, checked in its source):
+    - the mode is one class attribute set from the folder's existence, with no option to name another
+      folder or turn it off: `PagesManager.__init__` sets `uses_pages_directory =
+      Path(self.main_script_parent / "pages").exists()` (runtime/pages_manager.py, lines 60-63), and
+      `_mpa_v1` globs `resolved_main_script_path.parent / "pages"` (runtime/scriptrunner/script_runner.py,
+      line 152); the config's only `pages/` option is `client.showSidebarNavigation`;
+    - in that mode the script runner runs `_mpa_v1(self._main_script_path)` instead of `app.py`
+      (script_runner.py, lines 933-934), which runs the page file through `st.Page.run`: no code of
+      the explorer runs before the page's own lines;
+    - only `st.navigation` turns the mode off, for the whole process (`PagesManager.uses_pages_directory
+      = False`, commands/navigation.py, line 399), and AppTest sets it back to None before every run
+      (testing/v1/app_test.py, line 666), so in AppTest every run of `app.py` is a direct page run;
+    - a hook at import (in `ui/__init__.py`) runs once per process, not once per run: it misses AppTest's
+      later runs, and on a server it races, as the sessions that start together run their page files
+      before the first one's `st.navigation` has turned the mode off.
+    Renaming the folder would remove the need (Streamlit then runs `app.py` on every run); the design
+    keeps `pages/`."""
     if _ROUTED.get():
         return
     if st.config.get_option("global.appTest"):

@@ -12,7 +12,7 @@ import streamlit as st
 import sensviz as sv
 from sensviz.kept import KeptRefused
 from sensviz.text import escape_markdown, one_line, quoted
-from ui import cache, model_refs, owner_id, page, registry, server, url_state
+from ui import cache, model_refs, owner_id, page, registry, server, uploads, url_state
 from ui.model_refs import ModelRef
 from ui.page import Selection
 
@@ -92,7 +92,7 @@ NAME_CHARS = 120
 
 def _choose_upload() -> None:
     uploaded = st.file_uploader("Checkpoint (.safetensors)", type=["safetensors", *cache.TORCH_SUFFIXES],
-                                key=registry.upload_key(),
+                                key=uploads.upload_key(),
                                 help=f"sensviz checkpoints or the authors' state dicts; at most {cache.UPLOAD_CAP_MB} MiB. "
                                 "Kept on the server under a random name, so a link can share it. A PyTorch .pt file "
                                 "is never opened here: convert it first with `sensviz convert`.")
@@ -112,23 +112,23 @@ def _choose_upload() -> None:
     overrides = {k: v for k, v in (("n_heads", n_heads or None), ("task", task.strip() or None), ("n", n or None))
                  if v is not None}
     key = (model_refs.digest(data), tuple(sorted(overrides.items())))
-    if registry.kept_upload(key):
+    if uploads.kept_upload(key):
         return  # kept (and selected) on an earlier run
     error = cache.check_upload(name, data, overrides)
     if error:
-        registry.refuse_upload(uploaded, f"This file cannot be used: {error}")  # reruns
+        uploads.refuse_upload(uploaded, f"This file cannot be used: {error}")  # reruns
     try:
         kept = server.kept_store().keep("upload", name, data, owner_id.owner(), overrides)
     except KeptRefused as err:  # over the owner's share or the server's cap
-        registry.refuse_upload(uploaded, f"This file was not kept: {quoted(err, 300)}")  # reruns
-    registry.accept_upload()
-    registry.remember_upload(key, kept.token)
+        uploads.refuse_upload(uploaded, f"This file was not kept: {quoted(err, 300)}")  # reruns
+    uploads.accept_upload()
+    uploads.remember_upload(key, kept.token)
     registry.select(model_refs.kept_ref("upload", kept.token))
 
 
 def _refused() -> None:
     """The one line about the last refused upload, and which model is still shown."""
-    message = registry.refused_upload()
+    message = uploads.refused_upload()
     if message is None:
         return
     current = registry.selected()

@@ -1,8 +1,9 @@
 """URL state. Every view is a link: the public parameters `model`, `compare`, `n` and `job`, the
-same on every page, and each page's own settings (declared in its `PAGE`; `setting` /
-`set_setting`). On the first run of a session (a link, a reload) the URL says what to show;
-afterwards the session does, and every run writes the URL again (Streamlit clears the query
-string on a page switch). A bad or stale parameter becomes a one-line notice and the default."""
+same on every page, and each page's own settings (declared in its `PAGE`, drawn through
+`ui.page.Settings`, kept here by `setting` / `set_setting`). On the first run of a session (a link,
+a reload) the URL says what to show; afterwards the session does, and every run writes the URL
+again (Streamlit clears the query string on a page switch). A bad or stale parameter becomes a
+one-line notice and the default."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import TypeVar
 import streamlit as st
 
 from sensviz.text import quoted
-from ui.registry import NOTICES, SETTINGS, URL_READ, URL_SETTINGS
+from ui.registry import NOTICES, PAGE_SETTINGS, URL_READ, URL_SETTINGS
 
 T = TypeVar("T")
 
@@ -81,7 +82,7 @@ def setting(page: str, param: str, default: T, parse: Callable[[str], T]) -> T:
     """A page setting: what the session chose last (a setting left at its default follows the
     default, which may depend on the model), else the first run's URL value (`parse` raises
     ValueError for a bad one: notice, and the default), else `default`."""
-    settings = st.session_state.setdefault(SETTINGS, {})
+    settings = st.session_state.setdefault(PAGE_SETTINGS, {})
     if (page, param) in settings:
         value, old_default = settings[(page, param)]
         return default if value == old_default else value
@@ -96,7 +97,12 @@ def setting(page: str, param: str, default: T, parse: Callable[[str], T]) -> T:
     return value
 
 
+def kept(page: str, param: str) -> bool:
+    """Whether the session holds a value of this page setting (so the URL's was read, if any)."""
+    return (page, param) in st.session_state.get(PAGE_SETTINGS, {})
+
+
 def set_setting(page: str, param: str, value, default, fmt: Callable[[object], str] = str) -> None:
     """Remember a page setting and put it in the URL (left out when it is the default)."""
-    st.session_state.setdefault(SETTINGS, {})[(page, param)] = (value, default)
+    st.session_state.setdefault(PAGE_SETTINGS, {})[(page, param)] = (value, default)
     write_url({param: None if value == default else fmt(value)})
