@@ -20,6 +20,8 @@ says something else.
 Fast on a fresh server: `write_data` measures the shipped checkpoints once (their bytes are never
 changed) and writes `lab-data.json` beside them, each chapter keyed by the sha256 of the files it
 reads; `data` uses it when the hashes match and measures on demand (with progress) when they do not.
+The same file holds the sidebar's summary of every model a chapter's setup selects (`stored_summary`),
+so "Load this chapter's models" measures nothing either.
 `handout` writes the whole lab as one offline HTML page to print (MathML formulas, print rules,
 answer boxes; the answers with `answers=True`).
 """
@@ -50,6 +52,7 @@ from .measure import RADIUS_FRACTIONS, MeasureSettings, measure
 from .report import offline_page, write_text
 from .slices import loss_slice, random_directions
 from .training import TrainingData
+from .zoo import measure as zoo_measure
 
 Loader = Callable[[str], Checkpoint]
 """Loads a zoo model by its name (the file stem, e.g. "encoder-parity-n8")."""
@@ -228,15 +231,45 @@ def hashes(chapter_: Chapter, sources: Sources) -> dict[str, str]:
     return found
 
 
-def read_store(checkpoints: Path) -> dict:
-    """The chapters stored in `checkpoints/lab-data.json` ({} when there is none or it is not ours)."""
+def _read_file(checkpoints: Path) -> dict:
+    """`checkpoints/lab-data.json` as stored ({} when there is none or it is not ours)."""
     try:
         raw = json.loads((Path(checkpoints) / DATA_FILE).read_text())
     except (OSError, ValueError):
         return {}
     if not isinstance(raw, dict) or raw.get("format") != DATA_FORMAT or raw.get("version") != DATA_VERSION:
         return {}
-    return raw.get("chapters", {})
+    return raw
+
+
+def read_store(checkpoints: Path) -> dict:
+    """The chapters stored in `checkpoints/lab-data.json` ({} when there is none or it is not ours)."""
+    return _read_file(checkpoints).get("chapters", {})
+
+
+def summary_models() -> tuple[str, ...]:
+    """The zoo models the chapters' setups select ("Load this chapter's models"), each once."""
+    return tuple(dict.fromkeys(name for ch in CHAPTERS for name in ch.models))
+
+
+def measure_summary(ck: Checkpoint) -> dict:
+    """What the explorer's sidebar shows of a model at its trained length: the columns of its instant
+    quantities (`sensviz.zoo.measure`: accuracy, as_n of model and target, param_norm, Blowup, `exact`)."""
+    return {k: _plain(v) for k, v in zoo_measure(ck.model, ck.task, ck.n, ck.encoding).items()}
+
+
+def read_summaries(checkpoints: Path) -> dict:
+    """The model summaries stored in `checkpoints/lab-data.json`, by model name ({} when there are none)."""
+    return _read_file(checkpoints).get("summaries", {})
+
+
+def stored_summary(summaries: dict, name: str, sha256: str, n: int) -> dict | None:
+    """The shipped summary of zoo model `name` (`measure_summary`) when it was measured from a file with
+    this sha256 at this length n; else None (measure it)."""
+    entry = summaries.get(name)
+    if not entry or entry.get("sha256") != sha256 or entry.get("n") != n:
+        return None
+    return dict(entry["summary"])
 
 
 def stored(chapter_: Chapter, sources: Sources, store: dict | None = None) -> Data | None:
@@ -272,12 +305,22 @@ def write_data(checkpoints: str | Path | None = None, results: str | Path | None
             entry = {"inputs": inputs, "data": ch.measure(sources, progress).to_json()}
             measured.append(ch.number)
         chapters[str(ch.number)] = entry
+    old_summaries, summaries, summarised = read_summaries(sources.checkpoints), {}, []
+    for name in summary_models():
+        sha256 = file_hash(sources.checkpoints / f"{name}.safetensors")
+        entry = old_summaries.get(name)
+        if not entry or entry.get("sha256") != sha256:
+            _say(progress, f"the sidebar's summary of {name}")
+            ck = sources.load(name)
+            entry = {"sha256": sha256, "n": ck.n, "summary": measure_summary(ck)}
+            summarised.append(name)
+        summaries[name] = entry
     path = sources.checkpoints / DATA_FILE
-    text = json.dumps({"format": DATA_FORMAT, "version": DATA_VERSION, "chapters": chapters}, indent=None,
-                      separators=(",", ":"), allow_nan=False)
+    text = json.dumps({"format": DATA_FORMAT, "version": DATA_VERSION, "chapters": chapters, "summaries": summaries},
+                      indent=None, separators=(",", ":"), allow_nan=False)
     write_text(path, text + "\n")
     return {"written": str(path), "measured": measured, "kept": [c.number for c in CHAPTERS if c.number not in measured],
-            "bytes": path.stat().st_size}
+            "summarised": summarised, "bytes": path.stat().st_size}
 
 
 # ----------------------------------------------------------------------------- the rules behind the words

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from sensviz import fidelity, glossary, lab
+from sensviz.checkpoints import file_hash, read_metadata
 from sensviz.mathml import mathml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,6 +106,28 @@ def test_write_data_measures_only_what_changed_and_leaves_the_checkpoints_alone(
         lab.CHAPTERS = saved
     assert (tmp_path / "encoder-parity-n8.safetensors").read_bytes() == before
     assert json.loads((tmp_path / lab.DATA_FILE).read_text())["chapters"]["2"] == raw["chapters"]["2"]
+
+
+def test_the_shipped_summaries_of_the_setups_models_are_current_and_a_fresh_measurement():
+    summaries = lab.read_summaries(SOURCES.checkpoints)
+    assert set(summaries) == set(lab.summary_models()) and "encoder-parity-n16" in summaries
+    for name, entry in summaries.items():
+        path = ROOT / "checkpoints" / f"{name}.safetensors"
+        assert entry["sha256"] == file_hash(path) and entry["n"] == int(read_metadata(path)["n"])
+        assert lab.stored_summary(summaries, name, entry["sha256"], entry["n"]) == entry["summary"]
+    assert lab.stored_summary(summaries, "encoder-first-n8", "0" * 64, 8) is None  # other bytes: measure again
+    assert lab.stored_summary(summaries, "encoder-first-n8", summaries["encoder-first-n8"]["sha256"], 6) is None
+    assert lab.measure_summary(SOURCES.load("encoder-first-n8")) == summaries["encoder-first-n8"]["summary"]
+
+
+@pytest.mark.slow
+def test_every_chapters_shipped_data_and_summary_equals_a_fresh_measurement():
+    """`sensviz lab-data` run now would write what is shipped (no chapter or summary measured stale)."""
+    store, summaries = lab.read_store(SOURCES.checkpoints), lab.read_summaries(SOURCES.checkpoints)
+    for ch in lab.CHAPTERS:
+        assert ch.measure(SOURCES, None).to_json() == store[str(ch.number)]["data"], f"chapter {ch.number}"
+    for name in lab.summary_models():
+        assert lab.measure_summary(SOURCES.load(name)) == summaries[name]["summary"], name
 
 
 # ----------------------------------------------------------------------------- chapter 1

@@ -106,3 +106,15 @@ def test_a_chapter_opens_from_the_shipped_data_without_measuring(number, monkeyp
     at = open_url("lab", chapter=str(number), predict="skip")
     print(f"chapter {number}, a fresh session: {time.perf_counter() - start:.2f} s")
     assert not at.exception and charts(at)
+
+
+def test_loading_a_chapters_models_reads_their_shipped_summaries(monkeypatch):
+    def measure(*args, **kwargs):
+        raise AssertionError("measured: the shipped summary was not used")
+
+    monkeypatch.setattr(cache, "measure", measure)
+    at = open_url("lab", chapter="4")
+    at.button(key="sv_w_lab_setup_4").click().run()
+    assert not at.exception and not at.error and selected(at).name.startswith("encoder-parity-n16")
+    shipped = lab.read_summaries(lab.zoo_dir())["encoder-parity-n16"]["summary"]
+    assert f"as_n model: {shipped['avg_sensitivity']:.3f}" in [f"{m.label}: {m.value}" for m in at.metric]

@@ -73,27 +73,39 @@ if not log.handlers and os.environ.get("SENSVIZ_LOG"):
 
 @st.cache_resource(show_spinner=False)
 def warm_up() -> threading.Thread:
-    """Pay torch's one-time costs of the landscape measurements (vmap, functional_call: about
-    1.5 s here) in the background as soon as the server serves its first page, not in the first
-    Landscape page a user opens; draw every Lab chapter's views (its first view, then each try-it
-    choice) from its shipped data too."""
+    """Draw every Lab chapter from its shipped data in the background as soon as the server serves its
+    first page (each chapter's first view, then each try-it choice; the models the chapters' setups
+    select are loaded between the two); then pay torch's one-time costs of the landscape measurements
+    (vmap, functional_call: about 1.5 s here), not in the first Landscape page a user opens."""
 
     def work():
         from sensviz import lab
 
-        for ch in lab.CHAPTERS:  # each chapter's first view, then every choice of its try-it control
-            for choice in dict.fromkeys([ch.control.default, *ch.control.options]):
-                try:
-                    lab_chapter(ch.number, choice)
-                except (OSError, ValueError) as err:  # the page says it again, with the measurement's progress
-                    log.info("Lab chapter %d not warmed up: %s", ch.number, err)
-                    break
+        views = [(ch, ch.control.default) for ch in lab.CHAPTERS]
+        views += [(ch, c) for ch in lab.CHAPTERS for c in ch.control.options if c != ch.control.default]
+        for i, (ch, choice) in enumerate(views):
+            if i == len(lab.CHAPTERS):  # the first views drawn: the models "Load this chapter's models" selects
+                _warm_models(lab.summary_models())
+            try:
+                lab_chapter(ch.number, choice)
+            except (OSError, ValueError) as err:  # the page says it again, with the measurement's progress
+                log.info("Lab chapter %d not warmed up: %s", ch.number, err)
         model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=4, seed=0)
         sv.sharpness.sharpness(model, sv.cube.vertices(2), rho=0.1, n_directions=2, seed=0)
 
     thread = threading.Thread(target=work, daemon=True, name="sensviz-warm-up")
     thread.start()
     return thread
+
+
+def _warm_models(names) -> None:
+    """Load these zoo models and their sidebar summaries at their trained length (shipped: `summary`)."""
+    for name in names:
+        try:
+            ref = model_refs.zoo_ref(name)
+            summary(ref, default_n(ref))
+        except (ValueError, sv.CheckpointError) as err:
+            log.info("%s not warmed up: %s", name, err)
 
 
 # ----------------------------------------------------------------------------- models
@@ -270,18 +282,43 @@ def compatible_models(ref: ModelRef, others: list[ModelRef]) -> list[ModelRef]:
 @memo
 def summary(ref: ModelRef, n: int, progress: Progress = None) -> dict:
     """The selected model's summary at length n: task, sizes, and every column of its instant quantities
-    (`sensviz.measure.affordable`, `columns`: accuracy, as_n of model vs target, param_norm, Blowup ...)."""
-    ck = load(ref)
-    found = measure(ck.model, ck.task, n, SETTINGS, affordable(ck.model, "instant"), ck.encoding, progress=progress)
+    (`sensviz.measure.affordable`, `columns`: accuracy, as_n of model vs target, param_norm, Blowup ...);
+    shipped for the models the Lab's chapters select, at their trained length (`sensviz lab-data`)."""
+    found = _shipped_summary(ref, n)
+    if found is None:
+        ck = load(ref)
+        measured = measure(ck.model, ck.task, n, SETTINGS, affordable(ck.model, "instant"), ck.encoding, progress=progress)
+        found = {**columns(measured), "exact": measured.sensitivity.exact}
     return {
         **model_facts(ref),
         "n": n,
         "blowup_mean": None,  # shown by the sidebar even when Blowup could not be computed (a note says why)
-        **columns(found),
-        "as_model": found.sensitivity.avg_sensitivity,
-        "as_target": found.sensitivity.task_avg_sensitivity,
-        "exact": found.sensitivity.exact,
+        **found,
+        "as_model": found["avg_sensitivity"],
+        "as_target": found["task_avg_sensitivity"],
     }
+
+
+@memo
+def _lab_summaries(path: str, mtime_ns: int) -> dict:
+    from sensviz import lab
+
+    return lab.read_summaries(Path(path).parent)
+
+
+def _shipped_summary(ref: ModelRef, n: int) -> dict | None:
+    """A zoo model's summary at length n from the Lab's shipped data (`sensviz.lab.stored_summary`: measured
+    from this very file at this n), else None."""
+    if ref.kind != "zoo" or ref.overrides:
+        return None
+    from sensviz import lab
+
+    path = server.checkpoint_dir() / lab.DATA_FILE
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        return None
+    return lab.stored_summary(_lab_summaries(str(path), stamp), ref.key, ref.digest, n)
 
 
 # ----------------------------------------------------------------------------- Sensitivity and Attention
