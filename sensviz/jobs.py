@@ -59,6 +59,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sensviz import budget, worker
+from sensviz.executors import LocalExecutor, worker_env
 from sensviz.files import write_atomic
 from sensviz.kept import KeptRefused, KeptStore
 from sensviz.text import short_label
@@ -130,10 +131,9 @@ def calibration() -> budget.Calibration:
     (one torch thread there: the server's own torch settings stay as they are)."""
     with _CALIBRATION_LOCK:
         if not _CALIBRATION:
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
             try:
                 out = subprocess.run([sys.executable, "-m", "sensviz.budget"], capture_output=True, text=True, cwd=ROOT,
-                                     env=env, timeout=300, check=True).stdout
+                                     env=worker_env(), timeout=300, check=True).stdout
                 _CALIBRATION.append(budget.Calibration(**json.loads(out.strip().splitlines()[-1])))
             except (subprocess.SubprocessError, OSError, ValueError, IndexError, TypeError) as err:
                 raise JobRefused(f"The server could not measure its own speed, which the budget per run needs "
@@ -154,10 +154,12 @@ class JobManager:
 
     def __init__(self, root: Path, store: KeptStore, capacity: int | None = None, threads: int | None = None,
                  max_queue: int = MAX_QUEUE, poll_s: float = 0.1, job_budget: budget.Budget | None = None,
-                 per_address: int | None = None, calibration: budget.Calibration | None = None):
+                 per_address: int | None = None, calibration: budget.Calibration | None = None,
+                 executor=None):
         """`job_budget`: the most one job may take (default `budget.server_budget()`); `per_address`:
         the hard cap per client address (default `max_per_address()`, off); `calibration`: this
-        machine's (default: measured on the first submit)."""
+        machine's (default: measured on the first submit); `executor`: where the jobs run (default
+        local processes, `sensviz.executors.LocalExecutor`)."""
         cores = os.cpu_count() or 1
         self.budget = job_budget or budget.server_budget()
         self.per_address = per_address if per_address is not None else max_per_address()
@@ -169,13 +171,13 @@ class JobManager:
         self.store = store
         self.capacity = capacity or default_capacity(cores)
         self.threads = threads or max(1, cores // self.capacity)
+        self.executor = executor or LocalExecutor(threads=self.threads, max_mib=self.budget.mib)
         self.max_queue = max_queue
         self.poll_s = poll_s
         self.jobs: dict[str, _Job] = {}
         self.queue: list[str] = []
         self.lock = threading.RLock()
         self._closed = threading.Event()
-        self._spare: subprocess.Popen | None = None  # the process waiting for the next job
         self._owners: dict[str, str] = {}  # job folder name -> owner (read once from its state.json)
         self.root.mkdir(parents=True, exist_ok=True)
         self._folder_lock = open(self.root / ".lock", "w")  # noqa: SIM115 - held (and locked) while the manager lives
@@ -188,7 +190,7 @@ class JobManager:
         store.elsewhere = self.folder_bytes
         self._recover()
         with self.lock:
-            self._start_spare()
+            self.executor.warm()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="sensviz-jobs")
         self._thread.start()
 
@@ -287,13 +289,11 @@ class JobManager:
         """Stop the background thread and every process (tests; a server's processes exit with it)."""
         self._closed.set()
         with self.lock:
-            processes = [job.process for job in self.jobs.values() if job.process is not None]
-            processes += [self._spare] if self._spare is not None else []
-            self._spare = None
-            for process in processes:
-                if process.poll() is None:
-                    process.terminate()
-                    process.wait(timeout=30)
+            for job in self.jobs.values():
+                if job.process is not None and job.process.poll() is None:
+                    job.process.terminate()
+                    job.process.wait(timeout=30)
+            self.executor.close()
         self._thread.join(timeout=5)
         self._folder_lock.close()
 
@@ -395,25 +395,9 @@ class JobManager:
                 job.process.wait(timeout=30)
                 self._collect(job)
 
-    def _start_spare(self) -> None:
-        if self._closed.is_set():
-            return
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        self._spare = subprocess.Popen(
-            [sys.executable, "-m", "sensviz.worker", "--standby", "--threads", str(self.threads), "--parent", str(os.getpid()),
-             "--max-mib", str(self.budget.mib)],
-            stdin=subprocess.PIPE, cwd=ROOT, env=env, text=True,
-        )
-
-    def _take_spare(self, folder: Path) -> subprocess.Popen:
-        """The waiting process, given this job's folder (a fresh one if it died); another one waits next."""
-        if self._spare is None or self._spare.poll() is not None:
-            self._start_spare()
-        process, self._spare = self._spare, None
-        process.stdin.write(f"{folder}\n")
-        process.stdin.close()
-        self._start_spare()
-        return process
+    def _take_spare(self, folder: Path):
+        """Start the job in `folder` on the executor; a handle like a `subprocess.Popen`."""
+        return self.executor.start_worker(folder)
 
     def _collect(self, job: _Job) -> None:
         """A running job's process has ended: `_finish` it; any failure fails this job alone, with one
@@ -446,9 +430,12 @@ class JobManager:
         elif outcome.get("state") == "failed":
             status.state, status.error = "failed", _one_line(outcome.get("error") or "the training process failed")
         else:
-            why = job.stop_why or ("stopped" if job.stop_requested
-                                   else f"the training process ended unexpectedly (exit code {job.process.returncode})")
+            lost = None if job.stop_requested else getattr(job.process, "lost", None)  # a Ray worker or node that died
+            why = job.stop_why or ("stopped" if job.stop_requested else lost
+                                   or f"the training process ended unexpectedly (exit code {job.process.returncode})")
             self._keep_last(job, why)
+            if lost:  # the job fails, saying why; the weights of its last measurement are kept all the same
+                status.state, status.error = "failed", _one_line(status.reason)
         self._write_state(job)
 
     def _keep_last(self, job: _Job, why: str) -> None:
