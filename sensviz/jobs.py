@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -59,7 +60,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sensviz import budget, worker
-from sensviz.executors import LocalExecutor, worker_env
+from sensviz.executors import LocalExecutor, RayExecutor, connect, import_ray, worker_env
 from sensviz.files import write_atomic
 from sensviz.kept import KeptRefused, KeptStore
 from sensviz.text import short_label
@@ -250,19 +251,7 @@ class JobManager:
 
     def records(self, job_id: str) -> list[dict]:
         """The job's measurement records so far (`sensviz.monitor.MeasurementCallback` records)."""
-        if not JOB_ID.match(job_id or ""):
-            return []
-        try:
-            lines = (self.root / job_id / "records.jsonl").read_text().splitlines()
-        except OSError:
-            return []
-        records = []
-        for line in lines:
-            try:
-                records.append(json.loads(line))
-            except ValueError:  # a line still being written
-                break
-        return records
+        return read_records(self.root, job_id)
 
     def folder_bytes(self, owner: str) -> int:
         """Bytes of `owner`'s job folders: what their jobs wrote, counted in their kept-model quota.
@@ -525,6 +514,23 @@ class JobManager:
             self._owners.pop(folder.name, None)
 
 
+def read_records(root: Path, job_id: str) -> list[dict]:
+    """The measurement records of the job `job_id` in the jobs folder `root` so far."""
+    if not JOB_ID.match(job_id or ""):
+        return []
+    try:
+        lines = (Path(root) / job_id / "records.jsonl").read_text().splitlines()
+    except OSError:
+        return []
+    records = []
+    for line in lines:
+        try:
+            records.append(json.loads(line))
+        except ValueError:  # a line still being written
+            break
+    return records
+
+
 def _read_json(path: Path):
     try:
         return json.loads(path.read_text())
@@ -555,3 +561,111 @@ def _remove_temporaries(folder: Path) -> None:
     with contextlib.suppress(OSError):
         for path in folder.glob(".*.tmp"):
             path.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------------- the queue on a Ray cluster
+
+RAY_ADDRESS = "SENSVIZ_RAY_ADDRESS"
+"""The environment variable naming the Ray cluster that runs the training jobs (unset: local processes)."""
+
+
+def job_manager(root: Path, store: KeptStore):
+    """The server's job manager: on the Ray cluster at $SENSVIZ_RAY_ADDRESS when it is set (`RayJobManager`:
+    several web servers may share the data folder), else local processes (`JobManager`: one server per folder)."""
+    address = os.environ.get(RAY_ADDRESS)
+    return RayJobManager(root, store, address) if address else JobManager(root, store)
+
+
+class _Queue:
+    """The detached named actor that holds a data folder's queue: a `JobManager` whose jobs are Ray
+    tasks (`RayExecutor`), so the order, fair turns, budgets and the one-job-per-owner and per-address
+    checks are those of one manager, made atomically under its lock whichever web server asks."""
+
+    def __init__(self, root: str, kept: dict, options: dict):
+        job_budget = options.pop("job_budget", None) or budget.server_budget()
+        threads = options.pop("threads", None) or 1
+        executor = RayExecutor(cpus=threads, max_mib=job_budget.mib)
+        capacity = options.pop("capacity", None) or int(os.environ.get("SENSVIZ_MAX_JOBS") or executor.capacity())
+        self.manager = JobManager(Path(root), KeptStore(**kept), capacity=capacity, threads=threads,
+                                  job_budget=job_budget, executor=executor, **options)
+
+    def call(self, method: str, *args):
+        """A `JobManager` call, its refusal returned as a value (the web server raises it again)."""
+        try:
+            return "ok", getattr(self.manager, method)(*args)
+        except JobRefused as err:
+            return "refused", str(err)
+        except ValueError as err:
+            return "invalid", str(err)
+
+    def settings(self) -> dict:
+        return {"capacity": self.manager.capacity, "budget": self.manager.budget}
+
+    def close(self) -> None:
+        self.manager.close()
+
+
+class RayJobManager:
+    """The calls of `JobManager` (submit, status, active, records, stop, close), answered by the data
+    folder's queue on the Ray cluster at `address`: a detached actor named after the folder, started by
+    the first web server that asks and shared by all of them; this process only serves pages.
+    `options`: `JobManager`'s (capacity, threads, job_budget, max_queue, per_address, calibration),
+    used by the web server that starts the actor. Records and kept models are read from the shared folder."""
+
+    def __init__(self, root: Path, store: KeptStore, address: str | None = None, **options):
+        ray = import_ray()
+        self.root, self.store = Path(root), store
+        self._connected_here = connect(address)
+        self.name = "sensviz-jobs-" + hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:16]
+        kept = {"root": str(store.root), "cap": store.cap, "quota": store.quota, "ttl_s": store.ttl_s}
+        self.actor = ray.remote(_Queue).options(
+            name=self.name, namespace="sensviz", lifetime="detached", get_if_exists=True, num_cpus=0, max_concurrency=16,
+        ).remote(str(self.root), kept, options)
+        settings = self._get(self.actor.settings.remote())
+        self.capacity, self.budget = settings["capacity"], settings["budget"]
+        store.elsewhere = self.folder_bytes
+
+    def _get(self, ref):
+        ray = import_ray()
+        try:
+            return ray.get(ref, timeout=120)
+        except (ray.exceptions.RayError, TimeoutError) as err:
+            raise JobRefused(f"The training queue on the Ray cluster did not answer ({_one_line(err)}); "
+                             "try again in a minute.") from None
+
+    def _call(self, method: str, *args):
+        kind, value = self._get(self.actor.call.remote(method, *args))
+        if kind == "refused":
+            raise JobRefused(value)
+        if kind == "invalid":
+            raise ValueError(value)
+        return value
+
+    def submit(self, owner: str, request: worker.TrainRequest, address: str | None = None) -> str:
+        return self._call("submit", owner, request, address)
+
+    def status(self, job_id: str) -> JobStatus | None:
+        return self._call("status", job_id)
+
+    def active(self, owner: str) -> str | None:
+        return self._call("active", owner)
+
+    def records(self, job_id: str) -> list[dict]:
+        return read_records(self.root, job_id)
+
+    def stop(self, job_id: str, owner: str) -> bool:
+        return self._call("stop", job_id, owner)
+
+    def folder_bytes(self, owner: str) -> int:
+        return self._call("folder_bytes", owner)
+
+    def close(self) -> None:
+        """Disconnect this web server (the queue goes on serving the others)."""
+        if self._connected_here:
+            import_ray().shutdown()
+
+    def end_queue(self) -> None:
+        """End the queue itself: its running jobs are stopped as by Stop, and the actor is gone."""
+        with contextlib.suppress(JobRefused):
+            self._get(self.actor.close.remote())
+        import_ray().kill(self.actor)
