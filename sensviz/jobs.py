@@ -23,6 +23,12 @@ and checked against the server's budget per job (`SENSVIZ_JOB_BUDGET`); the work
 space is capped from the memory budget, and a run still going after the time budget is stopped
 like Stop does (the last measurement is kept, and the job says so).
 
+**Where the jobs run.** The manager starts each job on its executor (`sensviz.executors`): local
+processes by default; with $SENSVIZ_RAY_ADDRESS (`job_manager`) a Ray cluster, where the manager
+itself runs in a detached actor shared by every web server of the data folder (`RayJobManager`,
+at the end of this module): there a Ray worker lost during a run fails its job with the reason and
+keeps its last measurement.
+
 A background thread starts queued jobs and collects finished ones; the finished model
 is kept (`sensviz.kept.KeptStore`, kind "trained") under its owner, and the job's `state.json`
 records the outcome, so a reload (the job id is in the URL) finds it again, also after the
