@@ -23,6 +23,12 @@ and checked against the server's budget per job (`SENSVIZ_JOB_BUDGET`); the work
 space is capped from the memory budget, and a run still going after the time budget is stopped
 like Stop does (the last measurement is kept, and the job says so).
 
+**Where the jobs run.** The manager starts each job on its executor (`sensviz.executors`): local
+processes by default; with $SENSVIZ_RAY_ADDRESS (`job_manager`) a Ray cluster, where the manager
+itself runs in a detached actor shared by every web server of the data folder (`RayJobManager`,
+at the end of this module): there a Ray worker lost during a run fails its job with the reason and
+keeps its last measurement.
+
 A background thread starts queued jobs and collects finished ones; the finished model
 is kept (`sensviz.kept.KeptStore`, kind "trained") under its owner, and the job's `state.json`
 records the outcome, so a reload (the job id is in the URL) finds it again, also after the
@@ -45,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -59,6 +66,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sensviz import budget, worker
+from sensviz.executors import LocalExecutor, RayExecutor, connect, import_ray, worker_env
 from sensviz.files import write_atomic
 from sensviz.kept import KeptRefused, KeptStore
 from sensviz.text import short_label
@@ -130,10 +138,9 @@ def calibration() -> budget.Calibration:
     (one torch thread there: the server's own torch settings stay as they are)."""
     with _CALIBRATION_LOCK:
         if not _CALIBRATION:
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
             try:
                 out = subprocess.run([sys.executable, "-m", "sensviz.budget"], capture_output=True, text=True, cwd=ROOT,
-                                     env=env, timeout=300, check=True).stdout
+                                     env=worker_env(), timeout=300, check=True).stdout
                 _CALIBRATION.append(budget.Calibration(**json.loads(out.strip().splitlines()[-1])))
             except (subprocess.SubprocessError, OSError, ValueError, IndexError, TypeError) as err:
                 raise JobRefused(f"The server could not measure its own speed, which the budget per run needs "
@@ -154,10 +161,12 @@ class JobManager:
 
     def __init__(self, root: Path, store: KeptStore, capacity: int | None = None, threads: int | None = None,
                  max_queue: int = MAX_QUEUE, poll_s: float = 0.1, job_budget: budget.Budget | None = None,
-                 per_address: int | None = None, calibration: budget.Calibration | None = None):
+                 per_address: int | None = None, calibration: budget.Calibration | None = None,
+                 executor=None):
         """`job_budget`: the most one job may take (default `budget.server_budget()`); `per_address`:
         the hard cap per client address (default `max_per_address()`, off); `calibration`: this
-        machine's (default: measured on the first submit)."""
+        machine's (default: measured on the first submit); `executor`: where the jobs run (default
+        local processes, `sensviz.executors.LocalExecutor`)."""
         cores = os.cpu_count() or 1
         self.budget = job_budget or budget.server_budget()
         self.per_address = per_address if per_address is not None else max_per_address()
@@ -169,13 +178,13 @@ class JobManager:
         self.store = store
         self.capacity = capacity or default_capacity(cores)
         self.threads = threads or max(1, cores // self.capacity)
+        self.executor = executor or LocalExecutor(threads=self.threads, max_mib=self.budget.mib)
         self.max_queue = max_queue
         self.poll_s = poll_s
         self.jobs: dict[str, _Job] = {}
         self.queue: list[str] = []
         self.lock = threading.RLock()
         self._closed = threading.Event()
-        self._spare: subprocess.Popen | None = None  # the process waiting for the next job
         self._owners: dict[str, str] = {}  # job folder name -> owner (read once from its state.json)
         self.root.mkdir(parents=True, exist_ok=True)
         self._folder_lock = open(self.root / ".lock", "w")  # noqa: SIM115 - held (and locked) while the manager lives
@@ -188,7 +197,7 @@ class JobManager:
         store.elsewhere = self.folder_bytes
         self._recover()
         with self.lock:
-            self._start_spare()
+            self.executor.warm()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="sensviz-jobs")
         self._thread.start()
 
@@ -248,19 +257,7 @@ class JobManager:
 
     def records(self, job_id: str) -> list[dict]:
         """The job's measurement records so far (`sensviz.monitor.MeasurementCallback` records)."""
-        if not JOB_ID.match(job_id or ""):
-            return []
-        try:
-            lines = (self.root / job_id / "records.jsonl").read_text().splitlines()
-        except OSError:
-            return []
-        records = []
-        for line in lines:
-            try:
-                records.append(json.loads(line))
-            except ValueError:  # a line still being written
-                break
-        return records
+        return read_records(self.root, job_id)
 
     def folder_bytes(self, owner: str) -> int:
         """Bytes of `owner`'s job folders: what their jobs wrote, counted in their kept-model quota.
@@ -287,13 +284,11 @@ class JobManager:
         """Stop the background thread and every process (tests; a server's processes exit with it)."""
         self._closed.set()
         with self.lock:
-            processes = [job.process for job in self.jobs.values() if job.process is not None]
-            processes += [self._spare] if self._spare is not None else []
-            self._spare = None
-            for process in processes:
-                if process.poll() is None:
-                    process.terminate()
-                    process.wait(timeout=30)
+            for job in self.jobs.values():
+                if job.process is not None and job.process.poll() is None:
+                    job.process.terminate()
+                    job.process.wait(timeout=30)
+            self.executor.close()
         self._thread.join(timeout=5)
         self._folder_lock.close()
 
@@ -395,25 +390,9 @@ class JobManager:
                 job.process.wait(timeout=30)
                 self._collect(job)
 
-    def _start_spare(self) -> None:
-        if self._closed.is_set():
-            return
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        self._spare = subprocess.Popen(
-            [sys.executable, "-m", "sensviz.worker", "--standby", "--threads", str(self.threads), "--parent", str(os.getpid()),
-             "--max-mib", str(self.budget.mib)],
-            stdin=subprocess.PIPE, cwd=ROOT, env=env, text=True,
-        )
-
-    def _take_spare(self, folder: Path) -> subprocess.Popen:
-        """The waiting process, given this job's folder (a fresh one if it died); another one waits next."""
-        if self._spare is None or self._spare.poll() is not None:
-            self._start_spare()
-        process, self._spare = self._spare, None
-        process.stdin.write(f"{folder}\n")
-        process.stdin.close()
-        self._start_spare()
-        return process
+    def _take_spare(self, folder: Path):
+        """Start the job in `folder` on the executor; a handle like a `subprocess.Popen`."""
+        return self.executor.start_worker(folder)
 
     def _collect(self, job: _Job) -> None:
         """A running job's process has ended: `_finish` it; any failure fails this job alone, with one
@@ -446,9 +425,12 @@ class JobManager:
         elif outcome.get("state") == "failed":
             status.state, status.error = "failed", _one_line(outcome.get("error") or "the training process failed")
         else:
-            why = job.stop_why or ("stopped" if job.stop_requested
-                                   else f"the training process ended unexpectedly (exit code {job.process.returncode})")
+            lost = None if job.stop_requested else getattr(job.process, "lost", None)  # a Ray worker or node that died
+            why = job.stop_why or ("stopped" if job.stop_requested else lost
+                                   or f"the training process ended unexpectedly (exit code {job.process.returncode})")
             self._keep_last(job, why)
+            if lost:  # the job fails, saying why; the weights of its last measurement are kept all the same
+                status.state, status.error = "failed", _one_line(status.reason)
         self._write_state(job)
 
     def _keep_last(self, job: _Job, why: str) -> None:
@@ -538,6 +520,23 @@ class JobManager:
             self._owners.pop(folder.name, None)
 
 
+def read_records(root: Path, job_id: str) -> list[dict]:
+    """The measurement records of the job `job_id` in the jobs folder `root` so far."""
+    if not JOB_ID.match(job_id or ""):
+        return []
+    try:
+        lines = (Path(root) / job_id / "records.jsonl").read_text().splitlines()
+    except OSError:
+        return []
+    records = []
+    for line in lines:
+        try:
+            records.append(json.loads(line))
+        except ValueError:  # a line still being written
+            break
+    return records
+
+
 def _read_json(path: Path):
     try:
         return json.loads(path.read_text())
@@ -568,3 +567,111 @@ def _remove_temporaries(folder: Path) -> None:
     with contextlib.suppress(OSError):
         for path in folder.glob(".*.tmp"):
             path.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------------- the queue on a Ray cluster
+
+RAY_ADDRESS = "SENSVIZ_RAY_ADDRESS"
+"""The environment variable naming the Ray cluster that runs the training jobs (unset: local processes)."""
+
+
+def job_manager(root: Path, store: KeptStore):
+    """The server's job manager: on the Ray cluster at $SENSVIZ_RAY_ADDRESS when it is set (`RayJobManager`:
+    several web servers may share the data folder), else local processes (`JobManager`: one server per folder)."""
+    address = os.environ.get(RAY_ADDRESS)
+    return RayJobManager(root, store, address) if address else JobManager(root, store)
+
+
+class _Queue:
+    """The detached named actor that holds a data folder's queue: a `JobManager` whose jobs are Ray
+    tasks (`RayExecutor`), so the order, fair turns, budgets and the one-job-per-owner and per-address
+    checks are those of one manager, made atomically under its lock whichever web server asks."""
+
+    def __init__(self, root: str, kept: dict, options: dict):
+        job_budget = options.pop("job_budget", None) or budget.server_budget()
+        threads = options.pop("threads", None) or 1
+        executor = RayExecutor(cpus=threads, max_mib=job_budget.mib)
+        capacity = options.pop("capacity", None) or int(os.environ.get("SENSVIZ_MAX_JOBS") or executor.capacity())
+        self.manager = JobManager(Path(root), KeptStore(**kept), capacity=capacity, threads=threads,
+                                  job_budget=job_budget, executor=executor, **options)
+
+    def call(self, method: str, *args):
+        """A `JobManager` call, its refusal returned as a value (the web server raises it again)."""
+        try:
+            return "ok", getattr(self.manager, method)(*args)
+        except JobRefused as err:
+            return "refused", str(err)
+        except ValueError as err:
+            return "invalid", str(err)
+
+    def settings(self) -> dict:
+        return {"capacity": self.manager.capacity, "budget": self.manager.budget}
+
+    def close(self) -> None:
+        self.manager.close()
+
+
+class RayJobManager:
+    """The calls of `JobManager` (submit, status, active, records, stop, close), answered by the data
+    folder's queue on the Ray cluster at `address`: a detached actor named after the folder, started by
+    the first web server that asks and shared by all of them; this process only serves pages.
+    `options`: `JobManager`'s (capacity, threads, job_budget, max_queue, per_address, calibration),
+    used by the web server that starts the actor. Records and kept models are read from the shared folder."""
+
+    def __init__(self, root: Path, store: KeptStore, address: str | None = None, **options):
+        ray = import_ray()
+        self.root, self.store = Path(root), store
+        self._connected_here = connect(address)
+        self.name = "sensviz-jobs-" + hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:16]
+        kept = {"root": str(store.root), "cap": store.cap, "quota": store.quota, "ttl_s": store.ttl_s}
+        self.actor = ray.remote(_Queue).options(
+            name=self.name, namespace="sensviz", lifetime="detached", get_if_exists=True, num_cpus=0, max_concurrency=16,
+        ).remote(str(self.root), kept, options)
+        settings = self._get(self.actor.settings.remote())
+        self.capacity, self.budget = settings["capacity"], settings["budget"]
+        store.elsewhere = self.folder_bytes
+
+    def _get(self, ref):
+        ray = import_ray()
+        try:
+            return ray.get(ref, timeout=120)
+        except (ray.exceptions.RayError, TimeoutError) as err:
+            raise JobRefused(f"The training queue on the Ray cluster did not answer ({_one_line(err)}); "
+                             "try again in a minute.") from None
+
+    def _call(self, method: str, *args):
+        kind, value = self._get(self.actor.call.remote(method, *args))
+        if kind == "refused":
+            raise JobRefused(value)
+        if kind == "invalid":
+            raise ValueError(value)
+        return value
+
+    def submit(self, owner: str, request: worker.TrainRequest, address: str | None = None) -> str:
+        return self._call("submit", owner, request, address)
+
+    def status(self, job_id: str) -> JobStatus | None:
+        return self._call("status", job_id)
+
+    def active(self, owner: str) -> str | None:
+        return self._call("active", owner)
+
+    def records(self, job_id: str) -> list[dict]:
+        return read_records(self.root, job_id)
+
+    def stop(self, job_id: str, owner: str) -> bool:
+        return self._call("stop", job_id, owner)
+
+    def folder_bytes(self, owner: str) -> int:
+        return self._call("folder_bytes", owner)
+
+    def close(self) -> None:
+        """Disconnect this web server (the queue goes on serving the others)."""
+        if self._connected_here:
+            import_ray().shutdown()
+
+    def end_queue(self) -> None:
+        """End the queue itself: its running jobs are stopped as by Stop, and the actor is gone."""
+        with contextlib.suppress(JobRefused):
+            self._get(self.actor.close.remote())
+        import_ray().kill(self.actor)

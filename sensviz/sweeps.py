@@ -64,14 +64,12 @@ local workers watch their parent process and exit as soon as it is gone (even af
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import difflib
+import functools
 import hashlib
 import itertools
 import json
 import math
-import multiprocessing
-import os
 import random
 import signal
 import sys
@@ -87,9 +85,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .executors import make
 from .files import write_atomic
 from .limits import check_int, check_run_count
-from .processes import exit_with_parent
 
 RANDOM_KINDS = ("uniform", "log_uniform", "int_uniform", "choice")
 SPEC_KEYS = ("experiment", "name", "description", "batch", "defaults", "grid", "random", "scales", "equivalence")
@@ -551,17 +549,6 @@ def _guarded(job_fn: JobFunction, experiment: str, job: list[dict], out: str):
     return results, (time.perf_counter() - start) / max(len(job), 1)
 
 
-def _init_worker(threads: int, parent: int | None = None) -> None:
-    """Set the torch threads; in a worker process (`parent`: the sweep's pid), also end with the sweep
-    and leave Ctrl-C to it (the sweep ends its workers: no traceback from each of them)."""
-    import torch
-
-    torch.set_num_threads(threads)
-    if parent is not None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        exit_with_parent(parent)
-
-
 @contextmanager
 def _sigterm_as_exit():
     """In the main thread: SIGTERM raises SystemExit(143), so a sweep stops as on Ctrl-C (its `finally`
@@ -621,12 +608,9 @@ def run_sweep(
         write_tables(out, ids)  # after every job: the tables of an interrupted sweep hold what finished
 
     with _sigterm_as_exit():
-        if executor == "local":
-            _run_local(pending, spec, job_fn, workers, str(out), collect, threads)
-        elif executor == "ray":
-            _run_ray(pending, spec, job_fn, workers, address, str(out), collect)
-        else:
-            raise ValueError(f"unknown executor '{executor}'; use 'local' or 'ray'")
+        run = functools.partial(_guarded, job_fn, spec.experiment, out=str(out))
+        make(executor, workers=workers, threads=threads, address=address).run_each(run, pending,
+                                                                                  lambda job, done: collect(job, *done))
         return write_tables(out, ids)
 
 
@@ -706,65 +690,6 @@ def restore_records(out, spec: SweepSpec) -> int:
 def _short(settings: dict) -> str:
     keys = ("task", "n", "arch", "d_model", "seed")
     return " ".join(f"{k}={settings[k]}" for k in keys if k in settings)
-
-
-def _run_local(pending, spec, job_fn, workers, out, collect, threads=None) -> None:
-    if workers <= 1:
-        if threads:
-            _init_worker(threads)
-        for job in pending:
-            collect(job, *_guarded(job_fn, spec.experiment, job, out))
-        return
-    threads = threads or max(1, (os.cpu_count() or 1) // workers)
-    context = multiprocessing.get_context("spawn")
-    pool = cf.ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(threads, os.getpid()))
-    try:
-        futures = {pool.submit(_guarded, job_fn, spec.experiment, job, out): job for job in pending}
-        for future in cf.as_completed(futures):
-            collect(futures[future], *future.result())
-    except BaseException:  # Ctrl-C, SIGTERM, a failing table write: end the workers now, not after their jobs
-        _terminate(pool)
-        raise
-    pool.shutdown()
-
-
-def _terminate(pool: cf.ProcessPoolExecutor) -> None:
-    """Cancel the pool's queued jobs and end its workers (`_processes` is what Python 3.14's
-    `ProcessPoolExecutor.terminate_workers` ends), then wait for the pool's manager thread: once
-    it has closed its pipes, the interpreter's exit handler cannot race it (Python 3.11 prints an
-    `OSError: Bad file descriptor` traceback when it does)."""
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    manager = getattr(pool, "_executor_manager_thread", None)
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        process.terminate()
-    for process in processes:
-        process.join(timeout=10)
-    if manager is not None:
-        manager.join(timeout=30)
-
-
-def _run_ray(pending, spec, job_fn, workers, address, out, collect) -> None:
-    try:
-        import ray
-    except ImportError:
-        raise ValueError("the ray executor needs the `ray` package: pip install ray") from None
-    started_here = not ray.is_initialized()
-    if started_here and address:
-        ray.init(address=address, log_to_driver=False)  # the cluster's workers must have sensviz installed
-    elif started_here:  # a local instance whose workers see this process's import path
-        ray.init(num_cpus=max(workers, 1), include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}})
-    try:
-        remote = ray.remote(num_cpus=1)(_guarded)
-        refs = {remote.remote(job_fn, spec.experiment, job, out): job for job in pending}
-        while refs:
-            ready, _ = ray.wait(list(refs), num_returns=1)
-            for ref in ready:
-                collect(refs.pop(ref), *ray.get(ref))
-    finally:
-        if started_here:
-            ray.shutdown()
 
 
 def write_tables(out, ids: set[str] | None = None) -> pd.DataFrame:

@@ -10,6 +10,7 @@ import threading
 import types
 from pathlib import Path
 
+from sensviz import jobs
 from sensviz.classes import ClassStore
 from sensviz.experiments import results_dir, results_roots  # noqa: F401 (the folders: the library's, read here)
 from sensviz.jobs import JobManager
@@ -85,5 +86,5 @@ def job_manager() -> JobManager:
     store = kept_store()
     with _SINGLETONS_LOCK:
         if "jobs" not in _SINGLETONS:
-            _SINGLETONS["jobs"] = JobManager(data_dir() / "jobs", store)
+            _SINGLETONS["jobs"] = jobs.job_manager(data_dir() / "jobs", store)  # on Ray with $SENSVIZ_RAY_ADDRESS
         return _SINGLETONS["jobs"]
