@@ -635,16 +635,32 @@ def render(folder, scale: str | None = None) -> str:
     return build(folder, scale)[0]
 
 
-def _summary(claims: list[Claim], others: dict[str, dict[str, Claim]]) -> str:
-    """Every claim by key: its primary estimate and verdict here, at the other scales, and its fragile marks."""
+def verdict_table(claims: list[Claim], others: dict[str, dict[str, Claim]]) -> pd.DataFrame:
+    """Every claim by key: its primary estimate and verdict here, at the other scales (`others`: per scale,
+    its claims by key), and the secondaries under which it is fragile."""
     rows = []
     for c in claims:
-        there = [f"{interval_text(o[c.key].interval)} {o[c.key].verdict}" if c.key in o else "not tested"
-                 for o in others.values()]
-        rows.append([c.key + ("" if c.paper else " (ours)"), c.statement, interval_text(c.interval),
-                     f"**{c.verdict}**"] + there + [", ".join(c.fragile) or "—"])
-    return table(["#", "claim", "estimate [95 % interval]", "verdict"] + [f"at the {s} scale" for s in others]
-                 + ["fragile under"], rows)
+        rows.append({"#": c.key + ("" if c.paper else " (ours)"), "experiment": c.experiment, "claim": c.statement,
+                     "estimate [95 % interval]": interval_text(c.interval), "verdict": c.verdict,
+                     **{f"at the {s} scale": f"{interval_text(o[c.key].interval)} {o[c.key].verdict}"
+                        if c.key in o else "not tested" for s, o in others.items()},
+                     "fragile under": ", ".join(c.fragile) or "—"})
+    return pd.DataFrame(rows)
+
+
+def verdicts(folder, scale: str) -> pd.DataFrame:
+    """The claims of one scale of a results folder as its fidelity page decides them (`verdict_table`,
+    with the other scales present beside it): what the app's Experiments page shows."""
+    folder = Path(folder)
+    claims = collect(folder, scale)[1]
+    others = {s: {c.key: c for c in collect(folder, s)[1]} for s in scales(folder) if s != scale}
+    return verdict_table(claims, others)
+
+
+def _summary(claims: list[Claim], others: dict[str, dict[str, Claim]]) -> str:
+    frame = verdict_table(claims, others).drop(columns="experiment")
+    frame["verdict"] = "**" + frame["verdict"] + "**"
+    return table(list(frame.columns), frame.values.tolist())
 
 
 def write_page(folder, out, scale: str | None = None) -> dict:
