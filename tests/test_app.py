@@ -419,6 +419,7 @@ SHIPPED = sorted(p.parent.name for p in (ROOT / "experiments" / "results" / "qui
 def test_experiments_page_shows_every_shipped_result():
     assert set(SHIPPED) == {"dynamics", "generalization", "length_scaling", "scratchpad", "tradeoff"}
     at = open_url("experiments")
+    decided = fidelity.verdicts(ROOT / "experiments" / "results", "quick")
     # in the order of sensviz.experiments.EXPERIMENTS, length scaling first
     assert at.selectbox(key="sv_w_experiments_experiment_quick").options == [
         "length scaling", "tradeoff", "dynamics", "scratchpad", "generalization"]
@@ -430,8 +431,7 @@ def test_experiments_page_shows_every_shipped_result():
         assert len(titles) >= 2 and titles[-1] == "Every run"
         assert any("finished runs kept" in c.value or "retrained models kept" in c.value for c in at.caption)
         shown = at.dataframe[0].value  # the claims as the fidelity page decides them, read from the library
-        expected = fidelity.verdicts(ROOT / "experiments" / "results", "quick")
-        expected = expected[expected["experiment"] == name].drop(columns="experiment").reset_index(drop=True)
+        expected = decided[decided["experiment"] == name].drop(columns="experiment").reset_index(drop=True)
         pd.testing.assert_frame_equal(shown.reset_index(drop=True), expected)
         labels = {b.label for b in at.get("download_button")}
         assert {"Download the runs table (CSV)", "Download the data behind this figure (CSV)"} <= labels
