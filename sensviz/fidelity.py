@@ -131,6 +131,18 @@ def judge(interval: stats.Interval | None, direction: int, margin: float | None)
     return stats.verdict(interval, direction)
 
 
+@dataclass(frozen=True)
+class Survival:
+    """What the filter left of the runs behind a claim: kept / total per cell (and convergence steps) as
+    text, and the cell that kept the smallest share when it dropped any ('n = 14: 3/6 kept')."""
+
+    text: str
+    weakest: str = ""
+
+    def __str__(self) -> str:
+        return self.text
+
+
 @dataclass
 class Claim:
     """One claim as tested: the interval of one quantity, the claimed sign (or, for a flat claim, its
@@ -145,7 +157,7 @@ class Claim:
     key: str = ""  # its label on every page, e.g. L1: the same claim has the same key at every scale
     paper: bool = True  # one of the paper's claims (counted in the tally); False: one of our own checks
     margin: dict | None = None  # a flat claim's `[equivalence.KEY]` entry of its spec (margin, units, reason)
-    survivors: str = ""  # kept / total per cell and the kept runs' convergence steps
+    survivors: Survival | str = ""  # kept / total per cell and the kept runs' convergence steps
     secondaries: list[Secondary] = field(default_factory=list)
 
     @property
@@ -215,7 +227,7 @@ def cell(test: Callable[[], stats.Interval]) -> str:
 
 
 def claim(experiment: str, statement: str, quantity: str, direction: int, test: Callable[[], stats.Interval],
-          key: str = "", paper: bool = True, margin: dict | None = None, survivors: str = "",
+          key: str = "", paper: bool = True, margin: dict | None = None, survivors: Survival | str = "",
           secondaries: dict[str, Callable[[], stats.Interval]] | None = None,
           secondary_margins: dict[str, dict | None] | None = None) -> Claim:
     """Run the test and its secondaries (label -> test); a table that cannot test the claim gives the reason
@@ -233,7 +245,7 @@ def claims_table(claims: list[Claim]) -> str:
     rows = [[c.key + ("" if c.paper else " (ours)"), c.statement, c.quantity
              + (f" (margin {c.margin_text()}: {c.margin.get('reason', '')})" if c.margin else ""),
              interval_text(c.interval), c.interval.test if c.interval else "—", f"**{c.verdict}**",
-             c.survivors or "—", c.secondaries_text(), c.needed()] for c in claims]
+             str(c.survivors) or "—", c.secondaries_text(), c.needed()] for c in claims]
     return table(["#", "claim", "quantity", "estimate [95 % interval]", "test", "verdict",
                   "kept / total (convergence step of the kept runs)", "secondaries", "to resolve (measured variance)"],
                  rows)
@@ -273,23 +285,25 @@ class Tables:
         """A flat claim's equivalence margin (`[equivalence.KEY]` of the experiment's spec), if written down."""
         return self.margins.get(key)
 
-    def survivors(self, rows: pd.DataFrame, by: list[str], column: str = "converged") -> str:
+    def survivors(self, rows: pd.DataFrame, by: list[str], column: str = "converged") -> Survival:
         """Kept / total per cell of `rows` (runs of this table) by the filter `column` and, for the paper's
         filter ("converged"), the step at which the kept runs first met it (`convergence_steps`), as
-        'n = 4: 5/6, 8: 6/6; kept runs converged at step 500–1500 (median 750)'."""
+        'n = 4: 5/6, 8: 6/6; kept runs converged at step 500–1500 (median 750)', and the cell that kept the
+        smallest share."""
         if rows.empty:
-            return "no runs"
+            return Survival("no runs")
         counts = stats.dropped(rows, by, column)
-        name = " ".join(by)
-        cells = ", ".join(" ".join(num(row[b], False) for b in by) + f": {int(row['kept'])}/{int(row['runs'])}"
-                          for _, row in counts.iterrows())
-        text = f"{name} = {cells}" if by else f"{int(counts['kept'].sum())}/{int(counts['runs'].sum())}"
+        names = [" ".join(task_name(row[b]) if b in ("task", "arch") else f"{b} = {num(row[b], False)}" for b in by)
+                 + f": {int(row['kept'])}/{int(row['runs'])}" for _, row in counts.iterrows()]
+        text = ", ".join(names)
+        share = counts["kept"] / counts["runs"]
+        weakest = f"{names[int(share.to_numpy().argmin())]} kept" if share.min() < 1 else ""
         kept = rows[rows[column].fillna(False).astype(bool) & (rows["status"] == "finished")] \
             if column in rows and "status" in rows else rows.iloc[0:0]
         steps = self.convergence_steps(kept) if column == "converged" else pd.Series(dtype=float)
         if len(steps):
             text += f"; kept runs converged at step {span(steps)} (median {num(steps.median(), False)})"
-        return text
+        return Survival(text, weakest)
 
     def convergence_steps(self, kept: pd.DataFrame) -> pd.Series:
         """The step at which each kept run first met the filter, where the tables have it: `converged_step`,
@@ -501,7 +515,8 @@ def why(c: Claim) -> str:
         return (f"{c.key}: {num(c.interval.estimate)}, {num(100 * level, False)} % interval [{num(low)}, {num(high)}] "
                 f"{side} ±{num(c.margin_value, False)}")
     where = "on the other side of zero" if c.verdict == stats.DIFFERS else "includes zero"
-    return f"{c.key}: {interval_text(c.interval)} {where}"
+    weakest = getattr(c.survivors, "weakest", "")
+    return f"{c.key}: {interval_text(c.interval)} {where}" + (f", with {weakest}" if weakest else "")
 
 
 def distance(t: Tables) -> str:
@@ -511,6 +526,9 @@ def distance(t: Tables) -> str:
     parts = [f"{label} {setting_text(t.runs, column)} against {setting_text(t.paper, column)}"
              for column, label in SETTING_LABELS.items() if column in ("d_model", "n", "seed", "steps", "train_size")
              and column in t.runs and column in t.paper and setting_text(t.runs, column) != setting_text(t.paper, column)]
+    kept = t.kept()
+    if {"proxy_rho", "param_norm"} <= set(kept) and len(kept):
+        parts.append(f"the proxy's radius ρ_proxy/‖θ‖ = {span(kept['proxy_rho'] / kept['param_norm'])} here")
     return "; ".join(parts) or "the same settings"
 
 

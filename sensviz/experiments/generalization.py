@@ -267,7 +267,7 @@ def _claims(t: Tables, sizes: list, points: pd.DataFrame) -> list[Claim]:
     clustered by function), G5 the paired sharpness difference; each with its survivors."""
     kept, done = t.kept(), t.finished()
     fitted = t.survivors(done, ["train_size"], "converged")
-    retrained = "; ".join(f"{name} retrained: " + t.survivors(done, ["train_size"], f"{kind}_converged")
+    retrained = "; ".join(f"{name} retrained: {t.survivors(done, ['train_size'], f'{kind}_converged')}"
                           for kind, name in (("learned", "learned functions"), ("completion", "completions"))
                           if f"{kind}_converged" in done)
     claims = []
