@@ -77,7 +77,7 @@ def test_length_scaling_claims_with_intervals_known_by_hand(tmp_path):
     # FIRST's claims keep FIRST's keys (L5, L6) with MAJORITY absent: the same key at every scale
     assert claims["L5"].statement == "FIRST's sharpness stays flat" and claims["L5"].verdict == stats.UNRESOLVED
     assert claims["L6"].verdict == stats.REPRODUCED and not {"L3", "L4", "L7", "L8"} & set(claims)  # PARITY - FIRST
-    assert str(claims["L1"].survivors) == "n = 4: 3/3, 6: 3/3, 8: 3/3, 10: 3/3"  # no history: no convergence steps
+    assert str(claims["L1"].survivors) == "n = 4: 3/3, n = 6: 3/3, n = 8: 3/3, n = 10: 3/3"  # no history: no convergence steps
     assert claims["L1"].survivors.weakest == ""  # the filter dropped none
     page = fidelity.render(folder)
     assert "| L1 | PARITY's sharpness grows with n |" in page and "0.0200 [0.0174, 0.0226]" in page
