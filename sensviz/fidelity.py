@@ -6,9 +6,13 @@
 writes its own sections (`Experiment.sections`, in its module of `sensviz.experiments`) with the
 helpers here: numbers as text, claims and their tables, the setup and runs lines. Every number on
 the page is computed in code: from the runs and history tables, from the specs' `paper` scale (the
-paper's setup, `experiments/<experiment>.toml`) and from the experiments' constants. Each claim is
-decided by one test of `sensviz.stats` under the rule of `stats.verdict`; where the tables cannot
-decide it, the page gives the seeds the measured variance says would.
+paper's setup, `experiments/<experiment>.toml`), their `[equivalence]` margins and the experiments'
+constants. Each claim has a key that is the same at every scale (L1, ...; our own checks, R1 and R2,
+are kept out of the tally) and is decided by one test of `sensviz.stats` (`judge`: `stats.verdict`,
+a flat claim with a margin by `stats.equivalence`); beside it the runs the filter kept per cell, its
+named secondary analyses (fragile where their verdict differs) and, where the tables cannot decide
+it, the units that would (`stats.units_to_resolve`). The page opens with its bottom line and five
+lines per experiment (`lead`), and sets the other scales' verdicts beside each claim.
 
 Columns read beyond those every table has (`sensviz.experiments` writes them): the length-scaling
 runs may carry L_rho at fractions f of the proxy's radius rho_proxy = proxy_eps sqrt(P),
