@@ -662,8 +662,10 @@ def verdict_table(claims: list[Claim], others: dict[str, dict[str, Claim]]) -> p
     its claims by key), and the secondaries under which it is fragile."""
     rows = []
     for c in claims:
+        rule = f"equivalence within {c.margin_text()}" if c.direction == 0 and c.margin else (
+            "95 % interval against zero, two-sided" if c.direction == 0 else "95 % interval against zero")
         rows.append({"#": c.key + ("" if c.paper else " (ours)"), "experiment": c.experiment, "claim": c.statement,
-                     "estimate [95 % interval]": interval_text(c.interval), "verdict": c.verdict,
+                     "decided by": rule, "estimate [95 % interval]": interval_text(c.interval), "verdict": c.verdict,
                      **{f"at the {s} scale": f"{interval_text(o[c.key].interval)} {o[c.key].verdict}"
                         if c.key in o else "not tested" for s, o in others.items()},
                      "fragile under": ", ".join(c.fragile) or "—"})
