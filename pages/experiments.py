@@ -3,6 +3,7 @@ of your own."""
 
 import streamlit as st
 
+from sensviz import fidelity
 from sensviz.text import escape_markdown, quoted
 from ui import cache, page, registry, router, server
 
@@ -72,6 +73,15 @@ about = [f"**{escape_markdown(spec.get('experiment'))}**", quoted(spec.get("desc
          f"spec {quoted(spec['source'])}" if spec.get("source") else None,
          f"scale {quoted(spec['scale'])}" if spec.get("scale") else None]
 st.caption(" · ".join(part for part in about if part))
+if source == SHIPPED:
+    st.subheader("The claims, as the fidelity page decides them")
+    st.caption(f"As `{fidelity.page_path(scale, list(shipped))}` decides them: a directional claim by its "
+               "95 % interval against zero, a flat claim by equivalence against its margin; fragile: a named "
+               "secondary analysis reaches another verdict; (ours): our own check, not one of the paper's claims.")
+    try:
+        st.dataframe(cache.claim_verdicts(folder), hide_index=True)
+    except ValueError as err:
+        st.warning(quoted(err, 300))
 try:
     found = cache.experiment_figures(folder)
 except ValueError as err:  # e.g. no run finished yet: the runs and their errors below still show

@@ -6,9 +6,13 @@
 writes its own sections (`Experiment.sections`, in its module of `sensviz.experiments`) with the
 helpers here: numbers as text, claims and their tables, the setup and runs lines. Every number on
 the page is computed in code: from the runs and history tables, from the specs' `paper` scale (the
-paper's setup, `experiments/<experiment>.toml`) and from the experiments' constants. Each claim is
-decided by one test of `sensviz.stats` under the rule of `stats.verdict`; where the tables cannot
-decide it, the page gives the seeds the measured variance says would.
+paper's setup, `experiments/<experiment>.toml`), their `[equivalence]` margins and the experiments'
+constants. Each claim has a key that is the same at every scale (L1, ...; our own checks, R1 and R2,
+are kept out of the tally) and is decided by one test of `sensviz.stats` (`judge`: `stats.verdict`,
+a flat claim with a margin by `stats.equivalence`); beside it the runs the filter kept per cell, its
+named secondary analyses (fragile where their verdict differs) and, where the tables cannot decide
+it, the units that would (`stats.units_to_resolve`). The page opens with its bottom line and five
+lines per experiment (`lead`), and sets the other scales' verdicts beside each claim.
 
 Columns read beyond those every table has (`sensviz.experiments` writes them): the length-scaling
 runs may carry L_rho at fractions f of the proxy's radius rho_proxy = proxy_eps sqrt(P),
@@ -24,7 +28,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +49,8 @@ MARKER = ("<!-- written by `sensviz fidelity` from the {scale}-scale tables (sca
 """The page's first line; `scale_of` reads the scale back from it."""
 
 PROXY = "sharpness proxy ×4"
+ACCURATE = 0.99
+"""The secondary filter: final evaluation accuracy at least this (the paper's filter is on the MSE)."""
 LIMIT = "lim L_ρ/ρ²"
 
 
@@ -109,33 +115,105 @@ def table(header: list[str], rows: list[list]) -> str:
 
 
 @dataclass
+class Secondary:
+    """A claim's named secondary analysis: the same quantity under another filter, error type or estimator."""
+
+    label: str  # what differs from the primary, e.g. "HC3 errors"
+    interval: stats.Interval | None
+    reason: str = ""  # why there is no interval
+    margin: float | None = None  # a flat secondary's own margin, where it has one (else the claim's)
+
+
+def judge(interval: stats.Interval | None, direction: int, margin: float | None) -> str:
+    """The page's rule: a flat claim (direction 0) with a margin by `stats.equivalence` (90 % interval
+    inside ±margin: reproduced; 95 % interval wholly outside: differs); any other by `stats.verdict`
+    (95 % interval excluding zero, on the claimed side or the other); no interval: not resolved."""
+    if interval is None:
+        return stats.UNRESOLVED
+    if direction == 0 and margin is not None:
+        return stats.equivalence(interval, margin)
+    return stats.verdict(interval, direction)
+
+
+@dataclass(frozen=True)
+class Survival:
+    """What the filter left of the runs behind a claim: kept / total per cell (and convergence steps) as
+    text, and the cell that kept the smallest share when it dropped any ('n = 14: 3/6 kept')."""
+
+    text: str
+    weakest: str = ""
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass
 class Claim:
-    """One claim of the paper as tested: the interval of one quantity and the claimed sign."""
+    """One claim as tested: the interval of one quantity, the claimed sign (or, for a flat claim, its
+    equivalence margin), the runs the filter kept of those it tested, and its secondary analyses."""
 
     experiment: str
-    statement: str  # the paper's claim, in words
+    statement: str  # the claim, in words
     quantity: str  # what the interval is of
     direction: int  # +1: claimed above zero, -1: below, 0: no effect
     interval: stats.Interval | None
     reason: str = ""  # why there is no interval
-    key: str = ""  # its label on the page, e.g. L1
+    key: str = ""  # its label on every page, e.g. L1: the same claim has the same key at every scale
+    paper: bool = True  # one of the paper's claims (counted in the tally); False: one of our own checks
+    margin: dict | None = None  # a flat claim's `[equivalence.KEY]` entry of its spec (margin, units, reason)
+    survivors: Survival | str = ""  # kept / total per cell and the kept runs' convergence steps
+    secondaries: list[Secondary] = field(default_factory=list)
+
+    @property
+    def margin_value(self) -> float | None:
+        return float(self.margin["margin"]) if self.margin else None
 
     @property
     def verdict(self) -> str:
-        return stats.verdict(self.interval, self.direction) if self.interval else stats.UNRESOLVED
+        return judge(self.interval, self.direction, self.margin_value)
+
+    def secondary_verdict(self, s: Secondary) -> str:
+        return judge(s.interval, self.direction, s.margin if s.margin is not None else self.margin_value)
+
+    @property
+    def fragile(self) -> list[str]:
+        """The secondaries with an interval whose verdict differs from the primary's."""
+        return [s.label for s in self.secondaries if s.interval is not None and self.secondary_verdict(s) != self.verdict]
 
     def needed(self) -> str:
-        """The units that would decide an unresolved claim, from the measured effect and variance."""
+        """The units that would resolve an unresolved claim by the page's rule, from the measured effect and
+        variance (`stats.units_to_resolve`: a flat claim against its margin; never from 2 degrees of freedom
+        or fewer)."""
         if self.interval is None:
             return self.reason
         if self.verdict != stats.UNRESOLVED:
             return "—"
-        half, most = self.interval.units_needed(0.5), self.interval.units_needed(0.8)
+        if self.direction == 0 and self.margin is None:
+            return "no margin: a flat claim without one can only differ"
+        half, why = stats.units_to_resolve(self.interval, self.direction, self.margin_value)
         if half is None:
-            return "no effect measured" if self.interval.estimate == 0 else f"more than {stats.MAX_UNITS}"
+            return why
+        most, _ = stats.units_to_resolve(self.interval, self.direction, self.margin_value, power=0.8)
         now = f"{self.interval.units:.3g}"
         return (f"{half} {self.interval.unit} (now {now}; {most if most else f'more than {stats.MAX_UNITS}'} "
                 "for 80 % power)")
+
+    def margin_text(self) -> str:
+        if not self.margin:
+            return ""
+        return f"±{num(self.margin_value, False)} {self.margin.get('units', '')}".strip()
+
+    def secondaries_text(self) -> str:
+        """Each secondary's interval and verdict, FRAGILE where its verdict differs from the primary's."""
+        parts = []
+        for s in self.secondaries:
+            if s.interval is None:
+                parts.append(f"{s.label}: — ({s.reason})")
+                continue
+            v = self.secondary_verdict(s)
+            mark = " **fragile**" if s.label in self.fragile else ""
+            parts.append(f"{s.label}: {interval_text(s.interval)}, {v}{mark}")
+        return "; ".join(parts) or "—"
 
 
 def attempt(test: Callable[[], stats.Interval]) -> tuple[stats.Interval | None, str]:
@@ -152,20 +230,29 @@ def cell(test: Callable[[], stats.Interval]) -> str:
     return interval_text(interval) if interval else f"— ({reason})"
 
 
-def claim(experiment: str, statement: str, quantity: str, direction: int,
-          test: Callable[[], stats.Interval]) -> Claim:
-    """Run the test; a table that cannot test the claim gives the reason instead of an interval."""
-    return Claim(experiment, statement, quantity, direction, *attempt(test))
+def claim(experiment: str, statement: str, quantity: str, direction: int, test: Callable[[], stats.Interval],
+          key: str = "", paper: bool = True, margin: dict | None = None, survivors: Survival | str = "",
+          secondaries: dict[str, Callable[[], stats.Interval]] | None = None,
+          secondary_margins: dict[str, dict | None] | None = None) -> Claim:
+    """Run the test and its secondaries (label -> test); a table that cannot test the claim gives the reason
+    instead of an interval. A flat claim is decided against `margin` (its spec's `[equivalence.KEY]`)."""
+    found = []
+    for label, other in (secondaries or {}).items():
+        entry = (secondary_margins or {}).get(label)
+        found.append(Secondary(label, *attempt(other), float(entry["margin"]) if entry else None))
+    return Claim(experiment, statement, quantity, direction, *attempt(test), key=key, paper=paper, margin=margin,
+                 survivors=survivors, secondaries=found)
 
 
-def claims_table(claims: list[Claim], prefix: str) -> str:
-    """The section's claims, labelled prefix1, prefix2, ... (the labels the summary uses)."""
-    for i, c in enumerate(claims):
-        c.key = f"{prefix}{i + 1}"
-    rows = [[c.key, c.statement, c.quantity, interval_text(c.interval), c.interval.test if c.interval else "—",
-             f"**{c.verdict}**", c.needed()] for c in claims]
+def claims_table(claims: list[Claim]) -> str:
+    """A section's claims with their keys, verdicts, survivorship, secondaries and the units to resolve."""
+    rows = [[c.key + ("" if c.paper else " (ours)"), c.statement, c.quantity
+             + (f" (margin {c.margin_text()}: {c.margin.get('reason', '')})" if c.margin else ""),
+             interval_text(c.interval), c.interval.test if c.interval else "—", f"**{c.verdict}**",
+             str(c.survivors) or "—", c.secondaries_text(), c.needed()] for c in claims]
     return table(["#", "claim", "quantity", "estimate [95 % interval]", "test", "verdict",
-                  "to resolve (measured variance)"], rows)
+                  "kept / total (convergence step of the kept runs)", "secondaries", "to resolve (measured variance)"],
+                 rows)
 
 
 # ----------------------------------------------------------------------------- tables and setup
@@ -179,10 +266,58 @@ class Tables:
     runs: pd.DataFrame  # settings the spec left at their defaults filled in
     history: pd.DataFrame
     paper: pd.DataFrame | None  # the runs of the spec's `paper` scale (settings only), if found
+    margins: dict = field(default_factory=dict)  # the spec's `[equivalence]` entries, by claim key
+
+    def finished(self) -> pd.DataFrame:
+        return self.runs[self.runs["status"] == "finished"] if "status" in self.runs else self.runs
 
     def kept(self, column: str = "converged") -> pd.DataFrame:
-        done = self.runs[self.runs["status"] == "finished"] if "status" in self.runs else self.runs
+        done = self.finished()
         return done[done[column].fillna(False).astype(bool)] if column in done else done.iloc[0:0]
+
+    def kept_accurate(self) -> pd.DataFrame:
+        """The runs the secondary filter keeps: final evaluation accuracy >= `ACCURATE` where the task has
+        an accuracy (MEAN has none: there the paper's MSE filter)."""
+        done = self.finished()
+        if "eval_accuracy" not in done:
+            return done.iloc[0:0]
+        accurate = done["eval_accuracy"] >= ACCURATE
+        mse = done["converged"].fillna(False).astype(bool) if "converged" in done else False
+        return done[accurate | (done["eval_accuracy"].isna() & mse)]
+
+    def margin(self, key: str) -> dict | None:
+        """A flat claim's equivalence margin (`[equivalence.KEY]` of the experiment's spec), if written down."""
+        return self.margins.get(key)
+
+    def survivors(self, rows: pd.DataFrame, by: list[str], column: str = "converged") -> Survival:
+        """Kept / total per cell of `rows` (runs of this table) by the filter `column` and, for the paper's
+        filter ("converged"), the step at which the kept runs first met it (`convergence_steps`), as
+        'n = 4: 5/6, 8: 6/6; kept runs converged at step 500–1500 (median 750)', and the cell that kept the
+        smallest share."""
+        if rows.empty:
+            return Survival("no runs")
+        counts = stats.dropped(rows, by, column)
+        names = [" ".join(task_name(row[b]) if b in ("task", "arch") else f"{b} = {num(row[b], False)}" for b in by)
+                 + f": {int(row['kept'])}/{int(row['runs'])}" for _, row in counts.iterrows()]
+        text = ", ".join(names)
+        share = counts["kept"] / counts["runs"]
+        weakest = f"{names[int(share.to_numpy().argmin())]} kept" if share.min() < 1 else ""
+        kept = rows[rows[column].fillna(False).astype(bool) & (rows["status"] == "finished")] \
+            if column in rows and "status" in rows else rows.iloc[0:0]
+        steps = self.convergence_steps(kept) if column == "converged" else pd.Series(dtype=float)
+        if len(steps):
+            text += f"; kept runs converged at step {span(steps)} (median {num(steps.median(), False)})"
+        return Survival(text, weakest)
+
+    def convergence_steps(self, kept: pd.DataFrame) -> pd.Series:
+        """The step at which each kept run first met the filter, where the tables have it: `converged_step`,
+        else from the history (not for scratchpad models, whose filter is on the autoregressive accuracy)."""
+        if "converged_step" in kept and kept["converged_step"].notna().any():
+            return kept["converged_step"].dropna()
+        kept = kept[kept["arch"] != "scratchpad"] if "arch" in kept else kept
+        if "eval_loss" not in self.history or kept.empty:
+            return pd.Series(dtype=float)
+        return _first_met(self.history, threshold(self.runs)).reindex(kept["run_id"]).dropna()
 
 
 def _with_defaults(experiment: str, runs: pd.DataFrame) -> pd.DataFrame:
@@ -198,10 +333,11 @@ def load(folder: Path, experiment: str) -> Tables | None:
     runs, history, spec = read_results(path)
     source = folder.parent.parent / Path(spec.get("source") or f"{experiment}.toml").name
     try:
-        paper = _with_defaults(experiment, pd.DataFrame(load_spec(source, "paper").runs))
+        found = load_spec(source, "paper")
+        paper, margins = _with_defaults(experiment, pd.DataFrame(found.runs)), dict(found.equivalence or {})
     except ValueError:
-        paper = None
-    return Tables(experiment, _with_defaults(experiment, runs), history, paper)
+        paper, margins = None, {}
+    return Tables(experiment, _with_defaults(experiment, runs), history, paper, margins)
 
 
 SETTING_LABELS = {
@@ -349,6 +485,80 @@ def page_path(scale: str, present: list[str]) -> str:
     return "docs/fidelity.md" if scale == default_scale(present) else f"docs/fidelity-{scale}.md"
 
 
+def collect(folder: Path, scale: str) -> tuple[list[str], list[Claim], list[str], dict[str, Tables]]:
+    """One scale's sections, claims, the experiments without tables, and the tables of the others."""
+    sections, claims, missing, found = [], [], [], {}
+    for experiment, registered in registry().items():
+        tables = load(folder / scale, experiment)
+        if tables is None:
+            missing.append(experiment)
+            continue
+        found[experiment] = tables
+        for section in registered.sections:
+            text, some = section(tables)
+            sections.append(text)
+            claims += some
+    keys = [c.key for c in claims]
+    if len(set(keys)) != len(keys) or not all(keys):
+        raise ValueError(f"claim keys must be given and unique on a page, got {keys}")
+    return sections, claims, missing, found
+
+
+def tally(claims: list[Claim]) -> dict[str, int]:
+    """The paper's claims (not our own checks) by verdict."""
+    return {v: sum(c.verdict == v for c in claims if c.paper) for v in (stats.REPRODUCED, stats.DIFFERS, stats.UNRESOLVED)}
+
+
+def why(c: Claim) -> str:
+    """Why a claim does not hold at this scale, in numbers: its interval against zero or its margin."""
+    if c.interval is None:
+        return f"{c.key}: {c.reason}"
+    if c.direction == 0 and c.margin:
+        level, side = (0.95, "lies beyond") if c.verdict == stats.DIFFERS else (0.9, "reaches past")
+        low, high = c.interval.bounds(level)
+        return (f"{c.key}: {num(c.interval.estimate)}, {num(100 * level, False)} % interval [{num(low)}, {num(high)}] "
+                f"{side} ±{num(c.margin_value, False)}")
+    where = "on the other side of zero" if c.verdict == stats.DIFFERS else "includes zero"
+    weakest = getattr(c.survivors, "weakest", "")
+    return f"{c.key}: {interval_text(c.interval)} {where}" + (f", with {weakest}" if weakest else "")
+
+
+def distance(t: Tables) -> str:
+    """These tables' scale against the spec's paper scale, setting by setting (from the specs)."""
+    if t.paper is None:
+        return "the spec has no paper scale"
+    parts = [f"{label} {setting_text(t.runs, column)} against {setting_text(t.paper, column)}"
+             for column, label in SETTING_LABELS.items() if column in ("d_model", "n", "seed", "steps", "train_size")
+             and column in t.runs and column in t.paper and setting_text(t.runs, column) != setting_text(t.paper, column)]
+    kept = t.kept()
+    if {"proxy_rho", "param_norm"} <= set(kept) and len(kept):
+        parts.append(f"the proxy's radius ρ_proxy/‖θ‖ = {span(kept['proxy_rho'] / kept['param_norm'])} here")
+    return "; ".join(parts) or "the same settings"
+
+
+def lead(experiment: str, claims: list[Claim], t: Tables) -> str:
+    """An experiment's five lines: what holds, what does not (and why), what is not resolved (and what
+    would resolve it), which verdicts are fragile, and the distance to the paper's scale."""
+    mine = [c for c in claims if c.experiment == experiment]
+
+    def keys(verdict):
+        return [c for c in mine if c.verdict == verdict]
+
+    holds = ", ".join(f"{c.key}{'' if c.paper else ' (ours)'} {c.statement}" for c in keys(stats.REPRODUCED))
+    differs = "; ".join(why(c) for c in keys(stats.DIFFERS))
+    open_ = "; ".join(f"{why(c)} (to resolve: {c.needed()})" for c in keys(stats.UNRESOLVED))
+    fragile = "; ".join(f"{c.key} under {', '.join(c.fragile)}" for c in mine if c.fragile)
+    title = experiment.replace("_", " ").capitalize()
+    return "\n".join([
+        f"**{title}.**",
+        f"- Holds: {holds or 'none'}.",
+        f"- Does not hold: {differs or 'none'}.",
+        f"- Not resolved: {open_ or 'none'}.",
+        f"- Fragile (a secondary analysis reaches another verdict): {fragile or 'none'}.",
+        f"- Distance to the paper's scale: {distance(t)}.",
+    ])
+
+
 def build(folder, scale: str | None = None) -> tuple[str, list[Claim]]:
     """The fidelity page for one scale of the results folder (default: `default_scale`) and its claims."""
     folder = Path(folder)
@@ -359,29 +569,38 @@ def build(folder, scale: str | None = None) -> tuple[str, list[Claim]]:
     if scale not in present:
         raise ValueError(f"{folder}: no '{scale}' scale here; found {', '.join(present)}")
     root = f"{folder.parent.name}/{folder.name}" if folder.parent.name else folder.name
-    sections, claims, missing = [], [], []
-    for experiment, found in registry().items():
-        tables = load(folder / scale, experiment)
-        if tables is None:
-            missing.append(experiment)
-            continue
-        for section in found.sections:
-            text, found = section(tables)
-            sections.append(text)
-            claims += found
-    counts = {v: sum(c.verdict == v for c in claims) for v in (stats.REPRODUCED, stats.DIFFERS, stats.UNRESOLVED)}
+    sections, claims, missing, tables = collect(folder, scale)
+    others = {s: {c.key: c for c in collect(folder, s)[1]} for s in present if s != scale}
+    counts = tally(claims)
+    paper = [c for c in claims if c.paper]
+    ours = [c for c in claims if not c.paper]
     unresolved = [c for c in claims if c.verdict == stats.UNRESOLVED]
     command = f"sensviz fidelity {root} --out {page_path(scale, present)} --scale {scale}"
-    others = [f"[`{s}`]({Path(page_path(s, present)).name})" for s in present if s != scale]
+    links = [f"[`{s}`]({Path(page_path(s, present)).name})" for s in others]
     page = [
         MARKER.format(scale=scale),
         f"# Fidelity: the paper's claims beside the shipped `{scale}`-scale runs",
+        f"**Bottom line.** Of the paper's {len(paper)} claims tested here, {counts[stats.REPRODUCED]} are reproduced, "
+        f"{counts[stats.DIFFERS]} differ and {counts[stats.UNRESOLVED]} are not resolved at this scale; "
+        f"{sum(bool(c.fragile) for c in paper)} of the verdicts are fragile (a named secondary analysis reaches another)."
+        + (f" Our own checks, not counted: {', '.join(f'{c.key} ({c.verdict})' for c in ours)}." if ours else "")
+        + (f" No tables at this scale for: {', '.join(missing)}." if missing else ""),
+        "\n\n".join(lead(experiment, claims, t) for experiment, t in tables.items()),
+        "## Verdicts",
+        _summary(claims, others),
+    ]
+    if unresolved:
+        page.append("**What would resolve the rest** (from the measured effect and variance, by the page's rule): "
+                    + "; ".join(f"{c.key}, {c.needed()}" for c in unresolved) + ".")
+    page += [
+        "## About this page",
         "Hahn & Rofin, *Why are Sensitive Functions Hard for Transformers?* (ACL 2024), make five experimental "
         f"claims. `experiments/*.toml` runs each of them as a sweep; `{root}/{scale}/` holds the tables of the "
         f"`{scale}` scale. This page is written by `{command}` from those tables: every number on it is computed "
-        "from them (the paper's setup from the specs' `paper` scale), and a test regenerates it and fails if this "
-        "file differs. The Experiments page of the app and `sensviz report` draw the same tables."
-        + (f" The same claims at the other shipped scales: {', '.join(others)}." if others else ""),
+        "from them (the paper's setup from the specs' `paper` scale, the flat claims' margins from their "
+        "`[equivalence]` tables), and a test regenerates it and fails if this file differs. The Experiments page of "
+        "the app and `sensviz report` draw the same tables."
+        + (f" The same claims at the other shipped scales: {', '.join(links)}." if links else ""),
         "Each section sets the scale's settings beside the spec's `paper` scale. Everything else follows the "
         "paper's code: the post-LN encoder with concatenated embeddings, MSE on {0,1} targets, fresh uniform "
         "inputs every step, the sharpness proxy (Gaussian noise of std eps on every non-positional parameter, the "
@@ -390,15 +609,7 @@ def build(folder, scale: str | None = None) -> tuple[str, list[Claim]]:
         "compare trends.",
         "## How each claim is decided",
         METHOD,
-        "## Verdicts",
-        f"{len(claims)} claims: {counts[stats.REPRODUCED]} reproduced, {counts[stats.DIFFERS]} differ, "
-        f"{counts[stats.UNRESOLVED]} not resolved at this scale."
-        + (f" No tables at this scale for: {', '.join(missing)}." if missing else ""),
-        _summary(claims),
     ]
-    if unresolved:
-        page.append("**What scale would decide the rest** (from the measured effect and variance): " + "; ".join(
-            f"{c.key}, {c.needed()}" for c in unresolved) + ".")
     page += sections
     page += [
         "## Reproducing this page",
@@ -412,23 +623,32 @@ def build(folder, scale: str | None = None) -> tuple[str, list[Claim]]:
 
 
 METHOD = (
-    "Each claim is one quantity with a 95 % confidence interval, and one rule decides it: **reproduced** iff the "
+    "Each claim is one quantity with a 95 % confidence interval. A directional claim is **reproduced** iff the "
     "interval excludes zero in the claimed direction, **differs** iff it excludes zero in the other direction, "
-    "else **not resolved at this scale**. A claim of no effect (\"stays flat\", \"linear\") can therefore only "
-    "differ or stay unresolved. The unit of replication is an independently trained model (a seed at one "
-    "setting): the scatter between seeds is the error, never the noise draws or directions within a run. The "
-    "tests (`sensviz.stats`): the OLS slope of a quantity in n over the kept runs, with its t(N − 2) interval "
-    "(classical standard errors: the seed-to-seed variance is taken to be equal at every n); the quadratic term "
-    "of an OLS parabola, t(N − 3), where \"linear\" is claimed; Welch's interval for a difference between two "
-    "groups; a one-sample t interval over seeds for paired differences; the difference of two independent "
-    "estimates with Welch-Satterthwaite degrees of freedom; Pearson's r with Fisher's z interval (pooled within "
-    "groups where the claim is within each task and n); and the offset of one task above the line shared with "
-    "the others (OLS with a task indicator). Every test keeps the runs that pass the paper's convergence filter "
-    "and the page says which it dropped.\n\n"
-    "Where a claim is not resolved, the last column of each section's table gives the units (seeds per setting, "
-    "functions or runs), counted among the runs the filter keeps, at which the measured effect and the measured "
-    "variance would give an interval that excludes zero (the standard error shrinking as 1/√units); in brackets "
-    "the units the tables hold now (kept runs per setting, on average) and those for an 80 % chance of it."
+    "else **not resolved at this scale**. A flat claim (\"stays flat\") is decided as equivalence against its "
+    "margin m, an absolute number in the quantity's units written down with its reason in the spec's "
+    "`[equivalence]` table: **reproduced** when the 90 % interval lies inside ±m, **differs** when the 95 % "
+    "interval lies wholly outside ±m, else not resolved (`stats.equivalence`). A flat claim without a margin (L2, "
+    "\"linear\") can only differ or stay unresolved. The unit of replication is an independently trained model (a "
+    "seed at one setting): the scatter between seeds is the error, never the noise draws or directions within a "
+    "run. The tests (`sensviz.stats`): the OLS slope of a quantity in n over the kept runs, with its t(N − 2) "
+    "interval (classical standard errors); the quadratic term of an OLS parabola, t(N − 3); Welch's interval for a "
+    "difference between two groups; a one-sample t interval over seeds for paired differences; the difference of "
+    "two independent estimates with Welch-Satterthwaite degrees of freedom; Pearson's r with Fisher's z interval "
+    "(pooled within groups where the claim is within each task and n); and the offset of one task above the line "
+    "shared with the others (OLS with a task indicator). Every test keeps the runs that pass the paper's "
+    "convergence filter.\n\n"
+    "Beside every claim: the runs kept of those run, per cell, and the step at which the kept runs first met the "
+    "filter (where the tables record it), and its **secondaries**, named analyses of the same quantity: the "
+    f"accuracy ≥ {ACCURATE} filter in place of the MSE filter (MEAN, which has no accuracy, keeps the MSE filter), "
+    "heteroscedasticity-robust (HC3) standard errors for slopes, every run that ever converged for the dynamics, "
+    "the last decoder step for the scratchpad, intervals clustered by function for the generalization "
+    "correlation. A claim is marked **fragile** where a secondary's verdict differs from the primary's; the tally "
+    "counts the primary only, and only the paper's claims (our own checks, such as R1 and R2, are listed apart).\n\n"
+    "Where a claim is not resolved, \"to resolve\" gives the units (seeds per setting, functions or runs) at which "
+    "the measured effect and variance would resolve it by the same rule (`stats.units_to_resolve`: a flat claim "
+    "against its margin, never extrapolated from 2 degrees of freedom or fewer); in brackets the units the tables "
+    "hold now and those for an 80 % chance of it."
 )
 
 
@@ -437,18 +657,42 @@ def render(folder, scale: str | None = None) -> str:
     return build(folder, scale)[0]
 
 
-def _summary(claims: list[Claim]) -> str:
-    rows = [[c.key, c.statement, c.quantity, interval_text(c.interval), f"**{c.verdict}**"] for c in claims]
-    return table(["#", "claim", "quantity", "estimate [95 % interval]", "verdict"], rows)
+def verdict_table(claims: list[Claim], others: dict[str, dict[str, Claim]]) -> pd.DataFrame:
+    """Every claim by key: its primary estimate and verdict here, at the other scales (`others`: per scale,
+    its claims by key), and the secondaries under which it is fragile."""
+    rows = []
+    for c in claims:
+        rule = f"equivalence within {c.margin_text()}" if c.direction == 0 and c.margin else (
+            "95 % interval against zero, two-sided" if c.direction == 0 else "95 % interval against zero")
+        rows.append({"#": c.key + ("" if c.paper else " (ours)"), "experiment": c.experiment, "claim": c.statement,
+                     "decided by": rule, "estimate [95 % interval]": interval_text(c.interval), "verdict": c.verdict,
+                     **{f"at the {s} scale": f"{interval_text(o[c.key].interval)} {o[c.key].verdict}"
+                        if c.key in o else "not tested" for s, o in others.items()},
+                     "fragile under": ", ".join(c.fragile) or "—"})
+    return pd.DataFrame(rows)
+
+
+def verdicts(folder, scale: str) -> pd.DataFrame:
+    """The claims of one scale of a results folder as its fidelity page decides them (`verdict_table`,
+    with the other scales present beside it): what the app's Experiments page shows."""
+    folder = Path(folder)
+    claims = collect(folder, scale)[1]
+    others = {s: {c.key: c for c in collect(folder, s)[1]} for s in scales(folder) if s != scale}
+    return verdict_table(claims, others)
+
+
+def _summary(claims: list[Claim], others: dict[str, dict[str, Claim]]) -> str:
+    frame = verdict_table(claims, others).drop(columns="experiment")
+    frame["verdict"] = "**" + frame["verdict"] + "**"
+    return table(list(frame.columns), frame.values.tolist())
 
 
 def write_page(folder, out, scale: str | None = None) -> dict:
     """Write the fidelity page of `folder` (e.g. experiments/results) for one scale to `out`; a summary."""
     page, claims = build(folder, scale)
     out = write_text(out, page)
-    verdicts = [c.verdict for c in claims]
-    return {"written": str(out), "scale": scale_of(page), "claims": len(claims),
-            **{v: verdicts.count(v) for v in (stats.REPRODUCED, stats.DIFFERS, stats.UNRESOLVED)}}
+    return {"written": str(out), "scale": scale_of(page), "claims": sum(c.paper for c in claims),
+            "own checks": sum(not c.paper for c in claims), **tally(claims)}
 
 
 # ----------------------------------------------------------------------------- sizing a pre-registered design

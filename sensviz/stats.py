@@ -267,10 +267,10 @@ def slope_given(x, y, covariate, unit: str = "seeds per n", error: str = "classi
                        f"OLS slope given a covariate{_error_text(error)}, t({df})", len(x) / levels, unit, levels, 3)
 
 
-def curvature(x, y, unit: str = "seeds per n") -> Interval:
+def curvature(x, y, unit: str = "seeds per n", error: str = "classical") -> Interval:
     """The quadratic coefficient c of y = a + b x + c x^2 (OLS over the runs), with its t(N - 3)
-    interval: zero for a straight line."""
-    return _polynomial(x, y, 2, unit)
+    interval (classical or HC3 standard errors, as `slope`): zero for a straight line."""
+    return _polynomial(x, y, 2, unit, error)
 
 
 def offset(x, y, group, unit: str = "runs") -> Interval:

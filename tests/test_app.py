@@ -13,6 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +23,7 @@ os.environ["SENSVIZ_DATA_DIR"] = tempfile.mkdtemp(prefix="sensviz-apptest-")  # 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import sensviz as sv  # noqa: E402
-from sensviz import sweeps  # noqa: E402
+from sensviz import fidelity, sweeps  # noqa: E402
 from sensviz.text import WORD_JOINER  # noqa: E402
 from ui import memo, model_refs, nav, registry, server, sidebar, train_form  # noqa: E402
 
@@ -418,6 +419,7 @@ SHIPPED = sorted(p.parent.name for p in (ROOT / "experiments" / "results" / "qui
 def test_experiments_page_shows_every_shipped_result():
     assert set(SHIPPED) == {"dynamics", "generalization", "length_scaling", "scratchpad", "tradeoff"}
     at = open_url("experiments")
+    decided = fidelity.verdicts(ROOT / "experiments" / "results", "quick")
     # in the order of sensviz.experiments.EXPERIMENTS, length scaling first
     assert at.selectbox(key="sv_w_experiments_experiment_quick").options == [
         "length scaling", "tradeoff", "dynamics", "scratchpad", "generalization"]
@@ -428,6 +430,9 @@ def test_experiments_page_shows_every_shipped_result():
         titles = [s.value for s in at.subheader]
         assert len(titles) >= 2 and titles[-1] == "Every run"
         assert any("finished runs kept" in c.value or "retrained models kept" in c.value for c in at.caption)
+        shown = at.dataframe[0].value  # the claims as the fidelity page decides them, read from the library
+        expected = decided[decided["experiment"] == name].drop(columns="experiment").reset_index(drop=True)
+        pd.testing.assert_frame_equal(shown.reset_index(drop=True), expected)
         labels = {b.label for b in at.get("download_button")}
         assert {"Download the runs table (CSV)", "Download the data behind this figure (CSV)"} <= labels
 

@@ -30,8 +30,8 @@ def figures(runs, history):
 def section(t):
     kept = t.kept()
     claims = [claim("toy", "The value grows with the seed", "slope of the value in the seed", +1,
-                    lambda: stats.slope(kept["seed"], kept["value"]))]
-    return "\\n\\n".join(["## 6. Toy", runs_line(t, ["seed"]), claims_table(claims, "Y")]), claims
+                    lambda: stats.slope(kept["seed"], kept["value"]), key="Y1")]
+    return "\\n\\n".join(["## 6. Toy", runs_line(t, ["seed"]), claims_table(claims)]), claims
 
 
 EXPERIMENT = Experiment("toy", 99, job, ("seed",), figures, (section,), {"task": "parity", "d_model": 8})

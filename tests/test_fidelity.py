@@ -73,9 +73,12 @@ def test_length_scaling_claims_with_intervals_known_by_hand(tmp_path):
     assert slope.interval.estimate == pytest.approx(0.02) and slope.interval.se == pytest.approx(se)
     assert slope.interval.low == pytest.approx(0.02 - 2.22813885 * se) and slope.verdict == stats.REPRODUCED
     assert claims["L2"].interval.estimate == pytest.approx(0, abs=1e-12)  # a straight line: no curvature
-    assert claims["L2"].verdict == stats.UNRESOLVED and claims["L2"].needed() == "more than 100000"
-    assert claims["L3"].statement == "FIRST's sharpness stays flat" and claims["L3"].verdict == stats.UNRESOLVED
-    assert claims["L4"].verdict == stats.REPRODUCED  # PARITY - FIRST slopes
+    assert claims["L2"].verdict == stats.UNRESOLVED and claims["L2"].needed().startswith("no margin")
+    # FIRST's claims keep FIRST's keys (L5, L6) with MAJORITY absent: the same key at every scale
+    assert claims["L5"].statement == "FIRST's sharpness stays flat" and claims["L5"].verdict == stats.UNRESOLVED
+    assert claims["L6"].verdict == stats.REPRODUCED and not {"L3", "L4", "L7", "L8"} & set(claims)  # PARITY - FIRST
+    assert str(claims["L1"].survivors) == "n = 4: 3/3, n = 6: 3/3, n = 8: 3/3, n = 10: 3/3"  # no history: no convergence steps
+    assert claims["L1"].survivors.weakest == ""  # the filter dropped none
     page = fidelity.render(folder)
     assert "| L1 | PARITY's sharpness grows with n |" in page and "0.0200 [0.0174, 0.0226]" in page
     assert "No tables at this scale for: tradeoff, dynamics, scratchpad, generalization." in page
@@ -132,6 +135,7 @@ def test_a_claim_the_tables_cannot_test_says_why(tmp_path):
     first = {c.key: c for c in claims}["L1"]
     assert first.interval is None and first.verdict == stats.UNRESOLVED and "more distinct points" in first.reason
     assert "dropped by the filter: task = parity n = 4 ×3" in page and "1 failed (out of memory)" in page
+    assert first.survivors.weakest == "n = 4: 0/3 kept" and "L1: no interval" not in page
 
 
 def scratchpad_runs(all_steps: bool) -> pd.DataFrame:
@@ -153,10 +157,12 @@ def test_scratchpad_claims_follow_the_proxy_columns_present(tmp_path):
     last_only = claims_of(results(tmp_path / "a", "quick", scratchpad_runs(False), "scratchpad"))
     assert "last decoder step" in last_only["S2"].quantity and len(last_only) == 4
     both = claims_of(results(tmp_path / "b", "quick", scratchpad_runs(True), "scratchpad"))
-    assert "mean over all decoder steps" in both["S2"].quantity and "last decoder step" in both["S4"].quantity
+    assert "mean over all decoder steps" in both["S2"].quantity and set(both) == {"S1", "S2", "S3", "S6"}
     assert both["S1"].interval.estimate == pytest.approx(0.2)  # 0.05 n per doubling from 4 to 8
     assert both["S2"].interval.estimate == pytest.approx(0, abs=1e-12)  # all steps: flat
-    assert both["S4"].verdict == stats.DIFFERS  # the last step falls with n: not flat
+    last = {s.label: s for s in both["S2"].secondaries}["last decoder step"]  # the former S4: a secondary, not a claim
+    assert last.interval.estimate == pytest.approx(-0.1) and both["S2"].secondary_verdict(last) == stats.DIFFERS
+    assert both["S2"].fragile == ["last decoder step"]  # the last step falls with n: the flat verdict is fragile
 
 
 def test_the_command_writes_the_page_and_names_a_bad_scale(tmp_path, capsys):
@@ -168,3 +174,54 @@ def test_the_command_writes_the_page_and_names_a_bad_scale(tmp_path, capsys):
     assert (tmp_path / "page.md").read_text(encoding="utf-8") == fidelity.render(folder, "quick")
     assert cli.main(["fidelity", str(folder), "--out", str(tmp_path / "x.md"), "--scale", "standard"]) == 2
     assert "no 'standard' scale here; found quick" in capsys.readouterr().err
+
+
+def interval(center: float, se: float, df: float = 20) -> stats.Interval:
+    """A t interval of `center` with standard error `se` (as the tests of `sensviz.stats` build it)."""
+    half = stats.t_quantile(0.975, df) * se
+    return stats.Interval(center, center - half, center + half, f"t({df})", df + 2, "seeds per n", center, se, df, 1, 2)
+
+
+def flat(center: float, se: float, **extra) -> fidelity.Claim:
+    return fidelity.Claim("length_scaling", "stays flat", "slope", 0, interval(center, se), key="L3",
+                          margin={"margin": 0.005, "units": "per n", "reason": "a third of L1's effect"}, **extra)
+
+
+def test_a_flat_claim_is_decided_against_its_margin():
+    inside = flat(0.003, 0.001)  # 90 %: 0.003 ± 1.725 * 0.001, inside ±0.005; 95 % excludes zero
+    assert inside.verdict == stats.REPRODUCED and stats.verdict(inside.interval, 0) == stats.DIFFERS
+    assert flat(0.009, 0.001).verdict == stats.DIFFERS  # 95 %: 0.009 ± 2.086 * 0.001, wholly above 0.005
+    across = flat(0.004, 0.001)  # 90 % reaches 0.0057 > 0.005, 95 % reaches below it: not resolved
+    assert across.verdict == stats.UNRESOLVED
+    half, most = (stats.units_to_resolve(across.interval, 0, 0.005, power=p)[0] for p in (0.5, 0.8))
+    assert half > 22 and across.needed() == f"{half} seeds per n (now 22; {most} for 80 % power)"
+    few = fidelity.Claim("dynamics", "rises", "difference", +1, interval(0.4, 0.3, df=1), key="D2")
+    assert few.verdict == stats.UNRESOLVED and few.needed().startswith("1 degrees of freedom")  # never from df <= 2
+
+
+def test_a_secondary_that_reaches_another_verdict_marks_the_claim_fragile():
+    agrees = fidelity.Secondary("HC3 errors", interval(0.003, 0.0011))
+    disagrees = fidelity.Secondary("accuracy ≥ 0.99 filter", interval(0.009, 0.001))
+    missing = fidelity.Secondary("every run that ever converged", None, "no runs")
+    c = flat(0.003, 0.001, secondaries=[agrees, disagrees, missing])
+    assert c.fragile == ["accuracy ≥ 0.99 filter"]  # a secondary without an interval marks nothing
+    text = c.secondaries_text()
+    assert "accuracy ≥ 0.99 filter: 0.00900 [0.00691, 0.0111], differs **fragile**" in text
+    assert "HC3 errors: 0.00300" in text and "fragile" not in text.split(";")[0] and "(no runs)" in text
+    assert flat(0.003, 0.001, secondaries=[agrees]).fragile == []
+
+
+def test_the_shipped_pages_keep_each_claim_key_and_count_only_the_papers_claims():
+    results = ROOT / "experiments" / "results"
+    pages = {scale: fidelity.collect(results, scale)[1] for scale in ("quick", "standard")}
+    statements = [{c.key: c.statement for c in claims} for claims in pages.values()]
+    assert statements[0].keys() == statements[1].keys()  # the same claims, by the same keys, on both pages
+    differ = {k for k in statements[0] if statements[0][k] != statements[1][k]}
+    assert differ <= {"G1", "G2"}, differ  # only the training-set sizes named in G1 and G2 differ between scales
+    for claims in pages.values():
+        ours = {c.key for c in claims if not c.paper}
+        assert ours == {"R1", "R2"} and not {"S4", "S5"} & {c.key for c in claims}  # S4/S5: S2's and S3's secondaries
+        counts = fidelity.tally(claims)
+        assert sum(counts.values()) == len(claims) - len(ours)
+    page = (ROOT / "docs" / "fidelity.md").read_text(encoding="utf-8")
+    assert "at the quick scale" in page and page.index("**Bottom line.**") < page.index("## How each claim is decided")

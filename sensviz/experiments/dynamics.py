@@ -143,36 +143,55 @@ def figures(runs: pd.DataFrame, history: pd.DataFrame) -> list[ExperimentFigure]
 # ----------------------------------------------------------------------------- the fidelity page
 
 
+def _tests(t: Tables, kept: pd.DataFrame) -> dict[str, tuple]:
+    """Per claim key (D1, ... in order, from the weight decays in the table): (statement, quantity,
+    direction, test, weight decays it reads) over the phases of the runs `kept`."""
+    phases = phases_of(t, kept)
+    decays = sorted(t.finished()["weight_decay"].unique())
+
+    def at(decay):
+        return rows_where(phases, weight_decay=decay) if len(phases) else phases
+
+    found = [(f"Sharpness rises into the minimum (weight decay {num(decay, False)})",
+              f"{PROXY} at convergence − at step 0, per seed", +1,
+              lambda p=at(decay): stats.mean(p["sharpness_proxy_pm1_converged"] - p["sharpness_proxy_pm1_start"]),
+              [decay]) for decay in decays]
+    for decay in [d for d in decays if d > 0]:
+        found += [(f"After convergence weight decay {num(decay, False)} shrinks the norm",
+                   "param_norm at the end − at convergence, per seed", -1,
+                   lambda p=at(decay): stats.mean(p["param_norm_end"] - p["param_norm_converged"]), [decay]),
+                  (f"… while the blowup grows (weight decay {num(decay, False)})",
+                   "log Blowup (published code's) at the end − at convergence, per seed", +1,
+                   lambda p=at(decay): stats.mean(p["log_authors_blowup_end"] - p["log_authors_blowup_converged"]),
+                   [decay])]
+    if len(decays) >= 2:
+        low, high = at(decays[0]), at(decays[-1])
+        changed = f"weight decay {num(decays[-1], False)} − {num(decays[0], False)}"
+        found += [("Weight decay ends at a smaller norm …", f"final param_norm, {changed}", -1,
+                   lambda: stats.welch(high["param_norm_end"], low["param_norm_end"]), decays),
+                  ("… and a larger blowup", f"final log Blowup (published code's), {changed}", +1,
+                   lambda: stats.welch(high["log_authors_blowup_end"], low["log_authors_blowup_end"]), decays)]
+    return {f"D{i + 1}": test for i, test in enumerate(found)}
+
+
+def _claims(t: Tables) -> list[Claim]:
+    """D1... over the runs kept at the end, with two secondaries: every run that ever met the filter
+    (`converged_step`, the issue's survivorship question) and the accuracy filter."""
+    done = t.finished()
+    ever = done[done["converged_step"].notna()] if "converged_step" in done else done.iloc[0:0]
+    secondaries = {"every run that ever converged": _tests(t, ever), "accuracy ≥ 0.99 filter": _tests(t, t.kept_accurate())}
+    return [claim("dynamics", statement, quantity, direction, test, key=key,
+                  survivors=t.survivors(done[done["weight_decay"].isin(decays)], ["weight_decay"]),
+                  secondaries={label: tests[key][3] for label, tests in secondaries.items()})
+            for key, (statement, quantity, direction, test, decays) in _tests(t, t.kept()).items()]
+
+
 def section(t: Tables) -> tuple[str, list[Claim]]:
     """Section 3 of the fidelity page: the phases of training, per kept run, and their claims (D1, ...)."""
     kept = t.kept()
     phases = phases_of(t, kept)
     limit = threshold(t.runs)
-    decays = sorted(phases["weight_decay"].unique()) if len(phases) else []
-    claims = []
-    for decay in decays:
-        p = rows_where(phases, weight_decay=decay)
-        claims.append(claim("dynamics", f"Sharpness rises into the minimum (weight decay {num(decay, False)})",
-                            f"{PROXY} at convergence − at step 0, per seed", +1,
-                            lambda p=p: stats.mean(p["sharpness_proxy_pm1_converged"]
-                                                   - p["sharpness_proxy_pm1_start"])))
-    for decay in [d for d in decays if d > 0]:
-        p = rows_where(phases, weight_decay=decay)
-        claims.append(claim("dynamics", f"After convergence weight decay {num(decay, False)} shrinks the norm",
-                            "param_norm at the end − at convergence, per seed", -1,
-                            lambda p=p: stats.mean(p["param_norm_end"] - p["param_norm_converged"])))
-        claims.append(claim("dynamics", f"… while the blowup grows (weight decay {num(decay, False)})",
-                            "log Blowup (published code's) at the end − at convergence, per seed", +1,
-                            lambda p=p: stats.mean(p["log_authors_blowup_end"] - p["log_authors_blowup_converged"])))
-    if len(decays) >= 2:
-        low, high = rows_where(phases, weight_decay=decays[0]), rows_where(phases, weight_decay=decays[-1])
-        claims.append(claim("dynamics", "Weight decay ends at a smaller norm …",
-                            f"final param_norm, weight decay {num(decays[-1], False)} − {num(decays[0], False)}", -1,
-                            lambda: stats.welch(high["param_norm_end"], low["param_norm_end"])))
-        claims.append(claim("dynamics", "… and a larger blowup",
-                            f"final log Blowup (published code's), weight decay {num(decays[-1], False)} − "
-                            f"{num(decays[0], False)}", +1,
-                            lambda: stats.welch(high["log_authors_blowup_end"], low["log_authors_blowup_end"])))
+    claims = _claims(t)
     run_rows = [[num(r["seed"]), num(r["weight_decay"], False), num(r["converged_step"]), num(r["window"]),
                  f"{num(r['sharpness_proxy_pm1_start'])} / {num(r['sharpness_proxy_pm1_converged'])} / "
                  f"{num(r['sharpness_proxy_pm1_peak'])} / {num(r['sharpness_proxy_pm1_end'])}",
@@ -195,7 +214,7 @@ def section(t: Tables) -> tuple[str, list[Claim]]:
         (f"The loss falls within {span(phases['window'])} steps of training runs of {num(steps)} steps; after "
          f"convergence {span(steps - phases['converged_step'])} steps remain (the spec's paper scale trains "
          f"{setting_text(t.paper, 'steps')} steps)." if len(phases) else ""),
-        claims_table(claims, "D"),
+        claims_table(claims),
     ]
     return "\n\n".join(text), claims
 

@@ -21,6 +21,7 @@ from ..fidelity import (
     PROXY,
     Claim,
     Tables,
+    cell,
     claim,
     claims_table,
     mean_sd,
@@ -248,36 +249,82 @@ def figures(runs: pd.DataFrame, history: pd.DataFrame) -> list[ExperimentFigure]
 # ----------------------------------------------------------------------------- the fidelity page
 
 
-def section(t: Tables) -> tuple[str, list[Claim]]:
-    """Section 5 of the fidelity page: the learned function's sensitivity and the retrained minima (G1, ...)."""
-    kept = t.kept()
-    sizes = sorted(kept["train_size"].unique()) if len(kept) else []
-    n = int(kept["n"].iloc[0]) if len(kept) else None
-    claims = []
-    for size in sizes:
-        rows = rows_where(kept, train_size=size)
-        claims.append(claim("generalization", f"The learned function is less sensitive than random completions "
-                                              f"({num(size)} inputs)",
-                            "as_n learned − mean as_n of the completions, per function", -1,
-                            lambda rows=rows: stats.mean(rows["as_learned"] - rows["as_completion_mean"], "functions")))
-    claims.append(claim("generalization", "… least sensitive with the fewest training inputs",
-                        "slope of the learned as_n in log2(training inputs)", +1,
-                        lambda: stats.slope(np.log2(kept["train_size"]), kept["as_learned"], "functions per size")))
-    done = t.runs[t.runs["status"] == "finished"]
-    points = pd.concat([
+def retrained_points(done: pd.DataFrame) -> pd.DataFrame:
+    """One row per kept retrained model: its run (the function and training set), kind (learned or
+    completion), as_n and sharpness proxy ×4."""
+    return pd.concat([
         pd.DataFrame({"run_id": part["run_id"], "kind": kind, "as_n": part[as_column],
                       "sharpness": part[f"{kind}_sharpness_proxy_pm1"]})
         for kind, as_column in (("learned", "as_learned"), ("completion", "as_completion_retrained"))
         if f"{kind}_converged" in done
         for part in [done[done[f"{kind}_converged"].fillna(False).astype(bool)]]
     ] or [pd.DataFrame(columns=["run_id", "kind", "as_n", "sharpness"])], ignore_index=True)
+
+
+def _claims(t: Tables, sizes: list, points: pd.DataFrame) -> list[Claim]:
+    """G1 and G2 (the smallest and the largest training set), G3 the trend over sizes, G4 the correlation
+    over the retrained models (secondaries: within learned and completions, pooled, with intervals
+    clustered by function), G5 the paired sharpness difference; each with its survivors."""
+    kept, done = t.kept(), t.finished()
+    fitted = t.survivors(done, ["train_size"], "converged")
+    retrained = "; ".join(f"{name} retrained: {t.survivors(done, ['train_size'], f'{kind}_converged')}"
+                          for kind, name in (("learned", "learned functions"), ("completion", "completions"))
+                          if f"{kind}_converged" in done)
+    claims = []
+    for key, size in zip(("G1", "G2"), (sizes[:1] + sizes[-1:]) if len(sizes) > 1 else sizes):
+        rows = rows_where(kept, train_size=size)
+        claims.append(claim("generalization", f"The learned function is less sensitive than random completions "
+                                              f"({'fewest' if key == 'G1' else 'most'} training inputs: {num(size)})",
+                            "as_n learned − mean as_n of the completions, per function", -1,
+                            lambda rows=rows: stats.mean(rows["as_learned"] - rows["as_completion_mean"], "functions"),
+                            key=key, survivors=t.survivors(rows_where(done, train_size=size), ["train_size"])))
+
+    def trend(error):
+        return stats.slope(np.log2(kept["train_size"]), kept["as_learned"], "functions per size", error=error)
+
+    claims.append(claim("generalization", "… least sensitive with the fewest training inputs",
+                        "slope of the learned as_n in log2(training inputs)", +1, lambda: trend("classical"), key="G3",
+                        survivors=fitted, secondaries={"HC3 errors": lambda: trend("HC3")}))
     claims.append(claim("generalization", "More sensitive functions sit in sharper minima",
                         f"correlation of as_n with the {PROXY} over the retrained models", +1,
-                        lambda: stats.correlation(points["as_n"], points["sharpness"])))
+                        lambda: stats.correlation(points["as_n"], points["sharpness"]), key="G4", survivors=retrained,
+                        secondaries={
+                            "clustered by function": lambda: stats.clustered_correlation(
+                                points["as_n"], points["sharpness"], points["run_id"], unit="functions"),
+                            "within learned and completions, clustered by function": lambda: stats.clustered_correlation(
+                                points["as_n"], points["sharpness"], points["run_id"], points["kind"], unit="functions")}))
     both = points.pivot_table(index="run_id", columns="kind", values="sharpness").dropna()
     claims.append(claim("generalization", "… a completion's minimum is sharper than the learned function's",
                         f"{PROXY}, completion − learned, per function and training set", +1,
-                        lambda: stats.mean(both["completion"] - both["learned"], "runs")))
+                        lambda: stats.mean(both["completion"] - both["learned"], "runs"), key="G5", survivors=retrained))
+    return claims
+
+
+def _within(points: pd.DataFrame) -> str:
+    """G4 inside each kind of retrained model (one point per function: no clustering needed)."""
+    rows = [[kind, int((points["kind"] == kind).sum()),
+             cell(lambda kind=kind: stats.correlation(*(points[points["kind"] == kind][c]
+                                                        for c in ("as_n", "sharpness"))))]
+            for kind in ("learned", "completion")]
+    rows.append(["pooled within both (centred per kind), clustered by function", len(points),
+                 cell(lambda: stats.clustered_correlation(points["as_n"], points["sharpness"], points["run_id"],
+                                                          points["kind"], unit="functions"))])
+    rows.append(["pooled (G4's primary)", len(points),
+                 cell(lambda: stats.correlation(points["as_n"], points["sharpness"]))])
+    return ("G4 within each kind of retrained model: the pooled correlation includes the gap between the two kinds "
+            "(completions are more sensitive and sharper), so the correlation inside each kind is the stricter test "
+            "(Pearson's r, Fisher z; the pooled rows' intervals by the delete-one-function jackknife):\n\n"
+            + table(["models", "points", "r [95 %]"], rows))
+
+
+def section(t: Tables) -> tuple[str, list[Claim]]:
+    """Section 5 of the fidelity page: the learned function's sensitivity and the retrained minima (G1, ...)."""
+    kept = t.kept()
+    sizes = sorted(kept["train_size"].unique()) if len(kept) else []
+    n = int(kept["n"].iloc[0]) if len(kept) else None
+    done = t.finished()
+    points = retrained_points(done)
+    claims = _claims(t, sizes, points)
     rows = []
     for size in sizes:
         r = rows_where(kept, train_size=size)
@@ -312,7 +359,8 @@ def section(t: Tables) -> tuple[str, list[Claim]]:
                "completion", "held-out accuracy"], rows),
         f"Held-out accuracy (on the inputs outside the training set) is {span(kept['heldout_accuracy'])}: the "
         "extrapolation is simple, not correct, as in the paper." if "heldout_accuracy" in kept else "",
-        claims_table(claims, "G"),
+        claims_table(claims),
+        _within(points),
     ]
     return "\n\n".join(text), claims
 

@@ -93,12 +93,58 @@ SLOPES = {
 }
 
 
+FLAT_KEYS = {"majority": ("L3", "L4"), "first": ("L5", "L6"), "mean": ("L7", "L8")}
+"""Each other task's claims (stays flat; PARITY grows faster): the same keys at every scale."""
+
+
+def _tests(kept: pd.DataFrame, error: str) -> dict[str, tuple]:
+    """Per claim key: (statement, quantity, direction, test) over the runs `kept`, slopes with `error`."""
+    parity = rows_where(kept, task="parity")
+
+    def slope(rows, column="sharpness_proxy_pm1"):
+        return stats.slope(rows["n"], rows[column], error=error)
+
+    found = {
+        "L1": ("PARITY's sharpness grows with n", f"slope of the {PROXY} in n, PARITY", +1, lambda: slope(parity)),
+        "L2": ("… roughly linearly (no curvature)", f"quadratic term of the {PROXY} in n, PARITY", 0,
+               lambda: stats.curvature(parity["n"], parity["sharpness_proxy_pm1"], error=error)),
+    }
+    for task, (flat, faster) in FLAT_KEYS.items():
+        rows = rows_where(kept, task=task)
+        found[flat] = (f"{task_name(task)}'s sharpness stays flat", f"slope of the {PROXY} in n, {task_name(task)}", 0,
+                       lambda rows=rows: slope(rows))
+        found[faster] = (f"PARITY's sharpness grows faster than {task_name(task)}'s",
+                         f"difference of the slopes, PARITY − {task_name(task)}", +1,
+                         lambda rows=rows: stats.difference(slope(parity), slope(rows)))
+    found["L9"] = ("LayerNorm blowup rises with n for PARITY",
+                   "slope of log Blowup (published code's aggregate) in n, PARITY", +1,
+                   lambda: slope(parity, "log_authors_blowup"))
+    return found
+
+
+def _claims(t: Tables, tasks: list[str]) -> list[Claim]:
+    """L1-L9 over the kept runs, each with its secondaries (the accuracy filter, HC3 errors) and survivors."""
+    primary = _tests(t.kept(), "classical")
+    secondaries = {"accuracy ≥ 0.99 filter": _tests(t.kept_accurate(), "classical"), "HC3 errors": _tests(t.kept(), "HC3")}
+    done = t.finished()
+    claims = []
+    for key, (statement, quantity, direction, test) in primary.items():
+        task = next((task for task, keys in FLAT_KEYS.items() if key in keys), None)
+        if task is not None and task not in tasks:
+            continue
+        scope = ["parity"] if task is None else [task] if key == FLAT_KEYS[task][0] else ["parity", task]
+        rows = done[done["task"].isin(scope)]
+        claims.append(claim("length_scaling", statement, quantity, direction, test, key=key, margin=t.margin(key),
+                            survivors=t.survivors(rows, ["task", "n"] if len(scope) > 1 else ["n"]),
+                            secondaries={label: tests[key][3] for label, tests in secondaries.items()}))
+    return claims
+
+
 def section(t: Tables) -> tuple[str, list[Claim]]:
     """Section 1 of the fidelity page: the slopes in n per task and their claims (L1, ...), and the bound."""
     kept = t.kept()
     tasks = tasks_in(kept)
     lengths = sorted(kept["n"].unique()) if len(kept) else []
-    parity = rows_where(kept, task="parity")
     proxy_rows = [[num(n)] + [mean_sd(rows_where(kept, task=task, n=n)["sharpness_proxy_pm1"]) for task in tasks]
                   for n in lengths]
     slope_rows = []
@@ -107,30 +153,7 @@ def section(t: Tables) -> tuple[str, list[Claim]]:
             continue
         cells = [cell(lambda rows=rows_where(kept, task=task): stats.slope(rows["n"], rows[column])) for task in tasks]
         slope_rows.append([label] + cells)
-
-    def parity_slope(column="sharpness_proxy_pm1"):
-        return stats.slope(parity["n"], parity[column])
-
-    claims = [
-        claim("length_scaling", "PARITY's sharpness grows with n", f"slope of the {PROXY} in n, PARITY", +1,
-              parity_slope),
-        claim("length_scaling", "… roughly linearly (no curvature)", f"quadratic term of the {PROXY} in n, PARITY", 0,
-              lambda: stats.curvature(parity["n"], parity["sharpness_proxy_pm1"])),
-    ]
-    for task in tasks:
-        if task == "parity":
-            continue
-        rows = rows_where(kept, task=task)
-        claims.append(claim("length_scaling", f"{task_name(task)}'s sharpness stays flat",
-                            f"slope of the {PROXY} in n, {task_name(task)}", 0,
-                            lambda rows=rows: stats.slope(rows["n"], rows["sharpness_proxy_pm1"])))
-        claims.append(claim("length_scaling", f"PARITY's sharpness grows faster than {task_name(task)}'s",
-                            f"difference of the slopes, PARITY − {task_name(task)}", +1,
-                            lambda rows=rows: stats.difference(parity_slope(),
-                                                               stats.slope(rows["n"], rows["sharpness_proxy_pm1"]))))
-    claims.append(claim("length_scaling", "LayerNorm blowup rises with n for PARITY",
-                        "slope of log Blowup (published code's aggregate) in n, PARITY", +1,
-                        lambda: parity_slope("log_authors_blowup")))
+    claims = _claims(t, tasks)
 
     bound_rows = [[task_name(task)] + [num(rows_where(kept, task=task, n=n)["bound"].mean()) for n in lengths]
                   for task in tasks] if "bound" in kept else []
@@ -145,7 +168,7 @@ def section(t: Tables) -> tuple[str, list[Claim]]:
         table(["n"] + [task_name(task) for task in tasks], proxy_rows),
         "Slopes in n per task (per unit of n, OLS over the kept runs, 95 % interval):",
         table(["quantity"] + [task_name(task) for task in tasks], slope_rows),
-        claims_table(claims, "L"),
+        claims_table(claims),
     ]
     if bound_rows:
         text += [
@@ -207,10 +230,19 @@ def right_radius(t: Tables) -> tuple[str, list[Claim]]:
     fractions = [m[0] for m in measured]
     main = {0.0, 1.0 if 1.0 in fractions else max(fractions, default=0.0)}  # the limit and the proxy's radius
     rows, claims, separate = [], [], {stats.REPRODUCED: [], stats.DIFFERS: [], stats.UNRESOLVED: []}
+    accurate = t.kept_accurate()
+    accurate = accurate[accurate["n"] == last]
+    at_last = t.finished()
+    survivors = t.survivors(at_last[(at_last["n"] == last) & at_last["task"].isin(["parity", "first"])], ["task"])
+    others = {f: v for f, _, v, _, _ in radii(accurate)}
     for fraction, label, value, rho, error in measured:
         found = claim("length_scaling", f"PARITY is sharper than FIRST at radius {label}",
                       f"PARITY − FIRST of L_ρ/ρ² at n = {num(last)}", +1,
-                      lambda value=value: stats.welch(value[parity], value[first], "seeds per task"))
+                      lambda value=value: stats.welch(value[parity], value[first], "seeds per task"),
+                      key="R1" if fraction == 0 else "R2", paper=False, survivors=survivors,
+                      secondaries={"accuracy ≥ 0.99 filter": lambda fraction=fraction: stats.welch(
+                          others[fraction][accurate["task"] == "parity"], others[fraction][accurate["task"] == "first"],
+                          "seeds per task")})
         on_parity = kept["task"] == "parity"
         grows = cell(lambda value=value: stats.slope(kept["n"][on_parity], value[on_parity]))
         separate[found.verdict].append(label)
@@ -236,7 +268,7 @@ def right_radius(t: Tables) -> tuple[str, list[Claim]]:
         table(["radius", "ρ", "PARITY", "FIRST", "PARITY / FIRST", "PARITY − FIRST [95 %]", "verdict",
                "PARITY's slope in n [95 %]", "direction noise"], rows),
         _separation(separate, last),
-        claims_table(claims, "R"),
+        claims_table(claims),
     ]
     if len(measured) <= 2:
         text.append("These tables measure L_ρ at ρ_proxy and its limit only: the radii between them (the columns "

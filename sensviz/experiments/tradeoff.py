@@ -128,20 +128,7 @@ def section(t: Tables) -> tuple[str, list[Claim]]:
                                stats.verdict(r, -1) if r else stats.UNRESOLVED,
                                cell(lambda rows=rows: stats.correlation(rows["log_blowup_mean_sq"], rows[y])),
                                cell(lambda rows=rows: stats.slope(rows[x], rows[y], "runs"))])
-    claims = [claim("tradeoff", "Converged runs lie on a downward band (norm falls as log blowup rises)",
-                    "correlation of param_norm with log Blowup (published code's) within each task and n", -1,
-                    lambda: stats.correlation(kept[x], kept[y], groups=kept["task"] + "/" + kept["n"].astype(str)))]
-    offsets = {}
-    for n in lengths:
-        rows = rows_where(kept, n=n)
-        offsets[n] = claim("tradeoff", f"PARITY needs more norm at the same blowup (n = {num(n)})",
-                           "PARITY's offset above the line through all tasks' runs (param_norm units)", +1,
-                           lambda rows=rows: stats.offset(rows[x], rows[y], rows["task"] == "parity"))
-        claims.append(offsets[n])
-    if len(lengths) >= 2 and offsets[lengths[0]].interval and offsets[lengths[-1]].interval:
-        claims.append(claim("tradeoff", "… more so at larger n",
-                            f"offset at n = {num(lengths[-1])} − offset at n = {num(lengths[0])}", +1,
-                            lambda: stats.difference(offsets[lengths[-1]].interval, offsets[lengths[0]].interval)))
+    claims = _claims(t, lengths)
     bound = t.runs[t.runs["status"] == "finished"]
     bound_rows = [[task_name(task)] + [num(rows_where(bound, task=task, n=n)["bound_rhs"].mean()) for n in lengths]
                   for task in tasks] if "bound_rhs" in bound else []
@@ -156,13 +143,48 @@ def section(t: Tables) -> tuple[str, list[Claim]]:
         "log Blowup):",
         table(["task", "n", "kept runs", "r, published code's log Blowup [95 %]", "verdict (r < 0)",
                "r, our log E[Blowup²] [95 %]", "slope [95 %]"], group_rows),
-        claims_table(claims, "T"),
+        claims_table(claims),
     ]
     if bound_rows:
         text += ["The bound's right-hand side as_n/√(n log n) − H/n per task (how much C · E[Blowup²] the theorem "
                  "demands; from the truth tables, no filter):",
                  table(["task"] + [f"n = {num(n)}" for n in lengths], bound_rows)]
     return "\n\n".join(text), claims
+
+
+def _tests(kept: pd.DataFrame, lengths: list) -> dict[str, tuple]:
+    """Per claim key: (statement, quantity, direction, test) over the runs `kept`: T1 the band, T2... the
+    offsets at each length, then the growth of the offset from the first length to the last."""
+    x, y = "log_authors_blowup", "param_norm"
+    found = {"T1": ("Converged runs lie on a downward band (norm falls as log blowup rises)",
+                    "correlation of param_norm with log Blowup (published code's) within each task and n", -1,
+                    lambda: stats.correlation(kept[x], kept[y], groups=kept["task"] + "/" + kept["n"].astype(str)))}
+
+    def offset(n):
+        rows = rows_where(kept, n=n)
+        return stats.offset(rows[x], rows[y], rows["task"] == "parity")
+
+    for i, n in enumerate(lengths):
+        found[f"T{i + 2}"] = (f"PARITY needs more norm at the same blowup (n = {num(n)})",
+                              "PARITY's offset above the line through all tasks' runs (param_norm units)", +1,
+                              lambda n=n: offset(n))
+    if len(lengths) >= 2:
+        found[f"T{len(lengths) + 2}"] = ("… more so at larger n",
+                                         f"offset at n = {num(lengths[-1])} − offset at n = {num(lengths[0])}", +1,
+                                         lambda: stats.difference(offset(lengths[-1]), offset(lengths[0])))
+    return found
+
+
+def _claims(t: Tables, lengths: list) -> list[Claim]:
+    """T1... over the kept runs, with the accuracy filter as their secondary and the survivors per task and
+    n (of the offset's length for T2..., of every length for the band and the growth)."""
+    accurate = _tests(t.kept_accurate(), lengths)
+    done = t.finished()
+    at = {f"T{i + 2}": rows_where(done, n=n) for i, n in enumerate(lengths)}
+    return [claim("tradeoff", statement, quantity, direction, test, key=key,
+                  survivors=t.survivors(at.get(key, done), ["task", "n"]),
+                  secondaries={"accuracy ≥ 0.99 filter": accurate[key][3]})
+            for key, (statement, quantity, direction, test) in _tests(t.kept(), lengths).items()]
 
 
 def _selection(t: Tables, lengths: list) -> str:
