@@ -490,6 +490,7 @@ def test_ctrl_c_ends_a_command_with_exit_130_and_one_line(tmp_path):
     assert leftovers(tmp_path) == []  # no checkpoint and no temporary
 
 
+@pytest.mark.slow  # integration: a sweep and two worker processes, one of them seconds into its job
 def test_ctrl_c_ends_a_sweep_and_its_workers_with_one_line(tmp_path):
     spec = tmp_path / "long.toml"  # two jobs: a quick one, then its worker waits while the other trains on
     spec.write_text(TINY_SPEC.replace("steps = 10\n", "").replace("eval_interval = 5", "eval_interval = 1000")

@@ -42,10 +42,14 @@ def wait_for(manager: JobManager, job_id: str, condition, ceiling: float = CEILI
 
 
 @pytest.fixture
-def make_manager(tmp_path):
+def make_manager(tmp_path, monkeypatch):
     made = []
 
-    def make(**kwargs) -> JobManager:
+    def make(runs_jobs: bool = True, **kwargs) -> JobManager:
+        """A manager on this test's folders; with `runs_jobs=False` (a test that starts no worker) it
+        starts no process ahead either (each one loads torch: seconds of CPU for nothing)."""
+        if not runs_jobs:
+            monkeypatch.setattr(JobManager, "_start_spare", lambda self: None)
         store = KeptStore(tmp_path / "kept", cap=50 * 2**20)
         manager = JobManager(tmp_path / "jobs", store, **kwargs)
         made.append(manager)
@@ -81,7 +85,7 @@ def test_early_stopping_at_the_target(make_manager):
 
 
 def test_bad_settings_are_refused_before_queueing(make_manager):
-    manager = make_manager(capacity=1)
+    manager = make_manager(runs_jobs=False, capacity=1)
     with pytest.raises(ValueError, match="n must be at most 24 \\(limit 'this server's'\\)"):
         manager.submit("alice", request(n=30))
     with pytest.raises(ValueError, match="steps must be at most 1,000,000 \\(limit 'train_steps'\\)"):
@@ -91,6 +95,7 @@ def test_bad_settings_are_refused_before_queueing(make_manager):
     assert manager.active("alice") is None and not manager.queue
 
 
+@pytest.mark.slow  # integration: three worker processes, each loading torch
 def test_one_job_per_owner_a_queue_behind_the_cap_stop_and_cancel(make_manager):
     manager = make_manager(capacity=1, threads=1)
     long = manager.submit("alice", request(steps=100_000, every=25))
@@ -137,6 +142,7 @@ PARENT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # integration: a server process (torch loaded) killed, and its worker
 def test_a_worker_exits_when_the_server_dies(tmp_path):
     script = tmp_path / "server.py"
     script.write_text(PARENT.format(root=str(ROOT), root_jobs=str(tmp_path / "jobs"), root_kept=str(tmp_path / "kept")))
@@ -176,7 +182,7 @@ def test_jobs_of_an_earlier_server_run_are_recovered(make_manager, tmp_path):
     for folder, state in ((running, "running"), (queued, "queued")):
         (folder / "state.json").write_text(json.dumps({"id": folder.name, "owner": "alice", "name": "m", "state": state,
                                                        "created": 0.0}))
-    manager = make_manager(capacity=1)
+    manager = make_manager(runs_jobs=False, capacity=1)
     recovered = manager.status(running.name)
     assert recovered.state == "stopped" and "step 75" in recovered.reason
     assert sv.load_checkpoint(manager.store.data(recovered.kept)).task.label == "first"
@@ -185,11 +191,12 @@ def test_jobs_of_an_earlier_server_run_are_recovered(make_manager, tmp_path):
 
 
 def test_a_second_server_on_the_same_data_folder_is_refused(make_manager):
-    make_manager(capacity=1)
+    make_manager(runs_jobs=False, capacity=1)
     with pytest.raises(RuntimeError, match="another server runs the training jobs"):
-        make_manager(capacity=1)
+        make_manager(runs_jobs=False, capacity=1)
 
 
+@pytest.mark.slow  # integration: seven worker processes, each loading torch
 def test_no_failure_of_one_job_stops_the_manager(make_manager, monkeypatch):
     """Each failure while collecting a job fails that job with one line; the next user's job runs."""
     from sensviz import jobs as jobs_module
@@ -256,7 +263,7 @@ def test_job_folders_count_against_their_owner_and_only_their_own_are_pruned(mak
                                                            "state": "finished", "created": float(i)}))
             (folder / "records.jsonl").write_text("x" * 1000)
             (folder / ".records.jsonl.0123abcd.tmp").write_text("y" * 500)  # left by a killed worker
-    manager = make_manager(capacity=1)
+    manager = make_manager(runs_jobs=False, capacity=1)
     folders = sorted(p.name for p in (tmp_path / "jobs").iterdir() if p.is_dir())
     assert [f for f in folders if f.startswith("bob")] == [f"bobjob{i:010d}" for i in range(3)]
     assert [f for f in folders if f.startswith("alice")] == [f"alicejob{i:010d}" for i in range(5, MAX_FOLDERS + 5)]
@@ -268,6 +275,7 @@ def test_job_folders_count_against_their_owner_and_only_their_own_are_pruned(mak
         manager.store.keep("upload", "x.safetensors", b"z" * 200, "alice")
 
 
+@pytest.mark.slow  # integration: a 16 MiB request trained at n=24 in a worker
 def test_a_table_task_at_the_largest_n_trains_is_kept_and_loads(make_manager):
     import torch
 
@@ -313,7 +321,7 @@ class _Idle:
 
 def queue_manager(make_manager, monkeypatch, **kwargs) -> JobManager:
     """A manager with one run always going (an idle stand-in), so that submitted jobs stay queued."""
-    manager = make_manager(capacity=1, threads=1, calibration=FAST, **kwargs)
+    manager = make_manager(runs_jobs=False, capacity=1, threads=1, calibration=FAST, **kwargs)
     monkeypatch.setattr(manager, "_take_spare", lambda folder: _Idle())
     manager.submit("runner", request(), "10.0.0.99")
     return manager
@@ -369,7 +377,7 @@ def test_a_hard_cap_per_address_is_a_server_setting(make_manager, monkeypatch):
 
 
 def test_jobs_over_the_budget_are_refused_before_queueing(make_manager):
-    manager = make_manager(capacity=1, calibration=FAST, job_budget=budget.Budget(seconds=60, mib=4096))
+    manager = make_manager(runs_jobs=False, capacity=1, calibration=FAST, job_budget=budget.Budget(seconds=60, mib=4096))
     slow = budget.Calibration(op_s=1e-3, flop_s=1e-9)  # a machine a thousand times slower
     manager._calibration = slow
     with pytest.raises(ValueError, match=r"over the server's budget per run \(60 s and 4,096 MiB; SENSVIZ_JOB_BUDGET\): "

@@ -3,12 +3,14 @@ upload is removed from Streamlit's uploaded-file manager at once, and a closed t
 dropped. The removal uses Streamlit internals (it offers no public call): these tests pin them to the
 installed version and fail when they change."""
 
+import asyncio
 import inspect
 import os
 import sys
 import tempfile
 import tomllib
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -25,11 +27,53 @@ from ui import registry, uploads  # noqa: E402
 CONFIG = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
 
 
-def test_the_upload_cap_of_the_config_is_the_loaders():
-    assert CONFIG["server"]["maxUploadSize"] * 1024 * 1024 == SIZE_CAP == 64 * 2**20
-    import streamlit.web.server.starlette.starlette_routes as routes  # the server multiplies by MiB
+def held(manager: MemoryUploadedFileManager) -> int:
+    """The bytes the manager holds, as the server's /_stcore/metrics reports them."""
+    return sum(stat.byte_length for stats in manager.get_stats().values() for stat in stats
+               if stat.category_name == "UploadedFileManager")
 
-    assert 'config.get_option("server.maxUploadSize") * 1024 * 1024' in inspect.getsource(routes)
+
+def put(app, path: str, name: str, data: bytes) -> int:
+    """The HTTP status of a browser's upload (a multipart PUT of one file) to the ASGI `app`."""
+    boundary = "sensviz-test-boundary"
+    body = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+            f"Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    incoming = [{"type": "http.request", "body": body, "more_body": False}]
+    sent = []
+
+    async def receive():
+        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "PUT", "scheme": "http",
+             "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
+             "server": ("testserver", 80), "client": ("127.0.0.1", 5000),
+             "headers": [(b"content-type", f"multipart/form-data; boundary={boundary}".encode()),
+                         (b"content-length", str(len(body)).encode())]}
+    asyncio.run(app(scope, receive, send))
+    return next(m["status"] for m in sent if m["type"] == "http.response.start")
+
+
+def test_the_upload_cap_of_the_config_is_the_loaders(monkeypatch):
+    """The config's cap, in MiB, is the loader's; the server's upload route reads it in MiB (checked
+    with a 1 MiB cap: a file just under 1 MiB with its multipart framing is taken, 1 MiB and a byte refused)."""
+    assert CONFIG["server"]["maxUploadSize"] * 1024 * 1024 == SIZE_CAP == 64 * 2**20
+    from starlette.applications import Starlette
+    from streamlit import config
+    from streamlit.web.server.starlette.starlette_routes import create_upload_routes
+
+    options = {"server.maxUploadSize": 1, "server.enableXsrfProtection": False}  # a browser without the cookie
+    real = config.get_option
+    monkeypatch.setattr(config, "get_option", lambda key: options[key] if key in options else real(key))
+    manager = MemoryUploadedFileManager("/_stcore/upload_file")
+    session = SimpleNamespace(is_active_session=lambda session_id: session_id == "s")
+    app = Starlette(routes=create_upload_routes(session, manager, None))
+    under = 2**20 - 1024  # the request's framing counts against the cap too
+    assert put(app, "/_stcore/upload_file/s/f", "under.safetensors", b"x" * under) == 204
+    assert put(app, "/_stcore/upload_file/s/g", "over.safetensors", b"x" * (2**20 + 1)) == 413
+    assert held(manager) == under and manager.get_files("s", ["g"]) == []
 
 
 def test_a_closed_tabs_session_is_dropped_after_two_minutes():
@@ -39,17 +83,19 @@ def test_a_closed_tabs_session_is_dropped_after_two_minutes():
     assert "server.disconnectedSessionTTL" in config._config_options_template  # the option exists in this Streamlit
 
 
-def held(manager: MemoryUploadedFileManager) -> int:
-    """The bytes the manager holds, as the server's /_stcore/metrics reports them."""
-    return sum(stat.byte_length for stats in manager.get_stats().values() for stat in stats
-               if stat.category_name == "UploadedFileManager")
-
-
 def test_the_internal_calls_that_free_an_upload_exist():
-    """The server's manager is a MemoryUploadedFileManager; remove_file(session_id, file_id) frees its bytes."""
-    import streamlit.web.server.starlette.starlette_app as app
+    """The server `streamlit run` starts holds uploads in a MemoryUploadedFileManager; remove_file(session_id,
+    file_id) frees its bytes."""
+    from streamlit.runtime import Runtime
+    from streamlit.web.server.server import Server
 
-    assert "MemoryUploadedFileManager(" in inspect.getsource(app)
+    before = Runtime._instance
+    Runtime._instance = None
+    try:
+        server = Server(str(ROOT / "app.py"), is_hello=False)  # built, not started: no port, no thread
+        assert type(server._runtime.uploaded_file_mgr) is MemoryUploadedFileManager
+    finally:
+        Runtime._instance = before  # the runtime is one per process (AppTest puts back its own the same way)
     assert {"uploaded_file_mgr", "session_id"} <= set(inspect.signature(ScriptRunContext).parameters)
     assert list(inspect.signature(MemoryUploadedFileManager.remove_file).parameters) == ["self", "session_id", "file_id"]
     manager = MemoryUploadedFileManager("/upload")
