@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 import sensviz as sv  # noqa: E402
 from sensviz import budget, jobs  # noqa: E402
+from sensviz.executors import LocalExecutor  # noqa: E402
 from sensviz.jobs import JobManager, JobRefused  # noqa: E402
 from sensviz.kept import KeptStore  # noqa: E402
 from sensviz.worker import TrainRequest  # noqa: E402
@@ -49,7 +50,7 @@ def make_manager(tmp_path, monkeypatch):
         """A manager on this test's folders; with `runs_jobs=False` (a test that starts no worker) it
         starts no process ahead either (each one loads torch: seconds of CPU for nothing)."""
         if not runs_jobs:
-            monkeypatch.setattr(JobManager, "_start_spare", lambda self: None)
+            monkeypatch.setattr(LocalExecutor, "warm", lambda self: None)
         store = KeptStore(tmp_path / "kept", cap=50 * 2**20)
         manager = JobManager(tmp_path / "jobs", store, **kwargs)
         made.append(manager)
