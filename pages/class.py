@@ -72,7 +72,7 @@ if cell is not None and not projector and not found.closed:
     st.markdown(f"Train **{escape_markdown(cell['task'])}** at **n = {cell['n']}** with seed **{cell['seed']}** "
                 "(the form arrives filled in; every other setting is the class's).")
     if st.button("Open the Train form with my assignment", key=registry.CLASS_TRAIN, type="primary"):
-        classroom.fill_train_form()
+        classroom.fill_train_form(force=True)
         st.switch_page("pages/train.py")
 
 if classroom.is_instructor(found) and not projector:

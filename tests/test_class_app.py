@@ -146,7 +146,7 @@ def test_the_class_chart_shows_the_verdict_of_the_class_table():
     a = assignments.LENGTH_SCALING
     for i, cell in enumerate(a.cells()):  # the class's table, as the class's runs would write it
         value = 0.01 + (0.01 if cell["task"] == "parity" else 0.0) * cell["n"] + 0.001 * (i % 3)
-        store._write_run(code, a, {"settings": a.run_settings(cell), "status": "finished", "error": None,
+        store._write_run(code, f"job-{i}", a, {"settings": a.run_settings(cell), "status": "finished", "error": None,
                                    "metrics": {"sharpness": value, "converged": True}, "history": [], "wall_s": 1.0})
         if i == 10:
             sweeps.write_tables(store.sweep_folder(code))
@@ -182,3 +182,39 @@ def test_the_instructor_stops_a_class_job():
     assert server.job_manager().status(job).state in ("stopped", "cancelled")
     teacher.run()
     assert not any(b.key == stop for b in teacher.button)
+
+
+def test_only_the_cells_whole_request_is_an_assignment_run():
+    from dataclasses import replace
+
+    from ui import classroom
+
+    a, cell = assignments.LENGTH_SCALING, assignments.LENGTH_SCALING.deal(0)
+    wanted = classroom.canonical_request(a, cell)
+    assert classroom._matches(a, cell, replace(wanted, model=dict(wanted.model), train=dict(wanted.train)))
+    for where, field, value in (("model", "d_ff", 64), ("model", "arch", "decoder"), ("train", "loss", "bce"),
+                                ("train", "train_size", 64), ("train", "eval_size", 256), ("train", "target_loss", 0.001),
+                                ("train", "seed", cell["seed"] + 1)):
+        changed = replace(wanted, **{where: {**getattr(wanted, where), field: value}})
+        assert not classroom._matches(a, cell, changed), field
+    assert not classroom._matches(a, cell, replace(wanted, task="parity" if cell["task"] == "first" else "first"))
+
+
+def test_the_assignment_button_refills_the_form_after_a_preset():
+    from ui import classroom, train_form
+
+    code, _, teacher = new_class()
+    teacher.switch_page("pages/class.py").run()
+    teacher.button(key=registry.CLASS_ASSIGN).click().run()
+    ada = join(code, "Ada")
+    ada.switch_page("pages/train.py").run()
+    ada.selectbox(key=registry.TRAIN_PRESET).select("few examples: a random function from 64 of 256 inputs").run()
+    assert ada.session_state[train_form.key("train_size")] == 64
+    ada.switch_page("pages/class.py").run()
+    ada.button(key=registry.CLASS_TRAIN).click().run()
+    assert not ada.exception, ada.exception
+    cell = assignments.LENGTH_SCALING.deal(0)
+    wanted = classroom.canonical_request(assignments.LENGTH_SCALING, cell)
+    state = {field: ada.session_state[train_form.key(field)] for field in (*wanted.model, "task", "n", "seed", "train_size")}
+    assert state == {**wanted.model, "task": cell["task"], "n": cell["n"], "seed": cell["seed"], "train_size": None}
+    assert wanted.train["train_size"] is None

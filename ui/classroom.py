@@ -18,8 +18,12 @@ import streamlit as st
 
 from sensviz import assignments, jobs
 from sensviz.classes import Class, ClassRefused
+from sensviz.configs import settings_of
+from sensviz.models import ModelSettings
 from sensviz.sweeps import read_results
 from sensviz.text import escape_markdown, quoted
+from sensviz.training import TrainConfig
+from sensviz.worker import TrainRequest
 from ui import cache, model_refs, owner_id, registry, server, train_form
 
 GALLERY_EVERY_S = 3.0
@@ -211,25 +215,36 @@ def assignment_cell(found: Class) -> dict | None:
     return assignments.ASSIGNMENTS[found.assignment].deal(me.seat)
 
 
-def fill_train_form() -> dict | None:
-    """On the Train page: fill the form with this member's assignment once (the member may then change it);
+def canonical_request(a: assignments.Assignment, cell: dict) -> TrainRequest:
+    """The cell's run as the Train form submits it: the assignment's values, every other model and trainer
+    setting at its own default, no early stopping. Only a run with exactly this request is an assignment run."""
+    values = {**{s.name: s.default for s in (*settings_of(ModelSettings), *settings_of(TrainConfig))}, **a.request(cell)}
+    model = {s.name: values[s.name] for s in settings_of(ModelSettings)}
+    train = {s.name: None if s.name in train_form.EARLY_STOP else values[s.name] for s in settings_of(TrainConfig)
+             if s.name not in train_form.SERVER_SIDE}
+    return TrainRequest(task=cell["task"], model=model, train=train, measure_every=int(values["measure_every"]))
+
+
+def fill_train_form(force: bool = False) -> dict | None:
+    """On the Train page: fill the whole form with this member's assignment (`canonical_request`) once per
+    cell and session (the member may then change it), or always with `force` (the Class page's button);
     returns the cell."""
     found = visible()
     cell = assignment_cell(found) if found is not None and not found.closed else None
     if cell is None:
         return None
-    if st.session_state.get(registry.CLASS_FILLED) != (found.code, cell):
-        train_form.fill(assignments.ASSIGNMENTS[found.assignment].request(cell))
+    if force or st.session_state.get(registry.CLASS_FILLED) != (found.code, cell):
+        wanted = canonical_request(assignments.ASSIGNMENTS[found.assignment], cell)
+        train_form.fill({**wanted.model, **{k: v for k, v in wanted.train.items() if k not in train_form.EARLY_STOP},
+                         "task": wanted.task, "measure_every": wanted.measure_every, "early_stop": False})
+        st.session_state[registry.TRAIN_PRESET] = None  # the form is the assignment's now, not a preset's
         st.session_state[registry.CLASS_FILLED] = (found.code, cell)
     return cell
 
 
-def _matches(a: assignments.Assignment, cell: dict, request) -> bool:
-    wanted = a.request(cell)
-    values = {**request.model, **request.train, "task": request.task}
-    same = all(values.get(k) == wanted[k] for k in ("task", "n", "seed", "steps", "d_model", "n_layers", "n_heads",
-                                                    "batch_size", "lr", "weight_decay"))
-    return same and request.train.get("target_accuracy") is None and request.train.get("target_loss") is None
+def _matches(a: assignments.Assignment, cell: dict, request: TrainRequest) -> bool:
+    """Whether a run's request is the cell's, every setting included (`canonical_request`)."""
+    return request == canonical_request(a, cell)
 
 
 def job_started(job_id: str, request) -> None:
