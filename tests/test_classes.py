@@ -250,3 +250,21 @@ def test_a_stopped_run_is_not_finished_and_a_rerun_replaces_no_row(store):
     assert len(counted) == 1 and counted["ended_at"].iloc[0] == runs["ended_at"].max()
     missing = assignments.missing_runs(assignments.LENGTH_SCALING, runs)
     assert missing[(cell["task"], cell["n"])] == assignments.LENGTH_SCALING.seeds[cell["task"]] - 1
+
+
+def test_the_fidelity_page_refuses_a_class_table_in_one_line(store, tmp_path, capsys):
+    from sensviz import cli, sweeps
+
+    made, _ = store.create("Lab", "teacher")
+    store.start_assignment(made.code, "teacher", "length_scaling")
+    a = assignments.LENGTH_SCALING
+    for i, cell in enumerate(a.cells()[:4]):
+        store._write_run(made.code, f"job-{i}", a, {"settings": a.run_settings(cell), "status": "finished", "error": None,
+                                                   "metrics": {"sharpness": 0.01 * cell["n"], "converged": True},
+                                                   "history": [], "wall_s": 1.0})
+    sweeps.write_tables(store.sweep_folder(made.code))
+    folder = store.sweep_folder(made.code).parents[1]
+    assert cli.main(["fidelity", str(folder), "--scale", "class", "--out", str(tmp_path / "page.md")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "lack the column 'sharpness_proxy_pm1'" in err and "Traceback" not in err
+    assert not (tmp_path / "page.md").exists()
