@@ -31,8 +31,10 @@ if found is None:
         st.info("Join the class in the sidebar (a display name) to see its models and its chart.")
     elif mine:
         st.markdown("Your classes:")
-        for c in mine:
-            st.page_link("pages/class.py", label=escape_markdown(c.name), query_params={"class": c.code})
+        for c in mine:  # a button, not a link: `class=` in the URL is read on a session's first run only
+            if st.button(escape_markdown(c.name), key=registry.class_key("enter", c.code), icon=":material/groups:"):
+                classroom.enter(c.code)
+                st.rerun()
     else:
         st.info("Open your class link (from your instructor) to join a class, or create one on the Home page.")
     st.stop()

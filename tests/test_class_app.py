@@ -218,3 +218,14 @@ def test_the_assignment_button_refills_the_form_after_a_preset():
     state = {field: ada.session_state[train_form.key(field)] for field in (*wanted.model, "task", "n", "seed", "train_size")}
     assert state == {**wanted.model, "task": cell["task"], "n": cell["n"], "seed": cell["seed"], "train_size": None}
     assert wanted.train["train_size"] is None
+
+
+def test_your_classes_enter_the_class_in_one_click():
+    code, _, teacher = new_class("Lab **one**")
+    teacher.session_state[registry.CLASS] = None  # the same browser, out of the class
+    teacher.switch_page("pages/class.py").run()
+    assert "### Instructor" not in texts(teacher)
+    teacher.button(key=registry.class_key("enter", code)).click().run()
+    teacher.run()  # the button's rerun (`st.rerun`)
+    assert not teacher.exception, teacher.exception
+    assert "### Instructor" in texts(teacher) and teacher.query_params["class"] == code
