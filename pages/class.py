@@ -118,8 +118,10 @@ if classroom.is_instructor(found) and not projector:
     if cols[0].button("Reopen the class" if found.closed else "Close the class", key=registry.CLASS_CLOSE):
         store.close(found.code, owner_id.owner(), not found.closed)
         st.rerun()
-    if cols[1].button("Delete the class", key=registry.CLASS_DELETE, help="Its gallery, runs and members are gone; "
-                      "the members' own models stay theirs."):
+    sure = cols[1].checkbox("Yes, delete this class", key=registry.class_key("delete", "sure"),
+                            help="Its gallery, runs and members are gone; the members' own models stay theirs.")
+    if cols[1].button("Delete the class", key=registry.CLASS_DELETE, disabled=not sure,
+                      help="Tick the box above first: a deleted class cannot be restored."):
         store.delete(found.code, owner_id.owner())
         registry.enter_class(None)
         st.rerun()

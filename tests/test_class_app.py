@@ -229,3 +229,13 @@ def test_your_classes_enter_the_class_in_one_click():
     teacher.run()  # the button's rerun (`st.rerun`)
     assert not teacher.exception, teacher.exception
     assert "### Instructor" in texts(teacher) and teacher.query_params["class"] == code
+
+
+def test_deleting_the_class_asks_first():
+    code, _, teacher = new_class()
+    teacher.switch_page("pages/class.py").run()
+    assert teacher.button(key=registry.CLASS_DELETE).disabled  # one click deletes nothing
+    teacher.checkbox(key=registry.class_key("delete", "sure")).check().run()
+    teacher.button(key=registry.CLASS_DELETE).click().run()
+    assert not teacher.exception, teacher.exception
+    assert server.class_store().get(code) is None
