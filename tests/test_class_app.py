@@ -113,7 +113,12 @@ def test_the_gallery_compares_two_models_in_one_click():
     server.class_store().add_model(code, owner(ada), mine, "parity", 4, 1.0, "encoder-parity-n4")
     server.class_store().add_model(code, bob_owner, theirs, "first", 4, 0.98, "encoder-first-n4")
     ada.switch_page("pages/class.py").run()
-    assert escape_markdown("Bob · first · n = 4 · 98.0%") in texts(ada)  # shown as text
+    shown = texts(ada)
+    assert escape_markdown("Bob · first · n = 4 · 98.0% · encoder-first-n4 · ") in shown  # shown as text
+    server.class_store().add_model(code, bob_owner, keep(bob_owner, "encoder-first-n6"), "first", 4, 0.98,
+                                   "first-n4-encoder-d32-seed7 **x**")  # a second run of one setting: its own label
+    ada.run()
+    assert escape_markdown("Bob · first · n = 4 · 98.0% · first-n4-encoder-d32-seed7 **x** · ") in texts(ada)
     ada.button(key=registry.class_key("open", "g", mine)).click().run()
     ada.run()  # the open model's rerun (`st.rerun`): AppTest's tree is the browser's once it drew the page again
     ada.button(key=registry.class_key("compare", theirs)).click().run()

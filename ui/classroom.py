@@ -12,6 +12,8 @@ this module is its Streamlit glue, used by the frame, the sidebar, the Home, Tra
 
 from __future__ import annotations
 
+import time
+
 import altair as alt
 import pandas as pd
 import streamlit as st
@@ -160,16 +162,19 @@ def _open(token: str, compare: bool) -> None:
 
 
 def gallery_rows(found: Class) -> pd.DataFrame:
-    """The gallery as a table: member · task · n · accuracy (text cells), newest last."""
+    """The gallery as a table: member · task · n · accuracy · the model's name (a run's carries its seed) · when
+    it was added (UTC), so two runs of one setting differ; text cells, newest last."""
     names = found.names()
     return pd.DataFrame([{"member": names.get(m.member, "?"), "task": m.task, "n": m.n,
-                          "accuracy": None if m.accuracy is None else round(float(m.accuracy), 4), "token": m.token}
-                         for m in found.model_list()], columns=["member", "task", "n", "accuracy", "token"])
+                          "accuracy": None if m.accuracy is None else round(float(m.accuracy), 4), "model": m.name,
+                          "added": time.strftime("%H:%M:%S", time.gmtime(m.added)), "token": m.token}
+                         for m in found.model_list()],
+                        columns=["member", "task", "n", "accuracy", "model", "added", "token"])
 
 
 def gallery(found: Class, compact: bool = False) -> None:
-    """Every model of the class, "member · task · n · accuracy"; one click opens one (`model=`) and one
-    click puts another beside it (`compare=`)."""
+    """Every model of the class, "member · task · n · accuracy · model name (seed) · time added"; one click
+    opens one (`model=`) and one click puts another beside it (`compare=`)."""
     store().sync(found.code, server.job_manager())
     found = store().get(found.code) or found
     rows = gallery_rows(found)
@@ -179,7 +184,8 @@ def gallery(found: Class, compact: bool = False) -> None:
     current = registry.selected()
     for row in rows.iloc[::-1].to_dict("records"):
         accuracy = "–" if pd.isna(row["accuracy"]) else f"{row['accuracy']:.1%}"
-        label = f"{row['member']} · {row['task']} · n = {row['n']} · {accuracy}"
+        model = row["model"] if len(row["model"]) <= 48 else row["model"][:47] + "…"
+        label = f"{row['member']} · {row['task']} · n = {row['n']} · {accuracy} · {model} · {row['added']} UTC"
         is_open = current is not None and current.key == row["token"]
         cols = st.columns([4, 1, 1]) if not compact else st.columns([3, 1])
         cols[0].markdown(("**" if is_open else "") + escape_markdown(label) + ("**" if is_open else ""))
