@@ -4,9 +4,10 @@ this module is its Streamlit glue, used by the frame, the sidebar, the Home, Tra
 
 - `class=<code>` in the URL (public, like `model=`) puts the session in a class. A non-member sees
   the class's name and the join form, nothing else; a member sees the classes they joined only.
-- `instructor=<private code>` (the instructor link) is checked on the session's first run, makes the
+- `instructor=<private code>` (the instructor link) is checked on the run that brings it, makes the
   session's signed owner id (`ui.owner_id`, its cookie) an instructor of the class, and is removed
-  from the URL at once; it is never shown again (not in projector mode either).
+  from the URL without a trace in the browser's history (`take_instructor_code`); it is never shown
+  again (not in projector mode either).
 - Every display name and model name is shown through `escape_markdown` or as a table cell (text).
 """
 
@@ -33,6 +34,12 @@ GALLERY_EVERY_S = 3.0
 PROJECTOR_CSS = ("<style>section[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'] {display: none;} "
                  "html, .stMarkdown, .stCaption, .stDataFrame {font-size: 150% !important;}</style>")
 
+INSTRUCTOR_PARAM = "instructor"
+"""The instructor link's parameter (its private code): taken on the first run, never kept in the URL."""
+DROP_INSTRUCTOR_SCRIPT = ("<script>{const url = new URL(location.href); if (url.searchParams.has('instructor')) "
+                          "{url.searchParams.delete('instructor'); history.replaceState(history.state, '', url);}}</script>")
+"""Takes the instructor code out of the browser's current history entry (not only out of a new one)."""
+
 
 def store():
     return server.class_store()
@@ -42,18 +49,30 @@ def store():
 
 
 def take_instructor_code() -> None:
-    """The instructor link's private code, on any run that has it: exchanged for the session's owner id
-    (its signed cookie) as an instructor of the class, and removed from the URL at once."""
-    private = st.query_params.get("instructor")
-    if private is None:
+    """The instructor link's private code, on the run that brings it: exchanged for the session's owner id
+    (its signed cookie) as an instructor of the class, and taken out of the browser's URL by a script that
+    rewrites the current history entry (`DROP_INSTRUCTOR_SCRIPT`). Deleting it from `st.query_params` in the
+    same run would push a new entry and leave the code in the one before (Streamlit 1.67's frontend pushes
+    on every query-parameter change), so `drop_instructor_code` does that on the next run, when the
+    browser's URL no longer holds it and Streamlit has nothing to push."""
+    private = st.query_params.get(INSTRUCTOR_PARAM)
+    if private is None or st.session_state.get(registry.CLASS_CODE_PENDING):
         return
-    del st.query_params["instructor"]
+    st.session_state[registry.CLASS_CODE_PENDING] = True
+    st.html(DROP_INSTRUCTOR_SCRIPT, unsafe_allow_javascript=True)
     code = st.query_params.get("class")
     if store().claim_instructor(code, private[:100], owner_id.owner()):
         registry.enter_class(code)
         st.toast("You are this class's instructor in this browser: the instructor link is no longer needed here.")
     else:
         st.warning("That instructor link is not valid on this server (mistyped, or the class was deleted).")
+
+
+def drop_instructor_code() -> None:
+    """On the run after `take_instructor_code` (the next full run, or the Class page's live fragment):
+    the code leaves `st.query_params` too."""
+    if st.session_state.pop(registry.CLASS_CODE_PENDING, False) and INSTRUCTOR_PARAM in st.query_params:
+        del st.query_params[INSTRUCTOR_PARAM]
 
 
 def enter(code: str) -> None:
