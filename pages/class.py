@@ -51,7 +51,6 @@ if me is not None and not projector:
 
 @st.fragment(run_every=classroom.GALLERY_EVERY_S)
 def live_gallery():
-    classroom.drop_instructor_code()  # a moment after the instructor link's run (its script has cleaned the URL)
     st.markdown("### Gallery")
     now = classroom.store().get(found.code)
     if now is not None:

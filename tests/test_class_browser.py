@@ -80,6 +80,10 @@ def test_the_instructor_code_leaves_no_trace_in_the_history(server, browser):  #
     other = browser.new_context(viewport=WIDE).new_page()  # the instructor's second browser
     other.goto(f"{server}/", wait_until="domcontentloaded")
     wait_until_done(other)
+    other.add_init_script("""(() => {const log = []; window.__urls = log;  // every URL the app puts in the history
+        for (const name of ['pushState', 'replaceState']) {
+            const orig = history[name].bind(history);
+            history[name] = (s, t, u) => {log.push(name + ' ' + u); return orig(s, t, u);};}})()""")
     other.goto(f"{server}{link}", wait_until="domcontentloaded")
     wait_until_done(other)
     other.get_by_text("Instructor").first.wait_for(timeout=60_000)
@@ -88,5 +92,6 @@ def test_the_instructor_code_leaves_no_trace_in_the_history(server, browser):  #
     other.wait_for_timeout(8_000)  # the live gallery's runs (every 3 s): the code leaves the server's URL too
     wait_until_done(other)
     assert other.evaluate("history.length") == entries and "instructor" not in other.url
+    assert not [url for url in other.evaluate("window.__urls") if "instructor" in url]
     other.go_back(wait_until="domcontentloaded")
     assert "instructor" not in other.url

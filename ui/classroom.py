@@ -53,13 +53,14 @@ def take_instructor_code() -> None:
     (its signed cookie) as an instructor of the class, and taken out of the browser's URL by a script that
     rewrites the current history entry (`DROP_INSTRUCTOR_SCRIPT`). Deleting it from `st.query_params` in the
     same run would push a new entry and leave the code in the one before (Streamlit 1.67's frontend pushes
-    on every query-parameter change), so `drop_instructor_code` does that on the next run, when the
-    browser's URL no longer holds it and Streamlit has nothing to push."""
+    on every query-parameter change), so `drop_instructor_code` does that in a later run (the next full
+    one, or `_drop_soon`'s), when the browser's URL no longer holds it and Streamlit has nothing to push."""
     private = st.query_params.get(INSTRUCTOR_PARAM)
-    if private is None or st.session_state.get(registry.CLASS_CODE_PENDING):
+    if private is None or registry.CLASS_CODE_PENDING in st.session_state:
         return
-    st.session_state[registry.CLASS_CODE_PENDING] = True
+    st.session_state[registry.CLASS_CODE_PENDING] = "taken"
     st.html(DROP_INSTRUCTOR_SCRIPT, unsafe_allow_javascript=True)
+    _drop_soon()
     code = st.query_params.get("class")
     if store().claim_instructor(code, private[:100], owner_id.owner()):
         registry.enter_class(code)
@@ -68,10 +69,18 @@ def take_instructor_code() -> None:
         st.warning("That instructor link is not valid on this server (mistyped, or the class was deleted).")
 
 
+@st.fragment(run_every=GALLERY_EVERY_S)
+def _drop_soon() -> None:
+    """Drop the code from `st.query_params` on this fragment's first own run (not the full run that drew it)."""
+    if st.session_state.get(registry.CLASS_CODE_PENDING) == "taken":
+        st.session_state[registry.CLASS_CODE_PENDING] = "drawn"
+    else:
+        drop_instructor_code()
+
+
 def drop_instructor_code() -> None:
-    """On the run after `take_instructor_code` (the next full run, or the Class page's live fragment):
-    the code leaves `st.query_params` too."""
-    if st.session_state.pop(registry.CLASS_CODE_PENDING, False) and INSTRUCTOR_PARAM in st.query_params:
+    """On a run after `take_instructor_code`'s: the code leaves `st.query_params` too."""
+    if st.session_state.pop(registry.CLASS_CODE_PENDING, None) and INSTRUCTOR_PARAM in st.query_params:
         del st.query_params[INSTRUCTOR_PARAM]
 
 
