@@ -310,8 +310,9 @@ def class_runs(found: Class) -> pd.DataFrame:
 
 
 def chart(a: assignments.Assignment, runs: pd.DataFrame, me: str | None) -> alt.LayerChart:
-    """Every member's point (their own larger, outlined), the mean per setting (a line per task)."""
-    done = runs[runs["status"] == "finished"].copy()
+    """Every member's point (their own larger, outlined), the mean per setting (a line per task): the runs
+    the verdict counts (`sensviz.assignments.counted`: each member's latest finished run)."""
+    done = assignments.counted(runs).copy()
     done["yours"] = done["member"] == me
     done["kept"] = done["converged"].fillna(False).astype(bool).map({True: "converged", False: "not converged"})
     x = alt.X("n:Q", scale=alt.Scale(domain=[min(a.lengths) - 1, max(a.lengths) + 1]), title="input length n")
