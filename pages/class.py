@@ -31,8 +31,10 @@ if found is None:
         st.info("Join the class in the sidebar (a display name) to see its models and its chart.")
     elif mine:
         st.markdown("Your classes:")
-        for c in mine:
-            st.page_link("pages/class.py", label=escape_markdown(c.name), query_params={"class": c.code})
+        for c in mine:  # a button, not a link: `class=` in the URL is read on a session's first run only
+            if st.button(escape_markdown(c.name), key=registry.class_key("enter", c.code), icon=":material/groups:"):
+                classroom.enter(c.code)
+                st.rerun()
     else:
         st.info("Open your class link (from your instructor) to join a class, or create one on the Home page.")
     st.stop()
@@ -72,7 +74,7 @@ if cell is not None and not projector and not found.closed:
     st.markdown(f"Train **{escape_markdown(cell['task'])}** at **n = {cell['n']}** with seed **{cell['seed']}** "
                 "(the form arrives filled in; every other setting is the class's).")
     if st.button("Open the Train form with my assignment", key=registry.CLASS_TRAIN, type="primary"):
-        classroom.fill_train_form()
+        classroom.fill_train_form(force=True)
         st.switch_page("pages/train.py")
 
 if classroom.is_instructor(found) and not projector:
@@ -116,8 +118,10 @@ if classroom.is_instructor(found) and not projector:
     if cols[0].button("Reopen the class" if found.closed else "Close the class", key=registry.CLASS_CLOSE):
         store.close(found.code, owner_id.owner(), not found.closed)
         st.rerun()
-    if cols[1].button("Delete the class", key=registry.CLASS_DELETE, help="Its gallery, runs and members are gone; "
-                      "the members' own models stay theirs."):
+    sure = cols[1].checkbox("Yes, delete this class", key=registry.class_key("delete", "sure"),
+                            help="Its gallery, runs and members are gone; the members' own models stay theirs.")
+    if cols[1].button("Delete the class", key=registry.CLASS_DELETE, disabled=not sure,
+                      help="Tick the box above first: a deleted class cannot be restored."):
         store.delete(found.code, owner_id.owner())
         registry.enter_class(None)
         st.rerun()

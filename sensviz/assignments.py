@@ -240,21 +240,24 @@ def describe_short(a: Assignment) -> str:
 
 
 def record(a: Assignment, cell: dict, records: list[dict], state: str, error: str | None, steps: int | None,
-           seconds: float | None) -> dict:
+           seconds: float | None, ended_at: float | None = None) -> dict:
     """One run of the class as a sweep record (`sensviz.sweeps` writes and reads them): its settings,
     status, the last measurement's values (the final weights: loss, accuracy, sharpness, ...) and
     converged, the paper's filter on that measurement's MSE (over the whole cube: the live monitor
-    measures on 256 inputs, the cube up to n = 8)."""
+    measures on 256 inputs, the cube up to n = 8), and `ended_at` (when it was collected: `counted`
+    keeps a cell's latest). Only a run that trained to its end is "finished": a stopped, cancelled
+    or failed run is "failed", with the reason."""
     last = dict(records[-1]) if records else {}
     metrics = {k: v for k, v in last.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     loss = last.get("loss")
     metrics.update({"steps_trained": steps if steps is not None else last.get("step"), "train_seconds": seconds,
-                    "converged": bool(loss is not None and loss < CONVERGED_MSE)})
+                    "converged": bool(loss is not None and loss < CONVERGED_MSE), "ended_at": ended_at})
     history = [{"step": r.get("step"), **{k: r.get(k) for k in ("loss", "accuracy", a.quantity, "param_norm")}}
                for r in records]
-    failed = state not in ("finished", "stopped") or not records
+    failed = state != "finished" or not records
+    reason = error or (f"the run was {state} before it finished" if state != "finished" else "the run measured nothing")
     return {"settings": a.run_settings(cell), "status": "failed" if failed else "finished",
-            "error": error if failed else None, "metrics": metrics, "history": history, "wall_s": seconds or 0.0}
+            "error": reason if failed else None, "metrics": metrics, "history": history, "wall_s": seconds or 0.0}
 
 
 @dataclass(frozen=True)
@@ -267,9 +270,21 @@ class Verdict:
     missing: dict  # {(task, n): runs still to come}
 
 
+def counted(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs the verdict counts: each cell (task, n, seed: one member's) once, its latest finished
+    run (by `ended_at`), converged or not; a rerun adds a row to the class's table, it replaces nothing,
+    and stopped or failed runs count for nothing."""
+    if not len(runs):
+        return runs
+    done = runs[runs["status"] == "finished"]
+    if "ended_at" in done:
+        done = done.sort_values("ended_at", kind="stable", na_position="first")
+    return done.drop_duplicates(["task", "n", "seed"], keep="last")
+
+
 def missing_runs(a: Assignment, runs: pd.DataFrame) -> dict:
-    """Planned runs not yet finished in the class's table, per (task, n)."""
-    done = runs[runs["status"] == "finished"] if len(runs) else runs
+    """Planned runs not yet finished in the class's table, per (task, n) (each cell counted once: `counted`)."""
+    done = counted(runs)
     have = done.groupby(["task", "n"]).size() if len(done) else pd.Series(dtype=int)
     return {(t, n): a.seeds[t] - int(have.get((t, n), 0)) for t in a.tasks for n in a.lengths
             if a.seeds[t] > int(have.get((t, n), 0))}
@@ -283,10 +298,11 @@ def _at(missing: dict) -> str:
 def verdict(a: Assignment, runs: pd.DataFrame) -> Verdict:
     """The claim decided on the class's runs table by the fidelity page's rule (`sensviz.stats.verdict`):
     the difference of the OLS slopes (kept runs), once every planned run is in; before that, or while
-    the interval includes zero, how many runs are still needed and at which n."""
+    the interval includes zero, how many runs are still needed and at which n. Each member's cell counts
+    once: its latest finished run, converged or not (`counted`; the slopes use the converged ones)."""
     missing = missing_runs(a, runs)
     interval = None
-    kept = _kept(runs) if len(runs) else runs
+    kept = _kept(counted(runs)) if len(runs) else runs
     try:
         slopes = [stats.slope(kept[kept["task"] == t]["n"], kept[kept["task"] == t][a.quantity]) for t in a.tasks]
         interval = stats.difference(*slopes)

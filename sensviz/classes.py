@@ -407,17 +407,18 @@ class ClassStore:
                 if entry["assignment"] and found.assignment in assignments.ASSIGNMENTS:
                     a = assignments.ASSIGNMENTS[found.assignment]
                     row = assignments.record(a, entry["assignment"], records, status.state,
-                                             status.error or status.reason, status.steps, status.seconds)
-                    self._write_run(code, a, row)
+                                             status.error or status.reason, status.steps, status.seconds, self.clock())
+                    self._write_run(code, job_id, a, row)
                     wrote = True
             if wrote:
                 sweeps.write_tables(self.sweep_folder(code))
             self._save(found)
             return len(ended)
 
-    def _write_run(self, code: str, a, row: dict) -> None:
+    def _write_run(self, code: str, job_id: str, a, row: dict) -> None:
+        """One row per job: the run id is the cell's settings and the job, so a rerun of a cell adds a row."""
         folder = self.sweep_folder(code)
-        rid = sweeps.run_id(row["settings"])
+        rid = sweeps.run_id({**row["settings"], "job": job_id})
         write_atomic(folder / "runs" / f"{rid}.json", json.dumps({"run_id": rid, "traceback": None, "spec_hash": None,
                                                                    **row}, default=float).encode())
         if not (folder / "spec.json").is_file():

@@ -495,7 +495,12 @@ def collect(folder: Path, scale: str) -> tuple[list[str], list[Claim], list[str]
             continue
         found[experiment] = tables
         for section in registered.sections:
-            text, some = section(tables)
+            try:
+                text, some = section(tables)
+            except KeyError as err:  # e.g. a class's table: the live monitor's `sharpness`, not the sweeps' columns
+                raise ValueError(f"{folder / scale}: the {experiment} tables lack the column {err} that the fidelity "
+                                 "page reads (tables of another kind, e.g. a class's: its verdict is on the Class page)"
+                                 ) from None
             sections.append(text)
             claims += some
     keys = [c.key for c in claims]

@@ -71,12 +71,15 @@ def keep(owner_id: str, stem: str) -> str:
 def test_the_instructor_link_is_exchanged_and_leaves_the_url():
     code, private, _ = new_class()
     teacher = session("class", **{"class": code, "instructor": private})
+    assert any("replaceState" in h.proto.body for h in teacher.get("html"))  # out of the browser's history entry
+    teacher.run()  # the next run: out of the session's URL too (the browser's no longer holds it: no new entry)
     assert "instructor" not in teacher.query_params and teacher.query_params["class"] == code
     assert "### Instructor" in texts(teacher) and private not in texts(teacher)
     assert server.class_store().get(code).is_instructor(owner(teacher))
     forged = session("class", **{"class": code, "instructor": "A" * 32})
-    assert "instructor" not in forged.query_params and "### Instructor" not in texts(forged)
-    assert any("not valid" in w.value for w in forged.warning)
+    assert "### Instructor" not in texts(forged) and any("not valid" in w.value for w in forged.warning)
+    forged.run()
+    assert "instructor" not in forged.query_params and not forged.warning
     next(t for t in teacher.toggle if t.label == "Projector mode").set_value(True).run()
     assert teacher.query_params["projector"] == "1"  # projector mode: large type, no sidebar, nothing of the instructor's
     assert "### Instructor" not in texts(teacher) and "### Gallery" in texts(teacher)
@@ -113,7 +116,12 @@ def test_the_gallery_compares_two_models_in_one_click():
     server.class_store().add_model(code, owner(ada), mine, "parity", 4, 1.0, "encoder-parity-n4")
     server.class_store().add_model(code, bob_owner, theirs, "first", 4, 0.98, "encoder-first-n4")
     ada.switch_page("pages/class.py").run()
-    assert escape_markdown("Bob · first · n = 4 · 98.0%") in texts(ada)  # shown as text
+    shown = texts(ada)
+    assert escape_markdown("Bob · first · n = 4 · 98.0% · encoder-first-n4 · ") in shown  # shown as text
+    server.class_store().add_model(code, bob_owner, keep(bob_owner, "encoder-first-n6"), "first", 4, 0.98,
+                                   "first-n4-encoder-d32-seed7 **x**")  # a second run of one setting: its own label
+    ada.run()
+    assert escape_markdown("Bob · first · n = 4 · 98.0% · first-n4-encoder-d32-seed7 **x** · ") in texts(ada)
     ada.button(key=registry.class_key("open", "g", mine)).click().run()
     ada.run()  # the open model's rerun (`st.rerun`): AppTest's tree is the browser's once it drew the page again
     ada.button(key=registry.class_key("compare", theirs)).click().run()
@@ -146,7 +154,7 @@ def test_the_class_chart_shows_the_verdict_of_the_class_table():
     a = assignments.LENGTH_SCALING
     for i, cell in enumerate(a.cells()):  # the class's table, as the class's runs would write it
         value = 0.01 + (0.01 if cell["task"] == "parity" else 0.0) * cell["n"] + 0.001 * (i % 3)
-        store._write_run(code, a, {"settings": a.run_settings(cell), "status": "finished", "error": None,
+        store._write_run(code, f"job-{i}", a, {"settings": a.run_settings(cell), "status": "finished", "error": None,
                                    "metrics": {"sharpness": value, "converged": True}, "history": [], "wall_s": 1.0})
         if i == 10:
             sweeps.write_tables(store.sweep_folder(code))
@@ -182,3 +190,60 @@ def test_the_instructor_stops_a_class_job():
     assert server.job_manager().status(job).state in ("stopped", "cancelled")
     teacher.run()
     assert not any(b.key == stop for b in teacher.button)
+
+
+def test_only_the_cells_whole_request_is_an_assignment_run():
+    from dataclasses import replace
+
+    from ui import classroom
+
+    a, cell = assignments.LENGTH_SCALING, assignments.LENGTH_SCALING.deal(0)
+    wanted = classroom.canonical_request(a, cell)
+    assert classroom._matches(a, cell, replace(wanted, model=dict(wanted.model), train=dict(wanted.train)))
+    for where, field, value in (("model", "d_ff", 64), ("model", "arch", "decoder"), ("train", "loss", "bce"),
+                                ("train", "train_size", 64), ("train", "eval_size", 256), ("train", "target_loss", 0.001),
+                                ("train", "seed", cell["seed"] + 1)):
+        changed = replace(wanted, **{where: {**getattr(wanted, where), field: value}})
+        assert not classroom._matches(a, cell, changed), field
+    assert not classroom._matches(a, cell, replace(wanted, task="parity" if cell["task"] == "first" else "first"))
+
+
+def test_the_assignment_button_refills_the_form_after_a_preset():
+    from ui import classroom, train_form
+
+    code, _, teacher = new_class()
+    teacher.switch_page("pages/class.py").run()
+    teacher.button(key=registry.CLASS_ASSIGN).click().run()
+    ada = join(code, "Ada")
+    ada.switch_page("pages/train.py").run()
+    ada.selectbox(key=registry.TRAIN_PRESET).select("few examples: a random function from 64 of 256 inputs").run()
+    assert ada.session_state[train_form.key("train_size")] == 64
+    ada.switch_page("pages/class.py").run()
+    ada.button(key=registry.CLASS_TRAIN).click().run()
+    assert not ada.exception, ada.exception
+    cell = assignments.LENGTH_SCALING.deal(0)
+    wanted = classroom.canonical_request(assignments.LENGTH_SCALING, cell)
+    state = {field: ada.session_state[train_form.key(field)] for field in (*wanted.model, "task", "n", "seed", "train_size")}
+    assert state == {**wanted.model, "task": cell["task"], "n": cell["n"], "seed": cell["seed"], "train_size": None}
+    assert wanted.train["train_size"] is None
+
+
+def test_your_classes_enter_the_class_in_one_click():
+    code, _, teacher = new_class("Lab **one**")
+    teacher.session_state[registry.CLASS] = None  # the same browser, out of the class
+    teacher.switch_page("pages/class.py").run()
+    assert "### Instructor" not in texts(teacher)
+    teacher.button(key=registry.class_key("enter", code)).click().run()
+    teacher.run()  # the button's rerun (`st.rerun`)
+    assert not teacher.exception, teacher.exception
+    assert "### Instructor" in texts(teacher) and teacher.query_params["class"] == code
+
+
+def test_deleting_the_class_asks_first():
+    code, _, teacher = new_class()
+    teacher.switch_page("pages/class.py").run()
+    assert teacher.button(key=registry.CLASS_DELETE).disabled  # one click deletes nothing
+    teacher.checkbox(key=registry.class_key("delete", "sure")).check().run()
+    teacher.button(key=registry.CLASS_DELETE).click().run()
+    assert not teacher.exception, teacher.exception
+    assert server.class_store().get(code) is None

@@ -63,3 +63,35 @@ def test_students_join_and_compare_each_others_models(server, browser):  # noqa:
     assert "Tuesday lab" not in browser.new_context().new_page().goto(f"{server}/class").text()  # nobody else's
     ada_context.close()
     bob_context.close()
+
+
+@pytest.mark.browser
+def test_the_instructor_code_leaves_no_trace_in_the_history(server, browser):  # noqa: F811
+    teacher = browser.new_context(viewport=WIDE).new_page()
+    teacher.goto(f"{server}/", wait_until="domcontentloaded")
+    wait_until_done(teacher)
+    teacher.get_by_text("Create a class").click()
+    teacher.get_by_role("textbox", name="Class name").fill("History lab")
+    teacher.get_by_role("textbox", name="Class name").press("Enter")
+    wait_until_done(teacher)
+    teacher.get_by_role("button", name="Create the class").click()
+    teacher.get_by_text("&instructor=").first.wait_for(timeout=60_000)
+    link = teacher.get_by_text("&instructor=").first.inner_text().strip()
+    other = browser.new_context(viewport=WIDE).new_page()  # the instructor's second browser
+    other.goto(f"{server}/", wait_until="domcontentloaded")
+    wait_until_done(other)
+    other.add_init_script("""(() => {const log = []; window.__urls = log;  // every URL the app puts in the history
+        for (const name of ['pushState', 'replaceState']) {
+            const orig = history[name].bind(history);
+            history[name] = (s, t, u) => {log.push(name + ' ' + u); return orig(s, t, u);};}})()""")
+    other.goto(f"{server}{link}", wait_until="domcontentloaded")
+    wait_until_done(other)
+    other.get_by_text("Instructor").first.wait_for(timeout=60_000)
+    other.wait_for_function("() => !location.search.includes('instructor')", timeout=60_000)
+    entries = other.evaluate("history.length")
+    other.wait_for_timeout(8_000)  # the live gallery's runs (every 3 s): the code leaves the server's URL too
+    wait_until_done(other)
+    assert other.evaluate("history.length") == entries and "instructor" not in other.url
+    assert not [url for url in other.evaluate("window.__urls") if "instructor" in url]
+    other.go_back(wait_until="domcontentloaded")
+    assert "instructor" not in other.url

@@ -226,3 +226,45 @@ def test_sync_fills_the_gallery_and_the_sweep_folder(store):
     assert runs.loc[0, "sharpness"] == 0.05 and bool(runs.loc[0, "converged"]) and runs.loc[0, "seed"] == cell["seed"]
     assert runs.loc[0, "steps_trained"] == 1200 and runs.loc[0, "loss"] == 1e-5
     assert len(history) == 2 and spec["experiment"] == "length_scaling"
+
+
+def test_a_stopped_run_is_not_finished_and_a_rerun_replaces_no_row(store):
+    """A stopped run is recorded as failed; each job is its own row; the verdict counts a cell's latest finished run once."""
+    from sensviz.sweeps import read_results
+
+    made, _ = store.create("Lab", "teacher")
+    store.join(made.code, "Ada", "s1")
+    store.start_assignment(made.code, "teacher", "length_scaling")
+    cell = assignments.LENGTH_SCALING.deal(0)
+    manager = _Manager()
+    for job_id, state in (("job-aaaaaaaaaaaa", "finished"), ("job-bbbbbbbbbbbb", "stopped"),
+                          ("job-cccccccccccc", "finished")):
+        store.add_job(made.code, "s1", job_id, cell["task"], cell["n"], cell)
+        manager.statuses[job_id] = JobStatus(job_id, "s1", "parity-n4", state, 0.0, steps=1200, seconds=20.0)
+        assert store.sync(made.code, manager) == 1
+    runs, _, _ = read_results(store.sweep_folder(made.code))
+    assert len(runs) == 3 and runs["run_id"].nunique() == 3
+    assert sorted(runs["status"]) == ["failed", "finished", "finished"]
+    assert "stopped" in runs.loc[runs["status"] == "failed", "error"].iloc[0]
+    counted = assignments.counted(runs)
+    assert len(counted) == 1 and counted["ended_at"].iloc[0] == runs["ended_at"].max()
+    missing = assignments.missing_runs(assignments.LENGTH_SCALING, runs)
+    assert missing[(cell["task"], cell["n"])] == assignments.LENGTH_SCALING.seeds[cell["task"]] - 1
+
+
+def test_the_fidelity_page_refuses_a_class_table_in_one_line(store, tmp_path, capsys):
+    from sensviz import cli, sweeps
+
+    made, _ = store.create("Lab", "teacher")
+    store.start_assignment(made.code, "teacher", "length_scaling")
+    a = assignments.LENGTH_SCALING
+    for i, cell in enumerate(a.cells()[:4]):
+        store._write_run(made.code, f"job-{i}", a, {"settings": a.run_settings(cell), "status": "finished", "error": None,
+                                                   "metrics": {"sharpness": 0.01 * cell["n"], "converged": True},
+                                                   "history": [], "wall_s": 1.0})
+    sweeps.write_tables(store.sweep_folder(made.code))
+    folder = store.sweep_folder(made.code).parents[1]
+    assert cli.main(["fidelity", str(folder), "--scale", "class", "--out", str(tmp_path / "page.md")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "lack the column 'sharpness_proxy_pm1'" in err and "Traceback" not in err
+    assert not (tmp_path / "page.md").exists()

@@ -4,13 +4,16 @@ this module is its Streamlit glue, used by the frame, the sidebar, the Home, Tra
 
 - `class=<code>` in the URL (public, like `model=`) puts the session in a class. A non-member sees
   the class's name and the join form, nothing else; a member sees the classes they joined only.
-- `instructor=<private code>` (the instructor link) is checked on the session's first run, makes the
+- `instructor=<private code>` (the instructor link) is checked on the run that brings it, makes the
   session's signed owner id (`ui.owner_id`, its cookie) an instructor of the class, and is removed
-  from the URL at once; it is never shown again (not in projector mode either).
+  from the URL without a trace in the browser's history (`take_instructor_code`); it is never shown
+  again (not in projector mode either).
 - Every display name and model name is shown through `escape_markdown` or as a table cell (text).
 """
 
 from __future__ import annotations
+
+import time
 
 import altair as alt
 import pandas as pd
@@ -18,14 +21,24 @@ import streamlit as st
 
 from sensviz import assignments, jobs
 from sensviz.classes import Class, ClassRefused
+from sensviz.configs import settings_of
+from sensviz.models import ModelSettings
 from sensviz.sweeps import read_results
 from sensviz.text import escape_markdown, quoted
+from sensviz.training import TrainConfig
+from sensviz.worker import TrainRequest
 from ui import cache, model_refs, owner_id, registry, server, train_form
 
 GALLERY_EVERY_S = 3.0
 """How often the gallery and the class chart look for new models and runs (seconds)."""
 PROJECTOR_CSS = ("<style>section[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'] {display: none;} "
                  "html, .stMarkdown, .stCaption, .stDataFrame {font-size: 150% !important;}</style>")
+
+INSTRUCTOR_PARAM = "instructor"
+"""The instructor link's parameter (its private code): taken on the first run, never kept in the URL."""
+DROP_INSTRUCTOR_SCRIPT = ("<script>{const url = new URL(location.href); if (url.searchParams.has('instructor')) "
+                          "{url.searchParams.delete('instructor'); history.replaceState(history.state, '', url);}}</script>")
+"""Takes the instructor code out of the browser's current history entry (not only out of a new one)."""
 
 
 def store():
@@ -36,18 +49,39 @@ def store():
 
 
 def take_instructor_code() -> None:
-    """The instructor link's private code, on any run that has it: exchanged for the session's owner id
-    (its signed cookie) as an instructor of the class, and removed from the URL at once."""
-    private = st.query_params.get("instructor")
-    if private is None:
+    """The instructor link's private code, on the run that brings it: exchanged for the session's owner id
+    (its signed cookie) as an instructor of the class, and taken out of the browser's URL by a script that
+    rewrites the current history entry (`DROP_INSTRUCTOR_SCRIPT`). Deleting it from `st.query_params` in the
+    same run would push a new entry and leave the code in the one before (Streamlit 1.67's frontend pushes
+    on every query-parameter change), so `drop_instructor_code` does that in a later run (the next full
+    one, or `_drop_soon`'s), when the browser's URL no longer holds it and Streamlit has nothing to push."""
+    private = st.query_params.get(INSTRUCTOR_PARAM)
+    if private is None or registry.CLASS_CODE_PENDING in st.session_state:
         return
-    del st.query_params["instructor"]
+    st.session_state[registry.CLASS_CODE_PENDING] = "taken"
+    st.html(DROP_INSTRUCTOR_SCRIPT, unsafe_allow_javascript=True)
+    _drop_soon()
     code = st.query_params.get("class")
     if store().claim_instructor(code, private[:100], owner_id.owner()):
         registry.enter_class(code)
         st.toast("You are this class's instructor in this browser: the instructor link is no longer needed here.")
     else:
         st.warning("That instructor link is not valid on this server (mistyped, or the class was deleted).")
+
+
+@st.fragment(run_every=GALLERY_EVERY_S)
+def _drop_soon() -> None:
+    """Drop the code from `st.query_params` on this fragment's first own run (not the full run that drew it)."""
+    if st.session_state.get(registry.CLASS_CODE_PENDING) == "taken":
+        st.session_state[registry.CLASS_CODE_PENDING] = "drawn"
+    else:
+        drop_instructor_code()
+
+
+def drop_instructor_code() -> None:
+    """On a run after `take_instructor_code`'s: the code leaves `st.query_params` too."""
+    if st.session_state.pop(registry.CLASS_CODE_PENDING, None) and INSTRUCTOR_PARAM in st.query_params:
+        del st.query_params[INSTRUCTOR_PARAM]
 
 
 def enter(code: str) -> None:
@@ -156,16 +190,19 @@ def _open(token: str, compare: bool) -> None:
 
 
 def gallery_rows(found: Class) -> pd.DataFrame:
-    """The gallery as a table: member · task · n · accuracy (text cells), newest last."""
+    """The gallery as a table: member · task · n · accuracy · the model's name (a run's carries its seed) · when
+    it was added (UTC), so two runs of one setting differ; text cells, newest last."""
     names = found.names()
     return pd.DataFrame([{"member": names.get(m.member, "?"), "task": m.task, "n": m.n,
-                          "accuracy": None if m.accuracy is None else round(float(m.accuracy), 4), "token": m.token}
-                         for m in found.model_list()], columns=["member", "task", "n", "accuracy", "token"])
+                          "accuracy": None if m.accuracy is None else round(float(m.accuracy), 4), "model": m.name,
+                          "added": time.strftime("%H:%M:%S", time.gmtime(m.added)), "token": m.token}
+                         for m in found.model_list()],
+                        columns=["member", "task", "n", "accuracy", "model", "added", "token"])
 
 
 def gallery(found: Class, compact: bool = False) -> None:
-    """Every model of the class, "member · task · n · accuracy"; one click opens one (`model=`) and one
-    click puts another beside it (`compare=`)."""
+    """Every model of the class, "member · task · n · accuracy · model name (seed) · time added"; one click
+    opens one (`model=`) and one click puts another beside it (`compare=`)."""
     store().sync(found.code, server.job_manager())
     found = store().get(found.code) or found
     rows = gallery_rows(found)
@@ -175,7 +212,8 @@ def gallery(found: Class, compact: bool = False) -> None:
     current = registry.selected()
     for row in rows.iloc[::-1].to_dict("records"):
         accuracy = "–" if pd.isna(row["accuracy"]) else f"{row['accuracy']:.1%}"
-        label = f"{row['member']} · {row['task']} · n = {row['n']} · {accuracy}"
+        model = row["model"] if len(row["model"]) <= 48 else row["model"][:47] + "…"
+        label = f"{row['member']} · {row['task']} · n = {row['n']} · {accuracy} · {model} · {row['added']} UTC"
         is_open = current is not None and current.key == row["token"]
         cols = st.columns([4, 1, 1]) if not compact else st.columns([3, 1])
         cols[0].markdown(("**" if is_open else "") + escape_markdown(label) + ("**" if is_open else ""))
@@ -211,25 +249,36 @@ def assignment_cell(found: Class) -> dict | None:
     return assignments.ASSIGNMENTS[found.assignment].deal(me.seat)
 
 
-def fill_train_form() -> dict | None:
-    """On the Train page: fill the form with this member's assignment once (the member may then change it);
+def canonical_request(a: assignments.Assignment, cell: dict) -> TrainRequest:
+    """The cell's run as the Train form submits it: the assignment's values, every other model and trainer
+    setting at its own default, no early stopping. Only a run with exactly this request is an assignment run."""
+    values = {**{s.name: s.default for s in (*settings_of(ModelSettings), *settings_of(TrainConfig))}, **a.request(cell)}
+    model = {s.name: values[s.name] for s in settings_of(ModelSettings)}
+    train = {s.name: None if s.name in train_form.EARLY_STOP else values[s.name] for s in settings_of(TrainConfig)
+             if s.name not in train_form.SERVER_SIDE}
+    return TrainRequest(task=cell["task"], model=model, train=train, measure_every=int(values["measure_every"]))
+
+
+def fill_train_form(force: bool = False) -> dict | None:
+    """On the Train page: fill the whole form with this member's assignment (`canonical_request`) once per
+    cell and session (the member may then change it), or always with `force` (the Class page's button);
     returns the cell."""
     found = visible()
     cell = assignment_cell(found) if found is not None and not found.closed else None
     if cell is None:
         return None
-    if st.session_state.get(registry.CLASS_FILLED) != (found.code, cell):
-        train_form.fill(assignments.ASSIGNMENTS[found.assignment].request(cell))
+    if force or st.session_state.get(registry.CLASS_FILLED) != (found.code, cell):
+        wanted = canonical_request(assignments.ASSIGNMENTS[found.assignment], cell)
+        train_form.fill({**wanted.model, **{k: v for k, v in wanted.train.items() if k not in train_form.EARLY_STOP},
+                         "task": wanted.task, "measure_every": wanted.measure_every, "early_stop": False})
+        st.session_state[registry.TRAIN_PRESET] = None  # the form is the assignment's now, not a preset's
         st.session_state[registry.CLASS_FILLED] = (found.code, cell)
     return cell
 
 
-def _matches(a: assignments.Assignment, cell: dict, request) -> bool:
-    wanted = a.request(cell)
-    values = {**request.model, **request.train, "task": request.task}
-    same = all(values.get(k) == wanted[k] for k in ("task", "n", "seed", "steps", "d_model", "n_layers", "n_heads",
-                                                    "batch_size", "lr", "weight_decay"))
-    return same and request.train.get("target_accuracy") is None and request.train.get("target_loss") is None
+def _matches(a: assignments.Assignment, cell: dict, request: TrainRequest) -> bool:
+    """Whether a run's request is the cell's, every setting included (`canonical_request`)."""
+    return request == canonical_request(a, cell)
 
 
 def job_started(job_id: str, request) -> None:
@@ -261,8 +310,9 @@ def class_runs(found: Class) -> pd.DataFrame:
 
 
 def chart(a: assignments.Assignment, runs: pd.DataFrame, me: str | None) -> alt.LayerChart:
-    """Every member's point (their own larger, outlined), the mean per setting (a line per task)."""
-    done = runs[runs["status"] == "finished"].copy()
+    """Every member's point (their own larger, outlined), the mean per setting (a line per task): the runs
+    the verdict counts (`sensviz.assignments.counted`: each member's latest finished run)."""
+    done = assignments.counted(runs).copy()
     done["yours"] = done["member"] == me
     done["kept"] = done["converged"].fillna(False).astype(bool).map({True: "converged", False: "not converged"})
     x = alt.X("n:Q", scale=alt.Scale(domain=[min(a.lengths) - 1, max(a.lengths) + 1]), title="input length n")

@@ -20,12 +20,14 @@ N_DIGITS = 6
 def draw(spec: PageSpec) -> None:
     """Everything around a page; the page's selection goes to `ui.page.model()`."""
     owner_id.owner()
+    classroom.drop_instructor_code()
     classroom.take_instructor_code()
+    allowed = (*spec.params, classroom.INSTRUCTOR_PARAM)  # it leaves the URL on its own (`ui.classroom`)
     incoming = url_state.read_url()
     if incoming is not None:
         _apply_url(incoming)
-        url_state.check_url_params(spec.params)
-    url_state.keep_only(spec.params)
+        url_state.check_url_params(allowed)
+    url_state.keep_only(allowed)
     with st.sidebar:
         job_id = job_panel.draw()
         selection = sidebar.draw()

@@ -141,6 +141,7 @@ def add_shared(ref: ModelRef) -> None:
 CLASS = "sv_class"  # the code of the class this session is in (from `class=` in the URL, or chosen)
 CLASS_REJOIN = "sv_class_rejoin"  # {class code: the member's rejoin code}, shown after joining
 CLASS_CREATED = "sv_class_created"  # {"code", "private"} of the class this session just created (Home shows its links)
+CLASS_CODE_PENDING = "sv_class_code_pending"  # the instructor code was taken; it leaves st.query_params next run
 CLASS_FILLED = "sv_class_filled"  # the assignment cell last filled into the Train form
 CLASS_NAME = "sv_w_class_name"  # Home: the new class's name
 CLASS_CREATE = "sv_w_class_create"
