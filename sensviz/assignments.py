@@ -239,6 +239,11 @@ def describe_short(a: Assignment) -> str:
 # ----------------------------------------------------------------------------- the class's table and verdict
 
 
+MONITOR_ONLY = {"member"}
+"""Fields of the monitor's records that are not the run's results: `member` is the model's place in a
+vmapped batch (always 0 for a class run), not the class member (the class's table would read as such)."""
+
+
 def record(a: Assignment, cell: dict, records: list[dict], state: str, error: str | None, steps: int | None,
            seconds: float | None, ended_at: float | None = None) -> dict:
     """One run of the class as a sweep record (`sensviz.sweeps` writes and reads them): its settings,
@@ -248,7 +253,8 @@ def record(a: Assignment, cell: dict, records: list[dict], state: str, error: st
     keeps a cell's latest). Only a run that trained to its end is "finished": a stopped, cancelled
     or failed run is "failed", with the reason."""
     last = dict(records[-1]) if records else {}
-    metrics = {k: v for k, v in last.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    metrics = {k: v for k, v in last.items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in MONITOR_ONLY}
     loss = last.get("loss")
     metrics.update({"steps_trained": steps if steps is not None else last.get("step"), "train_seconds": seconds,
                     "converged": bool(loss is not None and loss < CONVERGED_MSE), "ended_at": ended_at})

@@ -246,6 +246,8 @@ def test_a_stopped_run_is_not_finished_and_a_rerun_replaces_no_row(store):
     assert len(runs) == 3 and runs["run_id"].nunique() == 3
     assert sorted(runs["status"]) == ["failed", "finished", "finished"]
     assert "stopped" in runs.loc[runs["status"] == "failed", "error"].iloc[0]
+    assert "member" not in assignments.record(assignments.LENGTH_SCALING, cell, [{"step": 1, "loss": 0.1, "member": 0}],
+                                              "finished", None, 1, 1.0)["metrics"]
     counted = assignments.counted(runs)
     assert len(counted) == 1 and counted["ended_at"].iloc[0] == runs["ended_at"].max()
     missing = assignments.missing_runs(assignments.LENGTH_SCALING, runs)
