@@ -24,11 +24,10 @@ PAGE = {  # read by ui.nav without running this file
 }
 
 found = classroom.visible()
-code = registry.current_class()
 if found is None:
     mine = classroom.store().classes_of(owner_id.owner())
-    if code and classroom.store().get(code) is not None:
-        st.info("Join the class in the sidebar (a display name) to see its models and its chart.")
+    if classroom.joining() is not None:
+        pass  # the frame says where to join (`classroom.joining_hint`)
     elif mine:
         st.markdown("Your classes:")
         for c in mine:  # a button, not a link: `class=` in the URL is read on a session's first run only

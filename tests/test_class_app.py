@@ -57,6 +57,8 @@ def new_class(name: str = "Lab") -> tuple[str, str, AppTest]:
 
 def join(code: str, name: str) -> AppTest:
     at = session("lab", **{"class": code})
+    assert "class link" in at.info[0].value  # in the main area, above the page: where to join
+    assert at.sidebar.text_input[0].key == registry.CLASS_JOIN_NAME  # the join form comes first in the sidebar
     at.sidebar.text_input(key=registry.CLASS_JOIN_NAME).input(name).run()
     at.sidebar.button(key=registry.CLASS_JOIN).click().run()
     assert not at.exception, at.exception

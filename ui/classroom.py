@@ -94,6 +94,19 @@ def url_value() -> str | None:
     return registry.current_class()
 
 
+def joining() -> Class | None:
+    """The class whose link this session opened without being in it yet (its join form comes first)."""
+    code = registry.current_class()
+    found = store().get(code) if code else None
+    return found if found is not None and store().view(code, owner_id.owner()) is None else None
+
+
+def joining_hint(found: Class) -> None:
+    """The main area's line for a session that opened a class link: where to join."""
+    st.info(f"This is the class link of **{escape_markdown(found.name)}**: choose a display name at the top of the "
+            "sidebar to join, or give your rejoin code there.", icon=":material/groups:")
+
+
 def visible() -> Class | None:
     """The session's class when this owner is a member or an instructor of it."""
     code = registry.current_class()

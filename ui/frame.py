@@ -28,10 +28,14 @@ def draw(spec: PageSpec) -> None:
         _apply_url(incoming)
         url_state.check_url_params(allowed)
     url_state.keep_only(allowed)
+    joining = classroom.joining()  # a class link opened by a non-member: its join form goes first
     with st.sidebar:
+        if joining:
+            classroom.sidebar()
         job_id = job_panel.draw()
         selection = sidebar.draw()
-        classroom.sidebar()
+        if not joining:
+            classroom.sidebar()
         script = owner_id.owner_cookie_script()
         if script:
             st.html(script, unsafe_allow_javascript=True)
@@ -45,6 +49,8 @@ def draw(spec: PageSpec) -> None:
     })
     st.title(spec.heading)
     page.notices_here()
+    if joining:
+        classroom.joining_hint(joining)
     if spec.needs_model and selection is None:
         st.info("No model selected yet. Pick a pretrained checkpoint, upload a `.safetensors` file, or train one on "
                 "the **Train** page — the sidebar on the left has all three.")
