@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from class_load import address, watch_memory  # noqa: E402
 from load import ROOT, Session, served  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
@@ -46,21 +47,6 @@ class Outcome:
     all_in_s: float = float("nan")  # from the presses until every run is in the class's table
     peak_mib: float = 0.0
     runs: pd.DataFrame | None = None
-
-
-def address(k: int) -> str:
-    return f"127.0.0.{2 + k}"
-
-
-def server_rss_mib(pid: int) -> float:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))) / 1024
-
-
-async def watch_memory(pid: int, out: Outcome, done: asyncio.Event) -> None:
-    while not done.is_set():
-        out.peak_mib = max(out.peak_mib, server_rss_mib(pid))
-        await asyncio.sleep(0.5)
 
 
 def class_rows(store: ClassStore, code: str) -> int:

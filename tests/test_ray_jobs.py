@@ -6,10 +6,10 @@ and keeps its last measurement; a local manager on the shared folder is refused.
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
+from test_jobs import wait_for as jobs_wait_for
 
 import sensviz as sv
 from sensviz import budget
@@ -31,13 +31,7 @@ def request(steps: int, every: int = 10) -> TrainRequest:
 
 
 def wait_for(manager, job_id: str, condition):
-    deadline = time.monotonic() + CEILING_S
-    while True:
-        status = manager.status(job_id)
-        if condition(status):
-            return status
-        assert time.monotonic() < deadline, f"gave up waiting; last status {status}"
-        time.sleep(0.5)
+    return jobs_wait_for(manager, job_id, condition, ceiling=CEILING_S)
 
 
 def worker_of(folder: Path) -> tuple[int, int]:
