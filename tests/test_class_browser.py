@@ -22,6 +22,8 @@ def join(browser, server, code: str, name: str):  # noqa: F811
     page.get_by_role("textbox", name="Your display name").press("Enter")
     wait_until_done(page)
     page.get_by_role("button", name="Join", exact=True).click()
+    # the click's rerun may not have started when the script state is read: wait for its outcome
+    page.get_by_text("Not joined").or_(page.get_by_text("Your rejoin code")).first.wait_for(timeout=60_000)
     wait_until_done(page)
     return context, page
 
