@@ -44,7 +44,8 @@ if source == SHIPPED:
         st.stop()
     cols = st.columns(2)
     scale = settings.choice("scale", list(shipped), where=cols[0],
-                            help="quick: minutes on two CPU cores; standard: sized to decide each claim (hours)")
+                            help="quick: minutes on two CPU cores; standard: sized to decide each claim (hours); decide: a "
+                            "pre-registered design, its analysis written down before it ran")
     name = settings.choice("experiment", list(shipped[scale]), where=cols[1], variant=scale,
                            format_func=lambda k: k.replace("_", " "))
     typed = shipped[scale][name]
@@ -75,9 +76,15 @@ about = [f"**{escape_markdown(spec.get('experiment'))}**", quoted(spec.get("desc
 st.caption(" · ".join(part for part in about if part))
 if source == SHIPPED:
     st.subheader("The claims, as the fidelity page decides them")
-    st.caption(f"As `{fidelity.page_path(scale, list(shipped))}` decides them: a directional claim by its "
-               "95 % interval against zero, a flat claim by equivalence against its margin; fragile: a named "
-               "secondary analysis reaches another verdict; (ours): our own check, not one of the paper's claims.")
+    if scale == fidelity.DECIDE:
+        st.caption("As the analysis written into the spec before the first run decides them (its primary test per "
+                   "claim; fragile: a pre-registered secondary reaches another verdict), as `docs/fidelity.md` sets "
+                   "them beside the claims.")
+    else:
+        st.caption(f"As `{fidelity.page_path(scale, fidelity.scales(server.results_dir()))}` decides them: a "
+                   "directional claim by its 95 % interval against zero, a flat claim by equivalence against its "
+                   "margin; fragile: a named secondary analysis reaches another verdict; (ours): our own check, not "
+                   "one of the paper's claims.")
     try:
         st.dataframe(cache.claim_verdicts(folder), hide_index=True)
     except ValueError as err:

@@ -14,6 +14,11 @@ named secondary analyses (fragile where their verdict differs) and, where the ta
 it, the units that would (`stats.units_to_resolve`). The page opens with its bottom line and five
 lines per experiment (`lead`), and sets the other scales' verdicts beside each claim.
 
+A finished pre-registered sweep (`folder/decide/<experiment>`: a spec's `[scales.decide]`, run to the
+end) is not one of the page's scales: its tables are decided by the analysis written down in the spec
+(`sensviz.preregistered`), and the page sets that decision first in the experiment's lines, in the
+bottom line, beside each claim it decides and in a section of its own (`decisions`).
+
 Columns read beyond those every table has (`sensviz.experiments` writes them): the length-scaling
 runs may carry L_rho at fractions f of the proxy's radius rho_proxy = proxy_eps sqrt(P),
 `sharpness_pm1_x{f}`, `sharpness_pm1_x{f}_stderr` and `sharpness_rho_x{f}` (f written as 0.01, 0.1,
@@ -28,7 +33,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +48,9 @@ from .sweeps import load_spec, read_results
 
 TASK_ORDER = tuple(TASK_COLORS)
 TASK_NAMES = {"parity": "PARITY", "majority": "MAJORITY", "first": "FIRST", "mean": "MEAN"}
+
+DECIDE = "decide"
+"""The pre-registered scale: its folder under the results holds finished sweeps decided by `sensviz.preregistered`."""
 
 MARKER = ("<!-- written by `sensviz fidelity` from the {scale}-scale tables (scale: {scale}); "
           "edit sensviz/fidelity.py, not this page -->")
@@ -463,8 +471,37 @@ def phases_of(t: Tables, kept: pd.DataFrame) -> pd.DataFrame:
 def scales(folder) -> list[str]:
     """The scales under a results folder (subfolders holding at least one sweep), smallest first."""
     folder = Path(folder)
-    found = sorted({p.parent.parent.name for p in folder.glob("*/*/runs.parquet")}) if folder.is_dir() else []
+    found = sorted({p.parent.parent.name for p in folder.glob("*/*/runs.parquet")} - {DECIDE}) if folder.is_dir() else []
     return sorted(found, key=lambda s: (SCALES.index(s) if s in SCALES else len(SCALES), s))
+
+
+def decisions(folder) -> dict:
+    """The finished pre-registered sweeps under a results folder (`folder/decide/<experiment>`, run under
+    the spec `experiments/<experiment>.toml` beside it), each decided by the analysis its spec wrote down:
+    `preregistered.Decision` by experiment. The variance the design was sized from: `folder/standard`."""
+    from . import preregistered  # it imports this module's helpers
+
+    folder = Path(folder)
+    found = {}
+    for experiment in registry():
+        tables = folder / DECIDE / experiment
+        spec = folder.parent / f"{experiment}.toml"
+        if (tables / "runs.parquet").is_file() and spec.is_file():
+            standard = folder / "standard" if (folder / "standard").is_dir() else None
+            decision = preregistered.decide(spec, DECIDE, tables, standard)
+            # named as the page's commands name it, wherever the folder was given from
+            found[experiment] = replace(decision, spec=f"{folder.parent.name}/{spec.name}")
+    return found
+
+
+def decided_line(d) -> str:
+    """A decision's claims in one line: '`decide` scale, all 17 runs in: D2 reproduced 0.636 [0.32, 0.951] ...'."""
+    from . import preregistered
+
+    state = f"all {d.planned} runs in" if d.complete else f"{d.finished} of {d.planned} runs in"
+    return f"the pre-registered `{DECIDE}` scale, {state}: " + "; ".join(
+        f"{c.name} {c.primary.verdict} {preregistered.estimate_text(c.primary)} ({c.primary.kept} runs)"
+        for c in d.claims)
 
 
 def scale_of(page: str) -> str | None:
@@ -541,9 +578,10 @@ def distance(t: Tables) -> str:
     return "; ".join(parts) or "the same settings"
 
 
-def lead(experiment: str, claims: list[Claim], t: Tables) -> str:
+def lead(experiment: str, claims: list[Claim], t: Tables, decision=None) -> str:
     """An experiment's five lines: what holds, what does not (and why), what is not resolved (and what
-    would resolve it), which verdicts are fragile, and the distance to the paper's scale."""
+    would resolve it), which verdicts are fragile, and the distance to the paper's scale; first, where a
+    pre-registered sweep of it has finished (`decision`), what that decided."""
     mine = [c for c in claims if c.experiment == experiment]
 
     def keys(verdict):
@@ -556,6 +594,7 @@ def lead(experiment: str, claims: list[Claim], t: Tables) -> str:
     title = experiment.replace("_", " ").capitalize()
     return "\n".join([
         f"**{title}.**",
+        *([f"- Decided by {decided_line(decision)}."] if decision else []),
         f"- Holds: {holds or 'none'}.",
         f"- Does not hold: {differs or 'none'}.",
         f"- Not resolved: {open_ or 'none'}.",
@@ -576,6 +615,7 @@ def build(folder, scale: str | None = None) -> tuple[str, list[Claim]]:
     root = f"{folder.parent.name}/{folder.name}" if folder.parent.name else folder.name
     sections, claims, missing, tables = collect(folder, scale)
     others = {s: {c.key: c for c in collect(folder, s)[1]} for s in present if s != scale}
+    decided = decisions(folder)
     counts = tally(claims)
     paper = [c for c in claims if c.paper]
     ours = [c for c in claims if not c.paper]
@@ -589,10 +629,11 @@ def build(folder, scale: str | None = None) -> tuple[str, list[Claim]]:
         f"{counts[stats.DIFFERS]} differ and {counts[stats.UNRESOLVED]} are not resolved at this scale; "
         f"{sum(bool(c.fragile) for c in paper)} of the verdicts are fragile (a named secondary analysis reaches another)."
         + (f" Our own checks, not counted: {', '.join(f'{c.key} ({c.verdict})' for c in ours)}." if ours else "")
-        + (f" No tables at this scale for: {', '.join(missing)}." if missing else ""),
-        "\n\n".join(lead(experiment, claims, t) for experiment, t in tables.items()),
+        + (f" No tables at this scale for: {', '.join(missing)}." if missing else "")
+        + "".join(f" Decided by {decided_line(d)}." for d in decided.values()),
+        "\n\n".join(lead(experiment, claims, t, decided.get(experiment)) for experiment, t in tables.items()),
         "## Verdicts",
-        _summary(claims, others),
+        _summary(claims, others, decided),
     ]
     if unresolved:
         page.append("**What would resolve the rest** (from the measured effect and variance, by the page's rule): "
@@ -615,6 +656,7 @@ def build(folder, scale: str | None = None) -> tuple[str, list[Claim]]:
         "## How each claim is decided",
         METHOD,
     ]
+    page += [decided_section(folder, decided)] if decided else []
     page += sections
     page += [
         "## Reproducing this page",
@@ -662,9 +704,31 @@ def render(folder, scale: str | None = None) -> str:
     return build(folder, scale)[0]
 
 
-def verdict_table(claims: list[Claim], others: dict[str, dict[str, Claim]]) -> pd.DataFrame:
+def decided_section(folder: Path, decided: dict) -> str:
+    """The finished pre-registered sweeps, each as `sensviz decide` reports it (`preregistered.text`)."""
+    from . import preregistered
+
+    root = f"{folder.parent.name}/{folder.name}" if folder.parent.name else folder.name
+    parts = ["## Decided by pre-registered designs",
+             f"Each finished sweep of a spec's `[scales.{DECIDE}]` (seeds disjoint from every other scale's, its "
+             "analysis written into the spec before the first run: one primary test per claim, its secondaries, the "
+             "smallest effect the seeds were sized for) decided by that analysis, as `sensviz decide` prints it. "
+             "Its verdict stands beside the claims above, never pooled with these tables."]
+    for experiment, d in decided.items():
+        command = (f"sensviz decide experiments/{experiment}.toml --scale {DECIDE} --tables {root}/{DECIDE}/{experiment}"
+                   f" --standard {root}/standard")
+        parts.append(f"**{experiment.replace('_', ' ').capitalize()}** (`{command}`):\n\n"
+                     f"```text\n{preregistered.text(d).rstrip()}\n```")
+    return "\n\n".join(parts)
+
+
+def verdict_table(claims: list[Claim], others: dict[str, dict[str, Claim]], decided: dict | None = None) -> pd.DataFrame:
     """Every claim by key: its primary estimate and verdict here, at the other scales (`others`: per scale,
-    its claims by key), and the secondaries under which it is fragile."""
+    its claims by key), as a finished pre-registered sweep decided it (`decided`: `decisions`, where one
+    is given) and the secondaries under which it is fragile."""
+    from . import preregistered
+
+    by_key = {c.name: c for d in (decided or {}).values() for c in d.claims}
     rows = []
     for c in claims:
         rule = f"equivalence within {c.margin_text()}" if c.direction == 0 and c.margin else (
@@ -673,21 +737,44 @@ def verdict_table(claims: list[Claim], others: dict[str, dict[str, Claim]]) -> p
                      "decided by": rule, "estimate [95 % interval]": interval_text(c.interval), "verdict": c.verdict,
                      **{f"at the {s} scale": f"{interval_text(o[c.key].interval)} {o[c.key].verdict}"
                         if c.key in o else "not tested" for s, o in others.items()},
+                     **({f"pre-registered ({DECIDE})": f"{preregistered.estimate_text(by_key[c.key].primary)} "
+                         f"{by_key[c.key].primary.verdict}" if c.key in by_key else "—"} if by_key else {}),
                      "fragile under": ", ".join(c.fragile) or "—"})
+    return pd.DataFrame(rows)
+
+
+def decision_table(decided: dict) -> pd.DataFrame:
+    """The claims of finished pre-registered sweeps (`decisions`) as their analyses decide them: the primary
+    test, its estimate, interval and verdict, and the secondaries whose verdict differs."""
+    from . import preregistered
+
+    rows = []
+    for experiment, d in decided.items():
+        for c in d.claims + d.flat:
+            test = c.primary.interval.test if c.primary.interval else c.primary.reason
+            level = 1 - c.alpha if c.direction else 1 - 2 * c.alpha
+            rows.append({"#": c.name, "experiment": experiment, "claim": c.statement,
+                         "decided by": f"pre-registered primary: {test}, {100 * level:g} % interval",
+                         "estimate [interval]": preregistered.estimate_text(c.primary), "verdict": c.primary.verdict,
+                         "runs kept": c.primary.kept,
+                         "fragile under": ", ".join(s.label for s in c.secondaries if s.fragile) or "—"})
     return pd.DataFrame(rows)
 
 
 def verdicts(folder, scale: str) -> pd.DataFrame:
     """The claims of one scale of a results folder as its fidelity page decides them (`verdict_table`,
-    with the other scales present beside it): what the app's Experiments page shows."""
+    with the other scales present beside it): what the app's Experiments page shows. The pre-registered
+    scale (`DECIDE`): as its analysis decides them (`decision_table`)."""
     folder = Path(folder)
+    if scale == DECIDE:
+        return decision_table(decisions(folder))
     claims = collect(folder, scale)[1]
     others = {s: {c.key: c for c in collect(folder, s)[1]} for s in scales(folder) if s != scale}
-    return verdict_table(claims, others)
+    return verdict_table(claims, others, decisions(folder))
 
 
-def _summary(claims: list[Claim], others: dict[str, dict[str, Claim]]) -> str:
-    frame = verdict_table(claims, others).drop(columns="experiment")
+def _summary(claims: list[Claim], others: dict[str, dict[str, Claim]], decided: dict) -> str:
+    frame = verdict_table(claims, others, decided).drop(columns="experiment")
     frame["verdict"] = "**" + frame["verdict"] + "**"
     return table(list(frame.columns), frame.values.tolist())
 

@@ -288,7 +288,8 @@ def _power(result: ClaimResult, spec: SweepSpec, name: str, claim: dict, standar
         result.power_design = stats.mean_power(design["kept"], sd, effect, alpha)
         result.power_now = stats.mean_power(result.primary.kept, sd, effect, alpha)
         sized = f"{design['kept']} kept runs"
-    result.power_basis = (f"smallest effect {effect:g} at alpha {alpha:g}; sd {sd:.3g} from {standard} "
+    where = "/".join(Path(standard).parts[-3:])  # e.g. experiments/results/standard, wherever it was given from
+    result.power_basis = (f"smallest effect {effect:g} at alpha {alpha:g}; sd {sd:.3g} from {where} "
                           f"({design['basis']}); sized for {sized}")
 
 
@@ -346,7 +347,8 @@ def _g(value, digits: int = 3) -> str:
     return "—" if value is None or isinstance(value, float) and not math.isfinite(value) else f"{value:.{digits}g}"
 
 
-def _interval_text(test: Test) -> str:
+def estimate_text(test: Test) -> str:
+    """A test's estimate and interval, '0.636 [0.32, 0.951]' (or why there is none)."""
     if test.interval is None:
         return f"— ({test.reason})"
     low, high = test.bounds
@@ -365,7 +367,7 @@ def claim_lines(c: ClaimResult) -> list[str]:
     level = 1 - c.alpha if c.direction else 1 - 2 * c.alpha
     test = c.primary.interval.test if c.primary.interval else "—"
     lines = [f"{c.name}: {c.statement}",
-             f"  primary: {_interval_text(c.primary)} ({level:.0%} interval; {test}; {c.primary.kept} runs) -> "
+             f"  primary: {estimate_text(c.primary)} ({level:.0%} interval; {test}; {c.primary.kept} runs) -> "
              f"{c.primary.verdict}"]
     if c.margin is not None:
         wide = c.primary.interval.bounds(1 - c.alpha) if c.primary.interval else (None, None)
@@ -374,9 +376,9 @@ def claim_lines(c: ClaimResult) -> list[str]:
                      f"{c.against_zero or '—'}")
     for s in c.secondaries:
         mark = {True: "  FRAGILE", False: "", None: "  (not comparable)"}[s.fragile]
-        lines.append(f"  secondary {s.label}: {_interval_text(s)} ({s.kept} runs) -> {s.verdict}{mark}")
+        lines.append(f"  secondary {s.label}: {estimate_text(s)} ({s.kept} runs) -> {s.verdict}{mark}")
     for s in c.beside:
-        lines.append(f"  beside, {s.label}: {_interval_text(s)} ({s.kept} runs) -> {s.verdict}")
+        lines.append(f"  beside, {s.label}: {estimate_text(s)} ({s.kept} runs) -> {s.verdict}")
     lines.append("  kept/total per cell: " + "; ".join(
         f"{cell.level}: {cell.kept}/{cell.planned} (in {cell.in_table}, finished {cell.finished}; converged at {_steps(cell)})"
         for cell in c.cells))

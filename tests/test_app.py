@@ -435,6 +435,15 @@ def test_experiments_page_shows_every_shipped_result():
         pd.testing.assert_frame_equal(shown.reset_index(drop=True), expected)
         labels = {b.label for b in at.get("download_button")}
         assert {"Download the runs table (CSV)", "Download the data behind this figure (CSV)"} <= labels
+    # the finished pre-registered sweep: its claims as the analysis in its spec decides them
+    assert at.selectbox(key="sv_w_experiments_scale").options == ["quick", "standard", fidelity.DECIDE]
+    at.selectbox(key="sv_w_experiments_scale").set_value(fidelity.DECIDE).run()
+    assert not at.exception and at.selectbox(key="sv_w_experiments_experiment_decide").options == ["dynamics"]
+    shown = at.dataframe[0].value.set_index("#")
+    expected = fidelity.verdicts(ROOT / "experiments" / "results", fidelity.DECIDE)
+    assert list(shown.index) == list(expected["#"]) == ["D2", "D3"]
+    assert list(shown["verdict"]) == list(expected["verdict"]) and shown.loc["D2", "decided by"].startswith(
+        "pre-registered primary: one-sample t(11)")
 
 
 def test_experiments_page_with_a_sweep_folder(tmp_path):

@@ -219,7 +219,7 @@ def test_per_run_differences_agree_with_the_fidelity_page():
 def test_the_cli_decides_the_shipped_dynamics_tables(capsys):
     from sensviz.cli import main
 
-    folder = ROOT / "experiments" / "running" / "decide" / "dynamics"
+    folder = ROOT / "experiments" / "results" / "decide" / "dynamics"
     assert main(["decide", str(ROOT / "experiments" / "dynamics.toml"), "--scale", "decide", "--tables", str(folder),
                  "--standard", str(ROOT / "experiments" / "results" / "standard")]) == 0
     result = json.loads(capsys.readouterr().out)
