@@ -80,7 +80,7 @@ if classroom.is_instructor(found) and not projector:
     st.markdown("### Instructor")
     store = classroom.store()
     st.markdown("Class link for the students:")
-    st.code(f"/lab?class={found.code}", language=None)
+    st.code(classroom.class_link(found.code), language=None)
     members = found.member_list()
     a = assignments.ASSIGNMENTS.get(found.assignment or "")
     st.dataframe(pd.DataFrame([{"member": m.name, "joined #": m.seat + 1,

@@ -44,14 +44,25 @@ def texts(at: AppTest) -> str:
                      + [c.value for c in at.sidebar.caption])
 
 
+BROWSER_URL = "https://lab.example.org:8443/home"
+"""The address the instructor's browser reports (`st.context.url`): the class links are built from its host."""
+
+
 def new_class(name: str = "Lab") -> tuple[str, str, AppTest]:
-    """A class created on the Home page: its code, its instructor code, the instructor's session."""
+    """A class created on the Home page: its code, its instructor code, the instructor's session. The one
+    click's run already shows the links (absolute, to send), the class in the URL and the sidebar's class."""
     at = session("home")
+    at.context = {"url": BROWSER_URL}
     at.text_input(key=registry.CLASS_NAME).input(name).run()
     at.button(key=registry.CLASS_CREATE).click().run()
+    assert not at.exception, at.exception
     created = at.session_state[registry.CLASS_CREATED]
-    assert [c.value for c in at.code] == [f"/lab?class={created['code']}",
-                                          f"/class?class={created['code']}&instructor={created['private']}"]
+    assert [c.value for c in at.code] == [f"https://lab.example.org:8443/lab?class={created['code']}",
+                                          f"https://lab.example.org:8443/class?class={created['code']}"
+                                          f"&instructor={created['private']}"]
+    assert at.query_params["class"] == created["code"]
+    assert "Class" in [h.value for h in at.sidebar.header]
+    assert any(c.value.startswith(f"**{escape_markdown(name)}**") for c in at.sidebar.caption)
     return created["code"], created["private"], at
 
 

@@ -27,7 +27,7 @@ from sensviz.sweeps import read_results
 from sensviz.text import escape_markdown, quoted
 from sensviz.training import TrainConfig
 from sensviz.worker import TrainRequest
-from ui import cache, model_refs, owner_id, registry, server, train_form
+from ui import cache, model_refs, owner_id, registry, server, train_form, url_state
 
 GALLERY_EVERY_S = 3.0
 """How often the gallery and the class chart look for new models and runs (seconds)."""
@@ -92,6 +92,16 @@ def enter(code: str) -> None:
 def url_value() -> str | None:
     """The `class=` value to keep in the URL."""
     return registry.current_class()
+
+
+def class_link(code: str) -> str:
+    """The class link for the students (absolute: `ui.url_state.link`)."""
+    return url_state.link("lab", {"class": code})
+
+
+def instructor_link(code: str, private: str) -> str:
+    """The instructor link (absolute), with the private code that `take_instructor_code` exchanges."""
+    return url_state.link("class", {"class": code, INSTRUCTOR_PARAM: private})
 
 
 def joining() -> Class | None:
