@@ -49,23 +49,24 @@ if me is not None and not projector:
 
 
 @st.fragment(run_every=classroom.GALLERY_EVERY_S)
-def live_gallery():
-    st.markdown("### Gallery")
-    now = classroom.store().get(found.code)
-    if now is not None:
-        classroom.gallery(now)
-
-
-@st.fragment(run_every=classroom.GALLERY_EVERY_S)
 def live_chart():
-    st.markdown("### Class chart")
     now = classroom.store().get(found.code)
     if now is not None:
         classroom.chart_section(now)
 
 
-live_gallery()
-live_chart()
+def gallery():
+    st.markdown("### Gallery")
+    classroom.live_gallery(found.code)
+
+
+def class_chart():
+    st.markdown("### Class chart")
+    live_chart()
+
+
+for part in (class_chart, gallery) if projector else (gallery, class_chart):  # the room's screen: the chart first
+    part()
 
 cell = classroom.assignment_cell(found)
 if cell is not None and not projector and not found.closed:
@@ -93,7 +94,7 @@ if classroom.is_instructor(found) and not projector:
             st.rerun()
         st.caption(assignments.describe_short(assignments.LENGTH_SCALING))
     st.markdown("**Runs**")
-    classroom.jobs_table(found)
+    classroom.jobs_table(found.code)
     folder = store.sweep_folder(found.code)
     for name in ("runs.parquet", "history.parquet"):
         if (folder / name).is_file():

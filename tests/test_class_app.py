@@ -159,23 +159,29 @@ def test_classes_are_isolated_from_each_other_and_from_non_members():
     assert "One" not in texts(nobody) and "Two" not in texts(nobody)
 
 
+def write_class_runs(store, code: str, cells: int | None = None) -> None:
+    """The class's table as its runs would write it (the first `cells` of the assignment's cells, or all):
+    PARITY's sharpness grows with n, FIRST's does not."""
+    a = assignments.LENGTH_SCALING
+    for i, cell in enumerate(a.cells()[:cells]):
+        value = 0.01 + (0.01 if cell["task"] == "parity" else 0.0) * cell["n"] + 0.001 * (i % 3)
+        store._write_run(code, f"job-{i}", a, {"settings": a.run_settings(cell), "status": "finished", "error": None,
+                                   "metrics": {"sharpness": value, "converged": True}, "history": [], "wall_s": 1.0})
+    sweeps.write_tables(store.sweep_folder(code))
+
+
 def test_the_class_chart_shows_the_verdict_of_the_class_table():
     code, _, teacher = new_class()
     teacher.switch_page("pages/class.py").run()
     teacher.button(key=registry.CLASS_ASSIGN).click().run()
     store = server.class_store()
     a = assignments.LENGTH_SCALING
-    for i, cell in enumerate(a.cells()):  # the class's table, as the class's runs would write it
-        value = 0.01 + (0.01 if cell["task"] == "parity" else 0.0) * cell["n"] + 0.001 * (i % 3)
-        store._write_run(code, f"job-{i}", a, {"settings": a.run_settings(cell), "status": "finished", "error": None,
-                                   "metrics": {"sharpness": value, "converged": True}, "history": [], "wall_s": 1.0})
-        if i == 10:
-            sweeps.write_tables(store.sweep_folder(code))
-            teacher.run()
-            partial = assignments.verdict(a, pd.read_parquet(store.sweep_folder(code) / "runs.parquet"))
-            assert f"Verdict: {partial.text}." in [i.value for i in teacher.info]
-            assert partial.text.startswith("not yet resolved: 19 more runs at n = 4 and 8")
-    sweeps.write_tables(store.sweep_folder(code))
+    write_class_runs(store, code, 11)
+    teacher.run()
+    partial = assignments.verdict(a, pd.read_parquet(store.sweep_folder(code) / "runs.parquet"))
+    assert f"Verdict: {partial.text}." in [i.value for i in teacher.info]
+    assert partial.text.startswith("not yet resolved: 19 more runs at n = 4 and 8")
+    write_class_runs(store, code)
     teacher.run()
     assert "Verdict: the class reproduced the paper's claim." in [s.value for s in teacher.success]
     assert teacher.get("arrow_vega_lite_chart") or teacher.get("vega_lite_chart")
@@ -195,6 +201,7 @@ def test_the_instructor_stops_a_class_job():
     assert [e["assignment"] for e in entries.values()] == [assignments.LENGTH_SCALING.deal(0)]
     job = next(iter(entries))
     teacher.run()
+    assert {"1 run: queued 1", "1 run: running 1"} & {c.value for c in teacher.caption}  # the runs table's states
     stop = registry.class_key("stop", job)
     teacher.button(key=stop).click().run()
     deadline = time.monotonic() + CEILING_S
@@ -203,6 +210,7 @@ def test_the_instructor_stops_a_class_job():
     assert server.job_manager().status(job).state in ("stopped", "cancelled")
     teacher.run()
     assert not any(b.key == stop for b in teacher.button)
+    assert {"1 run: stopped 1", "1 run: cancelled 1"} & {c.value for c in teacher.caption}
 
 
 def test_only_the_cells_whole_request_is_an_assignment_run():
