@@ -96,6 +96,8 @@ def test_the_instructor_link_is_exchanged_and_leaves_the_url():
     next(t for t in teacher.toggle if t.label == "Projector mode").set_value(True).run()
     assert teacher.query_params["projector"] == "1"  # projector mode: large type, no sidebar, nothing of the instructor's
     assert "### Instructor" not in texts(teacher) and "### Gallery" in texts(teacher)
+    headings = [m.value for m in teacher.markdown]
+    assert headings.index("### Class chart") < headings.index("### Gallery")  # the room's screen: the chart first
     assert any("stSidebar" in h.proto.body for h in teacher.get("html"))
 
 

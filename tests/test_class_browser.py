@@ -6,11 +6,13 @@ clicks (open, compare) put them side by side in the URL. The instructor's view a
 (the sidebar's gallery, the runs table, the class chart fill in without a reload) and the class chart
 fits the window, in projector mode above the gallery."""
 
+import io
 import re
 import tempfile
 from pathlib import Path
 
 import pytest
+from PIL import Image
 from test_class_app import write_class_runs
 from test_e2e import ROOT, WIDE, browser, choose_upload, cut_short, load, screenshot, wait_until_done  # noqa: F401  (fixtures)
 
@@ -21,6 +23,14 @@ DATA_DIR = Path(tempfile.mkdtemp(prefix="sensviz-class-e2e-"))
 """The served app's data dir: the tests write a class's members, models and runs there as the server would."""
 SCREEN = {"width": 1024, "height": 768}
 LIVE_MS = 60_000  # the live parts look every 3 s; a busy two-core machine may take many times that
+
+
+def ink_at_the_edge(drawn) -> list[str]:
+    """The sides of a drawn chart (its canvas) with ink on their outermost pixels: a label the chart's edge cuts."""
+    image = Image.open(io.BytesIO(drawn.screenshot())).convert("L")
+    w, h = image.size
+    sides = {"top": (0, 0, w, 2), "bottom": (0, h - 2, w, h), "left": (0, 0, 2, h), "right": (w - 2, 0, w, h)}
+    return [side for side, box in sides.items() if image.crop(box).getextrema()[0] < 200]
 
 
 @pytest.fixture(scope="module")
@@ -151,6 +161,7 @@ def test_the_instructors_view_is_live_and_fits_1024_by_768(server, browser):  # 
         screenshot(teacher, name)
         drawn, box = chart.locator("canvas, svg.marks").first.bounding_box(), chart.bounding_box()
         assert drawn["x"] >= box["x"] - 1 and drawn["x"] + drawn["width"] <= min(box["x"] + box["width"], 1024) + 1, name
+        assert not ink_at_the_edge(chart.locator("canvas, svg.marks").first), name  # no axis or legend label cut
         assert not cut_short(teacher), (name, cut_short(teacher))  # no label or button text cut with an ellipsis
     gallery = main.get_by_role("heading", name="Gallery").bounding_box()
     assert chart.bounding_box()["y"] < gallery["y"]  # projector mode: the chart first
