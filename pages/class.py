@@ -2,7 +2,6 @@
 the instructor's view (members, assignment, jobs with Stop, the class's tables, close and delete).
 Projector mode (`projector=1`): the gallery and the chart in large type, without the sidebar."""
 
-import pandas as pd
 import streamlit as st
 
 from sensviz import assignments
@@ -82,19 +81,13 @@ if classroom.is_instructor(found) and not projector:
     store = classroom.store()
     st.markdown("Class link for the students:")
     st.code(classroom.class_link(found.code), language=None)
-    members = found.member_list()
-    a = assignments.ASSIGNMENTS.get(found.assignment or "")
-    st.dataframe(pd.DataFrame([{"member": m.name, "joined #": m.seat + 1,
-                                "assignment": (lambda c: f"{c['task']} n={c['n']} seed {c['seed']}")(a.deal(m.seat))
-                                if a else ""} for m in members], columns=["member", "joined #", "assignment"]),
-                 hide_index=True)
     if found.assignment is None and not found.closed:
         if st.button("Start the length-scaling assignment", key=registry.CLASS_ASSIGN):
             store.start_assignment(found.code, owner_id.owner(), "length_scaling")
             st.rerun()
         st.caption(assignments.describe_short(assignments.LENGTH_SCALING))
-    st.markdown("**Runs**")
-    classroom.jobs_table(found.code)
+    classroom.roster(found.code)
+    members = found.member_list()
     folder = store.sweep_folder(found.code)
     for name in ("runs.parquet", "history.parquet"):
         if (folder / name).is_file():

@@ -204,6 +204,7 @@ def test_the_instructor_stops_a_class_job():
     job = next(iter(entries))
     teacher.run()
     assert {"1 run: queued 1", "1 run: running 1"} & {c.value for c in teacher.caption}  # the runs table's states
+    assert "1 member joined" in [c.value for c in teacher.caption]
     stop = registry.class_key("stop", job)
     teacher.button(key=stop).click().run()
     deadline = time.monotonic() + CEILING_S

@@ -142,11 +142,13 @@ def test_the_instructors_view_is_live_and_fits_1024_by_768(server, browser):  # 
     teacher.get_by_role("button", name="Start the length-scaling assignment").click()
     main, side = teacher.locator('[data-testid="stMain"]'), teacher.locator('[data-testid="stSidebar"]')
     main.get_by_text("No runs yet").wait_for(timeout=LIVE_MS)
+    assert main.get_by_text("0 members joined").count() == 1
     store = ClassStore(DATA_DIR / "classes", b"test")  # a member's model and run, as the server records them
     store.join(code, "Ada", "ada-browser")
     store.add_model(code, "ada-browser", "ada-model-token", "parity", 6, 1.0, "ada-parity-n6")
     store.add_job(code, "ada-browser", "ada-job", "parity", 6, assignments.LENGTH_SCALING.deal(0))
     side.get_by_text("Ada · parity · n = 6").wait_for(timeout=LIVE_MS)  # no reload: the sidebar's gallery
+    main.get_by_text("1 member joined").wait_for(timeout=LIVE_MS)  # the members table
     main.get_by_text("1 run: gone 1").wait_for(timeout=LIVE_MS)  # the runs table (the job is no server's)
     write_class_runs(store, code)
     main.get_by_text("Verdict: the class reproduced the paper's claim.").wait_for(timeout=LIVE_MS)

@@ -387,11 +387,31 @@ def chart_section(found: Class) -> None:
 
 
 @st.fragment(run_every=GALLERY_EVERY_S)
-def jobs_table(code: str) -> None:
-    """The instructor's view of the class's jobs: member, setting, state, progress, reason, and Stop; drawn
-    again every `GALLERY_EVERY_S` seconds on its own (a fragment), so a job's state and progress are live."""
+def roster(code: str) -> None:
+    """The instructor's tables, drawn again every `GALLERY_EVERY_S` seconds on their own (a fragment): the
+    members with their assignment (`members_table`), and the runs with their state and progress (`jobs_table`)."""
     found = store().get(code)
-    rows = store().job_rows(code, server.job_manager()) if found is not None else []
+    if found is None:
+        return
+    members_table(found)
+    st.markdown("**Runs**")
+    jobs_table(found)
+
+
+def members_table(found: Class) -> None:
+    """The members, in the order they joined, with their cell of the assignment."""
+    members = found.member_list()
+    a = assignments.ASSIGNMENTS.get(found.assignment or "")
+    st.caption(f"{len(members)} member{'s' if len(members) != 1 else ''} joined")
+    st.dataframe(pd.DataFrame([{"member": m.name, "joined #": m.seat + 1,
+                                "assignment": (lambda c: f"{c['task']} n={c['n']} seed {c['seed']}")(a.deal(m.seat))
+                                if a else ""} for m in members], columns=["member", "joined #", "assignment"]),
+                 hide_index=True)
+
+
+def jobs_table(found: Class) -> None:
+    """The instructor's view of the class's jobs: member, setting, state, progress, reason, and Stop."""
+    rows = store().job_rows(found.code, server.job_manager())
     if not rows:
         st.caption("No runs yet.")
         return
