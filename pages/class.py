@@ -2,7 +2,6 @@
 the instructor's view (members, assignment, jobs with Stop, the class's tables, close and delete).
 Projector mode (`projector=1`): the gallery and the chart in large type, without the sidebar."""
 
-import pandas as pd
 import streamlit as st
 
 from sensviz import assignments
@@ -49,23 +48,24 @@ if me is not None and not projector:
 
 
 @st.fragment(run_every=classroom.GALLERY_EVERY_S)
-def live_gallery():
-    st.markdown("### Gallery")
-    now = classroom.store().get(found.code)
-    if now is not None:
-        classroom.gallery(now)
-
-
-@st.fragment(run_every=classroom.GALLERY_EVERY_S)
 def live_chart():
-    st.markdown("### Class chart")
     now = classroom.store().get(found.code)
     if now is not None:
         classroom.chart_section(now)
 
 
-live_gallery()
-live_chart()
+def gallery():
+    st.markdown("### Gallery")
+    classroom.live_gallery(found.code)
+
+
+def class_chart():
+    st.markdown("### Class chart")
+    live_chart()
+
+
+for part in (class_chart, gallery) if projector else (gallery, class_chart):  # the room's screen: the chart first
+    part()
 
 cell = classroom.assignment_cell(found)
 if cell is not None and not projector and not found.closed:
@@ -80,20 +80,14 @@ if classroom.is_instructor(found) and not projector:
     st.markdown("### Instructor")
     store = classroom.store()
     st.markdown("Class link for the students:")
-    st.code(f"/lab?class={found.code}", language=None)
-    members = found.member_list()
-    a = assignments.ASSIGNMENTS.get(found.assignment or "")
-    st.dataframe(pd.DataFrame([{"member": m.name, "joined #": m.seat + 1,
-                                "assignment": (lambda c: f"{c['task']} n={c['n']} seed {c['seed']}")(a.deal(m.seat))
-                                if a else ""} for m in members], columns=["member", "joined #", "assignment"]),
-                 hide_index=True)
+    st.code(classroom.class_link(found.code), language=None)
     if found.assignment is None and not found.closed:
         if st.button("Start the length-scaling assignment", key=registry.CLASS_ASSIGN):
             store.start_assignment(found.code, owner_id.owner(), "length_scaling")
             st.rerun()
         st.caption(assignments.describe_short(assignments.LENGTH_SCALING))
-    st.markdown("**Runs**")
-    classroom.jobs_table(found)
+    classroom.roster(found.code)
+    members = found.member_list()
     folder = store.sweep_folder(found.code)
     for name in ("runs.parquet", "history.parquet"):
         if (folder / name).is_file():

@@ -49,13 +49,14 @@ def create_class() -> None:
             else:
                 st.session_state[registry.CLASS_CREATED] = {"code": made.code, "private": private}
                 registry.enter_class(made.code)
+                st.rerun()  # the frame, drawn before this page, puts the class in the URL and the sidebar
         created = st.session_state.get(registry.CLASS_CREATED)
         if created:
             st.markdown("**The class link** (for the students):")
-            st.code(f"/lab?class={created['code']}", language=None)
+            st.code(classroom.class_link(created["code"]), language=None)
             st.markdown("**Your instructor link** (keep it private: it opens the instructor's view in another browser; "
                         "it is shown only here, once):")
-            st.code(f"/class?class={created['code']}&instructor={created['private']}", language=None)
+            st.code(classroom.instructor_link(created["code"], created["private"]), language=None)
 
 
 create_class()

@@ -44,14 +44,25 @@ def texts(at: AppTest) -> str:
                      + [c.value for c in at.sidebar.caption])
 
 
+BROWSER_URL = "https://lab.example.org:8443/home"
+"""The address the instructor's browser reports (`st.context.url`): the class links are built from its host."""
+
+
 def new_class(name: str = "Lab") -> tuple[str, str, AppTest]:
-    """A class created on the Home page: its code, its instructor code, the instructor's session."""
+    """A class created on the Home page: its code, its instructor code, the instructor's session. The one
+    click's run already shows the links (absolute, to send), the class in the URL and the sidebar's class."""
     at = session("home")
+    at.context = {"url": BROWSER_URL}
     at.text_input(key=registry.CLASS_NAME).input(name).run()
     at.button(key=registry.CLASS_CREATE).click().run()
+    assert not at.exception, at.exception
     created = at.session_state[registry.CLASS_CREATED]
-    assert [c.value for c in at.code] == [f"/lab?class={created['code']}",
-                                          f"/class?class={created['code']}&instructor={created['private']}"]
+    assert [c.value for c in at.code] == [f"https://lab.example.org:8443/lab?class={created['code']}",
+                                          f"https://lab.example.org:8443/class?class={created['code']}"
+                                          f"&instructor={created['private']}"]
+    assert at.query_params["class"] == created["code"]
+    assert "Class" in [h.value for h in at.sidebar.header]
+    assert any(c.value.startswith(f"**{escape_markdown(name)}**") for c in at.sidebar.caption)
     return created["code"], created["private"], at
 
 
@@ -85,6 +96,8 @@ def test_the_instructor_link_is_exchanged_and_leaves_the_url():
     next(t for t in teacher.toggle if t.label == "Projector mode").set_value(True).run()
     assert teacher.query_params["projector"] == "1"  # projector mode: large type, no sidebar, nothing of the instructor's
     assert "### Instructor" not in texts(teacher) and "### Gallery" in texts(teacher)
+    headings = [m.value for m in teacher.markdown]
+    assert headings.index("### Class chart") < headings.index("### Gallery")  # the room's screen: the chart first
     assert any("stSidebar" in h.proto.body for h in teacher.get("html"))
 
 
@@ -148,23 +161,29 @@ def test_classes_are_isolated_from_each_other_and_from_non_members():
     assert "One" not in texts(nobody) and "Two" not in texts(nobody)
 
 
+def write_class_runs(store, code: str, cells: int | None = None) -> None:
+    """The class's table as its runs would write it (the first `cells` of the assignment's cells, or all):
+    PARITY's sharpness grows with n, FIRST's does not."""
+    a = assignments.LENGTH_SCALING
+    for i, cell in enumerate(a.cells()[:cells]):
+        value = 0.01 + (0.01 if cell["task"] == "parity" else 0.0) * cell["n"] + 0.001 * (i % 3)
+        store._write_run(code, f"job-{i}", a, {"settings": a.run_settings(cell), "status": "finished", "error": None,
+                                   "metrics": {"sharpness": value, "converged": True}, "history": [], "wall_s": 1.0})
+    sweeps.write_tables(store.sweep_folder(code))
+
+
 def test_the_class_chart_shows_the_verdict_of_the_class_table():
     code, _, teacher = new_class()
     teacher.switch_page("pages/class.py").run()
     teacher.button(key=registry.CLASS_ASSIGN).click().run()
     store = server.class_store()
     a = assignments.LENGTH_SCALING
-    for i, cell in enumerate(a.cells()):  # the class's table, as the class's runs would write it
-        value = 0.01 + (0.01 if cell["task"] == "parity" else 0.0) * cell["n"] + 0.001 * (i % 3)
-        store._write_run(code, f"job-{i}", a, {"settings": a.run_settings(cell), "status": "finished", "error": None,
-                                   "metrics": {"sharpness": value, "converged": True}, "history": [], "wall_s": 1.0})
-        if i == 10:
-            sweeps.write_tables(store.sweep_folder(code))
-            teacher.run()
-            partial = assignments.verdict(a, pd.read_parquet(store.sweep_folder(code) / "runs.parquet"))
-            assert f"Verdict: {partial.text}." in [i.value for i in teacher.info]
-            assert partial.text.startswith("not yet resolved: 19 more runs at n = 4 and 8")
-    sweeps.write_tables(store.sweep_folder(code))
+    write_class_runs(store, code, 11)
+    teacher.run()
+    partial = assignments.verdict(a, pd.read_parquet(store.sweep_folder(code) / "runs.parquet"))
+    assert f"Verdict: {partial.text}." in [i.value for i in teacher.info]
+    assert partial.text.startswith("not yet resolved: 19 more runs at n = 4 and 8")
+    write_class_runs(store, code)
     teacher.run()
     assert "Verdict: the class reproduced the paper's claim." in [s.value for s in teacher.success]
     assert teacher.get("arrow_vega_lite_chart") or teacher.get("vega_lite_chart")
@@ -184,6 +203,8 @@ def test_the_instructor_stops_a_class_job():
     assert [e["assignment"] for e in entries.values()] == [assignments.LENGTH_SCALING.deal(0)]
     job = next(iter(entries))
     teacher.run()
+    assert {"1 run: queued 1", "1 run: running 1"} & {c.value for c in teacher.caption}  # the runs table's states
+    assert "1 member joined" in [c.value for c in teacher.caption]
     stop = registry.class_key("stop", job)
     teacher.button(key=stop).click().run()
     deadline = time.monotonic() + CEILING_S
@@ -192,6 +213,7 @@ def test_the_instructor_stops_a_class_job():
     assert server.job_manager().status(job).state in ("stopped", "cancelled")
     teacher.run()
     assert not any(b.key == stop for b in teacher.button)
+    assert {"1 run: stopped 1", "1 run: cancelled 1"} & {c.value for c in teacher.caption}
 
 
 def test_only_the_cells_whole_request_is_an_assignment_run():

@@ -1,12 +1,43 @@
 """Class mode in headless Chromium against the served app: an instructor creates a class on the Home
-page, two students (their own browser contexts) open the class link, join with display names (one
-of them markup, refused; then a plain one) and upload a model each while in the class; the first
-student's gallery lists both, and two clicks (open, compare) put them side by side in the URL."""
+page (the absolute class links and the sidebar's class at once), two students (their own browser
+contexts) open the class link, join with display names (one of them markup, refused; then a plain
+one) and upload a model each while in the class; the first student's gallery lists both, and two
+clicks (open, compare) put them side by side in the URL. The instructor's view at 1024×768 stays live
+(the sidebar's gallery, the runs table, the class chart fill in without a reload) and the class chart
+fits the window, in projector mode above the gallery."""
 
+import io
 import re
+import tempfile
+from pathlib import Path
 
 import pytest
-from test_e2e import ROOT, WIDE, browser, choose_upload, server, wait_until_done  # noqa: F401  (fixtures)
+from PIL import Image
+from test_class_app import write_class_runs
+from test_e2e import ROOT, WIDE, browser, choose_upload, cut_short, load, screenshot, wait_until_done  # noqa: F401  (fixtures)
+
+from sensviz import assignments
+from sensviz.classes import ClassStore
+
+DATA_DIR = Path(tempfile.mkdtemp(prefix="sensviz-class-e2e-"))
+"""The served app's data dir: the tests write a class's members, models and runs there as the server would."""
+SCREEN = {"width": 1024, "height": 768}
+LIVE_MS = 60_000  # the live parts look every 3 s; a busy two-core machine may take many times that
+
+
+def ink_at_the_edge(drawn) -> list[str]:
+    """The sides of a drawn chart (its canvas) with ink on their outermost pixels: a label the chart's edge cuts."""
+    image = Image.open(io.BytesIO(drawn.screenshot())).convert("L")
+    w, h = image.size
+    sides = {"top": (0, 0, w, 2), "bottom": (0, h - 2, w, h), "left": (0, 0, 2, h), "right": (w - 2, 0, w, h)}
+    return [side for side, box in sides.items() if image.crop(box).getextrema()[0] < 200]
+
+
+@pytest.fixture(scope="module")
+def server():
+    env = {"SENSVIZ_DATA_DIR": str(DATA_DIR), "SENSVIZ_MAX_JOBS": "1"}
+    with load.serve(ROOT / "artifacts" / "streamlit-class-e2e.log", env=env) as base:
+        yield base
 
 
 def sidebar_text(page) -> str:
@@ -28,18 +59,29 @@ def join(browser, server, code: str, name: str):  # noqa: F811
     return context, page
 
 
+def create_class(page, server: str, name: str) -> str:  # noqa: F811
+    """The instructor creates a class on the Home page; its code. The click's run shows the class links
+    (absolute, from the browser's address), puts the class in the URL and its panel in the sidebar."""
+    page.goto(f"{server}/", wait_until="domcontentloaded")
+    wait_until_done(page)
+    page.get_by_text("Create a class").click()
+    page.get_by_role("textbox", name="Class name").fill(name)
+    page.get_by_role("textbox", name="Class name").press("Enter")
+    wait_until_done(page)
+    page.get_by_role("button", name="Create the class").click()
+    page.get_by_text(f"{server}/lab?class=").first.wait_for(timeout=60_000)
+    code = re.search(r"/lab\?class=([A-Za-z0-9_-]+)", page.get_by_text("/lab?class=").first.inner_text()).group(1)
+    assert page.get_by_text(f"{server}/class?class={code}&instructor=").count() == 1
+    wait_until_done(page)
+    page.wait_for_function(f"() => location.search.includes('class={code}')", timeout=LIVE_MS)
+    page.locator('[data-testid="stSidebar"]').get_by_text(name).wait_for(timeout=LIVE_MS)
+    return code
+
+
 @pytest.mark.browser
 def test_students_join_and_compare_each_others_models(server, browser):  # noqa: F811
     teacher = browser.new_context(viewport=WIDE).new_page()
-    teacher.goto(f"{server}/", wait_until="domcontentloaded")
-    wait_until_done(teacher)
-    teacher.get_by_text("Create a class").click()
-    teacher.get_by_role("textbox", name="Class name").fill("Tuesday lab")
-    teacher.get_by_role("textbox", name="Class name").press("Enter")
-    wait_until_done(teacher)
-    teacher.get_by_role("button", name="Create the class").click()
-    teacher.get_by_text("/lab?class=").first.wait_for(timeout=60_000)
-    code = re.search(r"/lab\?class=([A-Za-z0-9_-]+)", teacher.get_by_text("/lab?class=").first.inner_text()).group(1)
+    code = create_class(teacher, server, "Tuesday lab")
 
     hostile_context, hostile = join(browser, server, code, "[Log in](https://evil.invalid)")
     assert "Not joined" in hostile.inner_text("body") and hostile.locator('a[href*="evil"]').count() == 0
@@ -70,14 +112,7 @@ def test_students_join_and_compare_each_others_models(server, browser):  # noqa:
 @pytest.mark.browser
 def test_the_instructor_code_leaves_no_trace_in_the_history(server, browser):  # noqa: F811
     teacher = browser.new_context(viewport=WIDE).new_page()
-    teacher.goto(f"{server}/", wait_until="domcontentloaded")
-    wait_until_done(teacher)
-    teacher.get_by_text("Create a class").click()
-    teacher.get_by_role("textbox", name="Class name").fill("History lab")
-    teacher.get_by_role("textbox", name="Class name").press("Enter")
-    wait_until_done(teacher)
-    teacher.get_by_role("button", name="Create the class").click()
-    teacher.get_by_text("&instructor=").first.wait_for(timeout=60_000)
+    create_class(teacher, server, "History lab")
     link = teacher.get_by_text("&instructor=").first.inner_text().strip()
     other = browser.new_context(viewport=WIDE).new_page()  # the instructor's second browser
     other.goto(f"{server}/", wait_until="domcontentloaded")
@@ -86,7 +121,7 @@ def test_the_instructor_code_leaves_no_trace_in_the_history(server, browser):  #
         for (const name of ['pushState', 'replaceState']) {
             const orig = history[name].bind(history);
             history[name] = (s, t, u) => {log.push(name + ' ' + u); return orig(s, t, u);};}})()""")
-    other.goto(f"{server}{link}", wait_until="domcontentloaded")
+    other.goto(link, wait_until="domcontentloaded")
     wait_until_done(other)
     other.get_by_text("Instructor").first.wait_for(timeout=60_000)
     other.wait_for_function("() => !location.search.includes('instructor')", timeout=60_000)
@@ -97,3 +132,38 @@ def test_the_instructor_code_leaves_no_trace_in_the_history(server, browser):  #
     assert not [url for url in other.evaluate("window.__urls") if "instructor" in url]
     other.go_back(wait_until="domcontentloaded")
     assert "instructor" not in other.url
+
+
+@pytest.mark.browser
+def test_the_instructors_view_is_live_and_fits_1024_by_768(server, browser):  # noqa: F811
+    teacher = browser.new_context(viewport=SCREEN).new_page()
+    code = create_class(teacher, server, "Live lab")
+    teacher.locator('[data-testid="stSidebar"]').get_by_text("Class gallery and chart").click()
+    teacher.get_by_role("button", name="Start the length-scaling assignment").click()
+    main, side = teacher.locator('[data-testid="stMain"]'), teacher.locator('[data-testid="stSidebar"]')
+    main.get_by_text("No runs yet").wait_for(timeout=LIVE_MS)
+    assert main.get_by_text("0 members joined").count() == 1
+    store = ClassStore(DATA_DIR / "classes", b"test")  # a member's model and run, as the server records them
+    store.join(code, "Ada", "ada-browser")
+    store.add_model(code, "ada-browser", "ada-model-token", "parity", 6, 1.0, "ada-parity-n6")
+    store.add_job(code, "ada-browser", "ada-job", "parity", 6, assignments.LENGTH_SCALING.deal(0))
+    side.get_by_text("Ada · parity · n = 6").wait_for(timeout=LIVE_MS)  # no reload: the sidebar's gallery
+    main.get_by_text("1 member joined").wait_for(timeout=LIVE_MS)  # the members table
+    main.get_by_text("1 run: gone 1").wait_for(timeout=LIVE_MS)  # the runs table (the job is no server's)
+    write_class_runs(store, code)
+    main.get_by_text("Verdict: the class reproduced the paper's claim.").wait_for(timeout=LIVE_MS)
+    for name, url in (("class-chart-1024x768", None), ("class-projector-1024x768", f"/class?class={code}&projector=1")):
+        if url:
+            teacher.goto(f"{server}{url}", wait_until="domcontentloaded")
+        wait_until_done(teacher)
+        chart = main.locator('[data-testid="stVegaLiteChart"]')
+        chart.locator("canvas, svg.marks").first.wait_for(timeout=LIVE_MS)
+        teacher.mouse.move(0, 0)  # no chart toolbar over the chart's title
+        teacher.wait_for_timeout(500)  # Vega's first frame
+        screenshot(teacher, name)
+        drawn, box = chart.locator("canvas, svg.marks").first.bounding_box(), chart.bounding_box()
+        assert drawn["x"] >= box["x"] - 1 and drawn["x"] + drawn["width"] <= min(box["x"] + box["width"], 1024) + 1, name
+        assert not ink_at_the_edge(chart.locator("canvas, svg.marks").first), name  # no axis or legend label cut
+        assert not cut_short(teacher), (name, cut_short(teacher))  # no label or button text cut with an ellipsis
+    gallery = main.get_by_role("heading", name="Gallery").bounding_box()
+    assert chart.bounding_box()["y"] < gallery["y"]  # projector mode: the chart first

@@ -27,7 +27,7 @@ from sensviz.sweeps import read_results
 from sensviz.text import escape_markdown, quoted
 from sensviz.training import TrainConfig
 from sensviz.worker import TrainRequest
-from ui import cache, model_refs, owner_id, registry, server, train_form
+from ui import cache, model_refs, owner_id, registry, server, train_form, url_state
 
 GALLERY_EVERY_S = 3.0
 """How often the gallery and the class chart look for new models and runs (seconds)."""
@@ -94,6 +94,16 @@ def url_value() -> str | None:
     return registry.current_class()
 
 
+def class_link(code: str) -> str:
+    """The class link for the students (absolute: `ui.url_state.link`)."""
+    return url_state.link("lab", {"class": code})
+
+
+def instructor_link(code: str, private: str) -> str:
+    """The instructor link (absolute), with the private code that `take_instructor_code` exchanges."""
+    return url_state.link("class", {"class": code, INSTRUCTOR_PARAM: private})
+
+
 def joining() -> Class | None:
     """The class whose link this session opened without being in it yet (its join form comes first)."""
     code = registry.current_class()
@@ -143,7 +153,7 @@ def sidebar() -> None:
     if rejoin:
         st.caption("Your rejoin code, for another browser (shown in this session only):")
         st.code(rejoin, language=None)
-    gallery(found, compact=True)
+    live_gallery(found.code, compact=True)
     st.page_link("pages/class.py", label="Class gallery and chart", icon=":material/groups:",
                  query_params={"class": found.code})
 
@@ -228,7 +238,8 @@ def gallery(found: Class, compact: bool = False) -> None:
         model = row["model"] if len(row["model"]) <= 48 else row["model"][:47] + "…"
         label = f"{row['member']} · {row['task']} · n = {row['n']} · {accuracy} · {model} · {row['added']} UTC"
         is_open = current is not None and current.key == row["token"]
-        cols = st.columns([4, 1, 1]) if not compact else st.columns([3, 1])
+        # the buttons' columns hold "compare" in projector type (150 %); the sidebar's row has its button below
+        cols = st.columns([3, 1, 1]) if not compact else [st.container(), st.container()]
         cols[0].markdown(("**" if is_open else "") + escape_markdown(label) + ("**" if is_open else ""))
         if cols[1].button("open", key=registry.class_key("open", "c" if compact else "g", row["token"]),
                           help="Select this model (model= in the link)"):
@@ -237,6 +248,15 @@ def gallery(found: Class, compact: bool = False) -> None:
                                           disabled=current is None or is_open,
                                           help="Put this model beside the open one (compare= in the link)"):
             _open(row["token"], compare=True)
+
+
+@st.fragment(run_every=GALLERY_EVERY_S)
+def live_gallery(code: str, compact: bool = False) -> None:
+    """`gallery`, drawn again every `GALLERY_EVERY_S` seconds on its own (a fragment): another member's new
+    model appears without a reload. In the sidebar it is called inside `with st.sidebar` (the frame's)."""
+    found = store().get(code)
+    if found is not None:
+        gallery(found, compact)
 
 
 def upload_kept(ref) -> None:
@@ -328,17 +348,20 @@ def chart(a: assignments.Assignment, runs: pd.DataFrame, me: str | None) -> alt.
     done = assignments.counted(runs).copy()
     done["yours"] = done["member"] == me
     done["kept"] = done["converged"].fillna(False).astype(bool).map({True: "converged", False: "not converged"})
-    x = alt.X("n:Q", scale=alt.Scale(domain=[min(a.lengths) - 1, max(a.lengths) + 1]), title="input length n")
-    y = alt.Y(f"{a.quantity}:Q", title="sharpness L_ρ (the live monitor's)")
-    color = alt.Color("task:N", title="task")
+    x = alt.X("n:Q", scale=alt.Scale(domain=[min(a.lengths) - 1, max(a.lengths) + 1]), title="input length n",
+              axis=alt.Axis(values=list(a.lengths), format="d"))
+    y = alt.Y(f"{a.quantity}:Q", title="sharpness L_ρ")  # short: it fits the plot's height in projector type too
+    legend = alt.Legend(orient="top", titleOrient="left")  # one line above: the plot keeps the width and the height
+    color = alt.Color("task:N", title="task", legend=legend)
     points = alt.Chart(done).mark_point(filled=True, opacity=0.7).encode(
-        x=x, y=y, color=color, shape=alt.Shape("kept:N", title=""),
+        x=x, y=y, color=color, shape=alt.Shape("kept:N", title="", legend=legend),
         size=alt.condition("datum.yours", alt.value(220), alt.value(50)),
         stroke=alt.condition("datum.yours", alt.value("black"), alt.value(None)),
-        tooltip=["member", "task", "n", "seed", alt.Tooltip(a.quantity, format=".4f"), "kept"])
+        tooltip=["member", "task", "n", "seed", alt.Tooltip(a.quantity, format=".4f", title="sharpness L_ρ (the live monitor's)"),
+                 "kept"])
     means = alt.Chart(done[done["kept"] == "converged"]).mark_line(point=True, strokeWidth=3).encode(
         x=x, y=alt.Y(f"mean({a.quantity}):Q"), color=color)
-    return (points + means).properties(height=360)
+    return (points + means).properties(height=420)  # axes and legend included (Streamlit fits the chart)
 
 
 def chart_section(found: Class) -> None:
@@ -363,16 +386,41 @@ def chart_section(found: Class) -> None:
     st.caption(assignments.describe_short(a))
 
 
+@st.fragment(run_every=GALLERY_EVERY_S)
+def roster(code: str) -> None:
+    """The instructor's tables, drawn again every `GALLERY_EVERY_S` seconds on their own (a fragment): the
+    members with their assignment (`members_table`), and the runs with their state and progress (`jobs_table`)."""
+    found = store().get(code)
+    if found is None:
+        return
+    members_table(found)
+    st.markdown("**Runs**")
+    jobs_table(found)
+
+
+def members_table(found: Class) -> None:
+    """The members, in the order they joined, with their cell of the assignment."""
+    members = found.member_list()
+    a = assignments.ASSIGNMENTS.get(found.assignment or "")
+    st.caption(f"{len(members)} member{'s' if len(members) != 1 else ''} joined")
+    st.dataframe(pd.DataFrame([{"member": m.name, "joined #": m.seat + 1,
+                                "assignment": (lambda c: f"{c['task']} n={c['n']} seed {c['seed']}")(a.deal(m.seat))
+                                if a else ""} for m in members], columns=["member", "joined #", "assignment"]),
+                 hide_index=True)
+
+
 def jobs_table(found: Class) -> None:
     """The instructor's view of the class's jobs: member, setting, state, progress, reason, and Stop."""
     rows = store().job_rows(found.code, server.job_manager())
     if not rows:
         st.caption("No runs yet.")
         return
+    states = pd.Series([row["state"] for row in rows]).value_counts()
+    st.caption(f"{len(rows)} run{'s' if len(rows) != 1 else ''}: " + ", ".join(f"{k} {v}" for k, v in states.items()))
     st.dataframe(pd.DataFrame(rows).drop(columns=["job"]), hide_index=True)
     for row in rows:
         if row["state"] in jobs.ACTIVE:
             label = f"Stop {row['member']}'s run ({row['task']}, n = {row['n']}, {row['state']})"
             if st.button(escape_markdown(label), key=registry.class_key("stop", row["job"])):
                 store().stop(found.code, owner_id.owner(), row["job"], server.job_manager())
-                st.rerun()
+                st.rerun(scope="fragment")

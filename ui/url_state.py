@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TypeVar
+from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
@@ -49,6 +50,19 @@ def write_url(values: dict[str, str | None]) -> None:
                 del st.query_params[name]
         elif st.query_params.get(name) != value:
             st.query_params[name] = value
+
+
+def link(page: str, params: dict[str, str]) -> str:
+    """An absolute link to `page` (its URL path, "" for Home) with these parameters, for the user to send:
+    the app's address as this user's browser reaches it (`st.context.url`'s scheme and host, and the
+    server's `baseUrlPath`). Relative where no browser sent its address (AppTest without `context`)."""
+    browser = st.context.url
+    path = "/" + "/".join(part for part in (st.get_option("server.baseUrlPath").strip("/"), page) if part)
+    path += f"?{urlencode(params)}" if params else ""
+    if not browser:
+        return path
+    parts = urlsplit(browser)
+    return f"{parts.scheme}://{parts.netloc}{path}"
 
 
 def keep_only(allowed: tuple[str, ...]) -> None:
