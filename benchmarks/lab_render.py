@@ -10,6 +10,8 @@ sessions that open `lab?chapter=K` as a student's browser does:
 - load models: that session pressing "Load this chapter's models" (the sidebar then shows them);
 
 each with 1 session, and (`--sessions 30`) with 30 sessions arriving at once (median and slowest).
+`--serve` starts the servers with `python -m ui.serve` (the app imported and every chapter's first view
+drawn before the server answers; `start`: until it answers) instead of `streamlit run app.py`.
 Times are wall clock from sending the request to the end of the script run; on a shared machine they
 include the other processes' load, which the table's heading states (`os.getloadavg`). Beside each
 wall time, in brackets, the CPU seconds the server process spent meanwhile (all its threads: the
@@ -17,6 +19,7 @@ warm-up's too), which the other processes' load does not inflate.
 
     python benchmarks/lab_render.py                 # 1 session, every chapter
     python benchmarks/lab_render.py --sessions 1 30 --chapters 1 4
+    python benchmarks/lab_render.py --serve         # servers started warmed (`ui.serve`)
 """
 
 from __future__ import annotations
@@ -26,10 +29,11 @@ import asyncio
 import os
 import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load import ROOT, Session, open_many, served  # noqa: E402
+from load import ROOT, STREAMLIT_RUN, WARMED_RUN, Session, open_many, served  # noqa: E402
 
 from sensviz import lab  # noqa: E402
 
@@ -74,14 +78,16 @@ def timed(pid: int, work) -> str:
     return f"{wall} ({cpu_seconds(pid) - before:.2f})"
 
 
-def measure(number: int, sessions: int, log: Path) -> dict[str, str]:
-    """One chapter with `sessions` sessions at a time: fresh, chapter cold, cached, load models."""
+def measure(number: int, sessions: int, log: Path, run: tuple = STREAMLIT_RUN) -> dict[str, str]:
+    """One chapter with `sessions` sessions at a time: start, fresh, chapter cold, cached, load models."""
     row = {}
-    with served(log) as (base, server):
+    started = time.perf_counter()
+    with served(log, run=run) as (base, server):
+        row["start"] = f"{time.perf_counter() - started:.2f} ({cpu_seconds(server.pid):.2f})"
         row["fresh"] = timed(server.pid, lambda: crowd(base, number, sessions))
         row["cached"] = timed(server.pid, lambda: crowd(base, number, sessions))
         row["load models"] = asyncio.run(_press_setup(base, number, server.pid))
-    with served(log) as (base, server):
+    with served(log, run=run) as (base, server):
         open_many(base, ["about"])
         row["chapter cold"] = timed(server.pid, lambda: crowd(base, number, sessions))
     return row
@@ -91,17 +97,19 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, nargs="+", default=[1], help="sessions at once (default 1)")
     parser.add_argument("--chapters", type=int, nargs="+", default=[c.number for c in lab.CHAPTERS])
+    parser.add_argument("--serve", action="store_true", help="start the servers with `python -m ui.serve` (warmed)")
     args = parser.parse_args(argv)
     log = ROOT / "artifacts" / "lab-render.log"
-    columns = ("fresh", "chapter cold", "cached", "load models")
+    columns = ("start", "fresh", "chapter cold", "cached", "load models")
     for sessions in args.sessions:
         load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-        print(f"\n{sessions} session(s) at once; wall seconds{' (median/slowest)' if sessions > 1 else ''} "
+        print(f"\n{'python -m ui.serve' if args.serve else 'streamlit run app.py'}: "
+              f"{sessions} session(s) at once; wall seconds{' (median/slowest)' if sessions > 1 else ''} "
               f"(server CPU seconds); "
               f"load average before: {load} on {os.cpu_count()} cores")
         print(f"{'chapter':<30}" + "".join(f"{c:>20}" for c in columns))
         for number in args.chapters:
-            row = measure(number, sessions, log)
+            row = measure(number, sessions, log, WARMED_RUN if args.serve else STREAMLIT_RUN)
             title = f"{number}. {lab.chapter(number).title}"[:29]
             print(f"{title:<30}" + "".join(f"{row[c]:>20}" for c in columns), flush=True)
     return 0

@@ -130,22 +130,25 @@ status.empty()
 if yours:
     st.caption(f"Your model {escape_markdown(selection.ref.label)} is a black mark at its n.")
 figures = list(built.figures)
+# each figure's chart as drawn, converted once for every session (cache.vega_lite); before the prediction its blind one
+specs = list(cache.lab_specs(number, choice, yours, blind=predicted is None, progress=progress))
 if number == 2 and predicted is not None and registry.followed_job():  # the student's own PARITY run, if n = 8
     records = server.job_manager().records(registry.followed_job())
     if records and len(records[-1].get("degree_profile") or ()) == built.numbers["n"] + 1:
         figures[1] = cache.lab_your_run(choice, records)
+        specs[1] = cache.vega_lite(figures[1].chart)  # it grows: not kept
 
 with figures_at:
-    for fig in figures:
+    for fig, spec in zip(figures, specs, strict=True):
         st.markdown(f"**{fig.title}**")
         if predicted is None:
-            if fig.blind is None:
+            if spec is None:
                 st.info("Make a prediction above (or skip) to see this chart.", icon=":material/visibility_off:")
                 continue
-            st.altair_chart(fig.blind, theme=None)  # the charts carry their own readable text (charts.readable)
+            st.vega_lite_chart(spec, theme=None)  # the charts carry their own readable text (charts.readable)
             st.caption("The quantity the question asks about is left out until you predict.")
             continue
-        st.altair_chart(fig.chart, theme=None)
+        st.vega_lite_chart(spec, theme=None)
         if fig.caption:
             st.caption(fig.caption)
         page.download(fig.data, f"lab_{number}_{fig.key}.csv", "Download the data behind this chart (CSV)")

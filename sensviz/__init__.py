@@ -45,35 +45,40 @@ Modules, by job (every module of the package):
   `sensviz` command).
 """
 
-from . import (
-               analysis,
-               base,
-               blowup,
-               configs,
-               cube,
-               curvature,
-               length_generalization,
-               measure,
-               monitor,
-               params,
-               records,
-               scratchpad,
-               sharpness,
-               slices,
-               tasks,
-               training,
-               zoo,
-)
-from .base import TracedModel
-from .checkpoints import Checkpoint, CheckpointError, checkpoint_bytes, load_checkpoint, save_checkpoint
-from .encoder import EncoderConfig, EncoderTransformer
-from .formal import FormalConfig, FormalTransformer
-from .models import build_model
-from .monitor import MeasurementCallback
-from .scratchpad import ScratchpadConfig, ScratchpadTransformer
-from .tasks import PM1, ZERO_ONE, Task, get_task
-from .trace import Trace
-from .training import Callback, TrainConfig, TrainResult, train, train_many
+import importlib
+import importlib.util
+
+_NAMES = {  # a public name: the module that defines it
+    "TracedModel": "base",
+    **dict.fromkeys(("Checkpoint", "CheckpointError", "checkpoint_bytes", "load_checkpoint", "save_checkpoint"),
+                    "checkpoints"),
+    **dict.fromkeys(("EncoderConfig", "EncoderTransformer"), "encoder"),
+    **dict.fromkeys(("FormalConfig", "FormalTransformer"), "formal"),
+    "build_model": "models",
+    "MeasurementCallback": "monitor",
+    **dict.fromkeys(("ScratchpadConfig", "ScratchpadTransformer"), "scratchpad"),
+    **dict.fromkeys(("PM1", "ZERO_ONE", "Task", "get_task"), "tasks"),
+    "Trace": "trace",
+    **dict.fromkeys(("Callback", "TrainConfig", "TrainResult", "train", "train_many"), "training"),
+}
+
+
+def __getattr__(name: str):
+    """The public names, imported on first use (PEP 562): `import sensviz` and the modules that need no
+    torch (`sensviz.text`, the Lab's shipped data) stay light; `sv.tasks`, `sv.Task`, `sv.<any module>` load
+    theirs."""
+    if name in _NAMES:
+        value = getattr(importlib.import_module(f".{_NAMES[name]}", __name__), name)
+        globals()[name] = value  # once
+        return value
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:  # any module
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "analysis",

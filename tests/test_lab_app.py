@@ -118,3 +118,15 @@ def test_loading_a_chapters_models_reads_their_shipped_summaries(monkeypatch):
     assert not at.exception and not at.error and selected(at).name.startswith("encoder-parity-n16")
     shipped = lab.read_summaries(lab.zoo_dir())["encoder-parity-n16"]["summary"]
     assert f"as_n model: {shipped['avg_sensitivity']:.3f}" in [f"{m.label}: {m.value}" for m in at.metric]
+
+
+def test_each_chart_is_converted_once_for_every_session_as_st_altair_chart_converts_it():
+    default = lab.chapter(1).control.default  # chapter 1: a blind chart and none
+    built, specs = cache.lab_chapter(1, default), cache.lab_specs(1, default)
+    assert cache.lab_specs(1, default) is specs  # kept, not converted again
+    assert list(specs) == [cache.vega_lite(f.chart) for f in built.figures]
+    blind = cache.lab_specs(1, default, blind=True)
+    assert [s is None for s in blind] == [f.blind is None for f in built.figures] and any(blind)
+    assert [s for s in blind if s] == [cache.vega_lite(f.blind) for f in built.figures if f.blind is not None]
+    at = open_url("lab", chapter="1", predict="skip")  # the page draws the kept specs
+    assert not at.exception and len(charts(at)) == len(specs)

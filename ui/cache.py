@@ -73,9 +73,10 @@ if not log.handlers and os.environ.get("SENSVIZ_LOG"):
 
 @st.cache_resource(show_spinner=False)
 def warm_up() -> threading.Thread:
-    """Draw every Lab chapter from its shipped data in the background as soon as the server serves its
-    first page (each chapter's first view, then each try-it choice; the models the chapters' setups
-    select are loaded between the two); then pay torch's one-time costs of the landscape measurements
+    """Draw every Lab chapter from its shipped data in the background once the server has drawn its
+    first page (`ui.router.routing`), or at start (`ui.serve`): each chapter's first view, its charts
+    converted before and after a prediction, then each try-it choice; the models the chapters' setups
+    select are loaded between the two; then pay torch's one-time costs of the landscape measurements
     (vmap, functional_call: about 1.5 s here), not in the first Landscape page a user opens."""
 
     def work():
@@ -87,7 +88,8 @@ def warm_up() -> threading.Thread:
             if i == len(lab.CHAPTERS):  # the first views drawn: the models "Load this chapter's models" selects
                 _warm_models(lab.summary_models())
             try:
-                lab_chapter(ch.number, choice)
+                for blind in (True, False):  # what a session draws before and after its prediction
+                    lab_specs(ch.number, choice, blind=blind)
             except (OSError, ValueError) as err:  # the page says it again, with the measurement's progress
                 log.info("Lab chapter %d not warmed up: %s", ch.number, err)
         model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=4, seed=0)
@@ -670,6 +672,29 @@ def lab_chapter(number: int, choice, yours: tuple[ModelRef, ...] = (), progress=
     """A Lab chapter for one choice of its control: drawn from the data shipped beside the zoo
     (`sensviz lab-data`), measured on demand when that is missing or stale (`progress` says what is measured)."""
     return _lab_built(number, choice, _lab_stamp(number), yours, progress)
+
+
+def vega_lite(chart) -> dict:
+    """An Altair chart converted as `st.altair_chart` converts it (Streamlit's own function: its data as
+    Arrow), for `st.vega_lite_chart(spec, theme=None)`, which draws it without converting again. The
+    conversion (Altair's validation, the data to Arrow) was most of a cached Lab render."""
+    from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec  # noqa: PLC2701 (pinned 1.67)
+
+    return _convert_altair_to_vega_lite_spec(chart)
+
+
+@memo
+def _lab_specs(number: int, choice, stamp: tuple, yours: tuple[ModelRef, ...], blind: bool, progress=None) -> tuple:
+    figures = _lab_built(number, choice, stamp, yours, progress).figures
+    if blind:
+        return tuple(None if f.blind is None else vega_lite(f.blind) for f in figures)
+    return tuple(vega_lite(f.chart) for f in figures)
+
+
+def lab_specs(number: int, choice, yours: tuple[ModelRef, ...] = (), blind: bool = False, progress=None) -> tuple:
+    """`lab_chapter`'s figures as Vega-Lite specs (`vega_lite`), their charts or (`blind`) their blind
+    charts (None where a figure has none), converted once per chapter view for every session."""
+    return _lab_specs(number, choice, _lab_stamp(number), yours, blind, progress)
 
 
 def lab_your_run(choice, records: list[dict]):

@@ -37,6 +37,7 @@ def routing():
                  "works; try other settings or another model.", icon=":material/error:")
     finally:
         _ROUTED.reset(token)
+        cache.warm_up()  # once per server, when its first page is drawn: not beside it, slowing it down
 
 
 def _first_line(err: Exception) -> str:
@@ -49,7 +50,6 @@ def frame() -> st.Page:
     """What the router does before a page: the page config, the page list (`st.navigation`), the frame
     (`ui.frame`: the sidebar, the URL state, the title); returns the page to run."""
     st.set_page_config(page_title="sensviz", page_icon=":material/explore:", layout="wide")
-    cache.warm_up()  # once per server
     current, found = navigation()
     drawn.draw(found)
     return current

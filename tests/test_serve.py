@@ -1,0 +1,32 @@
+"""`python -m ui.serve`: the explorer's server warmed before it answers. Each Lab chapter's first view is
+drawn once, before the first session, in the store the sessions then read (not again in their runs)."""
+
+import re
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import load  # noqa: E402
+
+from sensviz import lab  # noqa: E402
+
+
+@pytest.mark.server
+def test_a_warmed_server_draws_each_chapter_before_it_answers_and_once():
+    log_path = ROOT / "artifacts" / "streamlit-serve.log"
+    env = {"SENSVIZ_LOG": "INFO", "SENSVIZ_DATA_DIR": tempfile.mkdtemp(prefix="sensviz-serve-")}
+    with load.served(log_path, env=env, timeout=600, run=load.WARMED_RUN) as (base, _proc):
+        before = log_path.read_text()  # what it did before it answered
+        runs = load.open_many(base, [f"lab?chapter={ch.number}" for ch in lab.CHAPTERS], timeout=600)
+    assert all(r.ok for r in runs), [(r.url, r.status, r.exceptions[:1]) for r in runs if not r.ok]
+    assert "sensviz: warmed up in" in before
+    drawn_before = re.findall(r"computed (_lab_specs\(.*\)) in ", before)
+    assert len(drawn_before) >= 2 * len(lab.CHAPTERS)  # every chapter's first view, blind and shown
+    computed = Counter(re.findall(r"computed (_lab_specs\(.*\)) in ", log_path.read_text()))
+    assert computed and max(computed.values()) == 1, computed.most_common(3)  # the sessions read the same store
