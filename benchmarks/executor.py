@@ -110,7 +110,8 @@ def main() -> None:
     rows = {}
     for backend in ("local", "ray")[:: -1 if args.ray_first else 1]:
         rows[backend] = measure(backend, args.members, args.capacity)
-        print(f"{backend}: {rows[backend][1]:.1f} s, ended {sorted(rows[backend][0].states)}", flush=True)
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())  # the machine is shared: how busy it was
+        print(f"{backend}: {rows[backend][1]:.1f} s, load average after it {load}", flush=True)
     print(f"\n{args.members} members press Train (PARITY n = 8 preset) at once, {args.capacity} runs at once, "
           f"on this machine ({os.cpu_count()} cores)\n")
     print("| executor | all runs ended (s) | last press-to-end (s) | pages | median page (s) | slowest page (s) "
