@@ -11,8 +11,10 @@ local processes (`SENSVIZ_MAX_JOBS=--capacity`, one torch thread each), then on 
 local Ray cluster (`ray.cluster_utils`) of `--capacity` nodes of one CPU each, on this machine
 (`SENSVIZ_RAY_ADDRESS`: the queue is the detached actor, each run a Ray task). Prints, per backend,
 the time until every run has ended, the members' page times meanwhile (median, slowest), the
-server's peak memory and CPU seconds (its own; its ended runs', on the local backend). Ray cannot
-be faster here (the same cores); the difference is its cost.
+server's peak memory and CPU seconds (its own; its ended runs', on the local backend). Both use the
+same cores, but not alike: Ray starts its workers at nice +15 (its `worker_niceness`) and with
+OMP_NUM_THREADS=1, so the pages get ahead of the runs, and its queue runs in a process of its own,
+not in the web server's; on a shared machine run both orders (`--ray-first`).
 
 Then it trains the preset once in this process on one torch thread and, from that run's CPU time
 plus the per-job cost measured on Ray, prints the time for 200 students on k nodes of 16 cores (one
