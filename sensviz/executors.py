@@ -5,8 +5,9 @@ One executor, two backends, each with the same two ways in:
 - `run_each(fn, items, on_result)`: call `fn(item)` for every item, at most `workers` at once, and
   `on_result(item, result)` in this process as each one ends (a sweep's jobs: `fn` is a picklable
   function that catches its own errors).
-- `start_worker(folder)`: start one training job (`python -m sensviz.worker` on the job's folder,
-  `sensviz.worker` says what it reads and writes there) and return a handle with the calls of a
+- `start_worker(folder, device)`: start one training job (`python -m sensviz.worker` on the job's folder,
+  `sensviz.worker` says what it reads and writes there; `device`: the one its request trains on,
+  None for the model's default) and return a handle with the calls of a
   `subprocess.Popen` that the job manager uses: `poll()`, `terminate()`, `wait(timeout)`,
   `returncode`, and `lost` (why the machine running it was lost, else None).
 
@@ -14,7 +15,8 @@ One executor, two backends, each with the same two ways in:
 (one worker) or a pool of fresh interpreters, and each training job in a process of its own, one of
 them always started ahead with torch loaded (`worker.standby`). `RayExecutor` submits each to a Ray
 cluster as a task (`max_retries=0`: a run that a lost machine ended is reported, never silently run
-again) with its CPU request; a training job's task starts the same worker command on its node, so
+again) with its CPU request, and a GPU for a training job that asks for cuda when the cluster has one
+(`training_task_options`); a training job's task starts the same worker command on its node, so
 the job folder (in the shared data folder) is the only thing the two sides share.
 """
 
@@ -87,8 +89,9 @@ class LocalExecutor:
             raise
         pool.shutdown()
 
-    def start_worker(self, folder: Path) -> subprocess.Popen:
-        """The waiting process, given this job's folder (a fresh one if it died); another one waits next."""
+    def start_worker(self, folder: Path, device: str | None = None) -> subprocess.Popen:
+        """The waiting process, given this job's folder (a fresh one if it died); another one waits next.
+        (`device`: the worker moves the model there itself.)"""
         if self._spare is None or self._spare.poll() is not None:
             self.warm()
         process, self._spare = self._spare, None
@@ -183,9 +186,10 @@ class RayExecutor:
         finally:
             self.close()
 
-    def start_worker(self, folder: Path) -> RayJob:
+    def start_worker(self, folder: Path, device: str | None = None) -> RayJob:
         ray = self._ray()
-        task = ray.remote(sensviz_training_job).options(**self._options())
+        options = training_task_options(self.cpus, device, ray.cluster_resources().get("GPU", 0))
+        task = ray.remote(sensviz_training_job).options(**options)
         return RayJob(ray, task.remote(str(folder), self.cpus, self.max_mib))
 
     def warm(self) -> None:
@@ -200,6 +204,14 @@ class RayExecutor:
         if self._connected_here:
             import_ray().shutdown()
         self._connected_here = None
+
+
+def training_task_options(cpus: int, device: str | None, cluster_gpus: float) -> dict:
+    """A training job's Ray task options: `cpus` CPUs, one GPU when the job trains on cuda and the
+    cluster has a GPU (without one it runs on CPUs, and its worker says the device is missing), and no
+    retry (a run that a lost worker ended is reported, never run again)."""
+    gpu = device is not None and str(device).split(":")[0] == "cuda" and cluster_gpus > 0
+    return {"num_cpus": cpus, "num_gpus": 1 if gpu else 0, "max_retries": 0}
 
 
 def _call(fn: Callable, item):

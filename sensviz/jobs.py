@@ -121,6 +121,7 @@ class _Job:
     estimate_s: float = 0.0  # the budget estimate of its time
     started: float | None = None  # time.monotonic() when it started running
     stop_why: str | None = None  # why the manager stopped it (over its time budget)
+    device: str | None = None  # the device its request trains on (None: the model's default)
 
 
 def max_per_address() -> int | None:
@@ -230,7 +231,8 @@ class JobManager:
             folder.mkdir(parents=True)
             write_atomic(folder / "request.json", json.dumps(request.to_dict()).encode())
             status = JobStatus(job_id, owner, request.name, "queued", time.time())
-            self.jobs[job_id] = _Job(status, folder, address=address, seq=self._seq, estimate_s=found.seconds)
+            self.jobs[job_id] = _Job(status, folder, address=address, seq=self._seq, estimate_s=found.seconds,
+                                     device=config.device)
             self._write_state(self.jobs[job_id])
             self.queue.append(job_id)
             self._order_queue()
@@ -322,7 +324,7 @@ class JobManager:
             job = self.jobs[self.queue.pop(0)]  # the queue is in the order of turns (`_order_queue`)
             self._turn += 1
             self._served[job.address] = self._turn
-            job.process = self._take_spare(job.folder)
+            job.process = self._take_spare(job.folder, job.device)
             job.status.state = "running"
             job.started = time.monotonic()
             self._write_state(job)
@@ -390,9 +392,9 @@ class JobManager:
                 job.process.wait(timeout=30)
                 self._collect(job)
 
-    def _take_spare(self, folder: Path):
-        """Start the job in `folder` on the executor; a handle like a `subprocess.Popen`."""
-        return self.executor.start_worker(folder)
+    def _take_spare(self, folder: Path, device: str | None = None):
+        """Start the job in `folder` (training on `device`) on the executor; a handle like a `subprocess.Popen`."""
+        return self.executor.start_worker(folder, device)
 
     def _collect(self, job: _Job) -> None:
         """A running job's process has ended: `_finish` it; any failure fails this job alone, with one
@@ -575,11 +577,12 @@ RAY_ADDRESS = "SENSVIZ_RAY_ADDRESS"
 """The environment variable naming the Ray cluster that runs the training jobs (unset: local processes)."""
 
 
-def job_manager(root: Path, store: KeptStore):
+def job_manager(root: Path, store: KeptStore, **options):
     """The server's job manager: on the Ray cluster at $SENSVIZ_RAY_ADDRESS when it is set (`RayJobManager`:
-    several web servers may share the data folder), else local processes (`JobManager`: one server per folder)."""
+    several web servers may share the data folder), else local processes (`JobManager`: one server per folder).
+    `options`: `JobManager`'s (capacity, threads, ...)."""
     address = os.environ.get(RAY_ADDRESS)
-    return RayJobManager(root, store, address) if address else JobManager(root, store)
+    return RayJobManager(root, store, address, **options) if address else JobManager(root, store, **options)
 
 
 class _Queue:
@@ -616,31 +619,46 @@ class RayJobManager:
     folder's queue on the Ray cluster at `address`: a detached actor named after the folder, started by
     the first web server that asks and shared by all of them; this process only serves pages.
     `options`: `JobManager`'s (capacity, threads, job_budget, max_queue, per_address, calibration),
-    used by the web server that starts the actor. Records and kept models are read from the shared folder."""
+    used by the web server that starts the actor. Records and kept models are read from the shared folder.
+
+    When the queue's actor dies (killed, out of memory, its node lost), the next call of any web server
+    starts a new one (or finds the one another server started) and asks again: the new queue takes
+    over the job records on the folder (`JobManager._recover`: a job that was running is stopped with
+    its last measurement kept, a queued one cancelled)."""
 
     def __init__(self, root: Path, store: KeptStore, address: str | None = None, **options):
-        ray = import_ray()
         self.root, self.store = Path(root), store
         self._connected_here = connect(address)
         self.name = "sensviz-jobs-" + hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:16]
         kept = {"root": str(store.root), "cap": store.cap, "quota": store.quota, "ttl_s": store.ttl_s}
-        self.actor = ray.remote(_Queue).options(
-            name=self.name, namespace="sensviz", lifetime="detached", get_if_exists=True, num_cpus=0, max_concurrency=16,
-        ).remote(str(self.root), kept, options)
-        settings = self._get(self.actor.settings.remote())
+        self._queue_args = (str(self.root), kept, options)
+        self.actor = self._start_queue()
+        settings = self._ask("settings")
         self.capacity, self.budget = settings["capacity"], settings["budget"]
         store.elsewhere = self.folder_bytes
 
-    def _get(self, ref):
+    def _start_queue(self):
+        """The folder's queue: the running actor of that name, else a new one."""
+        return import_ray().remote(_Queue).options(
+            name=self.name, namespace="sensviz", lifetime="detached", get_if_exists=True, num_cpus=0, max_concurrency=16,
+        ).remote(*self._queue_args)
+
+    def _ask(self, method: str, *args):
+        """The queue's answer to `method(*args)`, asked of a new queue when the actor died; JobRefused
+        when the queue does not answer."""
         ray = import_ray()
         try:
-            return ray.get(ref, timeout=120)
+            try:
+                return ray.get(getattr(self.actor, method).remote(*args), timeout=120)
+            except ray.exceptions.RayActorError:  # the actor died: a new queue takes over the folder
+                self.actor = self._start_queue()
+                return ray.get(getattr(self.actor, method).remote(*args), timeout=120)
         except (ray.exceptions.RayError, TimeoutError) as err:
             raise JobRefused(f"The training queue on the Ray cluster did not answer ({_one_line(err)}); "
                              "try again in a minute.") from None
 
     def _call(self, method: str, *args):
-        kind, value = self._get(self.actor.call.remote(method, *args))
+        kind, value = self._ask("call", method, *args)
         if kind == "refused":
             raise JobRefused(value)
         if kind == "invalid":
@@ -673,5 +691,5 @@ class RayJobManager:
     def end_queue(self) -> None:
         """End the queue itself: its running jobs are stopped as by Stop, and the actor is gone."""
         with contextlib.suppress(JobRefused):
-            self._get(self.actor.close.remote())
+            self._ask("close")
         import_ray().kill(self.actor)

@@ -323,7 +323,7 @@ class _Idle:
 def queue_manager(make_manager, monkeypatch, **kwargs) -> JobManager:
     """A manager with one run always going (an idle stand-in), so that submitted jobs stay queued."""
     manager = make_manager(runs_jobs=False, capacity=1, threads=1, calibration=FAST, **kwargs)
-    monkeypatch.setattr(manager, "_take_spare", lambda folder: _Idle())
+    monkeypatch.setattr(manager, "_take_spare", lambda folder, device=None: _Idle())
     manager.submit("runner", request(), "10.0.0.99")
     return manager
 
