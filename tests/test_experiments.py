@@ -253,4 +253,4 @@ def test_the_decide_scales_quote_what_their_power_command_prints(spec, monkeypat
                         and r.get("task", "parity") == "parity" and (level is None or r["n"] == level)]
                 assert len(runs) >= seeds
     others = [sweeps.load_spec(path, scale) for scale in (None, "standard", "paper")]
-    assert min(r["seed"] for r in found.runs) > max(r["seed"] for s in others for r in s.runs)  # disjoint seeds
+    assert not {r["seed"] for r in found.runs} & {r["seed"] for s in others for r in s.runs}  # disjoint seeds
