@@ -41,9 +41,12 @@ def test_a_student_walks_every_chapter(server, browser):  # noqa: F811
         first = time.perf_counter() - start
         built = ch.present(lab.stored(ch, lab.Sources.shipped()), ch.control.default)
         question = page.get_by_text(ch.question, exact=False)
+        question.first.wait_for(timeout=60_000)  # the page's script state can read "done" before its run starts
         assert question.first.is_visible() and top_of(question) < FOLD, number
         shown = page.locator('[data-testid="stVegaLiteChart"], [data-testid="stAlertContentInfo"]')
-        assert shown.count() and top_of(shown) < FOLD, f"chapter {number}: no chart above the fold"
+        shown.first.wait_for(timeout=60_000)
+        wait_until_done(page)
+        assert top_of(shown) < FOLD, f"chapter {number}: no chart above the fold"
         assert page.get_by_text(built.answer[:60]).count() == 0 and page.get_by_text(built.look_for[:60]).count() == 0
         assert main_scroll(page) == 0, f"chapter {number} did not open at its top"
         page.screenshot(path=str(SHOTS / f"lab-{number}-before.png"))
