@@ -81,7 +81,7 @@ if source == SHIPPED:
                    "claim; fragile: a pre-registered secondary reaches another verdict), as `docs/fidelity.md` sets "
                    "them beside the claims.")
     else:
-        st.caption(f"As `{fidelity.page_path(scale, fidelity.scales(server.results_dir()))}` decides them: a "
+        st.caption(f"As `{fidelity.page_path(scale, list(shipped))}` decides them: a "
                    "directional claim by its 95 % interval against zero, a flat claim by equivalence against its "
                    "margin; fragile: a named secondary analysis reaches another verdict; (ours): our own check, not "
                    "one of the paper's claims.")
