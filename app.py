@@ -5,10 +5,22 @@ state, the title).
 
 Every page is a thin script over the `sensviz` core: widgets -> `ui.cache` (cached core calls)
 -> `sensviz.charts`; `ui.registry` holds the session state, `ui.url_state` the URL state.
+
+This file is read two ways. `streamlit run app.py` imports it as a module (`app`) and serves the
+`st.App` below, whose start-up (`ui.serve.lifespan`) imports the app and draws every Lab chapter's
+first view before the server answers; then each page view runs it as Streamlit's script
+(`__main__`), which draws the page.
 """
 
-from ui import router
+import streamlit as st
 
-current = router.frame()
-with router.routing():
-    current.run()
+if __name__ == "__main__":  # a page view
+    from ui import router
+
+    current = router.frame()
+    with router.routing():
+        current.run()
+else:  # `streamlit run app.py`: the server
+    from ui import serve
+
+    app = st.App(__file__, lifespan=serve.lifespan)

@@ -3,15 +3,15 @@
 For every chapter, a fresh `streamlit run app.py` (`benchmarks/load.py`'s `served`) and websocket
 sessions that open `lab?chapter=K` as a student's browser does:
 
-- fresh: the first session the new server ever serves (it pays the app's imports and the warm-up);
+- start: from starting the server to its first answer (`app.py`'s start-up, `ui.serve`, is in it: the
+  app's imports and every chapter's first view);
+- fresh: the first session the new server ever serves;
 - chapter cold: on another fresh server that has served one other page (`about`) first: the chapter's
   own first render, its imports paid;
 - cached: one more fresh session opening the chapter once the server has drawn it;
 - load models: that session pressing "Load this chapter's models" (the sidebar then shows them);
 
 each with 1 session, and (`--sessions 30`) with 30 sessions arriving at once (median and slowest).
-`--serve` starts the servers with `python -m ui.serve` (the app imported and every chapter's first view
-drawn before the server answers; `start`: until it answers) instead of `streamlit run app.py`.
 Times are wall clock from sending the request to the end of the script run; on a shared machine they
 include the other processes' load, which the table's heading states (`os.getloadavg`). Beside each
 wall time, in brackets, the CPU seconds the server process spent meanwhile (all its threads: the
@@ -19,7 +19,6 @@ warm-up's too), which the other processes' load does not inflate.
 
     python benchmarks/lab_render.py                 # 1 session, every chapter
     python benchmarks/lab_render.py --sessions 1 30 --chapters 1 4
-    python benchmarks/lab_render.py --serve         # servers started warmed (`ui.serve`)
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load import ROOT, STREAMLIT_RUN, WARMED_RUN, Session, open_many, served  # noqa: E402
+from load import ROOT, Session, open_many, served  # noqa: E402
 
 from sensviz import lab  # noqa: E402
 
@@ -78,16 +77,16 @@ def timed(pid: int, work) -> str:
     return f"{wall} ({cpu_seconds(pid) - before:.2f})"
 
 
-def measure(number: int, sessions: int, log: Path, run: tuple = STREAMLIT_RUN) -> dict[str, str]:
+def measure(number: int, sessions: int, log: Path) -> dict[str, str]:
     """One chapter with `sessions` sessions at a time: start, fresh, chapter cold, cached, load models."""
     row = {}
     started = time.perf_counter()
-    with served(log, run=run) as (base, server):
+    with served(log) as (base, server):
         row["start"] = f"{time.perf_counter() - started:.2f} ({cpu_seconds(server.pid):.2f})"
         row["fresh"] = timed(server.pid, lambda: crowd(base, number, sessions))
         row["cached"] = timed(server.pid, lambda: crowd(base, number, sessions))
         row["load models"] = asyncio.run(_press_setup(base, number, server.pid))
-    with served(log, run=run) as (base, server):
+    with served(log) as (base, server):
         open_many(base, ["about"])
         row["chapter cold"] = timed(server.pid, lambda: crowd(base, number, sessions))
     return row
@@ -97,19 +96,18 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, nargs="+", default=[1], help="sessions at once (default 1)")
     parser.add_argument("--chapters", type=int, nargs="+", default=[c.number for c in lab.CHAPTERS])
-    parser.add_argument("--serve", action="store_true", help="start the servers with `python -m ui.serve` (warmed)")
     args = parser.parse_args(argv)
     log = ROOT / "artifacts" / "lab-render.log"
     columns = ("start", "fresh", "chapter cold", "cached", "load models")
     for sessions in args.sessions:
         load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-        print(f"\n{'python -m ui.serve' if args.serve else 'streamlit run app.py'}: "
+        print("\nstreamlit run app.py: "
               f"{sessions} session(s) at once; wall seconds{' (median/slowest)' if sessions > 1 else ''} "
               f"(server CPU seconds); "
               f"load average before: {load} on {os.cpu_count()} cores")
         print(f"{'chapter':<30}" + "".join(f"{c:>20}" for c in columns))
         for number in args.chapters:
-            row = measure(number, sessions, log, WARMED_RUN if args.serve else STREAMLIT_RUN)
+            row = measure(number, sessions, log)
             title = f"{number}. {lab.chapter(number).title}"[:29]
             print(f"{title:<30}" + "".join(f"{row[c]:>20}" for c in columns), flush=True)
     return 0

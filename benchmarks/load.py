@@ -216,19 +216,16 @@ def serve(log_path: Path, env: dict[str, str] | None = None, timeout: float = 12
 
 
 STREAMLIT_RUN = ("streamlit", "run", str(ROOT / "app.py"))
-WARMED_RUN = ("ui.serve",)
-"""`python -m ui.serve`: the same server, warmed before it answers (its options are `streamlit run`'s)."""
 
 
 @contextmanager
-def served(log_path: Path, env: dict[str, str] | None = None, timeout: float = 120, run: tuple = STREAMLIT_RUN):
-    """`serve`, yielding the base URL and the server's process (to watch its memory); `run`: the module
-    `python -m` starts and its arguments (default `streamlit run app.py`; `WARMED_RUN`)."""
+def served(log_path: Path, env: dict[str, str] | None = None, timeout: float = 120):
+    """`serve`, yielding the base URL and the server's process (to watch its memory)."""
     port = free_port()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", *run, "--server.headless", "true",
+            [sys.executable, "-m", *STREAMLIT_RUN, "--server.headless", "true",
              "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
              "--server.fileWatcherType", "none"],
             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},

@@ -64,7 +64,7 @@ def browser():
         chromium.close()
 
 
-def wait_until_done(page, timeout_ms: int = 120_000) -> None:
+def wait_until_done(page, timeout_ms: int = 240_000) -> None:
     """The script run has ended and every lazily loaded element is drawn."""
     page.wait_for_selector('[data-testid="stApp"][data-test-connection-state="CONNECTED"]', timeout=timeout_ms)
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout_ms)

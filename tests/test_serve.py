@@ -1,4 +1,4 @@
-"""`python -m ui.serve`: the explorer's server warmed before it answers. Each Lab chapter's first view is
+"""`streamlit run app.py`: the explorer's server warmed before it answers (`ui.serve.lifespan`). Each Lab chapter's first view is
 drawn once, before the first session, in the store the sessions then read (not again in their runs)."""
 
 import re
@@ -21,7 +21,7 @@ from sensviz import lab  # noqa: E402
 def test_a_warmed_server_draws_each_chapter_before_it_answers_and_once():
     log_path = ROOT / "artifacts" / "streamlit-serve.log"
     env = {"SENSVIZ_LOG": "INFO", "SENSVIZ_DATA_DIR": tempfile.mkdtemp(prefix="sensviz-serve-")}
-    with load.served(log_path, env=env, timeout=600, run=load.WARMED_RUN) as (base, _proc):
+    with load.served(log_path, env=env, timeout=600) as (base, _proc):
         before = log_path.read_text()  # what it did before it answered
         runs = load.open_many(base, [f"lab?chapter={ch.number}" for ch in lab.CHAPTERS], timeout=600)
     assert all(r.ok for r in runs), [(r.url, r.status, r.exceptions[:1]) for r in runs if not r.ok]

@@ -1,23 +1,20 @@
-"""`python -m ui.serve [streamlit run's options]`: `streamlit run app.py`, warmed before it answers.
+"""The explorer's server warmed before it answers: `app.py`'s `st.App` runs `lifespan` at start.
 
-`streamlit run` runs none of the app's code until the first session opens a page, so that page pays
-the app's imports (torch among them: about 3 CPU seconds here) and its chapter's first drawing. This
-launcher pays them in the server's own process before Streamlit starts listening: it imports the app,
-draws every Lab chapter's first view from the data shipped beside the zoo (before and after a
-prediction), then starts the rest of the warm-up (`ui.cache.warm_up`, once per process: the other
-try-it views, the setups' models, torch's one-time costs) and the training queue's standby worker in
-the background, and hands over to `streamlit run app.py` with the options given
-(`benchmarks/lab_render.py --serve` measures both ways).
+`streamlit run` would run none of the app's code until the first session opens a page, so that page
+would pay the app's imports (torch among them: about 3 CPU seconds here) and its chapter's first
+drawing. `streamlit run app.py` serves `app.py`'s `st.App` (uvicorn), which answers only after this
+start-up (connections wait meanwhile): it imports the app, draws every Lab chapter's first view from the data shipped beside
+the zoo (before and after a prediction), then starts the rest of the warm-up (`ui.cache.warm_up`, once
+per process: the other try-it views, the setups' models, torch's one-time costs) and the training
+queue's standby worker in the background (`benchmarks/lab_render.py` measures it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import time
-from pathlib import Path
-
-APP = Path(__file__).resolve().parents[1] / "app.py"
 
 log = logging.getLogger("sensviz.explorer")
 
@@ -41,13 +38,9 @@ def warm() -> float:
     return time.perf_counter() - start
 
 
-def main(argv: list[str] | None = None) -> int:
-    from streamlit.web import cli
-
+@contextlib.asynccontextmanager
+async def lifespan(_app):
+    """`st.App`'s start-up (`app.py`): warm before the server answers its first request."""
     seconds = warm()
-    print(f"sensviz: warmed up in {seconds:.1f} s; starting streamlit", file=sys.stderr, flush=True)
-    return cli.main(["run", str(APP), *(sys.argv[1:] if argv is None else argv)], prog_name="streamlit")
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    print(f"sensviz: warmed up in {seconds:.1f} s", file=sys.stderr, flush=True)
+    yield
