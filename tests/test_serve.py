@@ -30,3 +30,20 @@ def test_a_warmed_server_draws_each_chapter_before_it_answers_and_once():
     assert len(drawn_before) >= 2 * len(lab.CHAPTERS)  # every chapter's first view, blind and shown
     computed = Counter(re.findall(r"computed (_lab_specs\(.*\)) in ", log_path.read_text()))
     assert computed and max(computed.values()) == 1, computed.most_common(3)  # the sessions read the same store
+
+
+def test_a_failed_warm_up_is_logged_and_the_server_starts_anyway(monkeypatch, caplog):
+    import asyncio
+
+    from ui import serve
+
+    def broken():
+        raise RuntimeError("no lab data")
+
+    async def start():
+        async with serve.lifespan(None):
+            return "serving"
+
+    monkeypatch.setattr(serve, "warm", broken)
+    assert asyncio.run(start()) == "serving"
+    assert "the warm-up failed" in caplog.text and "no lab data" in caplog.text

@@ -3,10 +3,12 @@
 `streamlit run` would run none of the app's code until the first session opens a page, so that page
 would pay the app's imports (torch among them: about 3 CPU seconds here) and its chapter's first
 drawing. `streamlit run app.py` serves `app.py`'s `st.App` (uvicorn), which answers only after this
-start-up (connections wait meanwhile): it imports the app, draws every Lab chapter's first view from the data shipped beside
-the zoo (before and after a prediction), then starts the rest of the warm-up (`ui.cache.warm_up`, once
-per process: the other try-it views, the setups' models, torch's one-time costs) and the training
-queue's standby worker in the background (`benchmarks/lab_render.py` measures it).
+start-up (connections wait meanwhile): it imports the app, draws every Lab chapter's first view from
+the data shipped beside the zoo (before and after a prediction), then starts the rest of the warm-up
+(`ui.cache.warm_up`, once per process: the other try-it views, the setups' models, torch's one-time
+costs) and the training queue's standby worker in the background (`benchmarks/lab_render.py`
+measures it). A warm-up that fails is logged and the server starts anyway: its pages then draw what
+they need on demand, as they can.
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ def warm() -> float:
 @contextlib.asynccontextmanager
 async def lifespan(_app):
     """`st.App`'s start-up (`app.py`): warm before the server answers its first request."""
-    seconds = warm()
-    print(f"sensviz: warmed up in {seconds:.1f} s", file=sys.stderr, flush=True)
+    try:
+        seconds = warm()
+    except Exception:  # noqa: BLE001 - a server without its warm-up still serves every page
+        log.exception("sensviz: the warm-up failed; pages draw on demand")
+    else:
+        print(f"sensviz: warmed up in {seconds:.1f} s", file=sys.stderr, flush=True)
     yield
