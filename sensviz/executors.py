@@ -150,7 +150,7 @@ def connect(address: str | None, cpus: int = 1) -> bool:
     if address:
         ray.init(address=address, log_to_driver=False)  # the cluster's workers must have sensviz installed
     else:
-        ray.init(num_cpus=max(cpus, 1), include_dashboard=False, log_to_driver=False,
+        ray.init(address="local", num_cpus=max(cpus, 1), include_dashboard=False, log_to_driver=False,
                  runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}})
     return True
 

@@ -65,7 +65,7 @@ def ray_module():
     ray = pytest.importorskip("ray", reason="Ray is not installed (requirements-dev.txt installs it)")
     with signal_handlers_restored():
         try:
-            ray.init(num_cpus=1, include_dashboard=False)
+            ray.init(address="local", num_cpus=1, include_dashboard=False)
         except Exception as err:  # noqa: BLE001 - any failure to start means there is no Ray here
             pytest.skip(f"Ray cannot start on this machine: {err}")
         finally:

@@ -21,7 +21,7 @@ def handlers() -> dict:
 def test_ray_replaces_the_sigterm_handler_and_the_handlers_found_come_back(ray):
     before = handlers()
     with signal_handlers_restored():
-        ray.init(num_cpus=1, include_dashboard=False)
+        ray.init(address="local", num_cpus=1, include_dashboard=False)
         try:
             assert signal.getsignal(signal.SIGTERM) is not before[signal.SIGTERM]  # Ray's own: sys.exit
         finally:
@@ -37,7 +37,7 @@ FOUND = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
 
 
 def test_a_ray_test_that_leaves_ray_running(ray):
-    ray.init(num_cpus=1, include_dashboard=False)
+    ray.init(address="local", num_cpus=1, include_dashboard=False)
     assert signal.getsignal(signal.SIGTERM) is not FOUND[signal.SIGTERM]
 
 

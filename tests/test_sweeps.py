@@ -266,6 +266,22 @@ def test_ray_executor_runs_a_tiny_sweep_on_a_local_instance(tmp_path, ray):
     assert not ray.is_initialized()  # the local instance it started is shut down
 
 
+@pytest.mark.ray
+def test_a_local_ray_sweep_starts_its_own_instance_beside_a_running_cluster(tmp_path, ray):
+    """A cluster another process started on this machine (another test's, beside this one under
+    pytest-xdist) is not joined: a sweep without an address starts its own local instance."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "object_store_memory": 80 * 2**20,
+                                                           "include_dashboard": False})
+    try:
+        runs = sweeps.run_sweep(sweeps.load_spec(write_spec(tmp_path)), tmp_path / "out", toy_job,
+                                executor="ray", workers=1)
+    finally:
+        cluster.shutdown()
+    assert set(runs["status"]) == {"finished"}
+
+
 def test_grid_arrays_pool_their_runs_and_scales_replace_grids(tmp_path):
     text = """
 experiment = "toy"
