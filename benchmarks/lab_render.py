@@ -6,8 +6,8 @@ sessions that open `lab?chapter=K` as a student's browser does:
 - start: from starting the server to its first answer (`app.py`'s start-up, `ui.serve`, is in it: the
   app's imports and every chapter's first view);
 - fresh: the first session the new server ever serves;
-- chapter cold: on another fresh server that has served one other page (`about`) first: the chapter's
-  own first render, its imports paid;
+- chapter cold: on another fresh server that has served one other page (`about`) first (the start-up
+  has drawn every chapter's first view already, so it reads like fresh);
 - cached: one more fresh session opening the chapter once the server has drawn it;
 - load models: that session pressing "Load this chapter's models" (the sidebar then shows them);
 
