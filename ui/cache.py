@@ -73,8 +73,8 @@ if not log.handlers and os.environ.get("SENSVIZ_LOG"):
 
 @st.cache_resource(show_spinner=False)
 def warm_up() -> threading.Thread:
-    """Draw every Lab chapter from its shipped data in the background once the server has drawn its
-    first page (`ui.router.routing`), or at start (`ui.serve.lifespan`): each chapter's first view, its charts
+    """Draw every Lab chapter from its shipped data in the background, from the server's start-up
+    (`ui.serve.lifespan`; else after the first page, `ui.router.routing`): each chapter's first view, its charts
     converted before and after a prediction, then each try-it choice; the models the chapters' setups
     select are loaded between the two; then pay torch's one-time costs of the landscape measurements
     (vmap, functional_call: about 1.5 s here), not in the first Landscape page a user opens."""

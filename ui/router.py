@@ -37,7 +37,7 @@ def routing():
                  "works; try other settings or another model.", icon=":material/error:")
     finally:
         _ROUTED.reset(token)
-        cache.warm_up()  # once per server, when its first page is drawn: not beside it, slowing it down
+        cache.warm_up()  # started at start-up (`ui.serve.lifespan`); here only where that did not run or failed
 
 
 def _first_line(err: Exception) -> str:
