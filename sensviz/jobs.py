@@ -149,6 +149,19 @@ def calibration() -> budget.Calibration:
         return _CALIBRATION[0]
 
 
+def _calibrate_ahead() -> None:
+    """`calibration()` ahead of the first submit; a failure is left for that submit to report."""
+    with contextlib.suppress(JobRefused):
+        calibration()
+
+
+def _check_ahead() -> None:
+    """`worker.check`'s one-time cost paid ahead of the first submit: its model on torch's meta device
+    imports torch._dynamo (2.5 s here)."""
+    worker.check(worker.TrainRequest("parity", {"arch": "encoder", "d_model": 8, "n_layers": 1, "n_heads": 2},
+                                     {"n": 4}))
+
+
 def default_capacity(cores: int | None = None) -> int:
     """One concurrent run per two cores (at least one); $SENSVIZ_MAX_JOBS overrides."""
     configured = os.environ.get("SENSVIZ_MAX_JOBS")
@@ -166,7 +179,7 @@ class JobManager:
                  executor=None):
         """`job_budget`: the most one job may take (default `budget.server_budget()`); `per_address`:
         the hard cap per client address (default `max_per_address()`, off); `calibration`: this
-        machine's (default: measured on the first submit); `executor`: where the jobs run (default
+        machine's (default: measured in the background from now on); `executor`: where the jobs run (default
         local processes, `sensviz.executors.LocalExecutor`)."""
         cores = os.cpu_count() or 1
         self.budget = job_budget or budget.server_budget()
@@ -199,6 +212,9 @@ class JobManager:
         self._recover()
         with self.lock:
             self.executor.warm()
+        # what the first submit would wait for (4-11 s here), from now on in the background
+        for ahead in (_check_ahead, *([] if calibration else [_calibrate_ahead])):
+            threading.Thread(target=ahead, daemon=True, name=f"sensviz{ahead.__name__}").start()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="sensviz-jobs")
         self._thread.start()
 

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -375,6 +376,13 @@ def test_a_hard_cap_per_address_is_a_server_setting(make_manager, monkeypatch):
     assert jobs.max_per_address() == 3
     monkeypatch.delenv("SENSVIZ_MAX_JOBS_PER_ADDRESS")
     assert jobs.max_per_address() is None  # off by default
+
+
+def test_the_machine_is_measured_when_the_manager_starts_not_on_the_first_train(make_manager, monkeypatch):
+    measured = threading.Event()
+    monkeypatch.setattr(jobs, "calibration", lambda: measured.set() or FAST)
+    make_manager(runs_jobs=False, capacity=1)
+    assert measured.wait(30)  # in the background, before anyone submits
 
 
 def test_jobs_over_the_budget_are_refused_before_queueing(make_manager):
