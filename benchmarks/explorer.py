@@ -3,6 +3,7 @@
     python benchmarks/explorer.py                 # every page at n = 8 and n = 10, and the PARITY preset
     python benchmarks/explorer.py --no-train      # the pages only
     python benchmarks/explorer.py --train-only    # the PARITY preset only
+    python benchmarks/explorer.py --threads       # the pages' torch threads: 1 (the server's) against one per core
 
 Serves `app.py` (`streamlit run`, a fresh data folder) and, for `encoder-parity-n8` and
 `encoder-parity-n10`, opens every page by URL in a fresh websocket session (`benchmarks/load.py`)
@@ -12,6 +13,12 @@ Times are from sending the request to the end of the script run; targets: first 
 cached <= 0.3 s. Then, in headless Chromium, the time from pressing Train with the PARITY n = 8
 preset to the converged model being selected in the sidebar (target <= 8 s). The machine's load
 average is printed with the table: these numbers depend on what else runs.
+
+`--threads`: the Landscape page's on-demand views (the rho curve, the 1-D and 2-D slices, the line)
+for `encoder-parity-n8` on a fresh server whose pages compute on one torch thread (the server's
+default, `ui.cache.page_threads`) and on one per core (torch's own default, its threads spinning
+between operations): the wall seconds of the page and the server's CPU seconds meanwhile. Run it on
+an idle machine and beside a busy one (a sweep): spinning costs most when the cores are shared.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import lab_render  # noqa: E402
 import load  # noqa: E402
 
 from ui import nav  # noqa: E402
@@ -90,6 +98,44 @@ def time_training(base: str) -> float:
     return seconds
 
 
+ON_DEMAND = "landscape?model=encoder-parity-n8&curve=1&slice=1&plane=1&line=1"
+
+
+def settled(pid: int, quiet_s: float = 0.05, every_s: float = 1.0, timeout_s: float = 300) -> None:
+    """Wait until the server's background warm-up is over: less than `quiet_s` CPU in `every_s`."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        before = lab_render.cpu_seconds(pid)
+        time.sleep(every_s)
+        if lab_render.cpu_seconds(pid) - before < quiet_s:
+            return
+
+
+def time_on_demand(threads: int) -> tuple[float, float, bool]:
+    """`ON_DEMAND` on a fresh server computing on `threads` torch threads, its plain page drawn first:
+    (wall s, the server's CPU s meanwhile, no exception)."""
+    env = {"SENSVIZ_DATA_DIR": tempfile.mkdtemp(prefix="sensviz-bench-"), "SENSVIZ_PAGE_THREADS": str(threads)}
+    with load.served(ROOT / "artifacts" / "streamlit-bench.log", env=env) as (base, proc):
+        load.open_many(base, [ON_DEMAND.split("&")[0]])
+        settled(proc.pid)
+        before = lab_render.cpu_seconds(proc.pid)
+        (run,) = load.open_many(base, [ON_DEMAND])
+        return run.seconds, lab_render.cpu_seconds(proc.pid) - before, run.ok
+
+
+def print_threads() -> bool:
+    """The torch-threads table; whether both servers drew the page."""
+    cores = os.cpu_count() or 1
+    print(f"{ON_DEMAND} (after its plain page), a fresh server each")
+    print(f"{'torch threads':<28} {'wall s':>7} {'server CPU s':>13}")
+    ok = True
+    for threads, name in ((1, "1 (the server's)"), (cores, f"{cores} (torch's default)")):
+        wall, cpu, fine = time_on_demand(threads)
+        ok &= fine
+        print(f"{name:<28} {wall:7.2f} {cpu:13.2f}" + ("" if fine else " EXCEPTION"))
+    return ok
+
+
 def print_pages(results: dict, chapters: list) -> bool:
     """The pages' and chapters' table; whether every render was within its target."""
     header = f"{'page':<12}" + "".join(f" {m.removeprefix('encoder-'):>17} first  cached" for m in MODELS)
@@ -118,7 +164,10 @@ def main(argv=None) -> int:
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--no-train", action="store_true", help="time the pages only")
     which.add_argument("--train-only", action="store_true", help="time the PARITY preset only")
+    which.add_argument("--threads", action="store_true", help="the pages' torch threads: 1 against one per core")
     args = parser.parse_args(argv)
+    if args.threads:
+        return 0 if print_threads() else 1
     load_before = os.getloadavg()
     env = {"SENSVIZ_DATA_DIR": tempfile.mkdtemp(prefix="sensviz-bench-")}
     with load.serve(ROOT / "artifacts" / "streamlit-bench.log", env=env) as base:

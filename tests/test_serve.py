@@ -1,7 +1,9 @@
 """`streamlit run app.py`: the explorer's server warmed before it answers (`ui.serve.lifespan`). Each Lab chapter's first view is
 drawn once, before the first session, in the store the sessions then read (not again in their runs)."""
 
+import os
 import re
+import subprocess
 import sys
 import tempfile
 from collections import Counter
@@ -47,3 +49,24 @@ def test_a_failed_warm_up_is_logged_and_the_server_starts_anyway(monkeypatch, ca
     monkeypatch.setattr(serve, "warm", broken)
     assert asyncio.run(start()) == "serving"
     assert "the warm-up failed" in caplog.text and "no lab data" in caplog.text
+
+
+def test_pages_compute_on_one_torch_thread_whatever_torchs_default():
+    """Importing the cache layer sets torch to one thread (`ui.cache.page_threads`) where it had four;
+    $SENSVIZ_PAGE_THREADS sets another count."""
+    script = ("import torch; torch.set_num_threads(4); before = torch.get_num_threads(); import ui.cache; "
+              "print(before, torch.get_num_threads())")
+    env = {k: v for k, v in os.environ.items() if k != "SENSVIZ_PAGE_THREADS"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["4", "1"]
+
+
+def test_the_page_threads_setting(monkeypatch):
+    from ui import cache
+
+    monkeypatch.setenv("SENSVIZ_PAGE_THREADS", "3")
+    assert cache.page_threads() == 3
+    monkeypatch.setenv("SENSVIZ_PAGE_THREADS", "0")
+    assert cache.page_threads() == 1

@@ -60,6 +60,21 @@ LANDSCAPE_DIRECTIONS = 64  # the Landscape page's default number of random direc
 GRID_LIMIT = 12
 """Largest n drawn as a cube grid (2**12 cells); larger cubes get histograms and weight views."""
 
+
+
+def page_threads() -> int:
+    """torch's threads for the pages' computations: one; $SENSVIZ_PAGE_THREADS overrides (a researcher
+    alone on a many-core machine). Sessions compute side by side, each in a thread of its own; torch's
+    intra-op threads spin between operations, and on shared cores a spinning thread takes the CPU from
+    the thread it waits for, from the other sessions and from the training runs. One thread per session
+    is slower for one user on idle cores, and many times faster on busy ones (`python
+    benchmarks/explorer.py --threads` measures both)."""
+    configured = os.environ.get("SENSVIZ_PAGE_THREADS")
+    return max(1, int(configured)) if configured else 1
+
+
+torch.set_num_threads(page_threads())
+
 Progress = Callable[[float], None] | None
 
 log = logging.getLogger("sensviz.explorer")
