@@ -1,10 +1,10 @@
 """End to end: the real app served by `streamlit run`, driven in headless Chromium.
 
-Every page of the page list cold and with a pretrained checkpoint (by URL and by the sidebar's
-navigation) at 1024 px wide; every page (and every Lab chapter) with one model and in compare mode
-at 1024×768 (a projector's; a wider window only gives a chart more room), every chart at least
-100 px tall and inside the window; a view's link
-copied with the Copy link button and opened in a new browser context; training as a server job
+Every page of the page list cold at 1024 px wide; at 1024×768 (a projector's; a wider window only
+gives a chart more room) every page with a pretrained checkpoint (reached by the sidebar's
+navigation, the model kept in the URL), every on-demand view and every Lab chapter, and in compare
+mode every view that draws the second model: every chart at least 100 px tall and inside the window,
+no text cut short; a view's link copied with the Copy link button and opened in a new browser context; training as a server job
 (the run goes on across page switches, the finished model is selected, a reload keeps it); two
 browsers training at once with a cap of one run (the second waits in the queue, both finish); a
 corrupt upload. No page may show a Streamlit exception. Screenshots go to `artifacts/screenshots/`
@@ -74,10 +74,15 @@ def wait_until_done(page, timeout_ms: int = 240_000) -> None:
     )
 
 
-def check_page(page, name: str) -> None:
-    """No exception, no missing page, nothing wider than the window; a screenshot."""
+def check_page(page, name: str, whole: bool = True) -> None:
+    """No exception, no missing page; a screenshot of the whole page, or of the window (`whole=False`:
+    what a projector shows)."""
     wait_until_done(page)
-    screenshot(page, name)
+    if whole:
+        screenshot(page, name)
+    else:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"{name}.png"))
     errors = page.locator('[data-testid="stException"]')
     assert errors.count() == 0, f"{name}: {errors.first.inner_text()[:500]}"
     assert page.get_by_text("Page not found").count() == 0, name
@@ -96,17 +101,6 @@ def screenshot(page, name: str) -> None:
         page.wait_for_timeout(300)  # one frame for Vega to redraw at the new size
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
     page.set_viewport_size(size)
-
-
-def overflowing_charts(page) -> list[str]:
-    """Charts whose right edge is beyond the window (at 1024 px, a projector)."""
-    return page.evaluate(
-        """() => [...document.querySelectorAll(
-                   '[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg.marks')]
-             .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)
-             .map(e => (e.closest('[data-testid="stVegaLiteChart"]').getAttribute('aria-label') || 'chart')
-                       + ' ' + Math.round(e.getBoundingClientRect().right) + 'px')"""
-    )
 
 
 def chart_boxes(page) -> list[dict]:
@@ -152,22 +146,6 @@ def test_every_page_opens_cold(server, browser):
     page.close()
 
 
-def test_every_page_with_a_pretrained_checkpoint_at_1024_px(server, browser):
-    page = browser.new_page(viewport=WIDE)
-    page.goto(f"{server}/?model={MODEL}", wait_until="domcontentloaded")
-    wait_until_done(page)
-    assert MODEL in sidebar_text(page)
-    wide = {}
-    for spec in nav.PAGES[1:]:
-        goto_page(page, spec.title)
-        check_page(page, f"selected-{spec.key}")
-        assert f"model={MODEL}" in page.url  # the model stays in the URL across page switches
-        wide[spec.key] = overflowing_charts(page)
-    # the explorer's own charts fit a projector; the Experiments figures are sensviz.figures' (issue 11)
-    assert not {k: v for k, v in wide.items() if k != "experiments" and v}, wide
-    page.close()
-
-
 def test_a_copied_link_opens_the_same_view_in_another_browser(server, browser):
     context = browser.new_context(viewport=WIDE)
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server)
@@ -200,6 +178,7 @@ def test_a_copied_link_opens_the_same_view_in_another_browser(server, browser):
 
 
 PROJECTOR = {"width": 1024, "height": 768}
+FITTED = "encoder-parity-n8"  # the largest cube of the zoo's models: the widest charts
 COMPARED = "encoder-first-n8"
 EXTRA_VIEWS = {"attention-flip": "attention?flip=2", "landscape-all": "landscape?curve=1&slice=1&plane=1&line=1",
                "layernorm-tradeoff": "layernorm?tradeoff=1", "sensitivity-output": "sensitivity?colour=output"}
@@ -216,29 +195,52 @@ def views() -> dict[str, str]:
     return found
 
 
+def view_url(server: str, path: str, params: str) -> str:
+    return f"{server}/{path}{'&' if '?' in path else '?'}{params}"
+
+
+def misfits(page) -> list:
+    """Charts under 100 px tall or outside the window's width, and texts cut short."""
+    bad = [b for b in chart_boxes(page) if b["height"] < 100 or b["left"] < 0 or b["right"] > PROJECTOR["width"]]
+    return bad + [f"cut short: {text}" for text in cut_short(page)]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("compare", [False, True], ids=["one-model", "compare"])
-def test_every_view_fits_the_window_with_one_model_and_in_compare_mode(server, browser, compare):
-    """Every page and chapter opened by its link (with `compare=` or without): no exception, every chart
-    at least 100 px tall and inside the window's width."""
-    context = browser.new_context(viewport=PROJECTOR)
-    page = context.new_page()
-    mode = "compare" if compare else "one"
-    params = f"model=encoder-parity-n8{f'&compare={COMPARED}' if compare else ''}"
-    wrong, drawn = {}, 0
+def test_every_view_fits_the_window_with_one_model(server, browser):
+    """Every page reached by the sidebar's navigation from a link with `model=` (the model stays selected
+    and in the URL), then the on-demand views and every chapter opened by their links: no exception,
+    every chart at least 100 px tall and inside the window's width."""
+    page = browser.new_context(viewport=PROJECTOR).new_page()
+    page.goto(f"{server}/?model={FITTED}", wait_until="domcontentloaded")
+    wrong = {}
     for name, path in views().items():
-        page.goto(f"{server}/{path}{'&' if '?' in path else '?'}{params}", wait_until="domcontentloaded")
-        check_page(page, f"{mode}-1024x768-{name}")
-        boxes = chart_boxes(page)
-        drawn += len(boxes)
-        bad = [b for b in boxes if b["height"] < 100 or b["left"] < 0 or b["right"] > PROJECTOR["width"]]
-        bad += [f"cut short: {text}" for text in cut_short(page)]
-        if bad:
-            wrong[name] = bad
-        if compare and spec_needs_model(path):
-            assert COMPARED in sidebar_text(page) and f"compare={COMPARED}" in page.url, name
-    context.close()
-    assert drawn > 20 and not wrong, wrong
+        if "?" in path:
+            page.goto(view_url(server, path, f"model={FITTED}"), wait_until="domcontentloaded")
+        elif path:
+            goto_page(page, next(spec.title for spec in nav.PAGES if spec.url_path == path))
+            assert f"model={FITTED}" in page.url, name  # the model stays in the URL across page switches
+        check_page(page, f"one-1024x768-{name}", whole=False)
+        assert FITTED in sidebar_text(page), name
+        wrong[name] = misfits(page)
+    page.context.close()
+    assert not {name: bad for name, bad in wrong.items() if bad}, wrong
+
+
+@pytest.mark.slow
+def test_every_view_of_two_models_fits_the_window_in_compare_mode(server, browser):
+    """Every view that draws the second model, and the start page (the sidebar names both), opened by a
+    link with `model=` and `compare=`: both models stay selected; the charts fit as with one model."""
+    page = browser.new_context(viewport=PROJECTOR).new_page()
+    wrong = {}
+    for name, path in views().items():
+        if path and not spec_needs_model(path):
+            continue
+        page.goto(view_url(server, path, f"model={FITTED}&compare={COMPARED}"), wait_until="domcontentloaded")
+        check_page(page, f"compare-1024x768-{name}", whole=False)
+        assert COMPARED in sidebar_text(page) and f"compare={COMPARED}" in page.url, name
+        wrong[name] = misfits(page)
+    page.context.close()
+    assert not {name: bad for name, bad in wrong.items() if bad}, wrong
 
 
 def test_a_click_on_either_models_cube_selects_that_input(server, browser):
