@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import load  # noqa: E402
 
-from ui import nav  # noqa: E402
+from ui import nav, train_form  # noqa: E402
 
 SHOTS = Path(os.environ.get("SENSVIZ_SCREENSHOTS", ROOT / "artifacts" / "screenshots"))
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -38,6 +38,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 WIDE = {"width": 1024, "height": 2400}  # a projector's width; tall, so a screenshot shows the whole page
 MODEL = "encoder-parity-n6"
 PRESET = "PARITY, n = 8 (converges in seconds)"
+QUICK_PRESET = "FIRST, n = 8"  # about 75 steps
 TRAINING_MS = 600_000  # a shared two-core machine: minutes, not seconds
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
@@ -264,13 +265,14 @@ def spec_needs_model(path: str) -> bool:
     return any(spec.url_path == url_path and spec.needs_model for spec in nav.PAGES)
 
 
-def start_preset_training(page) -> None:
+def start_preset_training(page, preset: str = PRESET) -> None:
     page.goto(page.url.split("/train")[0].split("?")[0].rstrip("/") + "/train", wait_until="domcontentloaded")
     wait_until_done(page)
     page.locator('[data-testid="stSelectbox"]').filter(has_text="Preset").click()
-    page.get_by_role("option").filter(has_text=PRESET).first.click()
+    page.get_by_role("option").filter(has_text=preset).first.click()
+    lr = f"{train_form.PRESETS[preset]['lr']:g}"
     page.wait_for_function("() => [...document.querySelectorAll('input')].some(e => e.getAttribute('aria-label') === "
-                           "'lr' && e.value === '0.003')", timeout=60_000)  # the preset reached the form (lr 3e-3)
+                           f"'lr' && e.value === '{lr}')", timeout=60_000)  # the preset reached the form
     wait_until_done(page)
     page.get_by_role("button", name="Train", exact=True).click()
     page.wait_for_function("() => window.location.search.includes('job=')", timeout=60_000)
@@ -315,7 +317,7 @@ def test_two_browsers_training_at_once_with_a_cap_of_one(server, browser):
         page.goto(server, wait_until="domcontentloaded")
         wait_until_done(page)
     start_preset_training(a)
-    start_preset_training(b)
+    start_preset_training(b, QUICK_PRESET)  # it waits for a's run, then takes seconds
     b.locator('[data-testid="stSidebar"]').get_by_text("waits in the queue").wait_for(timeout=60_000)
     assert "1st in line" in sidebar_text(b)
     check_page(b, "queued")
