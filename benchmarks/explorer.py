@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import lab_render  # noqa: E402
 import load  # noqa: E402
 
-from ui import nav  # noqa: E402
+from ui import nav, train_form  # noqa: E402
 
 MODELS = ("encoder-parity-n8", "encoder-parity-n10")
 FIRST_TARGET_S, CACHED_TARGET_S, TRAIN_TARGET_S = 2.0, 0.3, 8.0
@@ -85,8 +85,9 @@ def time_training(base: str) -> float:
         page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=120_000)
         page.locator('[data-testid="stSelectbox"]').filter(has_text="Preset").click()
         page.get_by_role("option").filter(has_text=PRESET).first.click()
+        lr = f"{train_form.PRESETS[PRESET]['lr']:g}"
         page.wait_for_function("() => [...document.querySelectorAll('input')].some(e => e.getAttribute('aria-label') "
-                               "=== 'lr' && e.value === '0.003')", timeout=60_000)  # the preset reached the form (lr 3e-3)
+                               f"=== 'lr' && e.value === '{lr}')", timeout=60_000)  # the preset reached the form
         page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=120_000)
         start = time.perf_counter()
         page.get_by_role("button", name="Train", exact=True).click()

@@ -8,7 +8,8 @@ with AdamW (lr 3e-4, weight decay 0.1, batch 1024, no schedule, no clipping), dr
 of uniform strings at every step (online learning); loss MSE on {0,1} targets (or ±1 targets, or
 binary cross-entropy on logits, `sensviz.losses`). Options: mixed lengths (one length per step,
 cycling through `min_n..n`), a restricted training set (a fixed seeded subset of the cube of a given
-size, sampled with replacement — the paper's generalization experiment), evaluation every
+size, sampled with replacement — the paper's generalization experiment), full-batch training
+(`full_batch`: every string of the cube, or of the restricted set, at every step), evaluation every
 `eval_interval` steps, early stopping at a target accuracy and/or loss (the paper counts a run as
 converged at evaluation MSE < 0.001), or, with `relax_steps`, stopping that many steps after the
 targets are first met (so that every converged run relaxes in its minimum for equally long; the
@@ -76,6 +77,8 @@ class TrainConfig:
     train_size: int | None = setting(None, "train on this many fixed strings of the cube (a restricted training set)",
                                      limit="train_size")
     train_set_seed: int | None = setting(None, "which strings the restricted set holds (default: seed)", limit="seed")
+    full_batch: bool = setting(False, "every step trains on each string of the training set once (the 2**n strings "
+                               "of the cube, or the restricted set; batch_size is their number): full-batch AdamW")
     eval_interval: int = setting(100, "evaluate every this many steps (and at step 0 and the end)",
                                  limit="train_steps")
     eval_size: int = setting(4096, "evaluation strings per length: the whole cube if 2**n <= eval_size",
@@ -107,6 +110,13 @@ class TrainConfig:
             if self.train_size > 2**self.n:
                 raise ValueError(f"train_size={self.train_size} is more than the 2**{self.n} = {2**self.n} strings "
                                  f"of length {self.n}")
+        if self.full_batch:
+            if self.min_n not in (None, self.n):
+                raise ValueError("full_batch trains on one cube: use one length (no min_n)")
+            size = self.train_size if self.train_size is not None else 2**self.n
+            if self.batch_size != size:
+                raise ValueError(f"full_batch trains on all {size:,} strings of the training set every step: "
+                                 f"set batch_size to {size:,}, not {self.batch_size:,}")
         if self.device is not None:
             try:
                 torch.device(self.device)
@@ -143,7 +153,8 @@ class TrainingData:
     """The strings one run trains on and is evaluated on, all drawn from seeded generators.
 
     `batch(n)`: fresh uniform strings (or, with a restricted set, uniform draws with replacement
-    from it), `[batch_size, n]` int64 on the CPU. `eval_sets`: name -> strings per length.
+    from it), `[batch_size, n]` int64 on the CPU; with `full_batch`, every string of the cube (or of
+    the restricted set) once, the same batch every step. `eval_sets`: name -> strings per length.
     """
 
     def __init__(self, config: TrainConfig):
@@ -158,6 +169,8 @@ class TrainingData:
 
     def batch(self, n: int) -> torch.Tensor:
         size = self.config.batch_size
+        if self.config.full_batch:
+            return cube.vertices(n) if self.train_set is None else cube.vertex_bits(self.train_set, n)
         if self.train_set is not None:
             picks = torch.randint(len(self.train_set), (size,), generator=self.generator)
             return cube.vertex_bits(self.train_set[picks], n)

@@ -330,12 +330,19 @@ def test_bad_training_settings_give_a_message():
     assert not at.exception and any("only for n=2" in plain(e.value) for e in at.error)
 
 
-def test_a_preset_fills_the_form():
+def test_a_preset_fills_the_form_over_the_defaults():
     at = open_url("train")
-    at.selectbox(key=registry.TRAIN_PRESET).select("PARITY, n = 8 (converges in seconds)").run()
-    assert at.number_input(key="sv_w_train_lr").value == pytest.approx(3e-3)
+    at.selectbox(key=registry.TRAIN_PRESET).select("few examples: a random function from 64 of 256 inputs").run()
+    assert at.number_input(key="sv_w_train_train_size").value == 64
+    parity = "PARITY, n = 8 (converges in seconds)"
+    at.selectbox(key=registry.TRAIN_PRESET).select(parity).run()
+    assert at.number_input(key="sv_w_train_lr").value == pytest.approx(train_form.PRESETS[parity]["lr"])
+    assert at.checkbox(key="sv_w_train_full_batch").value is True
+    assert at.number_input(key="sv_w_train_train_size").value is None  # the earlier preset's restricted set is gone
     assert at.checkbox(key="sv_w_train_early_stop").value is True
     assert at.number_input(key="sv_w_train_target_loss").value == pytest.approx(1e-3)
+    at.selectbox(key=registry.TRAIN_PRESET).select("PARITY, n = 12 (slow: minutes)").run()
+    assert at.checkbox(key="sv_w_train_full_batch").value is False
 
 
 # ----------------------------------------------------------------------------- uploads and kept models

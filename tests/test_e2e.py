@@ -39,6 +39,7 @@ WIDE = {"width": 1024, "height": 2400}  # a projector's width; tall, so a screen
 MODEL = "encoder-parity-n6"
 PRESET = "PARITY, n = 8 (converges in seconds)"
 QUICK_PRESET = "FIRST, n = 8"  # about 75 steps
+PRESET_RUN = "parity-n8-encoder-d{d_model}-seed{seed}".format(**train_form.PRESETS[PRESET])  # the run's name
 TRAINING_MS = 600_000  # a shared two-core machine: minutes, not seconds
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
@@ -299,12 +300,12 @@ def test_training_goes_on_across_page_switches_and_survives_a_reload(server, bro
     wait_until_done(page)
     assert "model=trained" in page.url and "job=" not in page.url
     assert "It is the selected model now" in sidebar_text(page)
-    assert "parity-n8-encoder-d32-seed0" in sidebar_text(page)
+    assert PRESET_RUN in sidebar_text(page)
     check_page(page, "trained-selected")
     page.reload(wait_until="domcontentloaded")  # a reload keeps the trained model
     check_page(page, "trained-reloaded")
     assert "model=trained" in page.url
-    assert "parity-n8-encoder-d32-seed0" in sidebar_text(page) and "as_n model" in sidebar_text(page)
+    assert PRESET_RUN in sidebar_text(page) and "as_n model" in sidebar_text(page)
     assert "Delete this model" in sidebar_text(page)  # the browser's owner cookie: it is this user's model
     context.close()
 

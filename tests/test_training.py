@@ -238,6 +238,19 @@ def test_a_restricted_training_set_is_all_the_model_ever_trains_on():
     assert not set(data.heldout.tolist()) & set(train_set.tolist()) and len(data.heldout) == 2**n - size
 
 
+def test_full_batch_trains_every_step_on_the_whole_cube_or_the_whole_set():
+    n = 5
+    model = InputRecorder(sv.EncoderConfig(**SMALL, max_len=n))
+    model.seen = []
+    train(model, "parity", TrainConfig(n=n, batch_size=2**n, full_batch=True, steps=3, eval_interval=3))
+    assert len(model.seen) == 3 and all(torch.equal(seen, torch.arange(2**n)) for seen in model.seen)
+    config = TrainConfig(n=n, batch_size=12, full_batch=True, train_size=12, steps=2, eval_interval=2)
+    model.seen = []
+    train(model, "parity", config)
+    train_set = TrainingData(config).train_set
+    assert len(model.seen) == 2 and all(torch.equal(seen, train_set) for seen in model.seen)
+
+
 def test_callbacks_fire_at_the_right_steps_and_can_stop_a_run():
     recorder = Recorder()
     train(small(), "first", TrainConfig(n=5, batch_size=16, steps=25, eval_interval=10), [recorder])
@@ -272,6 +285,9 @@ def test_mixed_length_training_cycles_through_the_lengths():
     ({"min_n": 9}, "min_n=9 is larger"),
     ({"train_size": 300}, "more than the 2**8"),
     ({"train_size": 10, "min_n": 4}, "one length"),
+    ({"full_batch": True, "batch_size": 100}, "set batch_size to 256, not 100"),
+    ({"full_batch": True, "batch_size": 10, "train_size": 12}, "set batch_size to 12, not 10"),
+    ({"full_batch": True, "batch_size": 256, "min_n": 4}, "one length"),
     ({"target_accuracy": 1.5}, "target_accuracy"),
     ({"target_loss": 0.0}, "target_loss"),
     ({"loss": "hinge"}, "loss must be one of mse, bce"),

@@ -33,9 +33,10 @@ SERVER_SIDE = {"device"}
 EARLY_STOP = {"target_accuracy", "target_loss"}
 
 PRESETS = {
-    "PARITY, n = 8 (converges in seconds)": {"task": "parity", "n": 8, "arch": "encoder", "d_model": 32,
-                                             "n_layers": 2, "n_heads": 2, "batch_size": 256, "lr": 3e-3,
-                                             "steps": 3000, "seed": 0, "measure_every": 50, "eval_interval": 25},
+    "PARITY, n = 8 (converges in seconds)": {"task": "parity", "n": 8, "arch": "encoder", "d_model": 16,
+                                             "n_layers": 2, "n_heads": 2, "batch_size": 256, "full_batch": True,
+                                             "lr": 5e-3, "steps": 3000, "seed": 1, "measure_every": 50,
+                                             "eval_interval": 25},
     "FIRST, n = 8": {"task": "first", "n": 8, "arch": "encoder", "d_model": 32, "n_layers": 2, "n_heads": 2,
                      "batch_size": 256, "lr": 1e-3, "steps": 2000, "seed": 0, "measure_every": 100, "eval_interval": 25},
     "MAJORITY, n = 9": {"task": "majority", "n": 9, "arch": "encoder", "d_model": 32, "n_layers": 2, "n_heads": 2,
@@ -48,7 +49,7 @@ PRESETS = {
         "task": "random", "task_seed": 0, "n": 8, "train_size": 64, "batch_size": 256, "lr": 3e-3, "steps": 3000,
         "measure_every": 50, "eval_interval": 50},
 }
-"""Starting points; each fills in these fields and leaves the others as they are."""
+"""Starting points; each fills in these fields, the others start from the form's defaults."""
 
 
 def key(field: str) -> str:
@@ -64,10 +65,11 @@ def _apply_preset() -> None:
 
 
 def apply_preset(name: str | None) -> None:
-    """Fill the form with a preset (also from another page: the Lab's "try it yourself")."""
+    """Fill the form with a preset (also from another page: the Lab's "try it yourself"), over the form's
+    defaults: nothing of an earlier preset or edit (a restricted set, full batches) stays behind."""
     if name in PRESETS:
         st.session_state[registry.TRAIN_PRESET] = name
-    fill(PRESETS.get(name) or {})
+        fill({**form_defaults(), **PRESETS[name]})
 
 
 def fill(values: dict) -> None:
@@ -125,13 +127,16 @@ def param_widget(container, task: str, p: Param):
                    widget_key, not p.required)
 
 
+def form_defaults() -> dict:
+    """Every field's starting value: DEFAULTS, else the setting's own default."""
+    found = {s.name: DEFAULTS.get(s.name, s.default) for cls in (ModelSettings, TrainConfig) for s in settings_of(cls)}
+    return found | {field: DEFAULTS[field] for field in ("task", "measure_every", "early_stop")}
+
+
 def _defaults() -> None:
-    """Every widget's starting value: DEFAULTS, else the setting's or parameter's own default."""
-    for cls in (ModelSettings, TrainConfig):
-        for s in settings_of(cls):
-            st.session_state.setdefault(key(s.name), DEFAULTS.get(s.name, s.default))
-    for field in ("task", "measure_every", "early_stop"):
-        st.session_state.setdefault(key(field), DEFAULTS[field])
+    """Every widget's starting value (`form_defaults`), and each task parameter's own default."""
+    for field, value in form_defaults().items():
+        st.session_state.setdefault(key(field), value)
     for name, cls in sv.tasks.TASKS.items():
         for p in cls.parameters:
             if not p.required:
