@@ -266,7 +266,8 @@ def spec_needs_model(path: str) -> bool:
     return any(spec.url_path == url_path and spec.needs_model for spec in nav.PAGES)
 
 
-def start_preset_training(page, preset: str = PRESET) -> None:
+def fill_preset(page, preset: str = PRESET) -> None:
+    """The Train page with a preset in its form."""
     page.goto(page.url.split("/train")[0].split("?")[0].rstrip("/") + "/train", wait_until="domcontentloaded")
     wait_until_done(page)
     page.locator('[data-testid="stSelectbox"]').filter(has_text="Preset").click()
@@ -275,8 +276,16 @@ def start_preset_training(page, preset: str = PRESET) -> None:
     page.wait_for_function("() => [...document.querySelectorAll('input')].some(e => e.getAttribute('aria-label') === "
                            f"'lr' && e.value === '{lr}')", timeout=60_000)  # the preset reached the form
     wait_until_done(page)
+
+
+def press_train(page) -> None:
     page.get_by_role("button", name="Train", exact=True).click()
     page.wait_for_function("() => window.location.search.includes('job=')", timeout=60_000)
+
+
+def start_preset_training(page) -> None:
+    fill_preset(page)
+    press_train(page)
 
 
 @pytest.mark.slow
@@ -317,8 +326,10 @@ def test_two_browsers_training_at_once_with_a_cap_of_one(server, browser):
     for page in (a, b):
         page.goto(server, wait_until="domcontentloaded")
         wait_until_done(page)
-    start_preset_training(a)
-    start_preset_training(b, QUICK_PRESET)  # it waits for a's run, then takes seconds
+    fill_preset(a)
+    fill_preset(b, QUICK_PRESET)  # it waits for a's run, then takes seconds
+    press_train(a)
+    press_train(b)
     b.locator('[data-testid="stSidebar"]').get_by_text("waits in the queue").wait_for(timeout=60_000)
     assert "1st in line" in sidebar_text(b)
     check_page(b, "queued")

@@ -68,5 +68,7 @@ def test_the_page_threads_setting(monkeypatch):
 
     monkeypatch.setenv("SENSVIZ_PAGE_THREADS", "3")
     assert cache.page_threads() == 3
-    monkeypatch.setenv("SENSVIZ_PAGE_THREADS", "0")
-    assert cache.page_threads() == 1
+    for bad in ("0", "two", "-1", "1.5"):
+        monkeypatch.setenv("SENSVIZ_PAGE_THREADS", bad)
+        with pytest.raises(ValueError, match="SENSVIZ_PAGE_THREADS must be a whole number of threads, 1 or more"):
+            cache.page_threads()

@@ -61,7 +61,6 @@ GRID_LIMIT = 12
 """Largest n drawn as a cube grid (2**12 cells); larger cubes get histograms and weight views."""
 
 
-
 def page_threads() -> int:
     """torch's threads for the pages' computations: one; $SENSVIZ_PAGE_THREADS overrides (a researcher
     alone on a many-core machine). Sessions compute side by side, each in a thread of its own; torch's
@@ -69,8 +68,10 @@ def page_threads() -> int:
     the thread it waits for, from the other sessions and from the training runs. One thread per session
     is slower for one user on idle cores, and many times faster on busy ones (`python
     benchmarks/explorer.py --threads` measures both)."""
-    configured = os.environ.get("SENSVIZ_PAGE_THREADS")
-    return max(1, int(configured)) if configured else 1
+    configured = os.environ.get("SENSVIZ_PAGE_THREADS", "1")
+    if not configured.strip().isdigit() or int(configured) < 1:
+        raise ValueError(f"SENSVIZ_PAGE_THREADS must be a whole number of threads, 1 or more; got {configured!r}")
+    return int(configured)
 
 
 torch.set_num_threads(page_threads())
