@@ -679,8 +679,9 @@ def restore_records(out, spec: SweepSpec) -> int:
         rid = row["run_id"]
         values = _present(row)
         record = {"run_id": rid, "settings": settings[rid], "status": row["status"], "error": values.get("error"),
-                  "traceback": None,
-                  "metrics": {k: v for k, v in values.items() if k not in fixed and k not in settings[rid]},
+                  "traceback": None,  # a metric may share a setting's name (measure_inputs: the inputs used)
+                  "metrics": {k: v for k, v in values.items()
+                              if k not in fixed and (k not in settings[rid] or v != settings[rid][k])},
                   "history": [_present(r) for r in steps[rid].to_dict("records")] if rid in steps else [],
                   "wall_s": values.get("wall_s"), "spec_hash": values.get("spec_hash")}
         write_atomic(out / "runs" / f"{rid}.json", json.dumps(record, default=float).encode())
