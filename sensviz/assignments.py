@@ -13,8 +13,8 @@ trainer (encoder, d = 32, 2 layers, 2 heads, batch 256, lr 1e-3, weight decay 0.
 of PARITY and 4 of FIRST at each n: 30 runs. The claim is the fidelity page's L-claim "PARITY's
 sharpness grows faster than FIRST's": the difference of the OLS slopes of `sharpness` in n,
 direction +1. Both numbers below are computed by `plan(LENGTH_SCALING)` from the findings' tables
-(`TABLES`: experiments/results/standard/length_scaling, 96 runs, and the decide scale's runs so far,
-experiments/running/decide/length_scaling) and one measured class run per n:
+(`TABLES`: experiments/results/standard/length_scaling, 96 runs, and the decide scale's runs,
+experiments/results/decide/length_scaling) and one measured class run per n:
 
 - **time**: the lab's presets train one job at a time on this 2-core server (`sensviz.jobs`:
   one concurrent run per two cores), so the class's wall time is the sum of its runs' times: steps
@@ -48,7 +48,7 @@ import pandas as pd
 from sensviz import stats
 
 ROOT = Path(__file__).resolve().parents[1]
-TABLES = (ROOT / "experiments/results/standard/length_scaling", ROOT / "experiments/running/decide/length_scaling")
+TABLES = (ROOT / "experiments/results/standard/length_scaling", ROOT / "experiments/results/decide/length_scaling")
 """The findings' tables the grid is chosen from (runs.parquet of `sensviz sweep`)."""
 CLASS_MINUTES = 15
 """The class's runs must end within this many minutes."""

@@ -15,7 +15,7 @@
     sensviz lab --out lab.html [--answers]
     sensviz lab-data                     (the Lab's chapters measured once, beside the checkpoints)
     sensviz fidelity experiments/results --out docs/fidelity.md [--scale standard]
-    sensviz decide experiments/length_scaling.toml --scale decide --tables experiments/running/decide/length_scaling
+    sensviz decide experiments/length_scaling.toml --scale decide --tables experiments/results/decide/length_scaling
                    [--standard experiments/results/standard] [--out REPORT.txt]
 
 The flags of `train` come from the fields of `ModelSettings` and `TrainConfig`, those of `inspect`'s
@@ -483,7 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("spec", help="the sweep spec, e.g. experiments/length_scaling.toml")
     p.add_argument("--scale", help="the scale whose [scales.NAME.analysis] and runs to use, e.g. decide")
     p.add_argument("--tables", required=True, type=Path,
-                   help="the sweep folder holding runs.parquet, e.g. experiments/running/decide/length_scaling")
+                   help="the sweep folder holding runs.parquet, e.g. experiments/results/decide/length_scaling")
     p.add_argument("--standard", type=Path, help="the tables the design's variance came from, for the power "
                    "(default: results/standard beside the spec)")
     p.add_argument("--out", metavar="REPORT.txt", type=_output(check_file), help="also write the report as text")

@@ -698,12 +698,14 @@ def _length_present(data: Data, tasks, yours: pd.DataFrame | None = None) -> Bui
                 f"A straight line through all kept PARITY runs {'rises' if num['slope'] >= 0 else 'falls'} by "
                 f"{abs(num['slope']):.3g} per extra bit (its slope {num['slope']:.3g}), with a "
                 f"{num['level']:.0%} interval from {num['slope_low']:.3g} to {num['slope_high']:.3g}.")
-    answer = (f"{upper_first(correct)}. In the shipped {num['scale']}-scale runs PARITY's sharpness {claims['slope']} "
+    runs = (f"pre-registered {num['scale']}-scale runs (PARITY's from the {num['arm']})" if "arm" in num
+            else f"shipped {num['scale']}-scale runs")
+    answer = (f"{upper_first(correct)}. In the {runs} PARITY's sharpness {claims['slope']} "
               f"(sensviz.fidelity's verdict: {num['verdict']}). The paper's claim is that it grows with n, so longer "
               "inputs put gradient descent in ever narrower valleys; with few kept runs per n, more seeds are "
               "needed to see it here.")
     if num["slope_low"] > 0:
-        answer = (f"{upper_first(correct)}. In the shipped {num['scale']}-scale runs PARITY's sharpness "
+        answer = (f"{upper_first(correct)}. In the {runs} PARITY's sharpness "
                   f"{claims['slope']} (sensviz.fidelity's verdict: {num['verdict']}): longer inputs put gradient "
                   "descent in ever narrower valleys, so PARITY gets harder to find and to keep.")
     figures = [Figure("length", f"sharpness proxy ×4 against n ({num['scale']} scale, mean ± s.e. over kept runs)",

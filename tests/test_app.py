@@ -445,12 +445,20 @@ def test_experiments_page_shows_every_shipped_result():
     # the finished pre-registered sweep: its claims as the analysis in its spec decides them
     assert at.selectbox(key="sv_w_experiments_scale").options == ["quick", "standard", fidelity.DECIDE]
     at.selectbox(key="sv_w_experiments_scale").set_value(fidelity.DECIDE).run()
-    assert not at.exception and at.selectbox(key="sv_w_experiments_experiment_decide").options == ["dynamics"]
-    shown = at.dataframe[0].value.set_index("#")
-    expected = fidelity.verdicts(ROOT / "experiments" / "results", fidelity.DECIDE)
-    assert list(shown.index) == list(expected["#"]) == ["D2", "D3"]
-    assert list(shown["verdict"]) == list(expected["verdict"]) and shown.loc["D2", "decided by"].startswith(
-        "pre-registered primary: one-sample t(11)")
+    assert not at.exception
+    assert at.selectbox(key="sv_w_experiments_experiment_decide").options == ["length scaling", "dynamics"]
+    every = fidelity.verdicts(ROOT / "experiments" / "results", fidelity.DECIDE)
+    seen = []
+    for experiment, first, test in (("length_scaling", "L1", "OLS slope, t(46)"), ("dynamics", "D2", "one-sample t(11)")):
+        at.selectbox(key="sv_w_experiments_experiment_decide").set_value(experiment.replace("_", " ")).run()
+        assert not at.exception, at.exception
+        shown = at.dataframe[0].value.set_index("#")
+        expected = every[every["#"].isin(shown.index)]
+        assert list(shown.index) == list(expected["#"]) and shown.index[0] == first
+        assert list(shown["verdict"]) == list(expected["verdict"])
+        assert shown.loc[first, "decided by"].startswith(f"pre-registered primary: {test}")
+        seen += list(shown.index)
+    assert sorted(seen) == sorted(every["#"])  # each decided claim on its experiment's table, once
 
 
 def test_experiments_page_with_a_sweep_folder(tmp_path):

@@ -227,24 +227,29 @@ def test_the_shipped_pages_keep_each_claim_key_and_count_only_the_papers_claims(
     assert "at the quick scale" in page and page.index("**Bottom line.**") < page.index("## How each claim is decided")
 
 
+HEADINGS = {"length_scaling": ("**Length scaling.**", "**Tradeoff.**"), "dynamics": ("**Dynamics.**", "**Scratchpad.**")}
+"""Where each experiment's lines sit on the generated page: its heading and the next one."""
+
+
 def test_a_finished_pre_registered_sweep_is_decided_beside_the_claims_not_as_a_scale():
     results = ROOT / "experiments" / "results"
-    assert (results / fidelity.DECIDE / "dynamics" / "runs.parquet").is_file()
     assert fidelity.DECIDE not in fidelity.scales(results)
     decided = fidelity.decisions(results)
-    assert list(decided) == ["dynamics"] and decided["dynamics"].complete
-    direct = preregistered.decide(ROOT / "experiments" / "dynamics.toml", "decide", results / "decide" / "dynamics",
-                                  results / "standard")
-    assert preregistered.to_dict(decided["dynamics"]) == {**preregistered.to_dict(direct), "spec": "experiments/dynamics.toml"}
+    assert sorted(decided) == sorted(HEADINGS) and all(d.complete for d in decided.values())
     page = (ROOT / "docs" / "fidelity.md").read_text(encoding="utf-8")  # the generated page (test above)
-    line = fidelity.decided_line(direct)
     bottom = page[page.index("**Bottom line.**"):page.index("**Length scaling.**")]
-    assert f"Decided by {line}." in bottom
-    dynamics = page[page.index("**Dynamics.**"):page.index("**Scratchpad.**")]
-    assert dynamics.splitlines()[1] == f"- Decided by {line}."  # first of the experiment's lines
-    assert preregistered.text(decided["dynamics"]).rstrip() in page
     table = fidelity.verdict_table(fidelity.collect(results, "standard")[1], {}, decided).set_index("#")
-    for c in direct.claims:
-        assert table.loc[c.name, "pre-registered (decide)"] == \
-            f"{preregistered.estimate_text(c.primary)} {c.primary.verdict}"
-    assert table.loc["L1", "pre-registered (decide)"] == "—"
+    for experiment, (heading, after) in HEADINGS.items():
+        assert (results / fidelity.DECIDE / experiment / "runs.parquet").is_file()
+        direct = preregistered.decide(ROOT / "experiments" / f"{experiment}.toml", "decide",
+                                      results / "decide" / experiment, results / "standard")
+        assert preregistered.to_dict(decided[experiment]) == {**preregistered.to_dict(direct),
+                                                              "spec": f"experiments/{experiment}.toml"}
+        line = fidelity.decided_line(direct)
+        assert f"Decided by {line}." in bottom
+        assert page[page.index(heading):page.index(after)].splitlines()[1] == f"- Decided by {line}."  # first line
+        assert preregistered.text(decided[experiment]).rstrip() in page
+        for c in direct.claims:
+            assert table.loc[c.name, "pre-registered (decide)"] == \
+                f"{preregistered.estimate_text(c.primary)} {c.primary.verdict}"
+    assert table.loc["L2", "pre-registered (decide)"] == "—"  # a claim the decide scales do not test

@@ -274,21 +274,34 @@ def test_chapter_4_shows_the_landscape_pages_number():
 # ----------------------------------------------------------------------------- chapter 5
 
 
-def test_chapter_5_reads_fidelitys_verdict_and_describes_its_own_points():
-    built = lab.chapter(5).present(data(5), "PARITY and FIRST")
+def fidelitys_slope() -> tuple[float, float, float, str, int | None]:
+    """L1 as the fidelity page decides it: by the finished pre-registered sweep where there is one (its
+    primary test), else at the page's scale: (estimate, low, high, verdict, kept runs or None)."""
+    decided = fidelity.decisions(RESULTS).get("length_scaling")
+    if decided is not None:
+        primary = decided.claims[0].primary
+        return (primary.interval.estimate, *primary.bounds, primary.verdict, primary.kept)
     _, claims = fidelity.build(RESULTS)
     slope = next(c for c in claims if c.experiment == "length_scaling" and "grows with n" in c.statement)
-    assert built.numbers["slope"] == pytest.approx(slope.interval.estimate)
-    assert built.numbers["verdict"] == slope.verdict
+    return slope.interval.estimate, slope.interval.low, slope.interval.high, slope.verdict, None
+
+
+def test_chapter_5_reads_fidelitys_verdict_and_describes_its_own_points():
+    built = lab.chapter(5).present(data(5), "PARITY and FIRST")
+    estimate, low, high, verdict, kept = fidelitys_slope()
+    assert built.numbers["slope"] == pytest.approx(estimate)
+    assert (built.numbers["slope_low"], built.numbers["slope_high"]) == pytest.approx((low, high))
+    assert built.numbers["verdict"] == verdict
     points = views(built.figures[0].chart)[0][1]
     parity = points[points["task"] == "parity"].sort_values("n")
     # the slope over the kept runs is the count-weighted slope of the per-n means the chart draws
     weighted = np.polyfit(parity["n"], parity["mean"], 1, w=np.sqrt(parity["count"]))[0]
     assert weighted == pytest.approx(built.numbers["slope"], rel=1e-6)
+    assert kept is None or parity["count"].sum() == kept  # the points are the runs the decision rests on
     rising = bool(np.all(np.diff(parity["mean"]) > 0))
     assert ("rises with n at every step" in built.look_for) == rising
     assert all(f"{int(c)} at n = {int(n)}" in built.look_for for n, c in zip(parity["n"], parity["count"]))
-    if slope.interval.low <= 0 <= slope.interval.high:
+    if low <= 0 <= high:
         assert built.correct == "these runs cannot tell" and "not shown to grow" in built.answer
         assert "sharper as n grows" not in text(built)
     grows = copy.deepcopy(data(5))
