@@ -68,8 +68,11 @@ def browser():
 
 
 def wait_until_done(page, timeout_ms: int = 240_000) -> None:
-    """The script run has ended and every lazily loaded element is drawn."""
+    """The script run has ended and every lazily loaded element is drawn. A freshly loaded page reads
+    "notRunning" before its first run starts, so the page's title (every page's first element, drawn by
+    the frame) is waited for first."""
     page.wait_for_selector('[data-testid="stApp"][data-test-connection-state="CONNECTED"]', timeout=timeout_ms)
+    page.wait_for_selector('[data-testid="stMain"] h1', timeout=timeout_ms)
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout_ms)
     page.wait_for_function(
         "() => !document.querySelector('[data-testid=stSkeleton],[data-testid=stAppSkeleton]')", timeout=timeout_ms

@@ -351,7 +351,7 @@ def lab_data(results: Path) -> tuple[dict, dict[str, pd.DataFrame]]:
     """What chapter 5 draws from the shipped runs: their counts, the filter's threshold, the slope of
     PARITY's proxy in n with the fidelity page's verdict on it (its claim L1), and the kept runs' `points`.
     From the pre-registered sweep (`results_folder`): L1 as its analysis decides it (the primary test),
-    PARITY's points from the runs that test kept (its arm), the other tasks' from their kept runs."""
+    and the points of every task from the kept runs of that test's arm (PARITY's: the runs it kept)."""
     folder, scale = results_folder(results)
     if scale == DECIDE:
         return _decided_lab_data(results, folder)
@@ -375,8 +375,7 @@ def _decided_lab_data(results: Path, folder: Path) -> tuple[dict, dict[str, pd.D
     in_arm = pd.Series(True, index=kept.index)
     for column, value in arm.items():
         in_arm &= kept[column] == value
-    parity = kept["task"] == "parity"
-    shown = kept[(parity & in_arm) | ~parity]
+    shown = kept[in_arm]
     low, high = l1.primary.bounds
     numbers = {"scale": DECIDE, "runs": sum(c.planned for c in l1.cells), "kept": l1.primary.kept,
                "threshold": threshold(t.runs), "slope": l1.primary.interval.estimate, "slope_low": low,
