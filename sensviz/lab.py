@@ -700,14 +700,13 @@ def _length_present(data: Data, tasks, yours: pd.DataFrame | None = None) -> Bui
                 f"{num['level']:.0%} interval from {num['slope_low']:.3g} to {num['slope_high']:.3g}.")
     runs = (f"pre-registered {num['scale']}-scale runs (PARITY's from the {num['arm']})" if "arm" in num
             else f"shipped {num['scale']}-scale runs")
-    answer = (f"{upper_first(correct)}. In the {runs} PARITY's sharpness {claims['slope']} "
-              f"(sensviz.fidelity's verdict: {num['verdict']}). The paper's claim is that it grows with n, so longer "
-              "inputs put gradient descent in ever narrower valleys; with few kept runs per n, more seeds are "
-              "needed to see it here.")
+    found = (f"{upper_first(correct)}. In the {runs} PARITY's sharpness {claims['slope']} "
+             f"(sensviz.fidelity's verdict: {num['verdict']})")
+    answer = (f"{found}. The paper's claim is that it grows with n, so longer inputs put gradient descent in ever "
+              "narrower valleys; with few kept runs per n, more seeds are needed to see it here.")
     if num["slope_low"] > 0:
-        answer = (f"{upper_first(correct)}. In the {runs} PARITY's sharpness "
-                  f"{claims['slope']} (sensviz.fidelity's verdict: {num['verdict']}): longer inputs put gradient "
-                  "descent in ever narrower valleys, so PARITY gets harder to find and to keep.")
+        answer = (f"{found}: longer inputs put gradient descent in ever narrower valleys, so PARITY gets harder to "
+                  "find and to keep.")
     figures = [Figure("length", f"sharpness proxy ×4 against n ({num['scale']} scale, mean ± s.e. over kept runs)",
                       charts.length_scaling(shown, mine), shown,
                       "Black marks: single models measured the same way (the zoo's, and yours when you pick one).")]

@@ -371,11 +371,7 @@ def _decided_lab_data(results: Path, folder: Path) -> tuple[dict, dict[str, pd.D
     primary_arm = analysis["claims"][l1.name]["primary_arm"]
     arm = analysis["arms"][primary_arm]
     t = load(folder.parent, "length_scaling")
-    kept = t.kept()
-    in_arm = pd.Series(True, index=kept.index)
-    for column, value in arm.items():
-        in_arm &= kept[column] == value
-    shown = kept[in_arm]
+    shown = rows_where(t.kept(), **arm)
     low, high = l1.primary.bounds
     numbers = {"scale": DECIDE, "runs": sum(c.planned for c in l1.cells), "kept": l1.primary.kept,
                "threshold": threshold(t.runs), "slope": l1.primary.interval.estimate, "slope_low": low,
