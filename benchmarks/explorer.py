@@ -11,8 +11,13 @@ on a cold server cache (cleared before each page; the server's modules are impor
 the first page), then re-renders it in the same session (cached); the same for each Lab chapter.
 Times are from sending the request to the end of the script run; targets: first render <= 2 s,
 cached <= 0.3 s. Then, in headless Chromium, the time from pressing Train with the PARITY n = 8
-preset to the converged model being selected in the sidebar (target <= 8 s). The machine's load
-average is printed with the table: these numbers depend on what else runs.
+preset to the converged model being selected in the sidebar (target <= 8 s): pressed once as soon
+as the fresh server answers (its start-up work, the job manager's calibration and standby worker,
+still running beside it) and, once the server and its child processes are idle (`settled`),
+`SETTLED_PRESSES` times, each in a fresh browser session once the server has settled again (the
+worker that trained is replaced by a fresh standby after each run): the target is on these, the
+wait of a student on a class server that is already up. The machine's load average is printed with the
+table: these numbers depend on what else runs.
 
 `--threads`: the Landscape page's on-demand views (the rho curve, the 1-D and 2-D slices, the line)
 for `encoder-parity-n8` on a fresh server whose pages compute on one torch thread (the server's
@@ -42,6 +47,7 @@ from ui import nav, train_form  # noqa: E402
 
 MODELS = ("encoder-parity-n8", "encoder-parity-n10")
 FIRST_TARGET_S, CACHED_TARGET_S, TRAIN_TARGET_S = 2.0, 0.3, 8.0
+SETTLED_PRESSES = 3
 PRESET = "PARITY, n = 8 (converges in seconds)"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -102,13 +108,35 @@ def time_training(base: str) -> float:
 ON_DEMAND = "landscape?model=encoder-parity-n8&curve=1&slice=1&plane=1&line=1"
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """The CPU seconds of a process and of every process under it that still runs (its job workers,
+    a calibration), from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            total += lab_render.cpu_seconds(current)
+        except OSError:
+            continue
+        todo += children.get(current, [])
+    return total
+
+
 def settled(pid: int, quiet_s: float = 0.05, every_s: float = 1.0, timeout_s: float = 300) -> None:
-    """Wait until the server's background warm-up is over: less than `quiet_s` CPU in `every_s`."""
+    """Wait until the server's background work is over (its own and its child processes': the job
+    manager's calibration and standby worker): less than `quiet_s` CPU in `every_s`."""
     deadline = time.time() + timeout_s
     while time.time() < deadline:
-        before = lab_render.cpu_seconds(pid)
+        before = tree_cpu_seconds(pid)
         time.sleep(every_s)
-        if lab_render.cpu_seconds(pid) - before < quiet_s:
+        if tree_cpu_seconds(pid) - before < quiet_s:
             return
 
 
@@ -171,17 +199,24 @@ def main(argv=None) -> int:
         return 0 if print_threads() else 1
     load_before = os.getloadavg()
     env = {"SENSVIZ_DATA_DIR": tempfile.mkdtemp(prefix="sensviz-bench-")}
-    with load.serve(ROOT / "artifacts" / "streamlit-bench.log", env=env) as base:
+    with load.served(ROOT / "artifacts" / "streamlit-bench.log", env=env) as (base, proc):
         load.open_many(base, ["about"])  # import the server's modules once
+        first_train_s = None if args.no_train else time_training(base)  # its start-up still running
         results = {} if args.train_only else {model: time_pages(base, model) for model in MODELS}
         chapters = [] if args.train_only else time_chapters(base)
-        train_s = None if args.no_train else time_training(base)
+        train_s = []
+        for _ in range(0 if args.no_train else SETTLED_PRESSES):
+            settled(proc.pid)
+            train_s.append(time_training(base))
     load_after = os.getloadavg()
 
     ok = print_pages(results, chapters) if results else True
-    if train_s is not None:
-        ok &= train_s <= TRAIN_TARGET_S
-        print(f"Train, PARITY n = 8 preset -> converged model selected: {train_s:.1f} s (target {TRAIN_TARGET_S} s)")
+    if train_s:
+        ok &= max(train_s) <= TRAIN_TARGET_S
+        print(f"Train, PARITY n = 8 preset -> converged model selected (target {TRAIN_TARGET_S} s): "
+              f"{', '.join(f'{s:.1f}' for s in train_s)} s, each pressed once the server had settled; "
+              f"{first_train_s:.1f} s pressed as soon as the fresh server answered (its start-up's calibration, "
+              "standby worker and imports still running)")
     print(f"load average (1, 5, 15 min) before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
           f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}, on {os.cpu_count()} cores")
     return 0 if ok else 1
