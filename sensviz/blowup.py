@@ -21,10 +21,10 @@ position counts; per example the product and the sum over LNs of the per-LN mean
 max over positions, then the mean over examples; per LN the mean over examples and positions
 ("mean") and the mean over examples of the max over positions ("max"). Their plotted "blowup" is
 the mean product of maxima, without the "1 +" of tau. Their scratchpad figure (Fig. 11) plots it per
-stack instead (`authors_stack_blowup`, `stack_blowup_means`): the encoder's and the decoder's
-products separately, each over its layers' norm1 and norm2 (the decoder's norm3 and the stacks'
-final norms are not counted), where `blowup` multiplies all twelve LayerNorms of a two-layer
-scratchpad model.
+stack instead (`stack_products`, averaged in `BlowupSummary.authors` as `encoder_maxs_prod` and
+`decoder_maxs_prod`): the encoder's and the decoder's products separately, each over its layers'
+norm1 and norm2 (the decoder's norm3 and the stacks' final norms are not counted), where `blowup`
+multiplies all twelve LayerNorms of a two-layer scratchpad model.
 
 Summaries over the cube are exact up to the exact limit (traces in vertex batches, attention
 dropped batch by batch); above it they use a seeded uniform sample, labelled `exact: False`.
@@ -88,12 +88,13 @@ def authors_per_example(trace: Trace) -> dict[str, torch.Tensor]:
     """Per-example aggregates of the published code: `{key: float64 [batch]}` and per-LN `[batch, ln]`.
 
     Keys: `maxs_prod` (their plotted blowup), `means_prod`, `maxs_sum`, `means_sum`,
-    `ln_mean` (mean over counted positions), `ln_max` (max over counted positions).
+    `ln_mean` (mean over counted positions), `ln_max` (max over counted positions); for the
+    scratchpad model also `encoder_maxs_prod` and `decoder_maxs_prod` (`stack_products`).
     """
     per_ln = authors_inv_std(trace)
     means = torch.stack([v.mean(dim=1) for v in per_ln], dim=1)  # [batch, ln]
     maxs = torch.stack([v.amax(dim=1) for v in per_ln], dim=1)  # [batch, ln]
-    return {
+    found = {
         "maxs_prod": maxs.prod(dim=1),
         "means_prod": means.prod(dim=1),
         "maxs_sum": maxs.sum(dim=1),
@@ -101,42 +102,35 @@ def authors_per_example(trace: Trace) -> dict[str, torch.Tensor]:
         "ln_mean": means,
         "ln_max": maxs,
     }
+    if all(_stack_norms(trace.ln_names, stack) for stack in STACKS):
+        found.update({f"{stack}_maxs_prod": product for stack, product in stack_products(trace.ln_names, maxs).items()})
+    return found
 
 
 STACKS = ("encoder", "decoder")
 """The scratchpad model's two stacks, as its LayerNorms are named (`model.encoder.layers.0.norm1`, ...)."""
 
 
-def authors_stack_blowup(trace: Trace) -> dict[str, torch.Tensor]:
+def _stack_norms(ln_names: tuple[str, ...], stack: str) -> list[int]:
+    """The indices of a stack's layers' norm1 and norm2 among `ln_names`."""
+    return [k for k, name in enumerate(ln_names) if re.fullmatch(rf"model\.{stack}\.layers\.\d+\.norm[12]", name)]
+
+
+def stack_products(ln_names: tuple[str, ...], maxs: torch.Tensor) -> dict[str, torch.Tensor]:
     """The scratchpad's blowup per stack as the authors plot it: per example, for each stack, the
-    product over its layers' norm1 and norm2 of the max over positions of the published code's 1/std
-    (`authors_inv_std`): `{"encoder": float64 [batch], "decoder": float64 [batch]}`. Every position
-    counts (the encoder's are all read by cross-attention, the decoder's by the head at every step).
-    ValueError for a model without both stacks."""
-    maxs = torch.stack([v.amax(dim=1) for v in authors_inv_std(trace)], dim=1)  # [batch, ln]
+    product over its layers' norm1 and norm2 of `maxs` (`[batch, ln]`: the max over positions of the
+    published code's 1/std, `authors_inv_std`; every position counts in the scratchpad model, whose
+    encoder positions are all read by cross-attention and decoder positions by the head at every
+    step): `{"encoder": float64 [batch], "decoder": float64 [batch]}`. ValueError for a model
+    without both stacks."""
     out = {}
     for stack in STACKS:
-        picked = [k for k, name in enumerate(trace.ln_names) if re.fullmatch(rf"model\.{stack}\.layers\.\d+\.norm[12]", name)]
+        picked = _stack_norms(ln_names, stack)
         if not picked:
             raise ValueError(f"no {stack} layers' norm1/norm2 in this model's LayerNorms: the per-stack blowup is the "
                              "scratchpad model's")
         out[stack] = maxs[:, picked].prod(dim=1)
     return out
-
-
-def stack_blowup_means(model: TracedModel, n: int, exact_limit: int = cube.EXACT_LIMIT, n_samples: int = 4096,
-                       seed: int = 0, batch_size: int = 2048) -> dict[str, float]:
-    """`authors_stack_blowup` averaged over the cube (n <= exact_limit) or a seeded sample of it:
-    `{"encoder": mean, "decoder": mean}` (the two curves of the authors' scratchpad figure)."""
-    exact = n <= exact_limit
-    totals, count = dict.fromkeys(STACKS, 0.0), 0
-    with torch.inference_mode():
-        for _, bits in _input_batches(n, exact, n_samples, seed, batch_size, model.device):
-            per_example = authors_stack_blowup(model.trace(bits, names=("ln",)))
-            for stack in STACKS:
-                totals[stack] += per_example[stack].sum().item()
-            count += len(bits)
-    return {stack: totals[stack] / count for stack in STACKS}
 
 
 @dataclass
@@ -235,7 +229,8 @@ def blowup_summary(
 def _authors_summary(per_example: dict[str, torch.Tensor], names: tuple[str, ...]) -> dict:
     """Means over examples of the published code's per-example aggregates, labelled."""
     result = {"label": AUTHORS_LABEL}
-    result.update({k: per_example[k].mean().item() for k in ("maxs_prod", "means_prod", "maxs_sum", "means_sum")})
+    result.update({k: per_example[k].mean().item() for k in ("maxs_prod", "means_prod", "maxs_sum", "means_sum",
+                                                             "encoder_maxs_prod", "decoder_maxs_prod") if k in per_example})
     means, maxs = per_example["ln_mean"].mean(dim=0), per_example["ln_max"].mean(dim=0)
     result["per_ln"] = {name: {"mean": a.item(), "max": b.item()} for name, a, b in zip(names, means, maxs)}
     return result

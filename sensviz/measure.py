@@ -64,7 +64,7 @@ import torch
 from . import cube
 from .analysis import Progress, SensitivitySummary, sensitivity_report, sensitivity_summary
 from .base import TracedModel
-from .blowup import BlowupSummary, Tradeoff, blowup_summary, tradeoff
+from .blowup import STACKS, BlowupSummary, Tradeoff, blowup_summary, tradeoff
 from .configs import check, setting
 from .curvature import Eigen, top_eigenvalues
 from .losses import loss_for
@@ -221,6 +221,9 @@ def _sensitivity_columns(s: SensitivitySummary) -> Columns:
 def _blowup_columns(b: BlowupSummary) -> Columns:
     found = {"blowup_mean": b.mean, "blowup_mean_sq": b.mean_sq, "blowup_max": b.max, "log_blowup_mean": b.log_mean,
              "authors_blowup": b.authors["maxs_prod"], "blowup_exact": b.exact}
+    for stack in STACKS:  # the scratchpad model's, as the authors' Fig. 11 plots them
+        if f"{stack}_maxs_prod" in b.authors:
+            found[f"authors_{stack}_blowup"] = b.authors[f"{stack}_maxs_prod"]
     for ln in b.per_ln:
         found.update({f"ln_factor_mean:{ln['name']}": ln["mean"], f"ln_factor_max:{ln['name']}": ln["max"],
                       f"tau_mean:{ln['name']}": ln["tau_mean"]})

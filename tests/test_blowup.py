@@ -208,11 +208,14 @@ def test_the_scratchpads_blowup_per_stack_equals_a_direct_recomputation():
             for norm in ("norm1", "norm2"):  # norm3 and the final norms are not counted
                 product *= (1 / inputs[f"model.{stack}.layers.{layer}.{norm}"].double().std(dim=2)).amax(dim=1)
         expected[stack] = product
-    ours = bl.authors_stack_blowup(model.trace(bits, names=("ln",)))
+    ours = bl.authors_per_example(model.trace(bits, names=("ln",)))
     for stack in ("encoder", "decoder"):
-        assert ours[stack] == pytest.approx(expected[stack], rel=1e-5)
-    means = bl.stack_blowup_means(model, n, batch_size=7)
-    assert means == pytest.approx({stack: expected[stack].mean().item() for stack in expected}, rel=1e-5)
+        assert ours[f"{stack}_maxs_prod"] == pytest.approx(expected[stack], rel=1e-5)
+    means = bl.blowup_summary(model, n, batch_size=7).authors  # the batches' means pooled
+    for stack in ("encoder", "decoder"):
+        assert means[f"{stack}_maxs_prod"] == pytest.approx(expected[stack].mean().item(), rel=1e-5)
     encoder = sv.build_model("encoder", d_model=8, n_layers=2, n_heads=2, max_len=8, seed=5)
+    trace = encoder.trace(bits, names=("ln",))
+    assert "encoder_maxs_prod" not in bl.authors_per_example(trace)
     with pytest.raises(ValueError, match="scratchpad"):
-        bl.authors_stack_blowup(encoder.trace(bits, names=("ln",)))
+        bl.stack_products(trace.ln_names, torch.ones(len(bits), len(trace.ln_names)))

@@ -27,7 +27,9 @@ Metric conventions (every figure's):
 - `bound` = as_n(T) / (2n), with as_n(T) of the model's real output on the ±1 scale (influence form).
 - `blowup_*`: ours (N = 1/sqrt(var + eps), tau = max_w (1 + N), Blowup = prod_k tau);
   `authors_blowup`: the published code's plotted aggregate (mean over inputs of the product over
-  LayerNorms of the max over positions of 1/std, Bessel-corrected, no eps).
+  LayerNorms of the max over positions of 1/std, Bessel-corrected, no eps); for the scratchpad model
+  `authors_encoder_blowup` and `authors_decoder_blowup`, the same per stack over its layers' norm1
+  and norm2, as the authors' Fig. 11 plots it (`log_*`: their logs).
 - `param_norm`: L2 norm of every parameter except positional encodings.
 - `converged`: the paper's filter, final evaluation MSE < 0.001 (scratchpad models: autoregressive
   accuracy > 0.999); figures keep converged runs and say how many they dropped. `converged_step`:
@@ -49,6 +51,7 @@ from pathlib import Path
 import torch
 
 from ..base import TracedModel
+from ..blowup import STACKS
 from ..configs import build as build_settings
 from ..configs import check, setting, split
 from ..kept import data_dir
@@ -367,6 +370,8 @@ def metrics(found: Measurement, config: TrainConfig) -> dict:
         "sharpness_limit_pm1": scale * found.limit.value,
         "log_blowup_mean_sq": math.log(b.mean_sq),
         "log_authors_blowup": math.log(b.authors["maxs_prod"]),
+        **{f"log_authors_{stack}_blowup": math.log(b.authors[f"{stack}_maxs_prod"])
+           for stack in STACKS if f"{stack}_maxs_prod" in b.authors},
         "bound_rhs": found.tradeoff.bound_rhs if found.tradeoff is not None else None,
     }
     for fraction, r in zip(RADIUS_FRACTIONS, found.radii or ()):

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
+from ..blowup import STACKS
 from ..fidelity import (
     PROXY,
     Claim,
@@ -40,6 +41,8 @@ METRICS = {
     "sharpness_limit_pm1": "lim L_ρ/ρ² (exact, per step)",
     "sharpness_pm1": "L_ρ on the ±1 scale (per step)",
     "log_blowup_mean": "E log Blowup (ours)",
+    "authors_encoder_blowup": "Blowup, encoder stack (authors')",
+    "authors_decoder_blowup": "Blowup, decoder stack (authors')",
     "param_norm": "param_norm",
 }
 RULE = "MSE < 0.001 for the encoder, autoregressive accuracy > 0.999 with a scratchpad"
@@ -78,42 +81,54 @@ def _scratchpad_metrics(runs: pd.DataFrame) -> dict[str, str]:
     return {"sharpness_proxy_pm1": f"{PROXY}, last decoder step"}
 
 
+def _slope(rows: pd.DataFrame, column: str, error: str) -> stats.Interval:
+    """The OLS slope of `column` in log2 n over `rows`, with `error`."""
+    return stats.slope(np.log2(rows["n"]), rows[column], "seeds per n", error=error)
+
+
 def _tests(kept: pd.DataFrame, column: str, label: str, error: str) -> dict[str, tuple]:
     """Per claim key: (statement, quantity, direction, test) over the runs `kept`, the scratchpad's sharpness
     read from `column` (described by `label`), slopes in log2 n with `error`."""
     encoder, pad = rows_where(kept, arch="encoder"), rows_where(kept, arch="scratchpad")
-
-    def slope(rows, column):
-        return stats.slope(np.log2(rows["n"]), rows[column], "seeds per n", error=error)
-
     return {
         "S1": ("Without a scratchpad, sharpness grows with n", f"slope of the encoder's {PROXY} in log2 n", +1,
-               lambda: slope(encoder, "sharpness_proxy_pm1")),
+               lambda: _slope(encoder, "sharpness_proxy_pm1", error)),
         "S2": ("With a scratchpad, the per-step sharpness stays flat in n", f"slope in log2 n of the {label}", 0,
-               lambda: slope(pad, column)),
+               lambda: _slope(pad, column, error)),
         "S3": ("The scratchpad's sharpness grows more slowly than the encoder's",
                f"slope difference in log2 n, encoder − scratchpad ({label})", +1,
-               lambda: stats.difference(slope(encoder, "sharpness_proxy_pm1"), slope(pad, column))),
+               lambda: stats.difference(_slope(encoder, "sharpness_proxy_pm1", error), _slope(pad, column, error))),
         "S6": ("With a scratchpad, the blowup stays flat in n", "slope of the scratchpad's E log Blowup in log2 n", 0,
-               lambda: slope(pad, "log_blowup_mean")),
+               lambda: _slope(pad, "log_blowup_mean", error)),
     }
+
+
+STACK_BLOWUPS = {stack: (f"log_authors_{stack}_blowup", f"the authors' Fig. 11, {stack} stack") for stack in STACKS}
+"""The authors' per-stack blowup (their Fig. 11's two curves): its log's column and S6's secondary's label."""
 
 
 def _claims(t: Tables, metrics: dict[str, str]) -> list[Claim]:
     """S1, S2, S3, S6 over the kept runs, the scratchpad's sharpness by the first of `metrics` (the authors'
-    convention where the tables have it); secondaries: HC3 errors, and the last decoder step (with S4's
-    margin: the former S4 and S5) where the primary is the mean over decoder steps."""
+    convention where the tables have it); secondaries: HC3 errors, the last decoder step (with S4's margin: the
+    former S4 and S5) where the primary is the mean over decoder steps, and for S6 the authors' blowup per stack
+    (with the margins `[equivalence.S6_<stack>_stack]`) where the tables have it."""
     kept = t.kept()
+    pad = rows_where(kept, arch="scratchpad")
     (column, label), *rest = metrics.items()
     primary = _tests(kept, column, label, "classical")
-    secondaries = {"HC3 errors": (_tests(kept, column, label, "HC3"), {})}
+    secondaries = {"HC3 errors": ({key: test[3] for key, test in _tests(kept, column, label, "HC3").items()}, {})}
     for other, other_label in rest:
-        secondaries["last decoder step"] = (_tests(kept, other, other_label, "classical"), {"S2": t.margin("S4")})
+        secondaries["last decoder step"] = ({key: test[3] for key, test in
+                                             _tests(kept, other, other_label, "classical").items()}, {"S2": t.margin("S4")})
+    for stack, (blowup, stack_label) in STACK_BLOWUPS.items():
+        if blowup in pad and pad[blowup].notna().any():
+            secondaries[stack_label] = ({"S6": lambda c=blowup: _slope(pad, c, "classical")},
+                                        {"S6": t.margin(f"S6_{stack}_stack")})
     done = t.finished()
     models = {"S1": ["encoder"], "S3": ["encoder", "scratchpad"]}  # the others read the scratchpad's runs
     return [claim("scratchpad", statement, quantity, direction, test, key=key, margin=t.margin(key),
                   survivors=t.survivors(done[done["arch"].isin(models.get(key, ["scratchpad"]))], ["arch", "n"]),
-                  secondaries={name: tests[key][3] for name, (tests, _) in secondaries.items()},
+                  secondaries={name: tests[key] for name, (tests, _) in secondaries.items() if key in tests},
                   secondary_margins={name: margins.get(key) for name, (_, margins) in secondaries.items()})
             for key, (statement, quantity, direction, test) in primary.items()]
 
@@ -124,7 +139,9 @@ def section(t: Tables) -> tuple[str, list[Claim]]:
     encoder, pad = rows_where(kept, arch="encoder"), rows_where(kept, arch="scratchpad")
     metrics = _scratchpad_metrics(kept)
     claims = _claims(t, metrics)
-    columns = {**metrics, "log_blowup_mean": "E log Blowup (ours)", "param_norm": "param_norm"}
+    columns = {**metrics, "log_blowup_mean": "E log Blowup (ours)",
+               **{f"authors_{stack}_blowup": f"Blowup, {stack} stack (published code's, Fig. 11)"
+                  for stack in STACKS if f"authors_{stack}_blowup" in pad}, "param_norm": "param_norm"}
     rows = []
     for arch, frame in (("encoder", encoder), ("scratchpad", pad)):
         for n in sorted(frame["n"].unique()):
