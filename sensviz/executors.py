@@ -12,8 +12,8 @@ One executor, two backends, each with the same two ways in:
   `returncode`, and `lost` (why the machine running it was lost, else None).
 
 `LocalExecutor` (the default: nothing to install or start) runs a sweep's jobs in this process
-(one worker) or a pool of fresh interpreters, and each training job in a process of its own, one of
-them always started ahead with torch loaded (`worker.standby`). `RayExecutor` submits each to a Ray
+(one worker) or a pool of fresh interpreters, and each training job in a process of its own, started
+ahead with torch loaded (`worker.standby`) when the job manager asks for one (`warm()`). `RayExecutor` submits each to a Ray
 cluster as a task (`max_retries=0`: a run that a lost machine ended is reported, never silently run
 again) with its CPU request, and a GPU for a training job that asks for cuda when the cluster has one
 (`training_task_options`); a training job's task starts the same worker command on its node, so
@@ -90,19 +90,18 @@ class LocalExecutor:
         pool.shutdown()
 
     def start_worker(self, folder: Path, device: str | None = None) -> subprocess.Popen:
-        """The waiting process, given this job's folder (a fresh one if it died); another one waits next.
-        (`device`: the worker moves the model there itself.)"""
-        if self._spare is None or self._spare.poll() is not None:
-            self.warm()
+        """The waiting process (one started now if none waits), given this job's folder; the next one is
+        started by the next `warm()`. (`device`: the worker moves the model there itself.)"""
+        self.warm()
         process, self._spare = self._spare, None
         process.stdin.write(f"{folder}\n")
         process.stdin.close()
-        self.warm()
         return process
 
     def warm(self) -> None:
-        """Start the process that waits, with torch loaded, for the next training job (not once closed)."""
-        if self._closed:
+        """Start the process that waits, with torch loaded, for the next training job, unless one waits
+        already (or the executor is closed)."""
+        if self._closed or self._spare is not None and self._spare.poll() is None:
             return
         command = worker_command(self.threads or 1, os.getpid(), self.max_mib)
         self._spare = subprocess.Popen(command, stdin=subprocess.PIPE, cwd=ROOT, env=worker_env(), text=True)

@@ -3,10 +3,13 @@
 `JobManager` (one per server and data folder, `ui.registry.job_manager()`) runs each job in its
 own freshly started interpreter (`python -m sensviz.worker`; see there why not `multiprocessing`), at
 most `capacity` at once (default: one per two cores, each with up to cores / capacity torch
-threads), and queues the rest in order. One process is always started ahead, with torch loaded,
-waiting for the next job (`worker.standby`): a run then starts at once instead of after the
-seconds a fresh interpreter takes. The manager holds a lock on its jobs folder, so a second server
-on the same data folder is refused instead of taking over the first one's jobs.
+threads), and queues the rest in order. A process is started ahead, with torch loaded, waiting for
+the next job (`worker.standby`), so that a run starts at once instead of after the seconds a fresh
+interpreter takes: whenever a job waits in the queue or fewer than `capacity` run (a new one would
+start now), not while a full set of runs trains with nobody waiting, where its start-up's seconds of
+CPU would slow them down (the one run of a two-core server, the common case). The manager holds a
+lock on its jobs folder, so a second server on the same data folder is refused instead of taking
+over the first one's jobs.
 
 **Fair turns.** A user (owner id) has at most one job queued or running. Owner ids are easy to
 come by (a session without a cookie gets a new one), so fairness is per client address (the page
@@ -333,6 +336,9 @@ class JobManager:
                 for job in self.jobs.values():  # taken from the queue, not started
                     if job.status.state == "queued" and job.status.id not in self.queue:
                         self._fail(job, f"the server could not start the training process ({_one_line(err)})")
+            running = sum(1 for j in self.jobs.values() if j.status.state == "running")
+            if self.queue or running < self.capacity:  # a job waits, or one would start now: a process waits for it
+                self.executor.warm()
 
     def _start_queued(self) -> None:
         running = sum(1 for j in self.jobs.values() if j.status.state == "running")

@@ -329,6 +329,44 @@ def queue_manager(make_manager, monkeypatch, **kwargs) -> JobManager:
     return manager
 
 
+class _Standbys:
+    """An executor whose workers never end (`_Idle`), recording whether a standby process waits."""
+
+    def __init__(self):
+        self.waiting = False
+
+    def warm(self):
+        self.waiting = True
+
+    def start_worker(self, folder, device=None):
+        self.waiting = False
+        return _Idle()
+
+    def close(self):
+        pass
+
+
+def test_a_standby_process_waits_only_where_a_run_could_start_on_it(make_manager):
+    """A free slot or a job in the queue gets a process started ahead; one run training with nobody
+    waiting (capacity 1) gets none, whose start-up's seconds of CPU would slow that run down."""
+    executor = _Standbys()
+    manager = make_manager(runs_jobs=False, capacity=1, threads=1, calibration=FAST, executor=executor)
+    manager.tick()
+    assert executor.waiting  # nothing runs: the next run starts at once
+    alice = manager.submit("alice", request(), "10.0.0.1")
+    manager.tick()
+    assert manager.status(alice).state == "running" and not executor.waiting
+    bob = manager.submit("bob", request(), "10.0.0.2")
+    manager.tick()
+    assert manager.status(bob).state == "queued" and executor.waiting  # bob's process warms while he waits
+    manager.stop(alice, "alice")
+    manager.tick()
+    assert manager.status(bob).state == "running" and not executor.waiting
+    manager.stop(bob, "bob")
+    manager.tick()
+    assert executor.waiting
+
+
 def names(manager: JobManager) -> list[str]:
     return [manager.jobs[i].status.owner for i in manager.queue]
 
