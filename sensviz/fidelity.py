@@ -76,7 +76,7 @@ def num(x, pad: bool = True) -> str:
         return str(int(x))
     if abs(float(x)) >= 1000:
         return f"{x:.0f}"
-    return f"{x:#.3g}" if pad else f"{x:.3g}"
+    return f"{x:#.3g}".rstrip(".") if pad else f"{x:.3g}"  # 122.4 -> '122', not '122.'
 
 
 def span(values) -> str:
@@ -318,14 +318,19 @@ class Tables:
         return Survival(text, weakest)
 
     def convergence_steps(self, kept: pd.DataFrame) -> pd.Series:
-        """The step at which each kept run first met the filter, where the tables have it: `converged_step`,
-        else from the history (not for scratchpad models, whose filter is on the autoregressive accuracy)."""
-        if "converged_step" in kept and kept["converged_step"].notna().any():
-            return kept["converged_step"].dropna()
+        """The step at which each kept run first met the filter, by run id: its `converged_step` where the
+        table recorded one, else from the history; none for scratchpad models, whose filter (the
+        autoregressive accuracy) is measured once, at the end. A table may hold both kinds of rows (a
+        rerun's rows beside earlier ones)."""
         kept = kept[kept["arch"] != "scratchpad"] if "arch" in kept else kept
-        if "eval_loss" not in self.history or kept.empty:
+        if kept.empty:
             return pd.Series(dtype=float)
-        return _first_met(self.history, threshold(self.runs)).reindex(kept["run_id"]).dropna()
+        recorded = (kept.set_index("run_id")["converged_step"] if "converged_step" in kept
+                    else pd.Series(index=kept["run_id"], dtype=float))
+        missing = recorded.index[recorded.isna()]
+        if len(missing) and "eval_loss" in self.history:
+            recorded.loc[missing] = _first_met(self.history, threshold(self.runs)).reindex(missing).to_numpy()
+        return recorded.dropna()
 
 
 def _with_defaults(experiment: str, runs: pd.DataFrame) -> pd.DataFrame:

@@ -253,3 +253,15 @@ def test_a_finished_pre_registered_sweep_is_decided_beside_the_claims_not_as_a_s
             assert table.loc[c.name, "pre-registered (decide)"] == \
                 f"{preregistered.estimate_text(c.primary)} {c.primary.verdict}"
     assert table.loc["L2", "pre-registered (decide)"] == "—"  # a claim the decide scales do not test
+
+
+def test_convergence_steps_take_a_recorded_step_else_the_historys_and_none_for_the_scratchpad():
+    """A rerun's rows record `converged_step` beside earlier rows that do not (their step comes from
+    the history); a scratchpad run's filter is measured once, at the end, so it has none."""
+    runs = pd.DataFrame({"run_id": ["old", "new", "pad"], "arch": ["encoder", "encoder", "scratchpad"],
+                         "converged_step": [None, 750, 250], "converged": [True, True, True], "status": "finished",
+                         "task": "parity"})
+    history = pd.DataFrame({"run_id": ["old", "old", "new", "pad"], "step": [250, 500, 250, 250],
+                            "eval_loss": [0.1, 1e-4, 1e-4, 1e-4], "eval_accuracy": [0.9, 1.0, 1.0, 1.0]})
+    t = fidelity.Tables("scratchpad", runs, history, None)
+    assert t.convergence_steps(t.kept()).to_dict() == {"old": 500, "new": 750}
