@@ -52,6 +52,7 @@ a `table` task can be 16 million characters, held once, in the job's `request.js
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import hashlib
@@ -165,6 +166,10 @@ def _check_ahead() -> None:
                                      {"n": 4}))
 
 
+AHEAD_JOIN_S = 60
+"""At exit, how long the threads paying a manager's one-time costs ahead may still take."""
+
+
 def default_capacity(cores: int | None = None) -> int:
     """One concurrent run per two cores (at least one); $SENSVIZ_MAX_JOBS overrides."""
     configured = os.environ.get("SENSVIZ_MAX_JOBS")
@@ -217,7 +222,11 @@ class JobManager:
             self.executor.warm()
         # what the first submit would wait for (4-11 s here), from now on in the background
         for ahead in (_check_ahead, *([] if calibration else [_calibrate_ahead])):
-            threading.Thread(target=ahead, daemon=True, name=f"sensviz{ahead.__name__}").start()
+            thread = threading.Thread(target=ahead, daemon=True, name=f"sensviz{ahead.__name__}")
+            thread.start()
+            # a process that exits within seconds of starting a manager (a script, a test) waits for it: a
+            # daemon thread still inside torch when the interpreter finalizes aborts the process (exit 134)
+            atexit.register(thread.join, AHEAD_JOIN_S)
         self._thread = threading.Thread(target=self._loop, daemon=True, name="sensviz-jobs")
         self._thread.start()
 
