@@ -118,8 +118,8 @@ def _claims(t: Tables, metrics: dict[str, str]) -> list[Claim]:
     primary = _tests(kept, column, label, "classical")
     secondaries = {"HC3 errors": ({key: test[3] for key, test in _tests(kept, column, label, "HC3").items()}, {})}
     for other, other_label in rest:
-        secondaries["last decoder step"] = ({key: test[3] for key, test in
-                                             _tests(kept, other, other_label, "classical").items()}, {"S2": t.margin("S4")})
+        secondaries["last decoder step"] = ({key: test[3] for key, test in _tests(kept, other, other_label, "classical").items()
+                                             if key in ("S2", "S3")}, {"S2": t.margin("S4")})  # the claims it changes
     for stack, (blowup, stack_label) in STACK_BLOWUPS.items():
         if blowup in pad and pad[blowup].notna().any():
             secondaries[stack_label] = ({"S6": lambda c=blowup: _slope(pad, c, "classical")},
