@@ -12,12 +12,13 @@ One executor, two backends, each with the same two ways in:
   `returncode`, and `lost` (why the machine running it was lost, else None).
 
 `LocalExecutor` (the default: nothing to install or start) runs a sweep's jobs in this process
-(one worker) or a pool of fresh interpreters, and each training job in a process of its own, started
-ahead with torch loaded (`worker.standby`) when the job manager asks for one (`warm()`). `RayExecutor` submits each to a Ray
-cluster as a task (`max_retries=0`: a run that a lost machine ended is reported, never silently run
-again) with its CPU request, and a GPU for a training job that asks for cuda when the cluster has one
-(`training_task_options`); a training job's task starts the same worker command on its node, so
-the job folder (in the shared data folder) is the only thing the two sides share.
+(one worker) or a pool of fresh interpreters, and each training job in a process of its own,
+started ahead with torch loaded (`worker.standby`) when the job manager asks for one (`warm()`).
+`RayExecutor` submits each to a Ray cluster as a task (`max_retries=0`: a run that a lost machine
+ended is reported, never silently run again) with its CPU request, and a GPU for a training job
+that asks for cuda when the cluster has one (`training_task_options`); a training job's task
+starts the same worker command on its node, so the job folder (in the shared data folder) is the
+only thing the two sides share.
 """
 
 from __future__ import annotations
