@@ -29,12 +29,15 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .processes import exit_with_parent
 
 ROOT = Path(__file__).resolve().parents[1]
+RESPAWN_S = 5.0
+"""A standby worker that ended within this many seconds of its start is not started again before then."""
 
 
 def worker_command(threads: int, parent: int, max_mib: float | None, folder: str | None = None) -> list[str]:
@@ -67,6 +70,7 @@ class LocalExecutor:
     def __init__(self, workers: int = 1, threads: int | None = None, max_mib: float | None = None):
         self.workers, self.threads, self.max_mib = workers, threads, max_mib
         self._spare: subprocess.Popen | None = None  # the process waiting for the next training job
+        self._spare_started = 0.0  # when it was started (time.monotonic)
         self._closed = False
 
     def run_each(self, fn: Callable, items: Iterable, on_result: Callable) -> None:
@@ -93,7 +97,8 @@ class LocalExecutor:
     def start_worker(self, folder: Path, device: str | None = None) -> subprocess.Popen:
         """The waiting process (one started now if none waits), given this job's folder; the next one is
         started by the next `warm()`. (`device`: the worker moves the model there itself.)"""
-        self.warm()
+        if self._spare is None or self._spare.poll() is not None:
+            self._start_spare()
         process, self._spare = self._spare, None
         process.stdin.write(f"{folder}\n")
         process.stdin.close()
@@ -101,11 +106,17 @@ class LocalExecutor:
 
     def warm(self) -> None:
         """Start the process that waits, with torch loaded, for the next training job, unless one waits
-        already (or the executor is closed)."""
-        if self._closed or self._spare is not None and self._spare.poll() is None:
+        already, the executor is closed, or the last one ended within `RESPAWN_S` of its start (a worker
+        that cannot start is not started again on every call: the job manager calls this each tick)."""
+        if self._closed or self._spare is not None and (
+                self._spare.poll() is None or time.monotonic() - self._spare_started < RESPAWN_S):
             return
+        self._start_spare()
+
+    def _start_spare(self) -> None:
         command = worker_command(self.threads or 1, os.getpid(), self.max_mib)
         self._spare = subprocess.Popen(command, stdin=subprocess.PIPE, cwd=ROOT, env=worker_env(), text=True)
+        self._spare_started = time.monotonic()
 
     def close(self) -> None:
         """End the waiting process; start no other."""

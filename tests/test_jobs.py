@@ -483,3 +483,22 @@ def test_owner_ids_are_minted_by_the_server_and_forged_cookies_count_as_absent(t
     ]
     for cookie in forged:
         assert owner_id.verified_owner(cookie, secret) is None, cookie
+
+
+def test_a_standby_worker_that_ends_at_once_is_not_started_again_on_every_tick(monkeypatch):
+    """The manager asks for a standby worker each tick: one that cannot start (it ends at once) is started
+    again only after `RESPAWN_S`, not ten times a second."""
+    from sensviz import executors
+
+    monkeypatch.setattr(executors, "worker_command", lambda *args, **kwargs: [sys.executable, "-c", "pass"])
+    executor = LocalExecutor(threads=1)
+    executor.warm()
+    first = executor._spare
+    first.wait(timeout=60)
+    for _ in range(10):
+        executor.warm()
+    assert executor._spare is first  # ended, and not started again yet
+    monkeypatch.setattr(executors, "RESPAWN_S", 0.0)
+    executor.warm()
+    assert executor._spare is not first
+    executor.close()
