@@ -345,12 +345,14 @@ class JobManager:
                 for job in self.jobs.values():  # taken from the queue, not started
                     if job.status.state == "queued" and job.status.id not in self.queue:
                         self._fail(job, f"the server could not start the training process ({_one_line(err)})")
-            running = sum(1 for j in self.jobs.values() if j.status.state == "running")
-            if self.queue or running < self.capacity:  # a job waits, or one would start now: a process waits for it
+            if self.queue or self._running() < self.capacity:  # a job waits, or one would start now: a process waits for it
                 self.executor.warm()
 
+    def _running(self) -> int:
+        return sum(1 for j in self.jobs.values() if j.status.state == "running")
+
     def _start_queued(self) -> None:
-        running = sum(1 for j in self.jobs.values() if j.status.state == "running")
+        running = self._running()
         while self.queue and running < self.capacity and not self._closed.is_set():  # closing: no new process
             job = self.jobs[self.queue.pop(0)]  # the queue is in the order of turns (`_order_queue`)
             self._turn += 1
