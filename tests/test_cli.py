@@ -462,8 +462,11 @@ def _interrupt(argv: list[str], started: str, cwd: Path, busy_children: int = 0)
     group, as a terminal does) once `started` shows on stderr and `busy_children` of its child
     processes are at work; the exit code and the lines on stderr after Ctrl-C."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # SIGINT as a terminal's foreground command has it: pytest run as a shell's background job (`&`, no job
+    # control) inherits SIGINT ignored, and so would the command, which would then train on past Ctrl-C
     proc = subprocess.Popen([sys.executable, "-m", "sensviz", *argv], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines = []
     try:
         deadline = time.monotonic() + CEILING_S
