@@ -1,14 +1,16 @@
 """Classes: a room for a lab's students, kept on the server's disk (no Streamlit here).
 
 A class lives in `<data dir>/classes/<code>/class.json` (`ClassStore`), written whole and atomically
-(`sensviz.files.write_atomic`) under one lock, so it survives restarts and a crash never leaves half
-a file. Its code is random (`secrets.token_urlsafe`): whoever has the class link (`/lab?class=<code>`)
-may join, nobody can list classes. The instructor gets a second, private code; the store keeps only
-its signature (`sensviz.owners.sign`, the server's secret), and whoever opens the instructor link
-becomes an instructor of the class by their signed owner id (the app then drops the code from the
-URL). Members join with a display name (`check_display_name`: the `display_name_chars` limit,
-letters, digits, spaces and `-_.'` only, unique in the class ignoring case; stored and shown as
-text) and get a personal rejoin code (kept signed, like the instructor's) for another browser.
+(`sensviz.files.write_atomic`) under one lock that holds across processes (`FolderLock`: several web
+servers on one data folder), so it survives restarts, a crash never leaves half a file, and no
+server's change overwrites another's. Its code is random (`secrets.token_urlsafe`): whoever has the
+class link (`/lab?class=<code>`) may join, nobody can list classes. The instructor gets a second,
+private code; the store keeps only its signature (`sensviz.owners.sign`, the server's secret), and
+whoever opens the instructor link becomes an instructor of the class by their signed owner id (the
+app then drops the code from the URL). Members join with a display name (`check_display_name`: the
+`display_name_chars` limit, letters, digits, spaces and `-_.'` only, unique in the class ignoring
+case; stored and shown as text) and get a personal rejoin code (kept signed, like the instructor's)
+for another browser.
 
 Everything of a class is read through its code and an owner id that is a member or an instructor
 (`view`): a member sees the classes they joined (`classes_of`), nobody else's. The instructor
@@ -33,7 +35,6 @@ import json
 import re
 import secrets
 import shutil
-import threading
 import time
 import unicodedata
 from collections.abc import Callable
@@ -41,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sensviz import assignments, owners, sweeps
-from sensviz.files import write_atomic
+from sensviz.files import FolderLock, write_atomic
 from sensviz.limits import LIMITS
 
 CODE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
@@ -157,7 +158,7 @@ class ClassStore:
         self.root = Path(root)
         self.secret = secret
         self.clock = clock
-        self.lock = threading.RLock()
+        self.lock = FolderLock(self.root)  # across the web servers on one data folder
         self._cache: dict[str, tuple[tuple[int, int], Class]] = {}
         self._pinned: tuple[float, set[str]] = (-1.0, set())
 

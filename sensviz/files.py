@@ -6,6 +6,9 @@ jobs' files) goes through `write_atomic`: the bytes go to a new temporary file b
 which then replaces the target in one step (`os.replace`), so a reader sees the old content or
 the new one, and a failure (an error, Ctrl-C) leaves the target as it was and no temporary file.
 
+`FolderLock` lets the stores on a shared data folder (the kept models, the classes: several web
+servers and the Ray queue's process on one folder) change their files one writer at a time.
+
 `check_file` and `check_folder` refuse, in one line, a place that must not be written: a device,
 a fifo, a socket, a folder where a file is wanted (or a file where a folder is), a link to one of
 those, or a folder that cannot be written. The command checks its output paths with them before
@@ -15,9 +18,11 @@ any work starts; `write_atomic` checks again just before it writes.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import secrets
 import stat
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -127,3 +132,40 @@ def _make_folders(folder: Path) -> list[Path]:
         made.mkdir(exist_ok=True)
     return missing
 
+
+
+class FolderLock:
+    """A lock on a folder held across processes and threads: an `flock` on `<folder>/.lock` (made
+    when missing), taken by the first `with` of a thread and given back by its last (reentrant
+    within a thread). Every process on the folder (web servers on a shared data folder, the Ray
+    queue's actor) that takes it before reading and writing the folder's files sees the others'
+    changes and never loses one of them."""
+
+    def __init__(self, folder):
+        self.path = Path(folder) / ".lock"
+        self._threads = threading.RLock()
+        self._depth = 0
+        self._file: BinaryIO | None = None
+
+    def __enter__(self) -> FolderLock:
+        self._threads.acquire()
+        if self._depth == 0:
+            try:
+                _make_folders(self.path.parent)
+                self._file = open(self.path, "ab")  # noqa: SIM115 - open while held; closing it gives the lock back
+                fcntl.flock(self._file, fcntl.LOCK_EX)
+            except BaseException:
+                if self._file is not None:
+                    self._file.close()
+                    self._file = None
+                self._threads.release()
+                raise
+        self._depth += 1
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._file.close()
+            self._file = None
+        self._threads.release()

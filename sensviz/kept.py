@@ -23,6 +23,9 @@ Fair shares of one disk (a class server: no student can push out another's model
   equal bytes get their own file and token: no keep ever returns someone else's token.
 - A listing stays cheap for everyone: a model's metadata (name, loading overrides) is at most the
   `kept_meta_bytes` limit, and each metadata file is parsed once (then found by its inode and size).
+- Every check and write holds the store's lock, which holds across processes (`FolderLock`:
+  several web servers and the Ray queue's actor keep models in one folder), so the cap and the
+  quotas hold for all of them together.
 - Every limit is checked before anything is written; a failed write leaves no file behind, and
   temporaries left by a crash are removed when the store opens.
 
@@ -39,13 +42,12 @@ import os
 import re
 import secrets
 import shutil
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sensviz.files import write_atomic
+from sensviz.files import FolderLock, write_atomic
 from sensviz.limits import LIMITS
 from sensviz.text import short_label
 
@@ -141,7 +143,7 @@ class KeptStore:
         self.clock = clock
         self.elsewhere: Callable[[str], int] | None = None
         self.pinned: Callable[[str], bool] | None = None  # tokens neither evicted nor expired (an open class's models)
-        self.lock = threading.Lock()
+        self.lock = FolderLock(self.root)  # across the web servers and the Ray queue on one data folder
         self.last_created = 0.0
         self._parsed: dict[str, tuple[tuple[int, int], Kept]] = {}  # token -> ((inode, size), its metadata)
         with self.lock:

@@ -1,6 +1,7 @@
 """Shared fixtures: small seeded models of both architectures; a Ray that starts and stops without
 leaving its signal handlers behind; the markers that say what a test needs (each one also `slow`)."""
 
+import multiprocessing
 import signal
 import sys
 from contextlib import contextmanager
@@ -83,6 +84,25 @@ def ray(ray_module):
         finally:
             if ray_module.is_initialized():
                 ray_module.shutdown()
+
+
+def in_processes(work, count: int = 2, ceiling_s: float = 120) -> None:
+    """`work(i)` for i in range(count), each in a process of its own (forked), let go together; each
+    must return normally. For what several processes on one data folder (web servers, the Ray queue's
+    actor) do at once."""
+    context = multiprocessing.get_context("fork")
+    start = context.Barrier(count)
+
+    def run(i: int) -> None:
+        start.wait()
+        work(i)
+
+    processes = [context.Process(target=run, args=(i,)) for i in range(count)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(ceiling_s)
+    assert [process.exitcode for process in processes] == [0] * count
 
 
 _MAIN = sys.modules["__main__"]

@@ -8,6 +8,7 @@ import json
 
 import pandas as pd
 import pytest
+from conftest import in_processes
 
 from sensviz import assignments, owners, stats
 from sensviz.classes import ClassRefused, ClassStore, check_display_name
@@ -50,6 +51,16 @@ def test_create_join_rejoin_and_survive_a_restart(store, tmp_path):
     with pytest.raises(ClassRefused):
         again.rejoin(made.code, "x" * 16, "browser-4")
     assert again.get(made.code).name == "Lab 3 — Tuesday"
+
+
+def test_members_joined_from_two_processes_at_once_are_all_kept(store):
+    """Two web servers on one data folder join students at the same moment: no join overwrites another's."""
+    made, _ = store.create("Lab", "teacher")
+    joins = 40
+    in_processes(lambda i: [ClassStore(store.root, SECRET).join(made.code, f"s{i} {k}", f"browser-{i}-{k}")
+                            for k in range(joins)])
+    members = store.get(made.code).member_list()
+    assert sorted(m.seat for m in members) == list(range(2 * joins)) and len({m.name for m in members}) == 2 * joins
 
 
 def test_the_instructor_code_is_exchanged_once_checked(store):

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from sensviz.files import check_file, check_folder, write_atomic
+from sensviz.files import FolderLock, check_file, check_folder, write_atomic
 
 
 def leftovers(folder) -> list[str]:
@@ -107,3 +107,27 @@ def test_suffix_and_folder_checks(tmp_path):
         check_file(tmp_path / "file" / "inside.txt")
     assert check_folder(tmp_path / "new" / "results") == tmp_path / "new" / "results"
     assert not (tmp_path / "new").exists()  # a check makes nothing
+
+
+def test_a_folder_lock_holds_across_processes_and_is_reentrant_in_a_thread(tmp_path):
+    """A process that takes the lock waits while another holds it; nested `with`s of one thread do not."""
+    import multiprocessing
+    import time
+
+    context = multiprocessing.get_context("fork")
+    go, done = context.Event(), tmp_path / "done"
+
+    def other() -> None:
+        go.wait()
+        with FolderLock(tmp_path):
+            done.write_text("")
+
+    child = context.Process(target=other)  # forked before the lock is taken: it shares no locked file
+    child.start()
+    lock = FolderLock(tmp_path)
+    with lock, lock:  # reentrant: the inner `with` does not wait for the outer
+        go.set()
+        time.sleep(1.0)
+        assert not done.exists() and child.is_alive()  # waiting for the lock
+    child.join(60)
+    assert child.exitcode == 0 and done.exists()

@@ -3,11 +3,13 @@ disk: a quota per owner (eviction only of the owner's own models), a refusal whe
 full, expiry of unopened models, one file for equal bytes of one owner, no leftovers of a failed
 write, and a store that keeps serving when a file is damaged."""
 
+import contextlib
 import errno
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import in_processes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -35,6 +37,23 @@ class Clock:
         return self.now
 
 
+def test_two_processes_keeping_at_once_stay_within_the_cap(tmp_path):
+    """Two web servers (or a server and the Ray queue's actor) keep models in one store at the same moment:
+    the cap is checked and the files written one keep at a time, so exactly the models that fit are kept."""
+    size, fit = 100_000, 6
+    cap = fit * size + fit * 2_000  # room for `fit` models and their metadata, not one more
+
+    def keep_many(i: int) -> None:
+        store = KeptStore(tmp_path, cap=cap, quota=cap)
+        for k in range(2 * fit):
+            with contextlib.suppress(KeptRefused):
+                store.keep("upload", f"m{k}", bytes(size), owner=f"p{i}-{k}")
+
+    in_processes(keep_many)
+    store = KeptStore(tmp_path, cap=cap, quota=cap)
+    assert store.total() <= cap and len(list(tmp_path.glob("*.json"))) == fit
+
+
 def test_keep_read_and_list_by_owner(tmp_path, checkpoint):
     store = KeptStore(tmp_path, cap=10 * 2**20)
     mine = store.keep("trained", "first-n4", checkpoint, owner="alice")
@@ -54,7 +73,7 @@ def test_only_the_owner_deletes(tmp_path, checkpoint):
     assert store.info(kept.token) is not None
     assert store.delete(kept.token, "alice")
     assert store.info(kept.token) is None
-    assert list(tmp_path.iterdir()) == []  # its file went with it
+    assert [p.name for p in tmp_path.iterdir()] == [".lock"]  # its file went with it (the store's lock stays)
     with pytest.raises(KeyError):
         store.data(kept.token)
 
@@ -138,7 +157,7 @@ def test_models_not_opened_within_the_ttl_expire(tmp_path, checkpoint):
     assert store.info(forgotten) is None and store.info(opened) is not None
     assert [k.token for k in store.owned("alice")] == [opened]
     KeptStore(tmp_path, cap=10 * 2**20, ttl_s=2 * DAY_S, clock=clock)  # a server start sweeps the expired files
-    assert sorted(p.stem for p in tmp_path.iterdir()) == sorted([opened, store.info(opened).file])
+    assert sorted(p.stem for p in tmp_path.glob("[!.]*")) == sorted([opened, store.info(opened).file])
 
 
 def test_a_failed_write_leaves_nothing_and_temporaries_go_at_start(tmp_path, checkpoint, monkeypatch):
