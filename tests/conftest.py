@@ -28,6 +28,36 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.slow)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's report on its test (`item.failed_call`), for fixtures that look at the outcome."""
+    report = yield
+    if report.when == "call" and report.failed:
+        item.failed_call = True
+    return report
+
+
+@pytest.fixture(autouse=True)
+def pages_kept_when_failed(request):
+    """A browser test that fails leaves a screenshot and the text of every page it still has open
+    (`artifacts/screenshots/FAILED-<test>-<n>.png` and `.txt`): what the browser showed when it gave up."""
+    yield
+    if not getattr(request.node, "failed_call", False) or "browser" not in request.fixturenames:
+        return
+    from pathlib import Path
+
+    shots = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    stem = "FAILED-" + "".join(c if c.isalnum() or c in "-_" else "_" for c in request.node.name)[:120]
+    pages = [page for context in request.getfixturevalue("browser").contexts for page in context.pages]
+    for number, page in enumerate(pages):
+        try:
+            page.screenshot(path=str(shots / f"{stem}-{number}.png"), full_page=True)
+            (shots / f"{stem}-{number}.txt").write_text(f"{page.url}\n\n{page.inner_text('body')}")
+        except Exception as err:  # noqa: BLE001 - a page that cannot be read any more: say so, keep the others
+            (shots / f"{stem}-{number}.txt").write_text(f"{page.url}\n\nnot readable: {err}")
+
+
 @pytest.fixture
 def encoder_model():
     return sv.build_model("encoder", d_model=16, n_layers=2, n_heads=2, max_len=12, seed=0)
