@@ -23,6 +23,7 @@ DATA_DIR = Path(tempfile.mkdtemp(prefix="sensviz-class-e2e-"))
 """The served app's data dir: the tests write a class's members, models and runs there as the server would."""
 SCREEN = {"width": 1024, "height": 768}
 LIVE_MS = 60_000  # the live parts look every 3 s; a busy two-core machine may take many times that
+pytestmark = pytest.mark.xdist_group("class_browser")  # one server and browser for the module's tests
 
 
 def ink_at_the_edge(drawn) -> list[str]:

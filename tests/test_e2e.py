@@ -42,7 +42,7 @@ QUICK_PRESET = "FIRST, n = 8"  # about 75 steps
 PRESET_RUN = "parity-n8-encoder-d{d_model}-seed{seed}".format(**train_form.PRESETS[PRESET])  # the run's name
 TRAINING_MS = 600_000  # a shared two-core machine: minutes, not seconds
 
-pytestmark = [pytest.mark.browser, pytest.mark.server]
+pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.xdist_group("e2e")]  # one server and browser
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +65,16 @@ def browser():
         chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield chromium
         chromium.close()
+
+
+@pytest.fixture(scope="module")
+def visitor(browser):
+    """One browser context (one user who keeps nothing) for the tests that only look, or whose uploads are
+    refused, each on a page of its own: a context's first page costs Chromium seconds of CPU (its own
+    cache: the app's scripts fetched and compiled again), a further page in it a fraction of that."""
+    context = browser.new_context(viewport=WIDE)
+    yield context
+    context.close()
 
 
 def wait_until_done(page, timeout_ms: int = 240_000) -> None:
@@ -142,8 +152,8 @@ def goto_page(page, title: str) -> None:
     wait_until_done(page)
 
 
-def test_every_page_opens_cold(server, browser):
-    page = browser.new_page(viewport=WIDE)
+def test_every_page_opens_cold(server, visitor):
+    page = visitor.new_page()
     for spec in nav.PAGES:
         page.goto(f"{server}/{spec.url_path}", wait_until="domcontentloaded")
         check_page(page, f"cold-{spec.key}")
@@ -211,11 +221,12 @@ def misfits(page) -> list:
 
 
 @pytest.mark.slow
-def test_every_view_fits_the_window_with_one_model(server, browser):
+def test_every_view_fits_the_window_with_one_model(server, visitor):
     """Every page reached by the sidebar's navigation from a link with `model=` (the model stays selected
     and in the URL), then the on-demand views and every chapter opened by their links: no exception,
     every chart at least 100 px tall and inside the window's width."""
-    page = browser.new_context(viewport=PROJECTOR).new_page()
+    page = visitor.new_page()
+    page.set_viewport_size(PROJECTOR)
     page.goto(f"{server}/?model={FITTED}", wait_until="domcontentloaded")
     wrong = {}
     for name, path in views().items():
@@ -227,15 +238,16 @@ def test_every_view_fits_the_window_with_one_model(server, browser):
         check_page(page, f"one-1024x768-{name}", whole=False)
         assert FITTED in sidebar_text(page), name
         wrong[name] = misfits(page)
-    page.context.close()
+    page.close()
     assert not {name: bad for name, bad in wrong.items() if bad}, wrong
 
 
 @pytest.mark.slow
-def test_every_view_of_two_models_fits_the_window_in_compare_mode(server, browser):
+def test_every_view_of_two_models_fits_the_window_in_compare_mode(server, visitor):
     """Every view that draws the second model, and the start page (the sidebar names both), opened by a
     link with `model=` and `compare=`: both models stay selected; the charts fit as with one model."""
-    page = browser.new_context(viewport=PROJECTOR).new_page()
+    page = visitor.new_page()
+    page.set_viewport_size(PROJECTOR)
     wrong = {}
     for name, path in views().items():
         if path and not spec_needs_model(path):
@@ -244,12 +256,12 @@ def test_every_view_of_two_models_fits_the_window_in_compare_mode(server, browse
         check_page(page, f"compare-1024x768-{name}", whole=False)
         assert COMPARED in sidebar_text(page) and f"compare={COMPARED}" in page.url, name
         wrong[name] = misfits(page)
-    page.context.close()
+    page.close()
     assert not {name: bad for name, bad in wrong.items() if bad}, wrong
 
 
-def test_a_click_on_either_models_cube_selects_that_input(server, browser):
-    page = browser.new_page(viewport=WIDE)
+def test_a_click_on_either_models_cube_selects_that_input(server, visitor):
+    page = visitor.new_page()
     page.goto(f"{server}/sensitivity?model={MODEL}&compare=encoder-first-n6", wait_until="domcontentloaded")
     wait_until_done(page)
     chart_boxes(page)
@@ -344,8 +356,8 @@ def test_two_browsers_training_at_once_with_a_cap_of_one(server, browser):
     second.close()
 
 
-def test_a_corrupt_upload_in_the_browser(server, browser, tmp_path):
-    page = browser.new_page(viewport=WIDE)
+def test_a_corrupt_upload_in_the_browser(server, visitor, tmp_path):
+    page = visitor.new_page()
     page.goto(f"{server}/?model={MODEL}", wait_until="domcontentloaded")
     wait_until_done(page)
     broken = tmp_path / "broken.safetensors"
@@ -400,9 +412,8 @@ def assert_text_only(page, requested: list[str], name: str) -> None:
 
 
 @pytest.mark.slow
-def test_hostile_link_values_are_text_in_the_browser(server, browser):
-    context = browser.new_context(viewport=WIDE)
-    page = context.new_page()
+def test_hostile_link_values_are_text_in_the_browser(server, visitor):
+    page = visitor.new_page()
     requested = watch_requests(page)
     for param, path in HOSTILE_VIEWS.items():
         query = {"model": MODEL} if param != "model" else {}
@@ -411,12 +422,12 @@ def test_hostile_link_values_are_text_in_the_browser(server, browser):
         assert_text_only(page, requested, f"hostile-{param}")
         notice = page.locator('[data-testid="stAlertContentWarning"]').filter(has_text="[Log in again](https:")
         assert notice.count() == 1, param  # the value shown as typed, in one notice
-    context.close()
+    page.close()
 
 
 @pytest.mark.slow
-def test_bad_link_values_are_one_line_in_the_browser(server, browser):
-    page = browser.new_page(viewport=WIDE)
+def test_bad_link_values_are_one_line_in_the_browser(server, visitor):
+    page = visitor.new_page()
     for name, query in {"superscript": {"n": "²"}, "digits": {"n": "9" * 5000},
                         "long": {"colour": "c" * 20_000}}.items():
         page.goto(f"{server}/sensitivity?{urlencode({'model': MODEL, **query})}", wait_until="domcontentloaded")
@@ -483,8 +494,8 @@ def test_a_hostile_upload_name_is_text_for_its_owner_and_whoever_opens_its_link(
 
 
 @pytest.mark.slow
-def test_a_refused_upload_leaves_the_servers_memory(server, browser, tmp_path):
-    page = browser.new_page(viewport=WIDE)
+def test_a_refused_upload_leaves_the_servers_memory(server, visitor, tmp_path):
+    page = visitor.new_page()
     page.goto(f"{server}/?model={MODEL}", wait_until="domcontentloaded")
     wait_until_done(page)
     big = tmp_path / "big.safetensors"
@@ -500,11 +511,11 @@ def test_a_refused_upload_leaves_the_servers_memory(server, browser, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_10000_character_file_name_is_one_line(server, browser):
+def test_a_10000_character_file_name_is_one_line(server, visitor):
     """Streamlit's upload request carries the name in a multipart header, which python-multipart caps at
     4,224 bytes a line: the server answers 400 before the app sees the file, and the uploader says so in
     one line; the app and its model stay."""
-    page = browser.new_page(viewport=WIDE)
+    page = visitor.new_page()
     page.goto(f"{server}/?model={MODEL}", wait_until="domcontentloaded")
     wait_until_done(page)
     choose_upload(page, {"name": "n" * 10_000 + ".safetensors", "mimeType": "application/octet-stream",

@@ -29,6 +29,7 @@ CEILING_S = 600  # generous: a loaded 2-core machine starts a cluster and fresh 
 FAST = {"op_s": 1e-6, "flop_s": 1e-12}  # a fixed calibration (`budget.Calibration`): no measuring here
 OPTIONS = {"capacity": 2, "threads": 1, "calibration": FAST}  # every app the same: any of them may start the queue
 NODE = {"num_cpus": 1, "object_store_memory": 80 * 2**20}
+pytestmark = pytest.mark.xdist_group("ray_cluster")  # one cluster for the module's tests under `pytest -n`
 
 
 def request(steps: int, every: int = 10) -> TrainRequest:
