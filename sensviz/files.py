@@ -133,7 +133,6 @@ def _make_folders(folder: Path) -> list[Path]:
     return missing
 
 
-
 class FolderLock:
     """A lock on a folder held across processes and threads: an `flock` on `<folder>/.lock` (made
     when missing), taken by the first `with` of a thread and given back by its last (reentrant

@@ -5,6 +5,7 @@ import multiprocessing
 import signal
 import sys
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import torch
@@ -44,8 +45,6 @@ def pages_kept_when_failed(request):
     yield
     if not getattr(request.node, "failed_call", False) or "browser" not in request.fixturenames:
         return
-    from pathlib import Path
-
     shots = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
     stem = "FAILED-" + "".join(c if c.isalnum() or c in "-_" else "_" for c in request.node.name)[:120]
@@ -125,6 +124,10 @@ def in_processes(work, count: int = 2, ceiling_s: float = 120) -> None:
         process.start()
     for process in processes:
         process.join(ceiling_s)
+    for process in processes:
+        if process.is_alive():  # past the ceiling: ended, and reported by the assert below
+            process.kill()
+            process.join()
     assert [process.exitcode for process in processes] == [0] * count
 
 

@@ -1,9 +1,11 @@
 """sensviz.files: the one atomic write, and the checks that refuse a place that must not be written."""
 
 import contextlib
+import multiprocessing
 import os
 import stat
 import subprocess
+import time
 
 import pytest
 
@@ -111,9 +113,6 @@ def test_suffix_and_folder_checks(tmp_path):
 
 def test_a_folder_lock_holds_across_processes_and_is_reentrant_in_a_thread(tmp_path):
     """A process that takes the lock waits while another holds it; nested `with`s of one thread do not."""
-    import multiprocessing
-    import time
-
     context = multiprocessing.get_context("fork")
     go, done = context.Event(), tmp_path / "done"
 
