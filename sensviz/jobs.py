@@ -217,9 +217,7 @@ class JobManager:
             raise RuntimeError(f"another server runs the training jobs in {self.root}; give this one its own "
                                "SENSVIZ_DATA_DIR") from None
         store.elsewhere = self.folder_bytes
-        self._recover()
-        with self.lock:
-            self.executor.warm()
+        self._recover()  # the first tick (within `poll_s`) starts a process ahead, as every tick may
         # what the first submit would wait for (4-11 s here), from now on in the background
         for ahead in (_check_ahead, *([] if calibration else [_calibrate_ahead])):
             thread = threading.Thread(target=ahead, daemon=True, name=f"sensviz{ahead.__name__}")
