@@ -1,15 +1,17 @@
 """End to end: the real app served by `streamlit run`, driven in headless Chromium.
 
-Every page of the page list cold at 1024 px wide; at 1024×768 (a projector's; a wider window only
-gives a chart more room) every page with a pretrained checkpoint (reached by the sidebar's
-navigation, the model kept in the URL), every on-demand view and every Lab chapter, and in compare
-mode every view that draws the second model: every chart at least 100 px tall and inside the window,
-no text cut short; a view's link copied with the Copy link button and opened in a new browser context; training as a server job
-(the run goes on across page switches, the finished model is selected, a reload keeps it); two
-browsers training at once with a cap of one run (the second waits in the queue, both finish); a
-corrupt upload. No page may show a Streamlit exception. Screenshots go to `artifacts/screenshots/`
-(override with SENSVIZ_SCREENSHOTS). Chromium is Debian's (`apt-get install -y chromium`; `.ci/run`
-installs it), driven by the Python Playwright package; no browser is downloaded.
+Every page of the page list cold at 1024 px wide (the charts of those that need no model measured
+there); at 1024×768 (a projector's; a wider window only gives a chart more room) every page that
+needs a model with a pretrained checkpoint (reached by the sidebar's navigation, the model kept in
+the URL) and every on-demand view, and in compare mode every view that draws the second model: every
+chart at least 100 px tall and inside the window, no text cut short (the Lab's chapters are measured
+as a student walks them, in test_lab_browser); a view's link copied with the Copy link button and
+opened in a new browser context; training as a server job (the run goes on across page switches, the
+finished model is selected, a reload keeps it); two browsers training at once with a cap of one run
+(the second waits in the queue, both finish); a corrupt upload. No page may show a Streamlit
+exception. Screenshots go to `artifacts/screenshots/` (override with SENSVIZ_SCREENSHOTS). Chromium
+is Debian's (`apt-get install -y chromium`; `.ci/run` installs it), driven by the Python Playwright
+package; no browser is downloaded.
 """
 
 import os
@@ -153,12 +155,18 @@ def goto_page(page, title: str) -> None:
 
 
 def test_every_page_opens_cold(server, visitor):
+    """Every page of the page list, with no model selected: its heading, no exception; the charts of the
+    pages that need no model fit the window (`misfits`: the width is the projector's; the pages that
+    need one are measured with a model in `test_every_view_fits_the_window_with_one_model`)."""
     page = visitor.new_page()
+    wrong = {}
     for spec in nav.PAGES:
         page.goto(f"{server}/{spec.url_path}", wait_until="domcontentloaded")
         check_page(page, f"cold-{spec.key}")
         assert page.locator("h1").first.inner_text() == spec.heading
+        wrong[spec.key] = misfits(page)
     page.close()
+    assert not {name: bad for name, bad in wrong.items() if bad}, wrong
 
 
 def test_a_copied_link_opens_the_same_view_in_another_browser(server, browser):
@@ -201,13 +209,9 @@ EXTRA_VIEWS = {"attention-flip": "attention?flip=2", "landscape-all": "landscape
 
 
 def views() -> dict[str, str]:
-    """Every page of the page list, the on-demand views, and every chapter of the Lab when there is one."""
-    found = {spec.key: spec.url_path for spec in nav.PAGES} | EXTRA_VIEWS
-    if any(spec.url_path == "lab" for spec in nav.PAGES):
-        from sensviz.lab import CHAPTERS
-
-        found |= {f"lab-{number}": f"lab?chapter={number}" for number in range(1, len(CHAPTERS) + 1)}
-    return found
+    """The start page, every page that needs a model, and the on-demand views (the other pages are
+    measured cold in `test_every_page_opens_cold`, the Lab's chapters in test_lab_browser)."""
+    return {spec.key: spec.url_path for spec in nav.PAGES if spec.needs_model or not spec.url_path} | EXTRA_VIEWS
 
 
 def view_url(server: str, path: str, params: str) -> str:
@@ -222,8 +226,8 @@ def misfits(page) -> list:
 
 @pytest.mark.slow
 def test_every_view_fits_the_window_with_one_model(server, visitor):
-    """Every page reached by the sidebar's navigation from a link with `model=` (the model stays selected
-    and in the URL), then the on-demand views and every chapter opened by their links: no exception,
+    """Every page that needs a model, reached by the sidebar's navigation from a link with `model=` (the
+    model stays selected and in the URL), then the on-demand views opened by their links: no exception,
     every chart at least 100 px tall and inside the window's width."""
     page = visitor.new_page()
     page.set_viewport_size(PROJECTOR)
@@ -250,8 +254,6 @@ def test_every_view_of_two_models_fits_the_window_in_compare_mode(server, visito
     page.set_viewport_size(PROJECTOR)
     wrong = {}
     for name, path in views().items():
-        if path and not spec_needs_model(path):
-            continue
         page.goto(view_url(server, path, f"model={FITTED}&compare={COMPARED}"), wait_until="domcontentloaded")
         check_page(page, f"compare-1024x768-{name}", whole=False)
         assert COMPARED in sidebar_text(page) and f"compare={COMPARED}" in page.url, name
@@ -274,11 +276,6 @@ def test_a_click_on_either_models_cube_selects_that_input(server, visitor):
     assert page.locator('[data-testid="stMetricValue"]').filter(has_text=bits).count() == 2  # the input, both models
     check_page(page, "compare-cube-clicked")
     page.close()
-
-
-def spec_needs_model(path: str) -> bool:
-    url_path = path.split("?")[0]
-    return any(spec.url_path == url_path and spec.needs_model for spec in nav.PAGES)
 
 
 def fill_preset(page, preset: str = PRESET) -> None:
