@@ -1,9 +1,13 @@
 """Shared fixtures: small seeded models of both architectures; a Ray that starts and stops without
-leaving its signal handlers behind; the markers that say what a test needs (each one also `slow`)."""
+leaving its signal handlers behind; Chromium and the served app of the browser tests; the markers
+that say what a test needs (each one also `slow`)."""
 
 import multiprocessing
+import os
+import shutil
 import signal
 import sys
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -15,6 +19,11 @@ import sensviz as sv
 # One thread: the tests' models are tiny, and torch's second thread costs more than it gives on them
 # (on a busy machine, many times more); the training worker makes the same choice for small runs.
 torch.set_num_threads(1)
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 NEEDS = ("browser", "ray", "server")
 """Markers that name what a test needs beyond this process; every one of them also counts as `slow`,
@@ -106,6 +115,35 @@ def ray(ray_module):
         finally:
             if ray_module.is_initialized():
                 ray_module.shutdown()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's Chromium through Playwright, launched once per test process (each test opens contexts of
+    its own); missing, it fails the test under CI and skips it elsewhere, saying how to install it."""
+    if not Path(CHROMIUM).exists():
+        message = "the browser tests need Debian's chromium (apt-get install -y chromium; .ci/run installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="session")
+def server():
+    """The app served by `streamlit run` (its own data folder, one run at a time) for the browser tests
+    of test_e2e and test_lab_browser: one xdist group, so it is started once. Its base URL."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import load
+
+    env = {"SENSVIZ_DATA_DIR": tempfile.mkdtemp(prefix="sensviz-e2e-"), "SENSVIZ_MAX_JOBS": "1"}
+    with load.serve(ROOT / "artifacts" / "streamlit-e2e.log", env=env) as base:
+        yield base
 
 
 def in_processes(work, count: int = 2, ceiling_s: float = 120) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 from test_class_app import write_class_runs
-from test_e2e import ROOT, WIDE, browser, choose_upload, cut_short, load, screenshot, wait_until_done  # noqa: F401  (fixtures)
+from test_e2e import ROOT, WIDE, choose_upload, cut_short, load, screenshot, wait_until_done
 
 from sensviz import assignments
 from sensviz.classes import ClassStore
@@ -45,7 +45,7 @@ def sidebar_text(page) -> str:
     return page.locator('[data-testid="stSidebar"]').inner_text()
 
 
-def join(browser, server, code: str, name: str):  # noqa: F811
+def join(browser, server, code: str, name: str):
     context = browser.new_context(viewport=WIDE)
     page = context.new_page()
     page.goto(f"{server}/lab?class={code}", wait_until="domcontentloaded")
@@ -60,7 +60,7 @@ def join(browser, server, code: str, name: str):  # noqa: F811
     return context, page
 
 
-def create_class(page, server: str, name: str) -> str:  # noqa: F811
+def create_class(page, server: str, name: str) -> str:
     """The instructor creates a class on the Home page; its code. The click's run shows the class links
     (absolute, from the browser's address), puts the class in the URL and its panel in the sidebar."""
     page.goto(f"{server}/", wait_until="domcontentloaded")
@@ -80,7 +80,7 @@ def create_class(page, server: str, name: str) -> str:  # noqa: F811
 
 
 @pytest.mark.browser
-def test_students_join_and_compare_each_others_models(server, browser):  # noqa: F811
+def test_students_join_and_compare_each_others_models(server, browser):
     teacher = browser.new_context(viewport=WIDE).new_page()
     code = create_class(teacher, server, "Tuesday lab")
 
@@ -111,7 +111,7 @@ def test_students_join_and_compare_each_others_models(server, browser):  # noqa:
 
 
 @pytest.mark.browser
-def test_the_instructor_code_leaves_no_trace_in_the_history(server, browser):  # noqa: F811
+def test_the_instructor_code_leaves_no_trace_in_the_history(server, browser):
     teacher = browser.new_context(viewport=WIDE).new_page()
     create_class(teacher, server, "History lab")
     link = teacher.get_by_text("&instructor=").first.inner_text().strip()
@@ -136,7 +136,7 @@ def test_the_instructor_code_leaves_no_trace_in_the_history(server, browser):  #
 
 
 @pytest.mark.browser
-def test_the_instructors_view_is_live_and_fits_1024_by_768(server, browser):  # noqa: F811
+def test_the_instructors_view_is_live_and_fits_1024_by_768(server, browser):
     teacher = browser.new_context(viewport=SCREEN).new_page()
     code = create_class(teacher, server, "Live lab")
     teacher.locator('[data-testid="stSidebar"]').get_by_text("Class gallery and chart").click()

@@ -15,9 +15,7 @@ package; no browser is downloaded.
 """
 
 import os
-import shutil
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -34,9 +32,6 @@ import load  # noqa: E402
 from ui import nav, train_form  # noqa: E402
 
 SHOTS = Path(os.environ.get("SENSVIZ_SCREENSHOTS", ROOT / "artifacts" / "screenshots"))
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 WIDE = {"width": 1024, "height": 2400}  # a projector's width; tall, so a screenshot shows the whole page
 MODEL = "encoder-parity-n6"
 PRESET = "PARITY, n = 8 (converges in seconds)"
@@ -44,29 +39,7 @@ QUICK_PRESET = "FIRST, n = 8"  # about 75 steps
 PRESET_RUN = "parity-n8-encoder-d{d_model}-seed{seed}".format(**train_form.PRESETS[PRESET])  # the run's name
 TRAINING_MS = 600_000  # a shared two-core machine: minutes, not seconds
 
-pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.xdist_group("e2e")]  # one server and browser
-
-
-@pytest.fixture(scope="module")
-def server():
-    env = {"SENSVIZ_DATA_DIR": tempfile.mkdtemp(prefix="sensviz-e2e-"), "SENSVIZ_MAX_JOBS": "1"}
-    with load.serve(ROOT / "artifacts" / "streamlit-e2e.log", env=env) as base:
-        yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        message = "the browser tests need Debian's chromium (apt-get install -y chromium; .ci/run installs it)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield chromium
-        chromium.close()
+pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.xdist_group("e2e")]  # conftest's server, once
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,12 @@ chapter's first and cached renders on a fresh server)."""
 import time
 
 import pytest
-from test_e2e import SHOTS, browser, misfits, server, wait_until_done  # noqa: F401  (fixtures)
+from test_e2e import SHOTS, misfits, wait_until_done
 
 from sensviz import lab
 
 FOLD = 768
+pytestmark = pytest.mark.xdist_group("e2e")  # conftest's server, the one test_e2e uses
 
 
 def main_scroll(page) -> float:
@@ -31,7 +32,7 @@ def top_of(locator) -> float:
 
 
 @pytest.mark.browser
-def test_a_student_walks_every_chapter(server, browser):  # noqa: F811
+def test_a_student_walks_every_chapter(server, browser):
     page = browser.new_page(viewport={"width": 1024, "height": FOLD})
     SHOTS.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()

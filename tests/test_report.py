@@ -2,7 +2,6 @@
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -11,9 +10,6 @@ from test_figures import length_runs
 
 from sensviz import figures, report
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -57,29 +53,23 @@ def test_one_sweep_folder_and_bad_folders(results, tmp_path):
 
 
 @pytest.mark.browser
-def test_the_report_renders_offline_in_a_browser(results, tmp_path):
-    if not Path(CHROMIUM).exists():
-        pytest.skip("the browser check needs Debian's chromium (apt-get install -y chromium)")
-    from playwright.sync_api import sync_playwright
-
+def test_the_report_renders_offline_in_a_browser(results, tmp_path, browser):
     report.write_report(results, tmp_path / "r.html")
     remote, errors = [], []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox"])
-        page = browser.new_page()
+    page = browser.new_page()
 
-        def route(request_route):
-            if request_route.request.url.startswith("file:"):
-                return request_route.continue_()
-            remote.append(request_route.request.url)
-            return request_route.abort()
+    def route(request_route):
+        if request_route.request.url.startswith("file:"):
+            return request_route.continue_()
+        remote.append(request_route.request.url)
+        return request_route.abort()
 
-        page.route("**/*", route)
-        page.on("pageerror", lambda err: errors.append(str(err)))
-        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-        page.goto((tmp_path / "r.html").as_uri())
-        page.wait_for_function("document.querySelectorAll('div.chart svg.marks').length == 3", timeout=30_000)
-        browser.close()
+    page.route("**/*", route)
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.goto((tmp_path / "r.html").as_uri())
+    page.wait_for_function("document.querySelectorAll('div.chart svg.marks').length == 3", timeout=30_000)
+    page.context.close()
     assert remote == [] and errors == []
 
 
@@ -101,26 +91,20 @@ def test_sweep_folders_of_several_scales_come_grouped_by_scale(tmp_path):
 
 
 @pytest.mark.browser
-def test_every_shipped_figure_reads_at_a_1024_px_window(tmp_path):
+def test_every_shipped_figure_reads_at_a_1024_px_window(tmp_path, browser):
     """The report of the shipped results in Chromium at 1024 x 768: every chart drawn, at least 100 px
     tall, inside the window and no wider than the app's column beside its sidebar (figures.MAX_WIDTH)."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip("the browser check needs Debian's chromium (apt-get install -y chromium)")
-    from playwright.sync_api import sync_playwright
-
     summary = report.write_report(ROOT / "experiments" / "results", tmp_path / "r.html")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1024, "height": 768})
-        page.goto((tmp_path / "r.html").as_uri())
-        page.wait_for_function(f"document.querySelectorAll('div.chart svg.marks').length == {summary['figures']}",
-                               timeout=120_000)
-        boxes = page.evaluate("""Array.from(document.querySelectorAll('div.chart')).map(d => {
-            const r = d.querySelector('svg.marks').getBoundingClientRect();
-            return {id: d.id, left: r.left, right: r.right, width: r.width, height: r.height,
-                    text: d.textContent.slice(0, 80)}; })""")
-        page.screenshot(path=str(tmp_path / "report-1024.png"), full_page=True)
-        browser.close()
+    page = browser.new_page(viewport={"width": 1024, "height": 768})
+    page.goto((tmp_path / "r.html").as_uri())
+    page.wait_for_function(f"document.querySelectorAll('div.chart svg.marks').length == {summary['figures']}",
+                           timeout=120_000)
+    boxes = page.evaluate("""Array.from(document.querySelectorAll('div.chart')).map(d => {
+        const r = d.querySelector('svg.marks').getBoundingClientRect();
+        return {id: d.id, left: r.left, right: r.right, width: r.width, height: r.height,
+                text: d.textContent.slice(0, 80)}; })""")
+    page.screenshot(path=str(tmp_path / "report-1024.png"), full_page=True)
+    page.context.close()
     assert len(boxes) == summary["figures"] >= 7
     for box in boxes:
         assert "chart error" not in box["text"], box
