@@ -57,10 +57,16 @@ within 2x of what the worker measures, over configurations across the Train form
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import math
 import os
+import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
 
 # The cost model's constants (fitted on the development machine; see the module docstring).
 OPS_PER_LAYER = 40
@@ -347,11 +353,57 @@ def calibrate() -> Calibration:
     return Calibration(op_s, flop_s)
 
 
+CALIBRATION_MAX_AGE_S = 86_400
+"""A kept calibration is measured again after a day, even within one boot of the machine."""
+
+
+def calibration_file() -> Path:
+    """Where this machine's calibration is kept between server starts: `$XDG_CACHE_HOME/sensviz/` (by
+    default `~/.cache/sensviz/`)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "sensviz" / "calibration.json"
+
+
+def machine_key() -> str | None:
+    """What a calibration holds for: this boot of this machine (its boot id), its CPU count, this Python
+    and torch, and this module (its cost model). None where the boot id cannot be read."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        parts = [boot, str(os.cpu_count()), sys.executable, metadata.version("torch"),
+                 hashlib.sha256(Path(__file__).read_bytes()).hexdigest()]
+    except (OSError, metadata.PackageNotFoundError):
+        return None
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def kept_calibration() -> Calibration | None:
+    """The calibration kept by `keep_calibration` on this boot of this machine within the last day, if any
+    (a missing, unreadable or foreign file: None, and the caller measures)."""
+    key = machine_key()
+    try:
+        found = json.loads(calibration_file().read_text())
+        if key is None or found["key"] != key or not 0 <= time.time() - found["measured"] < CALIBRATION_MAX_AGE_S:
+            return None
+        calibration = Calibration(float(found["op_s"]), float(found["flop_s"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return calibration if all(0 < v < math.inf for v in (calibration.op_s, calibration.flop_s)) else None
+
+
+def keep_calibration(calibration: Calibration) -> None:
+    """Keep `calibration` for the next server started on this machine (`kept_calibration`): a restarted
+    server need not measure again. Where the file cannot be written, nothing is kept."""
+    key = machine_key()
+    if key is None:
+        return
+    from .files import write_atomic
+
+    with contextlib.suppress(OSError, ValueError):
+        write_atomic(calibration_file(), json.dumps({"key": key, "measured": time.time(), **asdict(calibration)}).encode())
+
+
 def main() -> None:
     """`python -m sensviz.budget`: print this machine's calibration as one JSON line (`sensviz.jobs` reads it)."""
-    import json
-    from dataclasses import asdict
-
     print(json.dumps(asdict(calibrate())))
 
 

@@ -139,17 +139,22 @@ _CALIBRATION_LOCK = threading.Lock()
 
 
 def calibration() -> budget.Calibration:
-    """This machine's `budget.Calibration`, measured once per server process in a fresh interpreter
-    (one torch thread there: the server's own torch settings stay as they are)."""
+    """This machine's `budget.Calibration`, once per server process: the one kept on this boot of the
+    machine (`budget.kept_calibration`), else measured in a fresh interpreter (one torch thread there:
+    the server's own torch settings stay as they are) and kept for the next server."""
     with _CALIBRATION_LOCK:
         if not _CALIBRATION:
+            kept = budget.kept_calibration()
             try:
-                out = subprocess.run([sys.executable, "-m", "sensviz.budget"], capture_output=True, text=True, cwd=ROOT,
-                                     env=worker_env(), timeout=300, check=True).stdout
-                _CALIBRATION.append(budget.Calibration(**json.loads(out.strip().splitlines()[-1])))
+                if kept is None:
+                    out = subprocess.run([sys.executable, "-m", "sensviz.budget"], capture_output=True, text=True,
+                                         cwd=ROOT, env=worker_env(), timeout=300, check=True).stdout
+                    kept = budget.Calibration(**json.loads(out.strip().splitlines()[-1]))
+                    budget.keep_calibration(kept)
             except (subprocess.SubprocessError, OSError, ValueError, IndexError, TypeError) as err:
                 raise JobRefused(f"The server could not measure its own speed, which the budget per run needs "
                                  f"({type(err).__name__}); try again in a minute.") from None
+            _CALIBRATION.append(kept)
         return _CALIBRATION[0]
 
 

@@ -217,3 +217,42 @@ def test_a_model_over_the_parameter_limit_is_refused_before_it_is_built(monkeypa
     with pytest.raises(ValueError, match="parameters of the model must be at most 50,000,000 \\(limit 'n_params'\\), "
                                          "got 105,620,225"):
         worker.check(huge)
+
+
+def test_a_kept_calibration_is_used_on_the_same_boot_of_the_same_machine_only(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert budget.kept_calibration() is None  # nothing kept yet
+    measured = budget.Calibration(op_s=2e-5, flop_s=3e-11)
+    budget.keep_calibration(measured)
+    assert budget.calibration_file() == tmp_path / "sensviz" / "calibration.json"
+    assert budget.kept_calibration() == measured
+    with monkeypatch.context() as patch:  # another boot, CPU count, Python, torch or cost model
+        patch.setattr(budget, "machine_key", lambda: "another machine")
+        assert budget.kept_calibration() is None
+    with monkeypatch.context() as patch:  # a day later
+        patch.setattr(budget.time, "time", lambda: json.loads(budget.calibration_file().read_text())["measured"]
+                      + budget.CALIBRATION_MAX_AGE_S + 1)
+        assert budget.kept_calibration() is None
+    kept = json.loads(budget.calibration_file().read_text())
+    for bad in ("{not json", json.dumps({**kept, "op_s": -1.0}), json.dumps({**kept, "flop_s": "nan"}),
+                json.dumps({k: v for k, v in kept.items() if k != "op_s"})):
+        budget.calibration_file().write_text(bad)
+        assert budget.kept_calibration() is None, bad
+
+
+def test_the_server_measures_once_a_boot_and_keeps_it_for_the_next_server(tmp_path, monkeypatch):
+    from sensviz import jobs
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    runs = []
+
+    def measure(command, **kwargs):  # the calibration's process, as `python -m sensviz.budget` prints it
+        runs.append(command)
+        return subprocess.CompletedProcess(command, 0, stdout='{"op_s": 4e-05, "flop_s": 5e-11}\n')
+
+    monkeypatch.setattr(jobs.subprocess, "run", measure)
+    monkeypatch.setattr(jobs, "_CALIBRATION", [])
+    assert jobs.calibration() == budget.Calibration(4e-5, 5e-11) == budget.kept_calibration()
+    assert len(runs) == 1 and runs[0][1:] == ["-m", "sensviz.budget"]
+    monkeypatch.setattr(jobs, "_CALIBRATION", [])  # the next server process on this machine
+    assert jobs.calibration() == budget.Calibration(4e-5, 5e-11) and len(runs) == 1
