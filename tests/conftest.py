@@ -117,10 +117,12 @@ def ray(ray_module):
                 ray_module.shutdown()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """Debian's Chromium through Playwright, launched once per test process (each test opens contexts of
-    its own); missing, it fails the test under CI and skips it elsewhere, saying how to install it."""
+    """Debian's Chromium through Playwright, launched once per test module (each test opens contexts of its
+    own; Playwright's sync API runs an event loop in this thread while it lives, which asyncio.run in a
+    later module's test refuses); missing, it fails the test under CI and skips it elsewhere, saying how
+    to install it."""
     if not Path(CHROMIUM).exists():
         message = "the browser tests need Debian's chromium (apt-get install -y chromium; .ci/run installs it)"
         if os.environ.get("CI"):

@@ -392,29 +392,23 @@ def test_the_handout_from_another_folder_student_and_instructor(tmp_path, monkey
 
 
 @pytest.mark.browser
-def test_the_handout_opens_offline_with_every_figure(tmp_path):
-    from playwright.sync_api import sync_playwright
-
+def test_the_handout_opens_offline_with_every_figure(tmp_path, browser):
     out = tmp_path / "lab.html"
     assert lab.write_handout(out, answers=True, checkpoints=ROOT / "checkpoints", results=RESULTS)["chapters"] == 6
     text_ = out.read_text()
     remote = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
-        page = browser.new_page(viewport={"width": 1024, "height": 768})
-        page.route("**/*", lambda route: remote.append(route.request.url) or route.abort()
-                   if not route.request.url.startswith("file:") else route.continue_())
-        page.goto(out.as_uri())
-        count = text_.count('class="chart"')
-        page.wait_for_function(f"document.querySelectorAll('.chart svg').length >= {count}", timeout=120_000)
-        boxes = page.evaluate("() => [...document.querySelectorAll('.chart svg')].map(e => e.getBoundingClientRect())"
-                              ".map(r => [r.left, r.right, r.height])")
-        fonts = page.evaluate("() => [...document.querySelectorAll('.chart svg text')].map("
-                              "e => parseFloat(getComputedStyle(e).fontSize))")
-        page.pdf(path=str(tmp_path / "lab.pdf"), format="A4")
-        browser.close()
+    page = browser.new_page(viewport={"width": 1024, "height": 768})
+    page.route("**/*", lambda route: remote.append(route.request.url) or route.abort()
+               if not route.request.url.startswith("file:") else route.continue_())
+    page.goto(out.as_uri())
+    count = text_.count('class="chart"')
+    page.wait_for_function(f"document.querySelectorAll('.chart svg').length >= {count}", timeout=120_000)
+    boxes = page.evaluate("() => [...document.querySelectorAll('.chart svg')].map(e => e.getBoundingClientRect())"
+                          ".map(r => [r.left, r.right, r.height])")
+    fonts = page.evaluate("() => [...document.querySelectorAll('.chart svg text')].map("
+                          "e => parseFloat(getComputedStyle(e).fontSize))")
+    page.pdf(path=str(tmp_path / "lab.pdf"), format="A4")
+    page.context.close()
     assert remote == []
     assert len(boxes) == count and all(h >= 100 and right <= 1024 for _, right, h in boxes)
     assert min(fonts) >= 11
