@@ -9,9 +9,10 @@ seconds with a `Calibration` measured on this machine, and into bytes with the f
 
 **Time.** Work comes in two currencies: `ops` (tensor operations, each with a fixed overhead: what
 bounds small models) and `flops` (multiply-adds x 2: what bounds large ones). With P the model's
-parameters, n the (longest) input length, d the width, L the layers (both stacks for the
-scratchpad) and A the attention blocks (L; 3L for the scratchpad; H*L for the formal model, whose
-heads are d wide each), one forward pass over b strings costs
+parameters, n the (longest) input length, d the width, L the layers (3L for the scratchpad: an
+encoder layer, and a decoder layer counted twice for its self-attention and cross-attention blocks,
+each with its LayerNorm and residual) and A the attention blocks (L; 3L for the scratchpad; H*L for
+the formal model, whose heads are d wide each), one forward pass over b strings costs
 
     flops_fwd(b) = 2 b n P  +  4 b n^2 d A          ops_fwd = OPS_PER_LAYER * L (per call)
 
@@ -23,12 +24,13 @@ step 0 and at the end. A measurement (`sensviz.monitor` with the worker's `live_
 min(2^n, 256) landscape inputs, 8 directions) is a forward over M (loss, accuracy); the cube
 analyses, twice (sensitivity and Blowup), a forward over 2^n strings up to n = 14, else over 512
 samples with their n neighbours; 8 directions x (a forward over M + `PERTURB_FLOPS_PER_PARAM` * P);
-per-example gradients over M (`PER_EXAMPLE_FACTOR` x the flops of a training pass, times n outputs
-for the scratchpad, plus `ELEMENT_FLOPS` per gradient element M P); `MEASURE_OPS_PER_LAYER` * L
-operations of bookkeeping; and a checkpoint (`CHECKPOINT_FLOPS_PER_PARAM` * P + `CHECKPOINT_OPS`).
-One is scheduled every `measure_every` steps, at step 0 and at the end, but the worker skips one
-while measuring has taken longer than training, so measuring costs at most the training time plus
-two measurements.
+for the scratchpad, greedy decoding of the M inputs (n forwards over the growing prefix: n x the
+ops, (n + 1) / 2 x the flops of a forward); per-example gradients over M (`PER_EXAMPLE_FACTOR` x the
+flops of a training pass, times n outputs for the scratchpad, plus `ELEMENT_FLOPS` per gradient
+element M P); `MEASURE_OPS_PER_LAYER` * L operations of bookkeeping; and a checkpoint
+(`CHECKPOINT_FLOPS_PER_PARAM` * P + `CHECKPOINT_OPS`). One is scheduled every `measure_every` steps,
+at step 0 and at the end, but the worker skips one while measuring has taken longer than training,
+so measuring costs at most the training time plus two measurements.
 
     seconds = op_s * ops + flop_s * flops        (summed over every phase)
 
@@ -203,7 +205,7 @@ def shape(model_settings, n: int) -> Shape:
         model = model_settings.build(n)
     params = sum(p.numel() for p in model.parameters())
     config = model.config
-    layers = config.n_layers * (2 if model_settings.arch == "scratchpad" else 1)
+    layers = config.n_layers * (3 if model_settings.arch == "scratchpad" else 1)
     attention = 3 * config.n_layers if model_settings.arch == "scratchpad" else config.n_layers
     width = config.d_model * (config.n_heads if model_settings.arch == "formal" else 1)
     limit = "limit" in affordable(model, "cheap")  # what the monitor measures by default (not the scratchpad's)
@@ -256,6 +258,9 @@ def phases(model_settings, config, calibration: Calibration) -> dict[str, float]
     grad_chunk = max(1, min(m, GRADIENT_CHUNK, GRADIENT_FLOATS // (s.params * outputs)))
     parts = [_forward(s, m, n), _forward(s, analysis, n, 2 * math.ceil(analysis / per_call)),
              _forward(s, m, n, DIRECTIONS)]
+    if s.arch == "scratchpad":  # greedy decoding: n passes over the growing prefix, (n + 1) / 2n of a full one each
+        ops, flops = _forward(s, m, n, n)
+        parts.append((ops, flops * (n + 1) / (2 * n)))
     pex_ops, pex_flops = _forward(s, m, n, math.ceil(m / grad_chunk))
     limit = 1.0 if s.limit else 0.0  # the per-example gradients of the small-rho limit, when the monitor measures it
     measurement = seconds(sum(p[0] for p in parts) + limit * PER_EXAMPLE_OPS * pex_ops + MEASURE_OPS_PER_LAYER * s.layers
