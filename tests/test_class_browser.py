@@ -105,9 +105,10 @@ def test_students_join_and_compare_each_others_models(server, browser):
     rows.filter(has_text="Bob · first").get_by_role("button", name="compare").click()
     ada.wait_for_function("() => location.search.includes('compare=upload')", timeout=60_000)
     assert "Compared with" in sidebar_text(ada)
-    assert "Tuesday lab" not in browser.new_context().new_page().goto(f"{server}/class").text()  # nobody else's
-    ada_context.close()
-    bob_context.close()
+    stranger = browser.new_context()
+    assert "Tuesday lab" not in stranger.new_page().goto(f"{server}/class").text()  # nobody else's
+    for context in (stranger, ada_context, bob_context, teacher.context):  # no page left rerunning its live parts
+        context.close()
 
 
 @pytest.mark.browser
@@ -133,6 +134,8 @@ def test_the_instructor_code_leaves_no_trace_in_the_history(server, browser):
     assert not [url for url in other.evaluate("window.__urls") if "instructor" in url]
     other.go_back(wait_until="domcontentloaded")
     assert "instructor" not in other.url
+    other.context.close()
+    teacher.context.close()
 
 
 @pytest.mark.browser
@@ -168,3 +171,4 @@ def test_the_instructors_view_is_live_and_fits_1024_by_768(server, browser):
         assert not cut_short(teacher), (name, cut_short(teacher))  # no label or button text cut with an ellipsis
     gallery = main.get_by_role("heading", name="Gallery").bounding_box()
     assert chart.bounding_box()["y"] < gallery["y"]  # projector mode: the chart first
+    teacher.context.close()

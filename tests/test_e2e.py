@@ -197,40 +197,41 @@ def misfits(page) -> list:
     return bad + [f"cut short: {text}" for text in cut_short(page)]
 
 
-@pytest.mark.slow
-def test_every_view_fits_the_window_with_one_model(server, visitor):
-    """Every page that needs a model, reached by the sidebar's navigation from a link with `model=` (the
-    model stays selected and in the URL), then the on-demand views opened by their links: no exception,
-    every chart at least 100 px tall and inside the window's width."""
-    page = visitor.new_page()
+def walk_views(server: str, page, query: dict[str, str], shots: str) -> dict[str, list]:
+    """`views()` at the projector's size from a link with `query` (`model=`, `compare=`): the pages by the
+    sidebar's navigation (the query stays in the URL), the on-demand views by their links; no exception,
+    the models named in the sidebar. Each view's `misfits`."""
     page.set_viewport_size(PROJECTOR)
-    page.goto(f"{server}/?model={FITTED}", wait_until="domcontentloaded")
+    page.goto(f"{server}/?{urlencode(query)}", wait_until="domcontentloaded")
     wrong = {}
     for name, path in views().items():
         if "?" in path:
-            page.goto(view_url(server, path, f"model={FITTED}"), wait_until="domcontentloaded")
+            page.goto(view_url(server, path, urlencode(query)), wait_until="domcontentloaded")
         elif path:
             goto_page(page, next(spec.title for spec in nav.PAGES if spec.url_path == path))
-            assert f"model={FITTED}" in page.url, name  # the model stays in the URL across page switches
-        check_page(page, f"one-1024x768-{name}", whole=False)
-        assert FITTED in sidebar_text(page), name
+            assert all(f"{key}={value}" in page.url for key, value in query.items()), name  # kept across switches
+        check_page(page, f"{shots}-1024x768-{name}", whole=False)
+        assert all(model in sidebar_text(page) for model in query.values()), name
         wrong[name] = misfits(page)
+    return wrong
+
+
+@pytest.mark.slow
+def test_every_view_fits_the_window_with_one_model(server, visitor):
+    """Every page that needs a model and the on-demand views, from a link with `model=`: every chart at
+    least 100 px tall and inside the window's width, no text cut short."""
+    page = visitor.new_page()
+    wrong = walk_views(server, page, {"model": FITTED}, "one")
     page.close()
     assert not {name: bad for name, bad in wrong.items() if bad}, wrong
 
 
 @pytest.mark.slow
 def test_every_view_of_two_models_fits_the_window_in_compare_mode(server, visitor):
-    """Every view that draws the second model, and the start page (the sidebar names both), opened by a
-    link with `model=` and `compare=`: both models stay selected; the charts fit as with one model."""
+    """The same views from a link with `model=` and `compare=` (each draws the second model, the start page's
+    sidebar names both): both models stay selected; the charts fit as with one model."""
     page = visitor.new_page()
-    page.set_viewport_size(PROJECTOR)
-    wrong = {}
-    for name, path in views().items():
-        page.goto(view_url(server, path, f"model={FITTED}&compare={COMPARED}"), wait_until="domcontentloaded")
-        check_page(page, f"compare-1024x768-{name}", whole=False)
-        assert COMPARED in sidebar_text(page) and f"compare={COMPARED}" in page.url, name
-        wrong[name] = misfits(page)
+    wrong = walk_views(server, page, {"model": FITTED, "compare": COMPARED}, "compare")
     page.close()
     assert not {name: bad for name, bad in wrong.items() if bad}, wrong
 
