@@ -7,8 +7,8 @@ the URL) and every on-demand view, and in compare mode every view that draws the
 chart at least 100 px tall and inside the window, no text cut short (the Lab's chapters are measured
 as a student walks them, in test_lab_browser); a view's link copied with the Copy link button and
 opened in a new browser context; training as a server job (the run goes on across page switches, the
-finished model is selected, a reload keeps it); two browsers training at once with a cap of one run
-(the second waits in the queue, both finish); a corrupt upload. No page may show a Streamlit
+finished model is selected, a reload keeps it) while a second browser's run waits in the queue
+behind it (a cap of one run; both finish); a corrupt upload. No page may show a Streamlit
 exception. Screenshots go to `artifacts/screenshots/` (override with SENSVIZ_SCREENSHOTS). Chromium
 is Debian's (`apt-get install -y chromium`; `.ci/run` installs it), driven by the Python Playwright
 package; no browser is downloaded.
@@ -269,44 +269,11 @@ def press_train(page) -> None:
     page.wait_for_function("() => window.location.search.includes('job=')", timeout=60_000)
 
 
-def start_preset_training(page) -> None:
-    fill_preset(page)
-    press_train(page)
-
-
 @pytest.mark.slow
-def test_training_goes_on_across_page_switches_and_survives_a_reload(server, browser):
-    context = browser.new_context(viewport=WIDE)
-    page = context.new_page()
-    page.goto(server, wait_until="domcontentloaded")
-    wait_until_done(page)
-    start_preset_training(page)
-    goto_page(page, "Sensitivity")  # the run belongs to the server, not to the Train page
-    assert "job=" in page.url
-    page.locator('[data-testid="stSidebar"]').get_by_text("Training", exact=True).wait_for(timeout=60_000)
-    check_page(page, "training-elsewhere")
-    page.reload(wait_until="domcontentloaded")  # the job id in the URL (and the owner's cookie) reattach to the run
-    wait_until_done(page)
-    sidebar = page.locator('[data-testid="stSidebar"]')  # still running, or just finished: either way its own
-    sidebar.get_by_text("Stop and keep what was learned").or_(sidebar.get_by_text("reached the target")).first.wait_for(
-        timeout=60_000)
-    goto_page(page, "Attention")
-    page.locator('[data-testid="stSidebar"]').get_by_text("reached the target").wait_for(timeout=TRAINING_MS)
-    wait_until_done(page)
-    assert "model=trained" in page.url and "job=" not in page.url
-    assert "It is the selected model now" in sidebar_text(page)
-    assert PRESET_RUN in sidebar_text(page)
-    check_page(page, "trained-selected")
-    page.reload(wait_until="domcontentloaded")  # a reload keeps the trained model
-    check_page(page, "trained-reloaded")
-    assert "model=trained" in page.url
-    assert PRESET_RUN in sidebar_text(page) and "as_n model" in sidebar_text(page)
-    assert "Delete this model" in sidebar_text(page)  # the browser's owner cookie: it is this user's model
-    context.close()
-
-
-@pytest.mark.slow
-def test_two_browsers_training_at_once_with_a_cap_of_one(server, browser):
+def test_two_browsers_train_at_once_with_a_cap_of_one_and_a_run_outlives_its_page(server, browser):
+    """The second browser's run waits in the queue behind the first's; the first run belongs to the
+    server, not to the Train page: it goes on across page switches, a reload (the job id in the URL and
+    the owner's cookie) reattaches to it, and the finished model is selected and kept by a reload."""
     first, second = browser.new_context(viewport=WIDE), browser.new_context(viewport=WIDE)
     a, b = first.new_page(), second.new_page()
     for page in (a, b):
@@ -319,10 +286,32 @@ def test_two_browsers_training_at_once_with_a_cap_of_one(server, browser):
     b.locator('[data-testid="stSidebar"]').get_by_text("waits in the queue").wait_for(timeout=60_000)
     assert "1st in line" in sidebar_text(b)
     check_page(b, "queued")
-    for page in (a, b):
-        page.locator('[data-testid="stSidebar"]').get_by_text("reached the target").wait_for(timeout=TRAINING_MS)
-        wait_until_done(page)
-        assert "model=trained" in page.url
+
+    goto_page(a, "Sensitivity")
+    assert "job=" in a.url
+    a.locator('[data-testid="stSidebar"]').get_by_text("Training", exact=True).wait_for(timeout=60_000)
+    check_page(a, "training-elsewhere")
+    a.reload(wait_until="domcontentloaded")
+    wait_until_done(a)
+    sidebar = a.locator('[data-testid="stSidebar"]')  # still running, or just finished: either way its own
+    sidebar.get_by_text("Stop and keep what was learned").or_(sidebar.get_by_text("reached the target")).first.wait_for(
+        timeout=60_000)
+    goto_page(a, "Attention")
+    a.locator('[data-testid="stSidebar"]').get_by_text("reached the target").wait_for(timeout=TRAINING_MS)
+    wait_until_done(a)
+    assert "model=trained" in a.url and "job=" not in a.url
+    assert "It is the selected model now" in sidebar_text(a)
+    assert PRESET_RUN in sidebar_text(a)
+    check_page(a, "trained-selected")
+    a.reload(wait_until="domcontentloaded")  # a reload keeps the trained model
+    check_page(a, "trained-reloaded")
+    assert "model=trained" in a.url
+    assert PRESET_RUN in sidebar_text(a) and "as_n model" in sidebar_text(a)
+    assert "Delete this model" in sidebar_text(a)  # the browser's owner cookie: it is this user's model
+
+    b.locator('[data-testid="stSidebar"]').get_by_text("reached the target").wait_for(timeout=TRAINING_MS)
+    wait_until_done(b)
+    assert "model=trained" in b.url
     first.close()
     second.close()
 
