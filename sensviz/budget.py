@@ -70,6 +70,8 @@ from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 
+from .files import write_atomic
+
 # The cost model's constants (fitted on the development machine; see the module docstring).
 OPS_PER_LAYER = 40
 """Tensor operations of one layer's forward pass (attention, feed-forward, two LayerNorms, residuals)."""
@@ -362,10 +364,15 @@ CALIBRATION_MAX_AGE_S = 86_400
 """A kept calibration is measured again after a day, even within one boot of the machine."""
 
 
-def calibration_file() -> Path:
+def calibration_file() -> Path | None:
     """Where this machine's calibration is kept between server starts: `$XDG_CACHE_HOME/sensviz/` (by
-    default `~/.cache/sensviz/`)."""
-    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    default `~/.cache/sensviz/`); None for a user without a home folder (nothing is kept)."""
+    cache = os.environ.get("XDG_CACHE_HOME")
+    if not cache:
+        try:
+            cache = Path.home() / ".cache"
+        except RuntimeError:
+            return None
     return Path(cache) / "sensviz" / "calibration.json"
 
 
@@ -384,10 +391,12 @@ def machine_key() -> str | None:
 def kept_calibration() -> Calibration | None:
     """The calibration kept by `keep_calibration` on this boot of this machine within the last day, if any
     (a missing, unreadable or foreign file: None, and the caller measures)."""
-    key = machine_key()
+    key, path = machine_key(), calibration_file()
+    if key is None or path is None:
+        return None
     try:
-        found = json.loads(calibration_file().read_text())
-        if key is None or found["key"] != key or not 0 <= time.time() - found["measured"] < CALIBRATION_MAX_AGE_S:
+        found = json.loads(path.read_text())
+        if found["key"] != key or not 0 <= time.time() - found["measured"] < CALIBRATION_MAX_AGE_S:
             return None
         calibration = Calibration(float(found["op_s"]), float(found["flop_s"]))
     except (OSError, ValueError, KeyError, TypeError):
@@ -398,13 +407,11 @@ def kept_calibration() -> Calibration | None:
 def keep_calibration(calibration: Calibration) -> None:
     """Keep `calibration` for the next server started on this machine (`kept_calibration`): a restarted
     server need not measure again. Where the file cannot be written, nothing is kept."""
-    key = machine_key()
-    if key is None:
+    key, path = machine_key(), calibration_file()
+    if key is None or path is None:
         return
-    from .files import write_atomic
-
     with contextlib.suppress(OSError, ValueError):
-        write_atomic(calibration_file(), json.dumps({"key": key, "measured": time.time(), **asdict(calibration)}).encode())
+        write_atomic(path, json.dumps({"key": key, "measured": time.time(), **asdict(calibration)}).encode())
 
 
 def main() -> None:

@@ -238,6 +238,10 @@ def test_a_kept_calibration_is_used_on_the_same_boot_of_the_same_machine_only(tm
                 json.dumps({k: v for k, v in kept.items() if k != "op_s"})):
         budget.calibration_file().write_text(bad)
         assert budget.kept_calibration() is None, bad
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setattr(budget.Path, "home", lambda: (_ for _ in ()).throw(RuntimeError("no home directory")))
+    assert budget.calibration_file() is None and budget.kept_calibration() is None
+    budget.keep_calibration(measured)  # nowhere to keep it: nothing happens
 
 
 def test_the_server_measures_once_a_boot_and_keeps_it_for_the_next_server(tmp_path, monkeypatch):
