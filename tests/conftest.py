@@ -54,7 +54,7 @@ def pages_kept_when_failed(request):
     yield
     if not getattr(request.node, "failed_call", False) or "browser" not in request.fixturenames:
         return
-    shots = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
+    shots = ROOT / "artifacts" / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
     stem = "FAILED-" + "".join(c if c.isalnum() or c in "-_" else "_" for c in request.node.name)[:120]
     pages = [page for context in request.getfixturevalue("browser").contexts for page in context.pages]
