@@ -12,10 +12,10 @@ the first page), then re-renders it in the same session (cached); the same for e
 Times are from sending the request to the end of the script run; targets: first render <= 2 s,
 cached <= 0.3 s. Then, in headless Chromium, the time from pressing Train with the PARITY n = 8
 preset to the converged model being selected in the sidebar (target <= 8 s): pressed once as soon
-as the fresh server answers (its start-up work, the job manager's calibration and standby worker,
+as the fresh server answers (its start-up work, the job manager's calibration and launcher,
 still running beside it) and, once the server and its child processes are idle (`settled`),
-`SETTLED_PRESSES` times, each in a fresh browser session once the server has settled again (the
-worker that trained is replaced by a fresh standby after each run): the target is on these, the
+`SETTLED_PRESSES` times, each in a fresh browser session once the server has settled again (each
+run's process is forked from the launcher, which stays): the target is on these, the
 wait of a student on a class server that is already up. The machine's load average is printed with the
 table: these numbers depend on what else runs.
 
@@ -131,7 +131,7 @@ def tree_cpu_seconds(pid: int) -> float:
 
 def settled(pid: int, quiet_s: float = 0.05, every_s: float = 1.0, timeout_s: float = 300) -> None:
     """Wait until the server's background work is over (its own and its child processes': the job
-    manager's calibration and standby worker): less than `quiet_s` CPU in `every_s`."""
+    manager's calibration and launcher): less than `quiet_s` CPU in `every_s`."""
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         before = tree_cpu_seconds(pid)
@@ -216,7 +216,7 @@ def main(argv=None) -> int:
         print(f"Train, PARITY n = 8 preset -> converged model selected (target {TRAIN_TARGET_S} s): "
               f"{', '.join(f'{s:.1f}' for s in train_s)} s, each pressed once the server had settled; "
               f"{first_train_s:.1f} s pressed as soon as the fresh server answered (its start-up's calibration, "
-              "standby worker and imports still running)")
+              "launcher and imports still running)")
     print(f"load average (1, 5, 15 min) before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
           f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}, on {os.cpu_count()} cores")
     return 0 if ok else 1

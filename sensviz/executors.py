@@ -12,8 +12,9 @@ One executor, two backends, each with the same two ways in:
   `returncode`, and `lost` (why the machine running it was lost, else None).
 
 `LocalExecutor` (the default: nothing to install or start) runs a sweep's jobs in this process
-(one worker) or a pool of fresh interpreters, and each training job in a process of its own,
-started ahead with torch loaded (`worker.standby`) when the job manager asks for one (`warm()`).
+(one worker) or a pool of fresh interpreters, and each training job in a process of its own, forked
+from the executor's launcher (`worker.launcher`: started once, ahead, when the job manager asks,
+`warm()`; a job on a GPU gets a fresh interpreter instead).
 `RayExecutor` submits each to a Ray cluster as a task (`max_retries=0`: a run that a lost machine
 ended is reported, never silently run again) with its CPU request, and a GPU for a training job
 that asks for cuda when the cluster has one (`training_task_options`); a training job's task
@@ -24,11 +25,14 @@ only thing the two sides share.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
+import json
 import multiprocessing
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -37,12 +41,12 @@ from .processes import exit_with_parent
 
 ROOT = Path(__file__).resolve().parents[1]
 RESPAWN_S = 5.0
-"""A standby worker that ended within this many seconds of its start is not started again before then."""
+"""A launcher that ended within this many seconds of its start is not started again before then."""
 
 
 def worker_command(threads: int, parent: int, max_mib: float | None, folder: str | None = None) -> list[str]:
-    """The command of one training job (`folder`), or of a standby worker that reads it from stdin."""
-    command = [sys.executable, "-m", "sensviz.worker"] + ([folder] if folder else ["--standby"])
+    """The command of one training job (`folder`), or of a launcher (`worker.launcher`) without one."""
+    command = [sys.executable, "-m", "sensviz.worker"] + ([folder] if folder else ["--launcher"])
     command += ["--threads", str(threads), "--parent", str(parent)]
     return command + (["--max-mib", str(max_mib)] if max_mib is not None else [])
 
@@ -69,8 +73,7 @@ class LocalExecutor:
 
     def __init__(self, workers: int = 1, threads: int | None = None, max_mib: float | None = None):
         self.workers, self.threads, self.max_mib = workers, threads, max_mib
-        self._spare: subprocess.Popen | None = None  # the process waiting for the next training job
-        self._spare_started = 0.0  # when it was started (time.monotonic)
+        self._launcher: Launcher | None = None  # the training jobs' launcher, once started
         self._closed = False
 
     def run_each(self, fn: Callable, items: Iterable, on_result: Callable) -> None:
@@ -94,37 +97,131 @@ class LocalExecutor:
             raise
         pool.shutdown()
 
-    def start_worker(self, folder: Path, device: str | None = None) -> subprocess.Popen:
-        """The waiting process (one started now if none waits), given this job's folder; the next one is
-        started by the next `warm()`. (`device`: the worker moves the model there itself.)"""
-        if self._spare is None or self._spare.poll() is not None:
-            self._start_spare()
-        process, self._spare = self._spare, None
-        process.stdin.write(f"{folder}\n")
-        process.stdin.close()
-        return process
+    def start_worker(self, folder: Path, device: str | None = None):
+        """Start the job in `folder`: a child of the launcher (started now if none runs), or, on a GPU
+        (`device` cuda, ...), a fresh interpreter. (`device`: the worker moves the model there itself.)"""
+        if device is not None and torch_device_type(device) != "cpu":
+            return subprocess.Popen(worker_command(self.threads or 1, os.getpid(), self.max_mib, str(folder)),
+                                    cwd=ROOT, env=worker_env())
+        if self._launcher is None or not self._launcher.alive():
+            self._launcher = Launcher(self.threads or 1, self.max_mib)
+        return self._launcher.start(folder)
 
     def warm(self) -> None:
-        """Start the process that waits, with torch loaded, for the next training job, unless one waits
-        already, the executor is closed, or the last one ended within `RESPAWN_S` of its start (a worker
-        that cannot start is not started again on every call: the job manager calls this each tick)."""
-        if self._closed or self._spare is not None and (
-                self._spare.poll() is None or time.monotonic() - self._spare_started < RESPAWN_S):
+        """Start the launcher, unless it runs, the executor is closed, or the last one ended within
+        `RESPAWN_S` of its start (a launcher that cannot start is not started again on every call: the
+        job manager calls this each tick)."""
+        if self._closed or self._launcher is not None and (
+                self._launcher.alive() or time.monotonic() - self._launcher.started < RESPAWN_S):
             return
-        self._start_spare()
-
-    def _start_spare(self) -> None:
-        command = worker_command(self.threads or 1, os.getpid(), self.max_mib)
-        self._spare = subprocess.Popen(command, stdin=subprocess.PIPE, cwd=ROOT, env=worker_env(), text=True)
-        self._spare_started = time.monotonic()
+        self._launcher = Launcher(self.threads or 1, self.max_mib)
 
     def close(self) -> None:
-        """End the waiting process; start no other."""
+        """End the launcher once its jobs have ended (the job manager ends them first); start no other."""
         self._closed = True
-        spare, self._spare = self._spare, None
-        if spare is not None and spare.poll() is None:
-            spare.terminate()
-            spare.wait(timeout=30)
+        launcher, self._launcher = self._launcher, None
+        if launcher is not None:
+            launcher.close()
+
+
+def torch_device_type(device: str) -> str:
+    """"cuda" for "cuda:1", ..."""
+    return str(device).split(":")[0]
+
+
+class Launcher:
+    """A launcher process (`worker.launcher`) and the jobs forked from it, seen from the server: a thread
+    reads its answers and settles each job's handle (`LaunchedJob`)."""
+
+    def __init__(self, threads: int, max_mib: float | None):
+        command = worker_command(threads, os.getpid(), max_mib)
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT,
+                                        env=worker_env(), text=True)
+        self.started = time.monotonic()
+        self._lock = threading.Lock()  # the jobs' table
+        self._write_lock = threading.Lock()  # one line at a time to the launcher
+        self._jobs: dict[int, LaunchedJob] = {}
+        self._count = 0
+        self._gone: str | None = None  # why jobs end at once: the launcher is gone
+        threading.Thread(target=self._read, daemon=True, name="sensviz-launcher").start()
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def start(self, folder: Path) -> LaunchedJob:
+        with self._lock:
+            self._count += 1
+            job = LaunchedJob(self, self._count)
+            if self._gone:
+                job.end(-signal.SIGKILL, self._gone)
+                return job
+            self._jobs[job.number] = job
+        self.send({"run": job.number, "folder": str(folder)})
+        return job
+
+    def send(self, message: dict) -> None:
+        """Write one line to the launcher; a launcher that is gone ends its jobs (`_read`), so nothing to do."""
+        with self._write_lock, contextlib.suppress(OSError, ValueError):
+            self.process.stdin.write(json.dumps(message) + "\n")
+            self.process.stdin.flush()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            message = json.loads(line)
+            with self._lock:
+                if "started" in message:
+                    self._jobs[message["started"]].pid = message["pid"]
+                else:
+                    self._jobs.pop(message["ended"]).end(message["code"])
+        code = self.process.wait()
+        with self._lock:
+            self._gone = f"the server's training launcher ended (exit code {code}) during the run"
+            jobs, self._jobs = list(self._jobs.values()), {}
+        for job in jobs:  # the launcher is gone, and with it its children (they end with their parent)
+            job.end(-signal.SIGKILL, self._gone)
+
+    def close(self) -> None:
+        """End the launcher: at once when no job runs (it may still be loading torch), else once they ended."""
+        with self._lock:
+            running = bool(self._jobs)
+        if not running:
+            self.process.terminate()
+        with contextlib.suppress(OSError, ValueError):
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+class LaunchedJob:
+    """A training job forked by a `Launcher`, with the calls of a `subprocess.Popen` that the job
+    manager uses; Stop goes through the launcher, the only process that knows its pid is still the job's."""
+
+    def __init__(self, launcher: Launcher, number: int):
+        self.launcher, self.number = launcher, number
+        self.pid: int | None = None  # once the launcher answered
+        self.returncode: int | None = None
+        self.lost: str | None = None  # why the job ended with its launcher
+        self._ended = threading.Event()
+
+    def end(self, code: int, lost: str | None = None) -> None:
+        self.returncode, self.lost = code, lost
+        self._ended.set()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def terminate(self) -> None:
+        self.launcher.send({"stop": self.number})
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Its exit code; one that has not ended within `timeout` is killed (then waited for as long)."""
+        if not self._ended.wait(timeout):
+            self.launcher.send({"kill": self.number})
+            self._ended.wait(timeout)
+        return self.returncode
 
 
 def terminate_pool(pool: cf.ProcessPoolExecutor) -> None:

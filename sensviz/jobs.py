@@ -1,13 +1,14 @@
 """Training jobs that belong to the server, not to a page: a queue, a cap, one process per run.
 
 `JobManager` (one per server and data folder, `ui.registry.job_manager()`) runs each job in its
-own freshly started interpreter (`python -m sensviz.worker`; see there why not `multiprocessing`), at
-most `capacity` at once (default: one per two cores, each with up to cores / capacity torch
-threads), and queues the rest in order. A process is started ahead, with torch loaded, waiting for
-the next job (`worker.standby`), so that a run starts at once instead of after the seconds a fresh
-interpreter takes: whenever a job waits in the queue or fewer than `capacity` run (a new one would
-start now), not while a full set of runs trains with nobody waiting, where its start-up's seconds of
-CPU would slow them down (the one run of a two-core server, the common case). The manager holds a
+own process, at most `capacity` at once (default: one per two cores, each with up to cores / capacity
+torch threads), and queues the rest in order. Each process is forked from the launcher
+(`worker.launcher`, a `python -m sensviz.worker` interpreter with torch and the trainer loaded; see
+there why not `multiprocessing`), so that a run starts at once, without the seconds of CPU a fresh
+interpreter and torch's one-time costs take. The launcher is started ahead, and started again if it
+ended, whenever a job waits in the queue or fewer than `capacity` run (a new one would start now),
+not while a full set of runs trains with nobody waiting, where its start-up's seconds of CPU would
+slow them down (the one run of a two-core server, the common case). The manager holds a
 lock on its jobs folder, so a second server on the same data folder is refused instead of taking
 over the first one's jobs.
 
@@ -360,7 +361,7 @@ class JobManager:
             job = self.jobs[self.queue.pop(0)]  # the queue is in the order of turns (`_order_queue`)
             self._turn += 1
             self._served[job.address] = self._turn
-            job.process = self._take_spare(job.folder, job.device)
+            job.process = self._start_process(job.folder, job.device)
             job.status.state = "running"
             job.started = time.monotonic()
             self._write_state(job)
@@ -428,7 +429,7 @@ class JobManager:
                 job.process.wait(timeout=30)
                 self._collect(job)
 
-    def _take_spare(self, folder: Path, device: str | None = None):
+    def _start_process(self, folder: Path, device: str | None = None):
         """Start the job in `folder` (training on `device`) on the executor; a handle like a `subprocess.Popen`."""
         return self.executor.start_worker(folder, device)
 

@@ -5,7 +5,9 @@ and sensviz only).
 The process is a fresh interpreter, `python -m sensviz.worker` (`sensviz.jobs` starts it), not a
 `multiprocessing` child: Streamlit runs each page script as `__main__`, and a multiprocessing
 "spawn" child re-runs the parent's `__main__` — here the whole app, with its own job manager.
-With `--standby` it loads torch and the trainer first and then reads its job folder from stdin.
+With `--launcher` it is the server's *launcher* (`launcher`): it loads torch and the trainer once,
+then runs each job in a child forked from itself, so a run starts in milliseconds, without the
+seconds of CPU that a fresh interpreter and torch's one-time costs take per run.
 With `--max-mib` (the server's memory budget per job) its address space is capped before the job
 starts (`limit_memory`), and a run that needs more fails with one line saying so.
 
@@ -31,6 +33,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -215,14 +218,79 @@ def _out_of_memory(err: Exception) -> bool:
     return isinstance(err, MemoryError) or "can't allocate memory" in text or "not enough memory" in text
 
 
-def standby(threads: int, parent_pid: int, max_mib: float | None = None) -> None:
-    """A process started ahead of time: it loads torch and the trainer, then waits for the folder
-    of its job on stdin (so a run starts without the seconds a fresh interpreter takes)."""
+def launcher(threads: int, parent_pid: int, max_mib: float | None = None) -> None:
+    """The server's launcher: load torch and the trainer once, then run each job in a child forked from
+    this warm process (`run`, with `threads` and `max_mib`). One JSON object a line, both ways:
+
+    - in (stdin): `{"run": K, "folder": F}` starts job K on folder F; `{"stop": K}` and `{"kill": K}`
+      send it SIGTERM or SIGKILL while it runs (only this process knows that its pid is still its child's);
+    - out (stdout, nothing else is written there: the jobs' output goes to stderr):
+      `{"started": K, "pid": P}`, and `{"ended": K, "code": C}` as it ends (C as `Popen.returncode`).
+
+    It ends when stdin closes and its children have ended, or when the server is gone (its children
+    then end too: each ends with its parent). Torch runs on one thread here and starts no thread pool
+    before a fork; each child sets its own threads. CUDA is never touched here (a child forked from a
+    process that initialized CUDA cannot use it): a job on a GPU gets a fresh interpreter instead."""
+    answers = os.dup(1)
+    os.dup2(2, 1)  # stdout carries the answers only
+    import select
+    import signal
+
+    import torch
+
     exit_with_parent(parent_pid)
+    torch.set_num_threads(1)
     _warm_up()
-    folder = sys.stdin.readline().strip()
-    if folder:  # an empty line: the server closed without a job for this process
-        run(folder, threads, parent_pid, max_mib)
+    wake_read, wake_write = os.pipe()  # a child's end (SIGCHLD) wakes the select below
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+
+    def answer(message: dict) -> None:
+        try:
+            os.write(answers, (json.dumps(message) + "\n").encode())
+        except OSError:  # the server is gone
+            os._exit(1)
+
+    def child(folder: str) -> None:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in (answers, wake_read, wake_write):
+            os.close(fd)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        code = 1
+        try:  # never back into the loop below: a child ends here
+            run(folder, threads, os.getppid(), max_mib)
+            code = 0
+        except BaseException:  # noqa: BLE001 - `run` reports its own errors; this is Ctrl-C or worse
+            traceback.print_exc()
+        finally:
+            _exit_now(code)
+
+    jobs: dict[int, int] = {}  # pid -> job number, while the child is not reaped
+    pending, reading = b"", True
+    while reading or jobs:
+        ready, _, _ = select.select([0, wake_read] if reading else [wake_read], [], [])
+        if wake_read in ready:
+            os.read(wake_read, 4096)
+        if 0 in ready:
+            data = os.read(0, 65536)
+            reading, pending = bool(data), pending + data
+            *lines, pending = pending.split(b"\n")
+            for message in map(json.loads, filter(None, lines)):
+                if "run" in message:
+                    pid = os.fork()
+                    if pid == 0:
+                        child(message["folder"])
+                    jobs[pid] = message["run"]
+                    answer({"started": message["run"], "pid": pid})
+                for pid in [p for p, k in jobs.items() if k in (message.get("stop"), message.get("kill"))]:
+                    os.kill(pid, signal.SIGTERM if "stop" in message else signal.SIGKILL)
+        while jobs:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            answer({"ended": jobs.pop(pid), "code": os.waitstatus_to_exitcode(status)})
 
 
 def run(folder: str, threads: int, parent_pid: int, max_mib: float | None = None) -> None:
@@ -262,21 +330,25 @@ def run(folder: str, threads: int, parent_pid: int, max_mib: float | None = None
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description="one training job of the sensviz explorer (started by sensviz.jobs)")
-    parser.add_argument("folder", nargs="?", help="the job's folder (with --standby: read from stdin)")
-    parser.add_argument("--standby", action="store_true", help="load torch first, then read the folder from stdin")
+    parser.add_argument("folder", nargs="?", help="the job's folder (not with --launcher)")
+    parser.add_argument("--launcher", action="store_true", help="load torch once, then fork a process per job (`launcher`)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads at most")
     parser.add_argument("--parent", type=int, required=True, help="exit when this process (the server) is gone")
     parser.add_argument("--max-mib", type=float, help="the job's memory budget (its address space is capped from it)")
     args = parser.parse_args(argv)
-    if args.standby:
-        standby(args.threads, args.parent, args.max_mib)
+    if args.launcher:
+        launcher(args.threads, args.parent, args.max_mib)
     else:
         run(args.folder, args.threads, args.parent, args.max_mib)
-    # every file is written and closed: end now, without the interpreter's teardown (about 1 s with torch
-    # loaded), so the server collects the run that much sooner
+    _exit_now(0)
+
+
+def _exit_now(code: int) -> None:
+    """Every file is written and closed: end now, without the interpreter's teardown (about 1 s with torch
+    loaded), so the server collects the run that much sooner."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -87,7 +87,7 @@ HELPER = textwrap.dedent(
     import torch
     torch.set_num_threads(1)
     from sensviz import budget, worker
-    worker._warm_up()  # once, as a standby worker does before its job arrives
+    worker._warm_up()  # once, as the launcher does (`worker.launcher`)
     for line in sys.stdin:  # a job's folder per line: each runs in a child forked from this warm process
         read, write = os.pipe()
         pid = os.fork()
@@ -111,7 +111,7 @@ HELPER = textwrap.dedent(
 @pytest.fixture(scope="module")
 def jobs_process(tmp_path_factory):
     """A process that loads torch and the trainer once, then runs each job given to it (a folder per line)
-    in a child forked from itself, so a job starts warm, as on a standby worker, without paying the
+    in a child forked from itself, so a job starts warm, as on the launcher, without paying the
     interpreter's start and torch's one-time costs again (seconds of CPU per configuration)."""
     log = tmp_path_factory.mktemp("jobs") / "stderr.log"
     with open(log, "w") as errors:

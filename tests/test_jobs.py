@@ -136,29 +136,33 @@ PARENT = textwrap.dedent(
         manager = JobManager(Path({root_jobs!r}), KeptStore(Path({root_kept!r}), 2**26), capacity=1, threads=1)
         job = manager.submit("alice", TrainRequest("first", {{"arch": "encoder", "d_model": 8, "n_layers": 1, "n_heads": 2}},
                                                    {{"n": 4, "steps": 100000, "batch_size": 64}}, 1000))
-        while manager.status(job).state != "running":
+        while manager.status(job).state != "running" or manager.jobs[job].process.pid is None:
             time.sleep(0.1)
-        print(manager.jobs[job].process.pid, flush=True)
+        print(manager.jobs[job].process.pid, manager.executor._launcher.process.pid, flush=True)
         time.sleep(600)
     """
 )
 
 
-@pytest.mark.slow  # integration: a server process (torch loaded) killed, and its worker
+@pytest.mark.slow  # integration: a server process (torch loaded) killed, and its launcher and worker
 def test_a_worker_exits_when_the_server_dies(tmp_path):
     script = tmp_path / "server.py"
     script.write_text(PARENT.format(root=str(ROOT), root_jobs=str(tmp_path / "jobs"), root_kept=str(tmp_path / "kept")))
     parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
-        worker_pid = int(parent.stdout.readline())
+        worker_pid, launcher_pid = map(int, parent.stdout.readline().split())
         os.kill(worker_pid, 0)  # the worker runs
     finally:
         parent.send_signal(signal.SIGKILL)  # the server dies without cleaning up
         parent.wait()
     deadline = time.monotonic() + CEILING_S
-    while _alive(worker_pid):
-        assert time.monotonic() < deadline, "the worker outlived its server"
+    while _alive(worker_pid) or _alive(launcher_pid):
+        assert time.monotonic() < deadline, "the launcher or the worker outlived its server"
         time.sleep(0.2)
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def _alive(pid: int) -> bool:
@@ -249,7 +253,16 @@ def test_no_failure_of_one_job_stops_the_manager(make_manager, monkeypatch):
     killed = wait_for(manager, erin, lambda s: not s.active)
     assert killed.state == "stopped" and "ended unexpectedly" in killed.reason and killed.kept
 
-    done = run("frank")  # and the next user's job runs to completion
+    grace = manager.submit("grace", request(steps=100_000, every=10))  # the launcher dies, and with it her run
+    wait_for(manager, grace, lambda s: s.state == "running" and manager.records(grace))
+    launcher, run_pid = manager.executor._launcher.process, manager.jobs[grace].process.pid
+    assert _parent(run_pid) == launcher.pid  # every run is forked from the launcher
+    launcher.kill()
+    lost = wait_for(manager, grace, lambda s: not s.active)
+    one_line(lost, "the server's training launcher ended (exit code -9) during the run", "last measurement")
+    assert lost.kept
+
+    done = run("frank")  # and the next user's job runs to completion (on a launcher started again)
     assert done.state == "finished" and sv.load_checkpoint(store.data(done.kept)).task.label == "first"
     assert manager._thread.is_alive()
 
@@ -324,13 +337,13 @@ class _Idle:
 def queue_manager(make_manager, monkeypatch, **kwargs) -> JobManager:
     """A manager with one run always going (an idle stand-in), so that submitted jobs stay queued."""
     manager = make_manager(runs_jobs=False, capacity=1, threads=1, calibration=FAST, **kwargs)
-    monkeypatch.setattr(manager, "_take_spare", lambda folder, device=None: _Idle())
+    monkeypatch.setattr(manager, "_start_process", lambda folder, device=None: _Idle())
     manager.submit("runner", request(), "10.0.0.99")
     return manager
 
 
-class _Standbys:
-    """An executor whose workers never end (`_Idle`), recording whether a standby process waits."""
+class _Launcher:
+    """An executor whose workers never end (`_Idle`), recording whether its launcher was asked to run."""
 
     def __init__(self):
         self.waiting = False
@@ -346,10 +359,11 @@ class _Standbys:
         pass
 
 
-def test_a_standby_process_waits_only_where_a_run_could_start_on_it(make_manager):
-    """A free slot or a job in the queue gets a process started ahead; one run training with nobody
-    waiting (capacity 1) gets none, whose start-up's seconds of CPU would slow that run down."""
-    executor = _Standbys()
+def test_the_launcher_is_asked_for_only_where_a_run_could_start_on_it(make_manager):
+    """A free slot or a job in the queue asks for the launcher (started ahead, or again if it ended);
+    one run training with nobody waiting (capacity 1) does not, whose start-up's seconds of CPU would
+    slow that run down."""
+    executor = _Launcher()
     manager = make_manager(runs_jobs=False, capacity=1, threads=1, calibration=FAST, executor=executor)
     manager.tick()
     assert executor.waiting  # nothing runs: the next run starts at once
@@ -358,7 +372,7 @@ def test_a_standby_process_waits_only_where_a_run_could_start_on_it(make_manager
     assert manager.status(alice).state == "running" and not executor.waiting
     bob = manager.submit("bob", request(), "10.0.0.2")
     manager.tick()
-    assert manager.status(bob).state == "queued" and executor.waiting  # bob's process warms while he waits
+    assert manager.status(bob).state == "queued" and executor.waiting  # bob's run will start at once
     manager.stop(alice, "alice")
     manager.tick()
     assert manager.status(bob).state == "running" and not executor.waiting
@@ -485,20 +499,23 @@ def test_owner_ids_are_minted_by_the_server_and_forged_cookies_count_as_absent(t
         assert owner_id.verified_owner(cookie, secret) is None, cookie
 
 
-def test_a_standby_worker_that_ends_at_once_is_not_started_again_on_every_tick(monkeypatch):
-    """The manager asks for a standby worker each tick: one that cannot start (it ends at once) is started
-    again only after `RESPAWN_S`, not ten times a second."""
+def test_a_launcher_that_ends_at_once_is_not_started_again_on_every_tick(monkeypatch):
+    """The manager asks for the launcher each tick: one that cannot start (it ends at once) is started
+    again only after `RESPAWN_S`, not ten times a second; a job given to it ends at once, saying why."""
     from sensviz import executors
 
     monkeypatch.setattr(executors, "worker_command", lambda *args, **kwargs: [sys.executable, "-c", "pass"])
     executor = LocalExecutor(threads=1)
     executor.warm()
-    first = executor._spare
-    first.wait(timeout=60)
+    first = executor._launcher
+    first.process.wait(timeout=60)
     for _ in range(10):
         executor.warm()
-    assert executor._spare is first  # ended, and not started again yet
+    assert executor._launcher is first  # ended, and not started again yet
     monkeypatch.setattr(executors, "RESPAWN_S", 0.0)
     executor.warm()
-    assert executor._spare is not first
+    assert executor._launcher is not first
+    executor._launcher.process.wait(timeout=60)
+    job = executor._launcher.start(Path("unused"))
+    assert job.wait(timeout=60) == -signal.SIGKILL and "launcher ended (exit code 0)" in job.lost
     executor.close()

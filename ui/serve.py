@@ -6,7 +6,7 @@ drawing. `streamlit run app.py` serves `app.py`'s `st.App` (uvicorn), which answ
 start-up (connections wait meanwhile): it imports the app, draws every Lab chapter's first view from
 the data shipped beside the zoo (before and after a prediction), then starts the rest of the warm-up
 (`ui.cache.warm_up`, once per process: the other try-it views, the setups' models, torch's one-time
-costs) and the training queue's standby worker in the background (`benchmarks/lab_render.py`
+costs) and the training queue's launcher in the background (`benchmarks/lab_render.py`
 measures it). A warm-up that fails is logged and the server starts anyway: its pages then draw what
 they need on demand, as they can.
 """
@@ -36,7 +36,7 @@ def warm() -> float:
                 log.info("Lab chapter %d not drawn ahead: %s", ch.number, err)
     cache.zoo_entries()  # the sidebar's model list
     cache.warm_up()
-    server.job_manager()  # its standby worker starts now, not beside the first page
+    server.job_manager()  # its launcher starts now, not beside the first page
     return time.perf_counter() - start
 
 
