@@ -167,11 +167,14 @@ class Launcher:
 
     def _read(self) -> None:
         for line in self.process.stdout:
-            message = json.loads(line)
+            try:
+                message = json.loads(line)
+            except ValueError:  # not an answer (the launcher writes nothing else there): not for us
+                continue
             with self._lock:
-                if "started" in message:
+                if message.get("started") in self._jobs:
                     self._jobs[message["started"]].pid = message["pid"]
-                else:
+                elif message.get("ended") in self._jobs:
                     self._jobs.pop(message["ended"]).end(message["code"])
         code = self.process.wait()
         with self._lock:
