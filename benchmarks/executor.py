@@ -11,10 +11,11 @@ local processes (`SENSVIZ_MAX_JOBS=--capacity`, one torch thread each), then on 
 local Ray cluster (`ray.cluster_utils`) of `--capacity` nodes of one CPU each, on this machine
 (`SENSVIZ_RAY_ADDRESS`: the queue is the detached actor, each run a Ray task). Prints, per backend,
 the time until every run has ended, the members' page times meanwhile (median, slowest), the
-server's peak memory and CPU seconds (its own; its ended runs', on the local backend). Both use the
-same cores, but not alike: Ray starts its workers at nice +15 (its `worker_niceness`) and with
-OMP_NUM_THREADS=1, so the pages get ahead of the runs, and its queue runs in a process of its own,
-not in the web server's; on a shared machine run both orders (`--ray-first`).
+server's peak memory and CPU seconds (its own; its child processes', with the runs on the local
+backend). Both use the same cores, but not alike: Ray starts its workers at nice +15 (its
+`worker_niceness`) and with OMP_NUM_THREADS=1, so the pages get ahead of the runs, and its queue
+runs in a process of its own, not in the web server's; on a shared machine run both orders
+(`--ray-first`).
 
 Then it trains the preset once in this process on one torch thread and, from that run's CPU time
 plus the per-job cost measured on Ray, prints the time for 200 students on k nodes of 16 cores (one
@@ -67,7 +68,15 @@ def ray_cluster(nodes: int):
 
 
 def server_cpu_s(pid: int) -> tuple[float, float]:
-    """CPU seconds of the server process itself and of its ended children (the local backend's runs)."""
+    """CPU seconds of the server process itself, and of its child processes with theirs (the local
+    backend's launcher and the runs it forked, which it has reaped; its calibration)."""
+    own, ended = _cpu_s(pid)
+    live = [int(child) for task in Path(f"/proc/{pid}/task").iterdir() for child in (task / "children").read_text().split()]
+    return own, ended + sum(sum(_cpu_s(child)) for child in live)
+
+
+def _cpu_s(pid: int) -> tuple[float, float]:
+    """A process's CPU seconds and those of its ended (reaped) children."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     utime, stime, cutime, cstime = (int(x) / os.sysconf("SC_CLK_TCK") for x in fields[11:15])
     return utime + stime, cutime + cstime
@@ -117,7 +126,8 @@ def main() -> None:
     print(f"\n{args.members} members press Train (PARITY n = 8 preset) at once, {args.capacity} runs at once, "
           f"on this machine ({os.cpu_count()} cores)\n")
     print("| executor | all runs ended (s) | last press-to-end (s) | pages | median page (s) | slowest page (s) "
-          "| page errors | server peak MiB | server CPU s (own / its runs) | ended |\n|---|---|---|---|---|---|---|---|---|---|")
+          "| page errors | server peak MiB | server CPU s (own / its children) | ended |\n"
+          "|---|---|---|---|---|---|---|---|---|---|")
     for backend, (out, wall, cpu) in rows.items():
         pages = sorted(out.pages)
         ended = {s: out.states.count(s) for s in sorted(set(out.states))}
