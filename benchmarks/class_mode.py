@@ -11,6 +11,7 @@ members' page times while they wait (median, 90th percentile, slowest), how the 
 verdict on the class's table and the server's peak memory.
 
     python benchmarks/class_mode.py --members 30
+    python benchmarks/class_mode.py --members 30 --capacity 2 [--ray]   # two runs at once, local or on Ray
 
 Not run by .ci/run (the assignment's 30 runs train for about 12 minutes on 2 cores).
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -28,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from class_load import address, watch_memory  # noqa: E402
+from executor import ray_cluster  # noqa: E402
 from load import ROOT, Session, served  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
@@ -35,6 +38,7 @@ import pandas as pd  # noqa: E402
 
 from sensviz import assignments, owners  # noqa: E402
 from sensviz.classes import ClassStore  # noqa: E402
+from sensviz.jobs import RAY_ADDRESS  # noqa: E402
 
 CEILING_S = 3600
 
@@ -112,11 +116,20 @@ async def run_class(base: str, pid: int, data: Path, members: int) -> Outcome:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--members", type=int, default=30)
+    parser.add_argument("--capacity", type=int, help="runs at once (SENSVIZ_MAX_JOBS; default: the server's, "
+                        "one per two cores); with --ray, also the cluster's nodes of one CPU each")
+    parser.add_argument("--ray", action="store_true", help="run the jobs on a local Ray cluster on this machine "
+                        "(`executor.ray_cluster`)")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="sensviz-class-mode-") as tmp:
+    capacity = args.capacity or (2 if args.ray else None)
+    with tempfile.TemporaryDirectory(prefix="sensviz-class-mode-") as tmp, contextlib.ExitStack() as stack:
         data = Path(tmp)
-        with served(ROOT / "artifacts" / "streamlit-class-mode.log", env={"SENSVIZ_DATA_DIR": tmp}) as (base, proc):
-            out = asyncio.run(run_class(base, proc.pid, data, args.members))
+        env = {"SENSVIZ_DATA_DIR": tmp} | ({"SENSVIZ_MAX_JOBS": str(capacity)} if capacity else {})
+        if args.ray:
+            env[RAY_ADDRESS] = stack.enter_context(ray_cluster(capacity))
+        base, proc = stack.enter_context(served(ROOT / "artifacts" / "streamlit-class-mode.log", env=env))
+        out = asyncio.run(run_class(base, proc.pid, data, args.members))
+    print(f"executor: {'Ray' if args.ray else 'local processes'}, {capacity or 'the default number of'} runs at once")
     pages = sorted(out.pages) or [float("nan")]
     a = assignments.LENGTH_SCALING
     ended = out.runs["status"].value_counts().to_dict() if len(out.runs) else {}

@@ -342,17 +342,18 @@ def queue_manager(make_manager, monkeypatch, **kwargs) -> JobManager:
     return manager
 
 
-class _Launcher:
-    """An executor whose workers never end (`_Idle`), recording whether its launcher was asked to run."""
+class _Asked:
+    """An executor whose workers never end (`_Idle`), recording whether it was asked for its launcher
+    (`warm`) since it last started a worker."""
 
     def __init__(self):
-        self.waiting = False
+        self.asked = False
 
     def warm(self):
-        self.waiting = True
+        self.asked = True
 
     def start_worker(self, folder, device=None):
-        self.waiting = False
+        self.asked = False
         return _Idle()
 
     def close(self):
@@ -363,22 +364,22 @@ def test_the_launcher_is_asked_for_only_where_a_run_could_start_on_it(make_manag
     """A free slot or a job in the queue asks for the launcher (started ahead, or again if it ended);
     one run training with nobody waiting (capacity 1) does not, whose start-up's seconds of CPU would
     slow that run down."""
-    executor = _Launcher()
+    executor = _Asked()
     manager = make_manager(runs_jobs=False, capacity=1, threads=1, calibration=FAST, executor=executor)
     manager.tick()
-    assert executor.waiting  # nothing runs: the next run starts at once
+    assert executor.asked  # nothing runs: the next run starts at once
     alice = manager.submit("alice", request(), "10.0.0.1")
     manager.tick()
-    assert manager.status(alice).state == "running" and not executor.waiting
+    assert manager.status(alice).state == "running" and not executor.asked
     bob = manager.submit("bob", request(), "10.0.0.2")
     manager.tick()
-    assert manager.status(bob).state == "queued" and executor.waiting  # bob's run will start at once
+    assert manager.status(bob).state == "queued" and executor.asked  # bob's run will start at once
     manager.stop(alice, "alice")
     manager.tick()
-    assert manager.status(bob).state == "running" and not executor.waiting
+    assert manager.status(bob).state == "running" and not executor.asked
     manager.stop(bob, "bob")
     manager.tick()
-    assert executor.waiting
+    assert executor.asked
 
 
 def names(manager: JobManager) -> list[str]:
@@ -519,3 +520,40 @@ def test_a_launcher_that_ends_at_once_is_not_started_again_on_every_tick(monkeyp
     job = executor._launcher.start(Path("unused"))
     assert job.wait(timeout=60) == -signal.SIGKILL and "launcher ended (exit code 0)" in job.lost
     executor.close()
+
+
+@pytest.mark.slow  # a launcher (torch loaded) and two runs
+def test_runs_fork_from_one_launcher_which_stops_and_kills_them(tmp_path):
+    """Two runs are children of the same launcher; Stop ends one with SIGTERM, the kill that a wait
+    which ran out sends ends the other with SIGKILL."""
+    executor = LocalExecutor(threads=1)
+    try:
+        runs = []
+        for name in ("one", "two"):
+            folder = tmp_path / name
+            folder.mkdir()
+            (folder / "request.json").write_text(json.dumps(request(steps=100_000).to_dict()))
+            runs.append(executor.start_worker(folder))
+        deadline = time.monotonic() + CEILING_S
+        while any(run.pid is None for run in runs):
+            assert time.monotonic() < deadline, "the launcher never started the runs"
+            time.sleep(0.1)
+        assert _parent(runs[0].pid) == _parent(runs[1].pid) == executor._launcher.process.pid
+        runs[0].terminate()
+        assert runs[0].wait(timeout=CEILING_S) == -signal.SIGTERM and runs[0].lost is None
+        executor._launcher.send({"kill": runs[1].number})
+        assert runs[1].wait(timeout=CEILING_S) == -signal.SIGKILL
+    finally:
+        executor.close()
+
+
+def test_a_run_that_has_not_ended_when_the_wait_runs_out_is_killed():
+    from types import SimpleNamespace
+
+    from sensviz.executors import LaunchedJob
+
+    sent = []
+    run = LaunchedJob(SimpleNamespace(send=sent.append), 7)
+    assert run.wait(timeout=0.01) is None and sent == [{"kill": 7}]
+    run.end(-signal.SIGKILL)
+    assert run.wait(timeout=0.01) == run.poll() == -signal.SIGKILL and sent == [{"kill": 7}]
