@@ -2,12 +2,13 @@
 to the server only through files in the job's folder. No Streamlit here (the process imports torch
 and sensviz only).
 
-The process is a fresh interpreter, `python -m sensviz.worker` (`sensviz.jobs` starts it), not a
-`multiprocessing` child: Streamlit runs each page script as `__main__`, and a multiprocessing
-"spawn" child re-runs the parent's `__main__` — here the whole app, with its own job manager.
-With `--launcher` it is the server's *launcher* (`launcher`): it loads torch and the trainer once,
-then runs each job in a child forked from itself, so a run starts in milliseconds, without the
-seconds of CPU that a fresh interpreter and torch's one-time costs take per run.
+The process is forked from the server's *launcher* (`launcher`), a fresh interpreter started as
+`python -m sensviz.worker --launcher` (by `sensviz.executors`), not a `multiprocessing` child:
+Streamlit runs each page script as `__main__`, and a multiprocessing "spawn" child re-runs the
+parent's `__main__` — here the whole app, with its own job manager. The launcher loads torch and the
+trainer once, so a run starts at once, without the seconds of CPU that a fresh interpreter and
+torch's one-time costs take per run. `python -m sensviz.worker FOLDER` runs one job in a fresh
+interpreter (a run on a GPU, a Ray task).
 With `--max-mib` (the server's memory budget per job) its address space is capped before the job
 starts (`limit_memory`), and a run that needs more fails with one line saying so.
 
