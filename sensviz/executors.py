@@ -321,7 +321,7 @@ def training_task_options(cpus: int, device: str | None, cluster_gpus: float) ->
     """A training job's Ray task options: `cpus` CPUs, one GPU when the job trains on cuda and the
     cluster has a GPU (without one it runs on CPUs, and its worker says the device is missing), and no
     retry (a run that a lost worker ended is reported, never run again)."""
-    gpu = device is not None and str(device).split(":")[0] == "cuda" and cluster_gpus > 0
+    gpu = device is not None and torch_device_type(device) == "cuda" and cluster_gpus > 0
     return {"num_cpus": cpus, "num_gpus": 1 if gpu else 0, "max_retries": 0}
 
 

@@ -148,6 +148,21 @@ def server():
         yield base
 
 
+def offline(page) -> list[str]:
+    """Let `page` load local files only: every other request is refused, and its URL recorded in the list
+    returned (for a page that must work offline: empty once the page has loaded)."""
+    remote = []
+
+    def route(request_route):
+        if request_route.request.url.startswith("file:"):
+            return request_route.continue_()
+        remote.append(request_route.request.url)
+        return request_route.abort()
+
+    page.route("**/*", route)
+    return remote
+
+
 def in_processes(work, count: int = 2, ceiling_s: float = 120) -> None:
     """`work(i)` for i in range(count), each in a process of its own (forked), let go together; each
     must return normally. For what several processes on one data folder (web servers, the Ray queue's

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import offline
 
 from sensviz import fidelity, glossary, lab
 from sensviz.checkpoints import file_hash, read_metadata
@@ -396,10 +397,8 @@ def test_the_handout_opens_offline_with_every_figure(tmp_path, browser):
     out = tmp_path / "lab.html"
     assert lab.write_handout(out, answers=True, checkpoints=ROOT / "checkpoints", results=RESULTS)["chapters"] == 6
     text_ = out.read_text()
-    remote = []
     page = browser.new_page(viewport={"width": 1024, "height": 768})
-    page.route("**/*", lambda route: remote.append(route.request.url) or route.abort()
-               if not route.request.url.startswith("file:") else route.continue_())
+    remote = offline(page)
     page.goto(out.as_uri())
     count = text_.count('class="chart"')
     page.wait_for_function(f"document.querySelectorAll('.chart svg').length >= {count}", timeout=120_000)

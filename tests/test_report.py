@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import offline
 from test_figures import length_runs
 
 from sensviz import figures, report
@@ -55,16 +56,9 @@ def test_one_sweep_folder_and_bad_folders(results, tmp_path):
 @pytest.mark.browser
 def test_the_report_renders_offline_in_a_browser(results, tmp_path, browser):
     report.write_report(results, tmp_path / "r.html")
-    remote, errors = [], []
+    errors = []
     page = browser.new_page()
-
-    def route(request_route):
-        if request_route.request.url.startswith("file:"):
-            return request_route.continue_()
-        remote.append(request_route.request.url)
-        return request_route.abort()
-
-    page.route("**/*", route)
+    remote = offline(page)
     page.on("pageerror", lambda err: errors.append(str(err)))
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.goto((tmp_path / "r.html").as_uri())
