@@ -67,7 +67,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from sensviz import budget, worker
@@ -127,6 +127,7 @@ class _Job:
     started: float | None = None  # time.monotonic() when it started running
     stop_why: str | None = None  # why the manager stopped it (over its time budget)
     device: str | None = None  # the device its request trains on (None: the model's default)
+    collecting: bool = False  # its process ended and the manager's thread is keeping its model (`_collect`)
 
 
 def max_per_address() -> int | None:
@@ -213,6 +214,7 @@ class JobManager:
         self.queue: list[str] = []
         self.lock = threading.RLock()
         self._closed = threading.Event()
+        self.recovered = threading.Event()  # set once the jobs of an earlier server run are recovered (`_recover`)
         self._owners: dict[str, str] = {}  # job folder name -> owner (read once from its state.json)
         self.root.mkdir(parents=True, exist_ok=True)
         self._folder_lock = open(self.root / ".lock", "w")  # noqa: SIM115 - held (and locked) while the manager lives
@@ -223,7 +225,8 @@ class JobManager:
             raise RuntimeError(f"another server runs the training jobs in {self.root}; give this one its own "
                                "SENSVIZ_DATA_DIR") from None
         store.elsewhere = self.folder_bytes
-        self._recover()  # the first tick (within `poll_s`) starts a process ahead, as every tick may
+        self._keeping: set[Path] = set()  # weights being moved into the store, not counted in `folder_bytes`
+        earlier = self._folders()  # an earlier server's jobs, recovered by the background thread
         # what the first submit would wait for (4-11 s here), from now on in the background
         for ahead in (_check_ahead, *([] if calibration else [_calibrate_ahead])):
             thread = threading.Thread(target=ahead, daemon=True, name=f"sensviz{ahead.__name__}")
@@ -231,7 +234,7 @@ class JobManager:
             # a process that exits within seconds of starting a manager (a script, a test) waits for it: a
             # daemon thread still inside torch when the interpreter finalizes aborts the process (exit 134)
             atexit.register(thread.join, AHEAD_JOIN_S)
-        self._thread = threading.Thread(target=self._loop, daemon=True, name="sensviz-jobs")
+        self._thread = threading.Thread(target=self._loop, args=(earlier,), daemon=True, name="sensviz-jobs")
         self._thread.start()
 
     # ------------------------------------------------------------------ what pages call
@@ -294,9 +297,10 @@ class JobManager:
         return read_records(self.root, job_id)
 
     def folder_bytes(self, owner: str) -> int:
-        """Bytes of `owner`'s job folders: what their jobs wrote, counted in their kept-model quota.
-        Takes no manager lock (the store calls it while keeping a model the manager's thread collects)."""
-        return sum(_folder_size(folder) for folder in self._folders() if self._owner_of(folder) == owner)
+        """Bytes of `owner`'s job folders: what their jobs wrote, counted in their kept-model quota,
+        less the weights being moved into the store right now (not counted twice). Takes no manager
+        lock (the store calls it while keeping a model the manager's thread collects)."""
+        return sum(_folder_size(folder, skip=self._keeping) for folder in self._folders() if self._owner_of(folder) == owner)
 
     def stop(self, job_id: str, owner: str) -> bool:
         """Stop a running job (its last measurement is kept) or cancel a queued one; only the owner may."""
@@ -307,12 +311,13 @@ class JobManager:
             if job.status.state == "queued":
                 self._cancel(job, "cancelled while waiting in the queue")
                 return True
-            job.stop_requested = True
+            job.stop_requested = job.collecting = True  # collected here, not by the manager's thread
             job.process.terminate()
-            job.process.wait(timeout=30)
-            self._collect(job)
+        job.process.wait(timeout=30)
+        self._collect(job)
+        with self.lock:
             self._start_queued()
-            return True
+        return True
 
     def close(self) -> None:
         """Stop the background thread and every process (tests; a server's processes exit with it)."""
@@ -328,7 +333,12 @@ class JobManager:
 
     # ------------------------------------------------------------------ the background thread
 
-    def _loop(self) -> None:
+    def _loop(self, earlier: list[Path]) -> None:
+        try:
+            self._recover(earlier)  # after the server answers, and before any job of this one ends
+        except Exception:  # noqa: BLE001 - the thread serves every user: it never dies
+            log.exception("recovering the jobs of an earlier server run failed; the manager goes on")
+        self.recovered.set()
         while not self._closed.wait(self.poll_s):
             try:
                 self.tick()
@@ -337,12 +347,17 @@ class JobManager:
 
     def tick(self) -> None:
         """Collect finished processes and start queued jobs while there is room. A failure fails
-        only the job it concerns (`_collect`, `_fail`)."""
+        only the job it concerns (`_collect`, `_fail`). The ended jobs are collected without the
+        manager's lock: keeping a model takes the store's lock (held across replicas)."""
         with self.lock:
             self._stop_over_time()
-            for job in list(self.jobs.values()):
-                if job.status.state == "running" and job.process.poll() is not None:
-                    self._collect(job)
+            ended = [job for job in self.jobs.values()
+                     if job.status.state == "running" and not job.collecting and job.process.poll() is not None]
+            for job in ended:
+                job.collecting = True
+        for job in ended:
+            self._collect(job)
+        with self.lock:
             try:
                 self._start_queued()
             except Exception as err:  # noqa: BLE001 - no process could be started (out of memory, processes, disk)
@@ -425,24 +440,27 @@ class JobManager:
                 job.stop_requested = True
                 limit = budget.duration(self.budget.seconds)
                 job.stop_why = f"stopped at the server's time limit per run ({limit}; SENSVIZ_JOB_BUDGET)"
-                job.process.terminate()
-                job.process.wait(timeout=30)
-                self._collect(job)
+                job.process.terminate()  # collected once it has ended (`tick`)
 
     def _start_process(self, folder: Path, device: str | None = None):
         """Start the job in `folder` (training on `device`) on the executor; a handle like a `subprocess.Popen`."""
         return self.executor.start_worker(folder, device)
 
     def _collect(self, job: _Job) -> None:
-        """A running job's process has ended: `_finish` it; any failure fails this job alone, with one
-        line, and its temporaries and the owner's surplus folders are removed either way."""
+        """A running job's process has ended (the caller set `job.collecting`): `_finish` it without the
+        manager's lock, on a copy of its status that pages see at once when it is done; any failure
+        fails this job alone, with one line, and its temporaries and the owner's surplus folders are
+        removed either way."""
+        done = replace(job, status=JobStatus(**asdict(job.status)))
         try:
-            self._finish(job)
+            self._finish(done)
         except KeptRefused as err:
-            self._fail(job, f"the run ended, but its model was not kept: {err}")
+            self._fail(done, f"the run ended, but its model was not kept: {err}")
         except Exception as err:  # noqa: BLE001 - one job's failure must not stop the manager
             log.exception("collecting job %s failed", job.status.id)
-            self._fail(job, f"the server could not collect this run's result ({_one_line(err)})")
+            self._fail(done, f"the server could not collect this run's result ({_one_line(err)})")
+        with self.lock:
+            job.status, job.collecting = done.status, False
         _remove_temporaries(job.folder)
         self._prune(job.status.owner)
 
@@ -487,12 +505,25 @@ class JobManager:
             job.status.reason = f"{why} before the first measurement; there are no weights to keep"
 
     def _keep(self, job: _Job, file: str) -> None:
-        """Move the weights into the store (out of the job folder first, so they are not counted
-        twice against the owner's quota); `KeptRefused` when the store does not keep them."""
-        data = (job.folder / file).read_bytes()
+        """Move the weights into the store: kept first (`folder_bytes` does not count them meanwhile,
+        so they are not counted twice against the owner's quota), deleted from the job folder once
+        kept or refused, so a server that dies in between finds them again; `KeptRefused` when the
+        store does not keep them."""
+        path = job.folder / file
+        self._keeping.add(path)
+        try:
+            job.status.kept = self.store.keep("trained", job.status.name, path.read_bytes(), job.status.owner).token
+        except KeptRefused:
+            self._drop_weights(job.folder)
+            raise
+        finally:
+            self._keeping.discard(path)
+        self._drop_weights(job.folder)
+
+    @staticmethod
+    def _drop_weights(folder: Path) -> None:
         for name in ("last.safetensors", "result.safetensors"):
-            (job.folder / name).unlink(missing_ok=True)
-        job.status.kept = self.store.keep("trained", job.status.name, data, job.status.owner).token
+            (folder / name).unlink(missing_ok=True)
 
     def _write_state(self, job: _Job) -> None:
         write_atomic(job.folder / "state.json", json.dumps(asdict(job.status)).encode())
@@ -508,10 +539,12 @@ class JobManager:
         except TypeError:  # not a state this manager wrote
             return None
 
-    def _recover(self) -> None:
-        """Jobs left queued or running by a server that stopped: keep what they measured (a
-        failure fails that job alone); temporaries are removed and each owner's surplus folders."""
-        for folder in self._folders():
+    def _recover(self, earlier: list[Path]) -> None:
+        """Jobs left queued or running by a server that stopped (`earlier`: the job folders there were
+        when this manager started): keep what they measured (a failure fails that job alone);
+        temporaries are removed and each owner's surplus folders. Runs in the manager's thread, after
+        the server answers: keeping a model may wait for the store's lock, which another replica may hold."""
+        for folder in earlier:
             _remove_temporaries(folder)
             status = self._from_disk(folder.name)
             if status is None or not status.active:
@@ -591,11 +624,13 @@ def _one_line(err) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-def _folder_size(folder: Path) -> int:
-    """Bytes of the files in a job folder (temporaries included)."""
+def _folder_size(folder: Path, skip: set[Path] | frozenset = frozenset()) -> int:
+    """Bytes of the files in a job folder (temporaries included), except those in `skip`."""
     total = 0
     with contextlib.suppress(OSError), os.scandir(folder) as entries:
         for entry in entries:
+            if skip and Path(entry.path) in skip:
+                continue
             with contextlib.suppress(OSError):
                 total += entry.stat(follow_symlinks=False).st_size
     return total

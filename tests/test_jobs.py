@@ -188,11 +188,12 @@ def test_jobs_of_an_earlier_server_run_are_recovered(make_manager, tmp_path):
     for folder, state in ((running, "running"), (queued, "queued")):
         (folder / "state.json").write_text(json.dumps({"id": folder.name, "owner": "alice", "name": "m", "state": state,
                                                        "created": 0.0}))
-    manager = make_manager(runs_jobs=False, capacity=1)
-    recovered = manager.status(running.name)
+    manager = make_manager(runs_jobs=False, capacity=1)  # recovers them in its thread, after it answers
+    recovered = wait_for(manager, running.name, lambda s: not s.active)
     assert recovered.state == "stopped" and "step 75" in recovered.reason
     assert sv.load_checkpoint(manager.store.data(recovered.kept)).task.label == "first"
-    assert manager.status(queued.name).state == "cancelled"
+    assert not (running / "last.safetensors").exists()  # in the store now, not counted twice
+    assert wait_for(manager, queued.name, lambda s: not s.active).state == "cancelled"
     assert manager.status("no-such-job-id") is None and manager.status("../../etc") is None
 
 
@@ -279,6 +280,7 @@ def test_job_folders_count_against_their_owner_and_only_their_own_are_pruned(mak
             (folder / "records.jsonl").write_text("x" * 1000)
             (folder / ".records.jsonl.0123abcd.tmp").write_text("y" * 500)  # left by a killed worker
     manager = make_manager(runs_jobs=False, capacity=1)
+    assert manager.recovered.wait(CEILING_S)  # pruned in the manager's thread, after it answers
     folders = sorted(p.name for p in (tmp_path / "jobs").iterdir() if p.is_dir())
     assert [f for f in folders if f.startswith("bob")] == [f"bobjob{i:010d}" for i in range(3)]
     assert [f for f in folders if f.startswith("alice")] == [f"alicejob{i:010d}" for i in range(5, MAX_FOLDERS + 5)]
@@ -480,7 +482,7 @@ def test_a_worker_over_its_memory_budget_fails_with_one_line(tmp_path):
 
 
 def test_owner_ids_are_minted_by_the_server_and_forged_cookies_count_as_absent(tmp_path):
-    from ui import owner_id
+    from sensviz import owners as owner_id
 
     secret = owner_id.owner_secret(tmp_path)
     assert (tmp_path / "owner_secret").stat().st_mode & 0o777 == 0o600 and len(secret) == 32

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import load  # noqa: E402
+from conftest import signal_handlers_restored  # noqa: E402
 
 from sensviz import lab  # noqa: E402
 
@@ -47,7 +48,8 @@ def test_a_failed_warm_up_is_logged_and_the_server_starts_anyway(monkeypatch, ca
             return "serving"
 
     monkeypatch.setattr(serve, "warm", broken)
-    assert asyncio.run(start()) == "serving"
+    with signal_handlers_restored():  # the start-up installs the server's own SIGTERM and SIGINT handlers
+        assert asyncio.run(start()) == "serving"
     assert "the warm-up failed" in caplog.text and "no lab data" in caplog.text
 
 

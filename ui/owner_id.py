@@ -9,19 +9,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from sensviz.owners import mint_owner, owner_secret, verified_owner
+from sensviz.owners import mint_owner, verified_owner
 from ui.registry import OWNER, OWNER_UNSAVED
-from ui.server import _SINGLETONS, _SINGLETONS_LOCK
+from ui.server import server_secret
 
 OWNER_COOKIE = "sensviz_owner"
-
-
-def server_secret() -> bytes:
-    """The server's signing key (`sensviz.owners.owner_secret`), read once per server process."""
-    with _SINGLETONS_LOCK:
-        if "owner_secret" not in _SINGLETONS:
-            _SINGLETONS["owner_secret"] = owner_secret()
-        return _SINGLETONS["owner_secret"]
 
 
 def owner() -> str:

@@ -9,12 +9,20 @@ the data shipped beside the zoo (before and after a prediction), then starts the
 costs) and the training queue's launcher in the background (`benchmarks/lab_render.py`
 measures it). A warm-up that fails is logged and the server starts anyway: its pages then draw what
 they need on demand, as they can.
+
+SIGTERM (and SIGINT) end the server at once with one line in its log: its training runs end with it
+(each run's process dies with the server), every lock it held (flocks on the data folder) goes with
+the process, and the next start keeps each interrupted run's last measurement
+(`sensviz.jobs.JobManager`). Every file the server writes is written atomically, so nothing is left
+half-written; a Ray queue (`$SENSVIZ_RAY_ADDRESS`) goes on serving the other web servers.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import signal
 import sys
 import time
 
@@ -40,6 +48,13 @@ def warm() -> float:
     return time.perf_counter() - start
 
 
+def stop_now(signum: int, _frame=None) -> None:
+    """End the server at once, saying so in one line (installed for SIGTERM and SIGINT by `lifespan`)."""
+    print(f"sensviz: {signal.Signals(signum).name} received, the server stops now; a run it was training keeps "
+          "its last measurement when the server starts again", file=sys.stderr, flush=True)
+    os._exit(0)
+
+
 @contextlib.asynccontextmanager
 async def lifespan(_app):
     """`st.App`'s start-up (`app.py`): warm before the server answers its first request."""
@@ -49,4 +64,6 @@ async def lifespan(_app):
         log.exception("sensviz: the warm-up failed; pages draw on demand")
     else:
         print(f"sensviz: warmed up in {seconds:.1f} s", file=sys.stderr, flush=True)
+    for stop in (signal.SIGTERM, signal.SIGINT):  # after the warm-up: Ray's connection installs handlers of its own
+        signal.signal(stop, stop_now)
     yield

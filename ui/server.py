@@ -54,37 +54,57 @@ def sweep_folder(text: str) -> Path:
     raise ValueError(NOT_A_RESULTS_FOLDER)
 
 
-# The server's kept models and job manager, one per process. Held outside this module so that
-# Streamlit reloading an edited module does not start a second manager on the same jobs folder.
+# The server's one-per-process objects. Held outside this module so that Streamlit reloading an
+# edited module does not start a second manager on the same jobs folder.
+#
+# Lock order (the only locks this server takes, outermost first; a thread may take a later one while
+# holding an earlier one, never the reverse):
+#   1. a singleton's build lock, one per name (`_one`), held only while that one object is built.
+#      A build may ask for the singletons before it in `BUILD_ORDER`, never after: the job manager's
+#      build asks for the kept store, the kept store's `pinned` asks for the class store only when it
+#      is called, after every build.
+#   2. `JobManager.lock`, held for the manager's own bookkeeping; never while it calls into a store
+#      (the manager keeps a finished run's model, and recovers an earlier server's runs, without it).
+#   3. a store's folder lock (`ClassStore.lock`, `KeptStore.lock`: flocks shared with the other
+#      replicas), innermost: while one is held, code reads another store only through its lock-free
+#      reads (`ClassStore.pinned`, `JobManager.folder_bytes`, `JobManager.status`).
+BUILD_ORDER = ("owner_secret", "classes", "kept", "jobs")
 _HOLDER = sys.modules.setdefault("_sensviz_explorer_singletons", types.ModuleType("_sensviz_explorer_singletons"))
-if not hasattr(_HOLDER, "values"):
-    _HOLDER.values, _HOLDER.lock = {}, threading.Lock()
+if not hasattr(_HOLDER, "builds"):
+    _HOLDER.values, _HOLDER.builds = {}, {name: threading.Lock() for name in BUILD_ORDER}
 _SINGLETONS: dict[str, object] = _HOLDER.values
-_SINGLETONS_LOCK: threading.Lock = _HOLDER.lock
+
+
+def _one(name: str, build):
+    """The process's one `name` (of `BUILD_ORDER`), built by `build()` on first use under its own lock."""
+    with _HOLDER.builds[name]:
+        if name not in _SINGLETONS:
+            _SINGLETONS[name] = build()
+        return _SINGLETONS[name]
+
+
+def server_secret() -> bytes:
+    """The server's signing key (`sensviz.owners.owner_secret`), read once per server process."""
+    return _one("owner_secret", owner_secret)
 
 
 def kept_store() -> KeptStore:
     """The server's kept models (one per process: not a cache, so clearing caches keeps it)."""
-    with _SINGLETONS_LOCK:
-        if "kept" not in _SINGLETONS:
-            store = KeptStore(data_dir() / "kept", cap_bytes())
-            store.pinned = lambda token: class_store().pinned(token)  # an open class's models stay
-            _SINGLETONS["kept"] = store
-        return _SINGLETONS["kept"]
+
+    def build() -> KeptStore:
+        store = KeptStore(data_dir() / "kept", cap_bytes())
+        store.pinned = lambda token: class_store().pinned(token)  # an open class's models stay
+        return store
+
+    return _one("kept", build)
 
 
 def class_store() -> ClassStore:
     """The server's classes (`sensviz.classes`, in `$SENSVIZ_DATA_DIR/classes`, outside the results roots)."""
-    with _SINGLETONS_LOCK:
-        if "classes" not in _SINGLETONS:
-            _SINGLETONS["classes"] = ClassStore(data_dir() / "classes", owner_secret())
-        return _SINGLETONS["classes"]
+    return _one("classes", lambda: ClassStore(data_dir() / "classes", server_secret()))
 
 
 def job_manager() -> JobManager:
     """The server's training jobs (one manager per process, with its queue and its cap)."""
     store = kept_store()
-    with _SINGLETONS_LOCK:
-        if "jobs" not in _SINGLETONS:
-            _SINGLETONS["jobs"] = jobs.job_manager(data_dir() / "jobs", store)  # on Ray with $SENSVIZ_RAY_ADDRESS
-        return _SINGLETONS["jobs"]
+    return _one("jobs", lambda: jobs.job_manager(data_dir() / "jobs", store))  # on Ray with $SENSVIZ_RAY_ADDRESS
