@@ -36,9 +36,9 @@ from load import ROOT, Session, served  # noqa: E402
 sys.path.insert(0, str(ROOT))
 import pandas as pd  # noqa: E402
 
-from sensviz import assignments, owners  # noqa: E402
-from sensviz.classes import ClassStore  # noqa: E402
-from sensviz.jobs import RAY_ADDRESS  # noqa: E402
+from server import assignments, owners  # noqa: E402
+from server.classes import ClassStore  # noqa: E402
+from server.jobs import RAY_ADDRESS  # noqa: E402
 
 CEILING_S = 3600
 

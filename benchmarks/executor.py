@@ -43,8 +43,8 @@ from class_load import Outcome, _warm, run_class  # noqa: E402
 from load import ROOT, served  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
-from sensviz import worker  # noqa: E402
-from sensviz.jobs import RAY_ADDRESS  # noqa: E402
+from server import worker  # noqa: E402
+from server.jobs import RAY_ADDRESS  # noqa: E402
 
 PRESET = worker.TrainRequest(task="parity", model={"arch": "encoder", "d_model": 32, "n_layers": 2, "n_heads": 2},
                              train={"n": 8, "batch_size": 256, "lr": 3e-3, "steps": 3000, "seed": 0, "eval_interval": 25,

@@ -13,8 +13,8 @@ writing command's output (`--out`, `--dump`, `--dir`) onto a device, a fifo, a f
 where a folder is wanted), links to those, a path under a file and a dump without .npz; a case
 is rejected when the command exits 2 with one line on stderr and the place is left as it was.
 
-`--jobs`: the hostile tester's class-server cases against a real `sensviz.jobs.JobManager` and
-`sensviz.kept.KeptStore` (issue 17): 101 owners from one address flooding the queue and then one
+`--jobs`: the hostile tester's class-server cases against a real `server.jobs.JobManager` and
+`server.kept.KeptStore` (issue 17): 101 owners from one address flooding the queue and then one
 honest student; forged owner cookies; the requests that held the machine (d_ff and the scratchpad
 over the limits, the Train form's largest run); a student filling the kept store, a keep into a full
 store, a kept file replaced by a directory, a 16.7-million-character name; the Experiments page's
@@ -118,7 +118,7 @@ def store_cases(folder: Path, row) -> None:
     not a file any more, a name of 16.7 million characters; one `row(family, case, decide)` each."""
     import os
 
-    from sensviz.kept import KeptRefused, KeptStore, KeptUnreadable
+    from server.kept import KeptRefused, KeptStore, KeptUnreadable
 
     mib = 2**20
     store = KeptStore(folder, cap=8 * mib, quota=3 * mib)
@@ -158,17 +158,17 @@ def store_cases(folder: Path, row) -> None:
 def folder_cases(row) -> None:
     """The Experiments page's folder field (issue 17): every path out of the results roots is one line
     that names no server path (one case puts a symbolic link out of the first root for the time it runs)."""
-    from ui import server
+    from server import services
 
     def opened(text):
         def decide():
             try:
-                return f"OPENED {server.sweep_folder(text)}"
+                return f"OPENED {services.sweep_folder(text)}"
             except ValueError as err:
                 return f"refused: {err}"
         return decide
 
-    root = server.results_roots()[0]
+    root = services.results_roots()[0]
     escape = root / f".hostile-link-{os.getpid()}"
     escape.symlink_to("/etc")
     try:
@@ -185,9 +185,9 @@ def job_cases() -> list[dict]:
     """Run the job cases (see the module docstring); one row per case: family, case, outcome, seconds."""
     import time
 
-    from sensviz.jobs import JobManager, JobRefused, calibration
-    from sensviz.kept import KeptStore
-    from sensviz.worker import TrainRequest
+    from server.jobs import JobManager, JobRefused, calibration
+    from server.kept import KeptStore
+    from server.worker import TrainRequest
     from ui import owner_id
 
     rows = []

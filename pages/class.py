@@ -4,9 +4,9 @@ Projector mode (`projector=1`): the gallery and the chart in large type, without
 
 import streamlit as st
 
-from sensviz import assignments
-from sensviz.classes import ClassRefused
 from sensviz.text import escape_markdown, quoted
+from server import assignments
+from server.classes import ClassRefused
 from ui import classroom, owner_id, page, registry, router
 
 router.require_router()

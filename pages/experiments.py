@@ -5,7 +5,8 @@ import streamlit as st
 
 from sensviz import fidelity
 from sensviz.text import escape_markdown, quoted
-from ui import cache, page, registry, router, server
+from server import services
+from ui import cache, page, registry, router
 
 router.require_router()
 
@@ -51,7 +52,7 @@ if source == SHIPPED:
     typed = shipped[scale][name]
 else:
     typed = st.text_input("Sweep folder (the --out of `sensviz sweep`, under this server's results folders)",
-                          key=registry.EXP_FOLDER, max_chars=server.FOLDER_CHARS, placeholder="e.g. quick/tradeoff",
+                          key=registry.EXP_FOLDER, max_chars=services.FOLDER_CHARS, placeholder="e.g. quick/tradeoff",
                           persist_state="session").strip()
     if not typed:
         st.info("Enter the folder a sweep wrote its results to (it holds runs.parquet), relative to this server's "
@@ -59,7 +60,7 @@ else:
         st.stop()
 
 try:
-    folder = server.sweep_folder(typed)
+    folder = services.sweep_folder(typed)
     runs, history, spec = cache.experiment_results(folder)
 except ValueError as err:
     st.error(str(err))

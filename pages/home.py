@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from sensviz.classes import ClassRefused
 from sensviz.text import escape_markdown, quoted
+from server.classes import ClassRefused
 from ui import classroom, nav, owner_id, registry, router
 
 router.require_router()

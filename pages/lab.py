@@ -12,7 +12,8 @@ import streamlit as st
 
 from sensviz import lab
 from sensviz.text import escape_markdown
-from ui import cache, model_refs, nav, page, registry, router, server, train_form
+from server import services
+from ui import cache, model_refs, nav, page, registry, router, train_form
 
 router.require_router()
 
@@ -133,7 +134,7 @@ figures = list(built.figures)
 # each figure's chart as drawn, converted once for every session (cache.vega_lite); before the prediction its blind one
 specs = list(cache.lab_specs(number, choice, yours, blind=predicted is None, progress=progress))
 if number == 2 and predicted is not None and registry.followed_job():  # the student's own PARITY run, if n = 8
-    records = server.job_manager().records(registry.followed_job())
+    records = services.job_manager().records(registry.followed_job())
     if records and len(records[-1].get("degree_profile") or ()) == built.numbers["n"] + 1:
         figures[1] = cache.lab_your_run(choice, records)
         specs[1] = cache.vega_lite(figures[1].chart)  # it grows: not kept

@@ -3,9 +3,10 @@ the paper's measurements streamed in while it learns."""
 
 import streamlit as st
 
-from sensviz import charts, jobs
+from sensviz import charts
 from sensviz.text import escape_markdown, quoted
-from ui import cache, classroom, job_panel, owner_id, page, registry, router, server, train_form
+from server import jobs, services
+from ui import cache, classroom, job_panel, owner_id, page, registry, router, train_form
 
 router.require_router()
 
@@ -32,7 +33,7 @@ if cell is not None:
     st.info(f"Your class assignment is filled in: {escape_markdown(cell['task'])}, n = {cell['n']}, seed {cell['seed']}.")
 try:
     request = train_form.form()
-    job_id = (server.job_manager().submit(owner_id.owner(), request, owner_id.client_address())
+    job_id = (services.job_manager().submit(owner_id.owner(), request, owner_id.client_address())
               if request is not None else None)
     if job_id is not None:
         classroom.job_started(job_id, request)
@@ -45,7 +46,7 @@ else:
 
 
 def show_records(job_id: str, log_loss: bool):
-    records = server.job_manager().records(job_id)
+    records = services.job_manager().records(job_id)
     if not records:
         st.caption("The first measurement is on its way…")
         return
@@ -58,7 +59,7 @@ def show_records(job_id: str, log_loss: bool):
 
 @st.fragment(run_every=1.5)
 def live(job_id: str, log_loss: bool) -> None:
-    status = server.job_manager().status(job_id)
+    status = services.job_manager().status(job_id)
     if status is None or not status.active:
         st.rerun()
     job_panel.show_progress(status, key=registry.TRAIN_STOP)
@@ -66,7 +67,7 @@ def live(job_id: str, log_loss: bool) -> None:
 
 
 job_id = registry.followed_job()
-status = server.job_manager().status(job_id) if job_id else None
+status = services.job_manager().status(job_id) if job_id else None
 if status is not None:
     st.subheader(escape_markdown(status.name))
     log_loss = settings.flag("logloss", help="The loss falls over orders of magnitude: a log axis shows its late "

@@ -36,13 +36,14 @@ Modules, by job (every module of the package):
   (paper-style figures of the result tables), `fidelity` (the fidelity pages: claims beside the
   shipped tables), `report` (a standalone HTML report of finished sweeps), `lab` (the Lab's guided
   chapters);
-- serving the app (no Streamlit here): `jobs` (the training-job queue), `worker` (one training job
-  in its own process), `kept` (the kept-model store), `processes` (child processes that end with
-  their parent), `limits` (named limits on everything a user controls), `text` (user text shown as
-  text), `files` (atomic writes), `tables` (tidy tables of the measurements), `charts` (Altair
-  charts of them);
+- around them: `processes` (child processes that end with their parent), `limits` (named limits on
+  everything a user controls), `text` (user text shown as text), `files` (atomic writes, the data
+  folder), `tables` (tidy tables of the measurements), `charts` (Altair charts of them);
 - plumbing: `configs` (typed settings), `records` (results as JSON), `cli` and `__main__` (the
   `sensviz` command).
+
+The class server (the training-job queue, its worker, the kept-model store, classes, owners and
+budgets) is the `server` package beside this one; `sensviz` never imports it.
 """
 
 import importlib

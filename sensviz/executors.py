@@ -5,8 +5,8 @@ One executor, two backends, each with the same two ways in:
 - `run_each(fn, items, on_result)`: call `fn(item)` for every item, at most `workers` at once, and
   `on_result(item, result)` in this process as each one ends (a sweep's jobs: `fn` is a picklable
   function that catches its own errors).
-- `start_worker(folder, device)`: start one training job (`python -m sensviz.worker` on the job's folder,
-  `sensviz.worker` says what it reads and writes there; `device`: the one its request trains on,
+- `start_worker(folder, device)`: start one training job (`python -m server.worker` on the job's folder,
+  `server.worker` says what it reads and writes there; `device`: the one its request trains on,
   None for the model's default) and return a handle with the calls of a
   `subprocess.Popen` that the job manager uses: `poll()`, `terminate()`, `wait(timeout)`,
   `returncode`, and `lost` (why the machine running it was lost, else None).
@@ -46,7 +46,7 @@ RESPAWN_S = 5.0
 
 def worker_command(threads: int, parent: int, max_mib: float | None, folder: str | None = None) -> list[str]:
     """The command of one training job (`folder`), or of a launcher (`worker.launcher`) without one."""
-    command = [sys.executable, "-m", "sensviz.worker"] + ([folder] if folder else ["--launcher"])
+    command = [sys.executable, "-m", "server.worker"] + ([folder] if folder else ["--launcher"])
     command += ["--threads", str(threads), "--parent", str(parent)]
     return command + (["--max-mib", str(max_mib)] if max_mib is not None else [])
 

@@ -168,3 +168,12 @@ class FolderLock:
             self._file.close()
             self._file = None
         self._threads.release()
+
+
+def data_dir() -> Path:
+    """Where the explorer keeps models and training jobs: $SENSVIZ_DATA_DIR, or the user's cache
+    directory ($XDG_CACHE_HOME or ~/.cache) / sensviz."""
+    configured = os.environ.get("SENSVIZ_DATA_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sensviz"

@@ -91,7 +91,7 @@ _ALL = (
     Limit("metadata_chars", 1, 4096, "characters of one string in a checkpoint's training or extra metadata "
           "(longer ones are stored shortened with a hash)"),
     Limit("label_chars", 1, 120, "characters of a label or name shown or stored as is (longer ones are shortened with a hash)"),
-    # classes (sensviz.classes)
+    # classes (server.classes)
     Limit("class_name_chars", 1, 80, "characters of a class's name"),
     Limit("display_name_chars", 1, 40, "characters of a member's display name in a class"),
     Limit("class_members", 1, 200, "members of one class"),

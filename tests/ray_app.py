@@ -1,5 +1,5 @@
 """One app process of the Ray tests (`test_ray_jobs.py`): a web server's job manager and kept models,
-taken as the explorer's server takes them (`sensviz.jobs.job_manager` on `$SENSVIZ_DATA_DIR`, on the
+taken as the explorer's server takes them (`server.jobs.job_manager` on `$SENSVIZ_DATA_DIR`, on the
 Ray cluster at `$SENSVIZ_RAY_ADDRESS`), driven by one JSON command per line on stdin, answered by
 one JSON line on stdout (everything else this process prints goes to stderr).
 
@@ -23,9 +23,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sensviz as sv  # noqa: E402
-from sensviz import budget, jobs  # noqa: E402
-from sensviz.kept import KeptStore, cap_bytes, data_dir  # noqa: E402
-from sensviz.worker import TrainRequest  # noqa: E402
+from sensviz.files import data_dir  # noqa: E402
+from server import budget, jobs  # noqa: E402
+from server.kept import KeptStore, cap_bytes  # noqa: E402
+from server.worker import TrainRequest  # noqa: E402
 
 
 def answer(manager, store: KeptStore, command: str, *args):

@@ -25,7 +25,8 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 import sensviz as sv  # noqa: E402
 from sensviz import fidelity, sweeps  # noqa: E402
 from sensviz.text import WORD_JOINER  # noqa: E402
-from ui import memo, model_refs, nav, registry, server, sidebar, train_form  # noqa: E402
+from server import services  # noqa: E402
+from ui import memo, model_refs, nav, registry, sidebar, train_form  # noqa: E402
 
 APP = str(ROOT / "app.py")
 ZOO = "encoder-majority-n6"
@@ -307,18 +308,18 @@ def test_one_job_per_user_and_stop_keeps_the_last_measurement():
     at.number_input(key="sv_w_train_d_model").set_value(8)
     at.checkbox(key="sv_w_train_early_stop").uncheck()
     at.button(key=registry.TRAIN_BUTTON).click().run()
-    job = server.job_manager().status(at.query_params["job"])
-    wait_until(at, lambda at: len(server.job_manager().records(job.id)) >= 2)
+    job = services.job_manager().status(at.query_params["job"])
+    wait_until(at, lambda at: len(services.job_manager().records(job.id)) >= 2)
     at.button(key=registry.TRAIN_BUTTON).click().run()
     assert any("already have a training run running" in e.value for e in at.error)
     goto(at, "sensitivity")  # the run goes on while the user looks elsewhere
-    assert server.job_manager().status(job.id).state == "running"
+    assert services.job_manager().status(job.id).state == "running"
     at.sidebar.button(key=registry.JOB_STOP).click().run()
     wait_until(at, lambda at: selected(at) is not None and selected(at).kind == "trained")
-    stopped = server.job_manager().status(job.id)
+    stopped = services.job_manager().status(job.id)
     assert stopped.state == "stopped" and "weights of the last measurement" in stopped.reason
     assert any("weights of the last measurement" in w.value for w in at.sidebar.warning)
-    kept = sv.load_checkpoint(server.kept_store().data(selected(at).key))
+    kept = sv.load_checkpoint(services.kept_store().data(selected(at).key))
     assert kept.metadata["training"]["steps"] == stopped.steps
 
 
@@ -364,7 +365,7 @@ def test_upload_a_valid_checkpoint_then_share_and_delete_it():
         goto(at, page)
     other = open_url("home", **link)  # another user opens the link: shared on purpose, not one of theirs
     assert selected(other).key == selected(at).key
-    assert server.kept_store().info(selected(at).key).owner == at.session_state[registry.OWNER]
+    assert services.kept_store().info(selected(at).key).owner == at.session_state[registry.OWNER]
     assert other.session_state[registry.OWNER] != at.session_state[registry.OWNER]
     other.sidebar.segmented_control(key=registry.SOURCE).set_value("My models").run()
     assert "shared with you" in other.sidebar.selectbox(key=registry.MINE).format_func(
@@ -372,7 +373,7 @@ def test_upload_a_valid_checkpoint_then_share_and_delete_it():
     assert not any(b.key == registry.DELETE for b in other.sidebar.button)  # only the owner may delete
     at.sidebar.segmented_control(key=registry.SOURCE).set_value("My models").run()
     at.sidebar.button(key=registry.DELETE).click().run()
-    assert selected(at) is None and server.kept_store().info(link["model"].split(":")[1]) is None
+    assert selected(at) is None and services.kept_store().info(link["model"].split(":")[1]) is None
     gone = open_url("home", **link)
     assert any("no kept model" in text for text in notices(gone))
 
@@ -394,7 +395,7 @@ def test_a_corrupt_upload_names_the_file_keeps_the_model_and_is_not_loaded_twice
 
 
 def test_an_upload_over_the_owners_share_is_refused_in_one_line(monkeypatch):
-    monkeypatch.setattr(server.kept_store(), "quota", 1000)
+    monkeypatch.setattr(services.kept_store(), "quota", 1000)
     model = sv.build_model("formal", d_model=8, n_heads=2, max_len=8, seed=2)
     at = upload(open_url("home"), "big.safetensors", sv.checkpoint_bytes(model, task="first", n=5))
     errors = [e.value for e in at.sidebar.error]
@@ -404,7 +405,7 @@ def test_an_upload_over_the_owners_share_is_refused_in_one_line(monkeypatch):
 
 
 def test_a_kept_file_replaced_by_a_directory_is_unreadable_and_the_store_serves_on():
-    store = server.kept_store()
+    store = services.kept_store()
     model = sv.build_model("formal", d_model=8, n_heads=2, max_len=8, seed=3)
     at = upload(open_url("home"), "fine.safetensors", sv.checkpoint_bytes(model, task="first", n=5))
     link = dict(at.query_params)
@@ -632,7 +633,7 @@ def test_the_experiments_page_refuses_a_folder_outside_its_roots_in_one_line(typ
     at.segmented_control(key=registry.EXP_SOURCE).set_value("A sweep folder").run()
     at.text_input(key=registry.EXP_FOLDER).set_value(typed).run()
     assert not at.exception
-    assert [e.value for e in at.error] == [server.NOT_A_RESULTS_FOLDER]
+    assert [e.value for e in at.error] == [services.NOT_A_RESULTS_FOLDER]
     shown = " ".join(e.value for kind in ("error", "info", "caption", "markdown", "text_input") for e in at.get(kind)
                      if isinstance(e.value, str))
-    assert str(ROOT) not in shown and str(server.results_dir()) not in shown
+    assert str(ROOT) not in shown and str(services.results_dir()) not in shown

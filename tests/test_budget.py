@@ -1,4 +1,4 @@
-"""The budget of a live job (`sensviz.budget`): the estimate against what the worker really takes,
+"""The budget of a live job (`server.budget`): the estimate against what the worker really takes,
 the server's budget setting, and the caps of the Train form against the library's limits."""
 
 import json
@@ -14,12 +14,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sensviz import budget, worker  # noqa: E402
 from sensviz.configs import settings_of  # noqa: E402
 from sensviz.limits import LIMITS  # noqa: E402
 from sensviz.models import ARCHITECTURES, ModelSettings  # noqa: E402
 from sensviz.training import TrainConfig  # noqa: E402
-from sensviz.worker import LIVE_LIMITS, TrainRequest  # noqa: E402
+from server import budget, worker  # noqa: E402
+from server.worker import LIVE_LIMITS, TrainRequest  # noqa: E402
 
 CEILING_S = 600  # one configuration in its own process, on a shared machine
 
@@ -86,7 +86,7 @@ HELPER = textwrap.dedent(
 
     import torch
     torch.set_num_threads(1)
-    from sensviz import budget, worker
+    from server import budget, worker
     worker._warm_up()  # once, as the launcher does (`worker.launcher`)
     for line in sys.stdin:  # a job's folder per line: each runs in a child forked from this warm process
         read, write = os.pipe()
@@ -245,18 +245,18 @@ def test_a_kept_calibration_is_used_on_the_same_boot_of_the_same_machine_only(tm
 
 
 def test_the_server_measures_once_a_boot_and_keeps_it_for_the_next_server(tmp_path, monkeypatch):
-    from sensviz import jobs
+    from server import jobs
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     runs = []
 
-    def measure(command, **kwargs):  # the calibration's process, as `python -m sensviz.budget` prints it
+    def measure(command, **kwargs):  # the calibration's process, as `python -m server.budget` prints it
         runs.append(command)
         return subprocess.CompletedProcess(command, 0, stdout='{"op_s": 4e-05, "flop_s": 5e-11}\n')
 
     monkeypatch.setattr(jobs.subprocess, "run", measure)
     monkeypatch.setattr(jobs, "_CALIBRATION", [])
     assert jobs.calibration() == budget.Calibration(4e-5, 5e-11) == budget.kept_calibration()
-    assert len(runs) == 1 and runs[0][1:] == ["-m", "sensviz.budget"]
+    assert len(runs) == 1 and runs[0][1:] == ["-m", "server.budget"]
     monkeypatch.setattr(jobs, "_CALIBRATION", [])  # the next server process on this machine
     assert jobs.calibration() == budget.Calibration(4e-5, 5e-11) and len(runs) == 1

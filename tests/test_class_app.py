@@ -17,9 +17,10 @@ os.environ.setdefault("SENSVIZ_DATA_DIR", tempfile.mkdtemp(prefix="sensviz-appte
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from sensviz import assignments, sweeps  # noqa: E402
+from sensviz import sweeps  # noqa: E402
 from sensviz.text import escape_markdown  # noqa: E402
-from ui import registry, server  # noqa: E402
+from server import assignments, services  # noqa: E402
+from ui import registry  # noqa: E402
 
 APP = str(ROOT / "app.py")
 CEILING_S = 600
@@ -78,7 +79,7 @@ def join(code: str, name: str) -> AppTest:
 
 def keep(owner_id: str, stem: str) -> str:
     data = (ROOT / "checkpoints" / f"{stem}.safetensors").read_bytes()
-    return server.kept_store().keep("trained", stem, data, owner_id).token
+    return services.kept_store().keep("trained", stem, data, owner_id).token
 
 
 def test_the_instructor_link_is_exchanged_and_leaves_the_url():
@@ -88,7 +89,7 @@ def test_the_instructor_link_is_exchanged_and_leaves_the_url():
     teacher.run()  # the next run: out of the session's URL too (the browser's no longer holds it: no new entry)
     assert "instructor" not in teacher.query_params and teacher.query_params["class"] == code
     assert "### Instructor" in texts(teacher) and private not in texts(teacher)
-    assert server.class_store().get(code).is_instructor(owner(teacher))
+    assert services.class_store().get(code).is_instructor(owner(teacher))
     forged = session("class", **{"class": code, "instructor": "A" * 32})
     assert "### Instructor" not in texts(forged) and any("not valid" in w.value for w in forged.warning)
     forged.run()
@@ -105,7 +106,7 @@ def test_the_instructor_link_is_exchanged_and_leaves_the_url():
 def test_joining_shows_the_display_name_as_text(name):
     code, _, _ = new_class()
     student = join(code, name)
-    member = server.class_store().get(code).member_of(owner(student))
+    member = services.class_store().get(code).member_of(owner(student))
     if member is None:  # refused: one line, nothing joined
         assert [e.value for e in student.sidebar.error] and all("\n" not in e.value for e in student.sidebar.error)
         assert "[" in name or ":" in name
@@ -117,23 +118,23 @@ def test_joining_shows_the_display_name_as_text(name):
     other = session("class", **{"class": code})  # another browser of the same member
     other.sidebar.text_input(key=registry.CLASS_REJOIN_CODE).input(rejoin).run()
     other.sidebar.button(key=registry.CLASS_REJOIN_BUTTON).click().run()
-    assert server.class_store().get(code).member_of(owner(other)).id == member.id
+    assert services.class_store().get(code).member_of(owner(other)).id == member.id
     again = join(code, name.upper())  # unique in the class, ignoring case
-    assert server.class_store().get(code).member_of(owner(again)) is None and again.sidebar.error
+    assert services.class_store().get(code).member_of(owner(again)) is None and again.sidebar.error
 
 
 def test_the_gallery_compares_two_models_in_one_click():
     code, _, _ = new_class()
     ada = join(code, "Ada")
     bob_owner = "bob-browser"
-    server.class_store().join(code, "Bob", bob_owner)
+    services.class_store().join(code, "Bob", bob_owner)
     mine, theirs = keep(owner(ada), "encoder-parity-n4"), keep(bob_owner, "encoder-first-n4")
-    server.class_store().add_model(code, owner(ada), mine, "parity", 4, 1.0, "encoder-parity-n4")
-    server.class_store().add_model(code, bob_owner, theirs, "first", 4, 0.98, "encoder-first-n4")
+    services.class_store().add_model(code, owner(ada), mine, "parity", 4, 1.0, "encoder-parity-n4")
+    services.class_store().add_model(code, bob_owner, theirs, "first", 4, 0.98, "encoder-first-n4")
     ada.switch_page("pages/class.py").run()
     shown = texts(ada)
     assert escape_markdown("Bob · first · n = 4 · 98.0% · encoder-first-n4 · ") in shown  # shown as text
-    server.class_store().add_model(code, bob_owner, keep(bob_owner, "encoder-first-n6"), "first", 4, 0.98,
+    services.class_store().add_model(code, bob_owner, keep(bob_owner, "encoder-first-n6"), "first", 4, 0.98,
                                    "first-n4-encoder-d32-seed7 **x**")  # a second run of one setting: its own label
     ada.run()
     assert escape_markdown("Bob · first · n = 4 · 98.0% · first-n4-encoder-d32-seed7 **x** · ") in texts(ada)
@@ -151,7 +152,7 @@ def test_classes_are_isolated_from_each_other_and_from_non_members():
     ada = join(one, "Ada")
     bob = join(two, "Bob")
     token = keep(owner(ada), "encoder-parity-n4")
-    server.class_store().add_model(one, owner(ada), token, "parity", 4, 1.0, "secret-run")
+    services.class_store().add_model(one, owner(ada), token, "parity", 4, 1.0, "secret-run")
     bob.switch_page("pages/class.py").run()
     assert "Ada" not in texts(bob) and token not in str(bob.query_params)
     stranger = session("class", **{"class": one})
@@ -176,7 +177,7 @@ def test_the_class_chart_shows_the_verdict_of_the_class_table():
     code, _, teacher = new_class()
     teacher.switch_page("pages/class.py").run()
     teacher.button(key=registry.CLASS_ASSIGN).click().run()
-    store = server.class_store()
+    store = services.class_store()
     a = assignments.LENGTH_SCALING
     write_class_runs(store, code, 11)
     teacher.run()
@@ -199,7 +200,7 @@ def test_the_instructor_stops_a_class_job():
     assert any("assignment is filled in" in i.value for i in ada.info)
     ada.button(key=registry.TRAIN_BUTTON).click().run()  # the filled-in form: the member's assignment run
     assert not ada.exception and not ada.error, [e.value for e in ada.error]
-    entries = server.class_store().get(code).jobs
+    entries = services.class_store().get(code).jobs
     assert [e["assignment"] for e in entries.values()] == [assignments.LENGTH_SCALING.deal(0)]
     job = next(iter(entries))
     teacher.run()
@@ -208,9 +209,9 @@ def test_the_instructor_stops_a_class_job():
     stop = registry.class_key("stop", job)
     teacher.button(key=stop).click().run()
     deadline = time.monotonic() + CEILING_S
-    while server.job_manager().status(job).active and time.monotonic() < deadline:
+    while services.job_manager().status(job).active and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert server.job_manager().status(job).state in ("stopped", "cancelled")
+    assert services.job_manager().status(job).state in ("stopped", "cancelled")
     teacher.run()
     assert not any(b.key == stop for b in teacher.button)
     assert {"1 run: stopped 1", "1 run: cancelled 1"} & {c.value for c in teacher.caption}
@@ -270,4 +271,4 @@ def test_deleting_the_class_asks_first():
     teacher.checkbox(key=registry.class_key("delete", "sure")).check().run()
     teacher.button(key=registry.CLASS_DELETE).click().run()
     assert not teacher.exception, teacher.exception
-    assert server.class_store().get(code) is None
+    assert services.class_store().get(code) is None

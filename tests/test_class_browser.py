@@ -16,8 +16,8 @@ from PIL import Image
 from test_class_app import write_class_runs
 from test_e2e import ROOT, WIDE, choose_upload, cut_short, load, screenshot, wait_until_done
 
-from sensviz import assignments
-from sensviz.classes import ClassStore
+from server import assignments
+from server.classes import ClassStore
 
 DATA_DIR = Path(tempfile.mkdtemp(prefix="sensviz-class-e2e-"))
 """The served app's data dir: the tests write a class's members, models and runs there as the server would."""

@@ -1,5 +1,5 @@
-"""Classes (`sensviz.classes`), their signing (`sensviz.owners`) and the length-scaling assignment
-(`sensviz.assignments`): library only, no Streamlit, no training (a job manager's answers are
+"""Classes (`server.classes`), their signing (`server.owners`) and the length-scaling assignment
+(`server.assignments`): library only, no Streamlit, no training (a job manager's answers are
 given as `JobStatus` values)."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 from conftest import in_processes
 
-from sensviz import assignments, owners, stats
-from sensviz.classes import ClassRefused, ClassStore, check_display_name
-from sensviz.jobs import JobStatus
-from sensviz.kept import KeptRefused, KeptStore
+from sensviz import stats
+from server import assignments, owners
+from server.classes import ClassRefused, ClassStore, check_display_name
+from server.jobs import JobStatus
+from server.kept import KeptRefused, KeptStore
 from tests.test_text import HOSTILE as HOSTILE_TEXT
 
 SECRET = b"k" * 32

@@ -18,11 +18,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import sensviz as sv  # noqa: E402
-from sensviz import budget, jobs  # noqa: E402
 from sensviz.executors import LocalExecutor  # noqa: E402
-from sensviz.jobs import JobManager, JobRefused  # noqa: E402
-from sensviz.kept import KeptStore  # noqa: E402
-from sensviz.worker import TrainRequest  # noqa: E402
+from server import budget, jobs  # noqa: E402
+from server.jobs import JobManager, JobRefused  # noqa: E402
+from server.kept import KeptRefused, KeptStore  # noqa: E402
+from server.worker import TrainRequest  # noqa: E402
 
 CEILING_S = 300  # generous: the machine is shared
 
@@ -129,9 +129,9 @@ PARENT = textwrap.dedent(
     import sys, time
     sys.path.insert(0, {root!r})
     from pathlib import Path
-    from sensviz.jobs import JobManager
-    from sensviz.kept import KeptStore
-    from sensviz.worker import TrainRequest
+    from server.jobs import JobManager
+    from server.kept import KeptStore
+    from server.worker import TrainRequest
     if __name__ == "__main__":
         manager = JobManager(Path({root_jobs!r}), KeptStore(Path({root_kept!r}), 2**26), capacity=1, threads=1)
         job = manager.submit("alice", TrainRequest("first", {{"arch": "encoder", "d_model": 8, "n_layers": 1, "n_heads": 2}},
@@ -206,13 +206,13 @@ def test_a_second_server_on_the_same_data_folder_is_refused(make_manager):
 @pytest.mark.slow  # integration: seven worker processes, each loading torch
 def test_no_failure_of_one_job_stops_the_manager(make_manager, monkeypatch):
     """Each failure while collecting a job fails that job with one line; the next user's job runs."""
-    from sensviz import jobs as jobs_module
-    from sensviz import kept as kept_module
+    from server import jobs as jobs_module
+    from server import kept as kept_module
 
     manager = make_manager(capacity=1, threads=1)
     store = manager.store
 
-    def run(owner: str, **train) -> sv.jobs.JobStatus:
+    def run(owner: str, **train) -> jobs.JobStatus:
         job_id = manager.submit(owner, request(steps=20, every=10, **train))
         return wait_for(manager, job_id, lambda s: not s.active)
 
@@ -269,7 +269,7 @@ def test_no_failure_of_one_job_stops_the_manager(make_manager, monkeypatch):
 
 
 def test_job_folders_count_against_their_owner_and_only_their_own_are_pruned(make_manager, tmp_path):
-    from sensviz.jobs import MAX_FOLDERS
+    from server.jobs import MAX_FOLDERS
 
     for owner, count in (("alice", MAX_FOLDERS + 5), ("bob", 3)):
         for i in range(count):
@@ -288,7 +288,7 @@ def test_job_folders_count_against_their_owner_and_only_their_own_are_pruned(mak
     assert manager.folder_bytes("bob") == 3 * (1000 + len((tmp_path / "jobs" / "bobjob0000000000" / "state.json").read_bytes()))
     assert manager.store.usage("bob") == manager.folder_bytes("bob")  # counted in the owner's quota
     manager.store.quota = manager.folder_bytes("alice") + 100
-    with pytest.raises(sv.kept.KeptRefused, match="training records included"):
+    with pytest.raises(KeptRefused, match="training records included"):
         manager.store.keep("upload", "x.safetensors", b"z" * 200, "alice")
 
 
@@ -296,7 +296,7 @@ def test_job_folders_count_against_their_owner_and_only_their_own_are_pruned(mak
 def test_a_table_task_at_the_largest_n_trains_is_kept_and_loads(make_manager):
     import torch
 
-    from sensviz.worker import MAX_LIVE_N
+    from server.worker import MAX_LIVE_N
 
     bits = "".join("01"[b] for b in torch.randint(0, 2, (2**MAX_LIVE_N,), generator=torch.Generator().manual_seed(0)).tolist())
     manager = make_manager(capacity=1, threads=1)
@@ -474,7 +474,7 @@ def test_a_worker_over_its_memory_budget_fails_with_one_line(tmp_path):
     big = TrainRequest("parity", {"arch": "encoder", "d_model": 128, "n_layers": 4, "n_heads": 8},
                        {"n": 24, "steps": 5, "batch_size": 4096}, 100)
     (folder / "request.json").write_text(json.dumps(big.to_dict()))
-    subprocess.run([sys.executable, "-m", "sensviz.worker", str(folder), "--parent", str(os.getpid()), "--max-mib", "40"],
+    subprocess.run([sys.executable, "-m", "server.worker", str(folder), "--parent", str(os.getpid()), "--max-mib", "40"],
                    cwd=ROOT, check=True, timeout=CEILING_S, env={**os.environ, "OMP_NUM_THREADS": "1"})
     outcome = json.loads((folder / "outcome.json").read_text())
     assert outcome == {"state": "failed", "error": "the run needed more memory than this server gives one run (40 MiB; "
@@ -482,7 +482,7 @@ def test_a_worker_over_its_memory_budget_fails_with_one_line(tmp_path):
 
 
 def test_owner_ids_are_minted_by_the_server_and_forged_cookies_count_as_absent(tmp_path):
-    from sensviz import owners as owner_id
+    from server import owners as owner_id
 
     secret = owner_id.owner_secret(tmp_path)
     assert (tmp_path / "owner_secret").stat().st_mode & 0o777 == 0o600 and len(secret) == 32

@@ -14,8 +14,8 @@ from conftest import in_processes
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sensviz as sv  # noqa: E402
-from sensviz import kept as kept_module  # noqa: E402
-from sensviz.kept import DAY_S, TOKEN, KeptRefused, KeptStore, KeptUnreadable  # noqa: E402
+from server import kept as kept_module  # noqa: E402
+from server.kept import DAY_S, TOKEN, KeptRefused, KeptStore, KeptUnreadable  # noqa: E402
 
 
 def model_bytes(seed: int = 0) -> bytes:

@@ -21,8 +21,8 @@ from conftest import signal_handlers_restored
 from test_jobs import wait_for as jobs_wait_for
 
 from sensviz.executors import training_task_options
-from sensviz.jobs import RAY_ADDRESS, JobStatus
-from sensviz.worker import TrainRequest
+from server.jobs import RAY_ADDRESS, JobStatus
+from server.worker import TrainRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 CEILING_S = 600  # generous: a loaded 2-core machine starts a cluster and fresh interpreters

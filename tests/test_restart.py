@@ -22,9 +22,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import load  # noqa: E402
 
 import sensviz as sv  # noqa: E402
-from sensviz import assignments, owners  # noqa: E402
-from sensviz.classes import ClassStore  # noqa: E402
-from sensviz.kept import KeptStore  # noqa: E402
+from server import assignments, owners  # noqa: E402
+from server.classes import ClassStore  # noqa: E402
+from server.kept import KeptStore  # noqa: E402
 
 CEILING_S = 120  # generous: the machine is shared; a deadlock never ends
 
@@ -45,14 +45,14 @@ def interrupted_run(data: Path, owner: str = "alice", job_id: str = "runningjob0
 
 
 def test_the_servers_job_manager_starts_when_the_interrupted_runs_owner_holds_a_kept_model(tmp_path):
-    """The explorer's singletons (`ui.server`) built as a starting server builds them: keeping the
+    """The explorer's singletons (`server.services`) built as a starting server builds them: keeping the
     interrupted run's weights asks the class store whether the owner's models are pinned. With one
     lock held across the job manager's build, that call deadlocked the start for good."""
     folder = interrupted_run(tmp_path)
     script = textwrap.dedent("""
         import time
-        from ui import server
-        manager = server.job_manager()
+        from server import services
+        manager = services.job_manager()
         deadline = time.monotonic() + 60
         while manager.status("runningjob000000").state == "running" and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -70,7 +70,7 @@ def test_the_servers_job_manager_starts_when_the_interrupted_runs_owner_holds_a_
 def test_the_manager_answers_before_it_recovers_an_earlier_servers_run(tmp_path, monkeypatch):
     """Recovery waits for the store (whose lock another replica may hold); the manager answers meanwhile."""
     from sensviz.executors import LocalExecutor
-    from sensviz.jobs import JobManager
+    from server.jobs import JobManager
 
     monkeypatch.setattr(LocalExecutor, "warm", lambda self: None)  # starts no process
     interrupted_run(tmp_path)

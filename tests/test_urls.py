@@ -16,7 +16,8 @@ sys.path.insert(0, str(ROOT))
 os.environ["SENSVIZ_DATA_DIR"] = tempfile.mkdtemp(prefix="sensviz-urltest-")
 
 import sensviz as sv  # noqa: E402
-from ui import cache, memo, model_refs, nav, server  # noqa: E402
+from server import services  # noqa: E402
+from ui import cache, memo, model_refs, nav  # noqa: E402
 from ui.memo import Store  # noqa: E402
 
 CEILING_S = 120
@@ -38,7 +39,7 @@ def test_a_zoo_link_is_pinned_to_the_checkpoint_content():
 
 def test_a_kept_model_link_names_its_kind_and_token():
     model = sv.build_model("formal", d_model=8, n_heads=2, max_len=4, seed=0)
-    kept = server.kept_store().keep("trained", "run", sv.checkpoint_bytes(model, task="first", n=4), owner="alice")
+    kept = services.kept_store().keep("trained", "run", sv.checkpoint_bytes(model, task="first", n=4), owner="alice")
     ref, _ = model_refs.resolve(f"trained:{kept.token}")
     assert ref.param == f"trained:{kept.token}" and ref.name == "run"
     assert cache.load(ref).task.label == "first"  # validated like any upload
@@ -57,7 +58,7 @@ def test_bad_model_links_say_why(value, message):
 
 def test_a_kept_model_whose_bytes_changed_is_refused(tmp_path):
     model = sv.build_model("formal", d_model=8, n_heads=2, max_len=4, seed=1)  # not the bytes alice kept above
-    store = server.kept_store()
+    store = services.kept_store()
     kept = store.keep("trained", "run", sv.checkpoint_bytes(model, task="first", n=4), owner="alice")
     ref, _ = model_refs.resolve(f"trained:{kept.token}")
     (store.root / f"{kept.file}.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
@@ -149,7 +150,7 @@ def test_memo_keys_are_the_bound_arguments():
 
 
 def test_a_sweep_folder_is_read_once_for_its_tables_and_its_figures():
-    folder = server.sweep_folder("quick/tradeoff")
+    folder = services.sweep_folder("quick/tradeoff")
     before = memo.stats().get("_read_results", 0)
     runs, _, _ = cache.experiment_results(folder)
     cache.experiment_figures(folder)
@@ -171,23 +172,23 @@ SHIPPED = ROOT / "experiments" / "results"
 def test_a_sweep_folder_outside_the_results_folders_is_refused_in_one_line(typed, monkeypatch):
     monkeypatch.delenv("SENSVIZ_RESULTS_DIRS", raising=False)
     with pytest.raises(ValueError) as refused:
-        server.sweep_folder(typed)
+        services.sweep_folder(typed)
     message = str(refused.value)
-    assert message == server.NOT_A_RESULTS_FOLDER and "\n" not in message
+    assert message == services.NOT_A_RESULTS_FOLDER and "\n" not in message
     assert str(ROOT) not in message and "/home" not in message and "/root" not in message
 
 
 def test_a_sweep_folder_inside_a_results_folder_opens(monkeypatch, tmp_path):
     monkeypatch.setenv("SENSVIZ_RESULTS_DIRS", os.pathsep.join([str(SHIPPED), str(tmp_path)]))
     tradeoff = (SHIPPED / "quick" / "tradeoff").resolve()
-    assert server.sweep_folder("quick/tradeoff") == tradeoff
-    assert server.sweep_folder(str(SHIPPED / "quick" / "tradeoff")) == tradeoff  # absolute, inside
-    assert server.sweep_folder("quick/../quick/tradeoff/") == tradeoff
+    assert services.sweep_folder("quick/tradeoff") == tradeoff
+    assert services.sweep_folder(str(SHIPPED / "quick" / "tradeoff")) == tradeoff  # absolute, inside
+    assert services.sweep_folder("quick/../quick/tradeoff/") == tradeoff
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "runs.parquet").write_bytes(b"")
-    assert server.sweep_folder("mine") == mine.resolve()  # the second root
-    assert server.results_roots() == [SHIPPED, tmp_path]
+    assert services.sweep_folder("mine") == mine.resolve()  # the second root
+    assert services.results_roots() == [SHIPPED, tmp_path]
 
 
 def test_a_link_out_of_a_results_folder_is_refused(monkeypatch, tmp_path):
@@ -200,13 +201,13 @@ def test_a_link_out_of_a_results_folder_is_refused(monkeypatch, tmp_path):
     monkeypatch.setenv("SENSVIZ_RESULTS_DIRS", str(root))
     for typed in ("escape", str(root / "escape"), "inside"):
         with pytest.raises(ValueError, match="not a sweep folder under this server's results folders"):
-            server.sweep_folder(typed)
+            services.sweep_folder(typed)
 
 
 def test_the_default_results_folders_are_the_shipped_results_and_the_data_directorys_sweeps(monkeypatch):
     monkeypatch.delenv("SENSVIZ_RESULTS_DIRS", raising=False)
-    assert server.results_roots() == [SHIPPED, sv.kept.data_dir() / "sweeps"]
-    assert server.results_dir() == SHIPPED
+    assert services.results_roots() == [SHIPPED, sv.files.data_dir() / "sweeps"]
+    assert services.results_dir() == SHIPPED
 
 
 # ----------------------------------------------------------------------------- the one page list

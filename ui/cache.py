@@ -40,11 +40,12 @@ import torch
 import sensviz as sv
 from sensviz import analysis, fidelity, figures, losses, report, sweeps, tables
 from sensviz.checkpoints import SIZE_CAP, read_metadata
-from sensviz.kept import KeptUnreadable
 from sensviz.measure import MeasureSettings, affordable, columns, measure, sharpness_radius
 from sensviz.models import config_to_dict
 from sensviz.text import escape_markdown
-from ui import model_refs, server
+from server import services
+from server.kept import KeptUnreadable
+from ui import model_refs
 from ui.memo import Store, memo
 from ui.model_refs import ModelRef
 
@@ -158,7 +159,7 @@ def _zoo_entries(folder: str, mtime_ns: int) -> list[dict]:
 def zoo_entries() -> list[dict]:
     """Metadata of every pretrained checkpoint (header only), by task, then n, then architecture;
     renewed when the folder changes (files are written by replacing them)."""
-    folder = server.checkpoint_dir()
+    folder = services.checkpoint_dir()
     return _zoo_entries(str(folder), folder.stat().st_mtime_ns if folder.is_dir() else 0)
 
 
@@ -331,7 +332,7 @@ def _shipped_summary(ref: ModelRef, n: int) -> dict | None:
         return None
     from sensviz import lab
 
-    path = server.checkpoint_dir() / lab.DATA_FILE
+    path = services.checkpoint_dir() / lab.DATA_FILE
     try:
         stamp = path.stat().st_mtime_ns
     except OSError:
@@ -586,7 +587,7 @@ def shipped_results() -> dict[str, dict[str, str]]:
     """The shipped sweep folders, `{scale: {experiment: folder}}`, in the report's order (scales
     quick, standard, paper first; experiments in the order of `sensviz.experiments.EXPERIMENTS`)."""
     try:
-        folders = report.sweep_folders(server.results_dir())
+        folders = report.sweep_folders(services.results_dir())
     except ValueError:  # no results there
         return {}
     found: dict[str, dict[str, str]] = {}
@@ -605,7 +606,7 @@ def _read_results(folder: str, mtime: float):
 
 
 def experiment_results(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """A sweep folder's runs table, history table and spec (a folder `server.sweep_folder` let
+    """A sweep folder's runs table, history table and spec (a folder `services.sweep_folder` let
     through); the cache is renewed when its tables change (a sweep still running, or resumed).
     ValueError, naming no path, when its tables cannot be read."""
     try:
@@ -655,7 +656,7 @@ def training_tables(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _lab_sources() -> sv.lab.Sources:
-    return sv.lab.Sources(lambda name: load(model_refs.zoo_ref(name)), server.checkpoint_dir(), server.results_dir())
+    return sv.lab.Sources(lambda name: load(model_refs.zoo_ref(name)), services.checkpoint_dir(), services.results_dir())
 
 
 def _lab_stamp(number: int) -> tuple:
@@ -663,7 +664,7 @@ def _lab_stamp(number: int) -> tuple:
     `sensviz.lab.data` compares the sha256 of the files themselves when the stamp is new."""
     from sensviz import lab
 
-    paths = [*lab.chapter(number).inputs(_lab_sources()).values(), server.checkpoint_dir() / lab.DATA_FILE]
+    paths = [*lab.chapter(number).inputs(_lab_sources()).values(), services.checkpoint_dir() / lab.DATA_FILE]
     return tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) if p.exists() else (str(p), None, None) for p in paths)
 
 

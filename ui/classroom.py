@@ -1,5 +1,5 @@
 """Class mode in the app (issue 19): the class link, joining, the gallery, the assignment in the Train
-form, the class chart. The class itself lives in the library (`sensviz.classes`, `sensviz.assignments`);
+form, the class chart. The class itself lives in the library (`server.classes`, `server.assignments`);
 this module is its Streamlit glue, used by the frame, the sidebar, the Home, Train and Class pages.
 
 - `class=<code>` in the URL (public, like `model=`) puts the session in a class. A non-member sees
@@ -19,15 +19,15 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from sensviz import assignments, jobs
-from sensviz.classes import Class, ClassRefused
 from sensviz.configs import settings_of
 from sensviz.models import ModelSettings
 from sensviz.sweeps import read_results
 from sensviz.text import escape_markdown, quoted
 from sensviz.training import TrainConfig
-from sensviz.worker import TrainRequest
-from ui import cache, model_refs, owner_id, registry, server, train_form, url_state
+from server import assignments, jobs, services
+from server.classes import Class, ClassRefused
+from server.worker import TrainRequest
+from ui import cache, model_refs, owner_id, registry, train_form, url_state
 
 GALLERY_EVERY_S = 3.0
 """How often the gallery and the class chart look for new models and runs (seconds)."""
@@ -42,7 +42,7 @@ DROP_INSTRUCTOR_SCRIPT = ("<script>{const url = new URL(location.href); if (url.
 
 
 def store():
-    return server.class_store()
+    return services.class_store()
 
 
 # ----------------------------------------------------------------------------- entering a class
@@ -188,7 +188,7 @@ def join_form(found: Class) -> None:
 
 
 def _ref(token: str):
-    kept = server.kept_store().info(token)
+    kept = services.kept_store().info(token)
     if kept is None:
         raise ValueError("that model is gone (deleted by its owner, or expired after the class closed)")
     return model_refs.kept_ref(kept.kind, token)
@@ -226,7 +226,7 @@ def gallery_rows(found: Class) -> pd.DataFrame:
 def gallery(found: Class, compact: bool = False) -> None:
     """Every model of the class, "member · task · n · accuracy · model name (seed) · time added"; one click
     opens one (`model=`) and one click puts another beside it (`compare=`)."""
-    store().sync(found.code, server.job_manager())
+    store().sync(found.code, services.job_manager())
     found = store().get(found.code) or found
     rows = gallery_rows(found)
     if rows.empty:
@@ -344,7 +344,7 @@ def class_runs(found: Class) -> pd.DataFrame:
 
 def chart(a: assignments.Assignment, runs: pd.DataFrame, me: str | None) -> alt.LayerChart:
     """Every member's point (their own larger, outlined), the mean per setting (a line per task): the runs
-    the verdict counts (`sensviz.assignments.counted`: each member's latest finished run)."""
+    the verdict counts (`server.assignments.counted`: each member's latest finished run)."""
     done = assignments.counted(runs).copy()
     done["yours"] = done["member"] == me
     done["kept"] = done["converged"].fillna(False).astype(bool).map({True: "converged", False: "not converged"})
@@ -365,12 +365,12 @@ def chart(a: assignments.Assignment, runs: pd.DataFrame, me: str | None) -> alt.
 
 
 def chart_section(found: Class) -> None:
-    """The class chart with the verdict (`sensviz.assignments.verdict`: `sensviz.stats` on the class's table)."""
+    """The class chart with the verdict (`server.assignments.verdict`: `sensviz.stats` on the class's table)."""
     if found.assignment not in assignments.ASSIGNMENTS:
         st.caption("The instructor has not started an assignment yet.")
         return
     a = assignments.ASSIGNMENTS[found.assignment]
-    store().sync(found.code, server.job_manager())
+    store().sync(found.code, services.job_manager())
     found = store().get(found.code) or found
     runs = class_runs(found)
     me = member(found)
@@ -411,7 +411,7 @@ def members_table(found: Class) -> None:
 
 def jobs_table(found: Class) -> None:
     """The instructor's view of the class's jobs: member, setting, state, progress, reason, and Stop."""
-    rows = store().job_rows(found.code, server.job_manager())
+    rows = store().job_rows(found.code, services.job_manager())
     if not rows:
         st.caption("No runs yet.")
         return
@@ -422,5 +422,5 @@ def jobs_table(found: Class) -> None:
         if row["state"] in jobs.ACTIVE:
             label = f"Stop {row['member']}'s run ({row['task']}, n = {row['n']}, {row['state']})"
             if st.button(escape_markdown(label), key=registry.class_key("stop", row["job"])):
-                store().stop(found.code, owner_id.owner(), row["job"], server.job_manager())
+                store().stop(found.code, owner_id.owner(), row["job"], services.job_manager())
                 st.rerun(scope="fragment")

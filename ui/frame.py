@@ -9,7 +9,8 @@ import streamlit as st
 
 import sensviz as sv
 from sensviz.text import escape_markdown, quoted
-from ui import cache, classroom, job_panel, model_refs, owner_id, page, registry, server, sidebar, url_state
+from server import services
+from ui import cache, classroom, job_panel, model_refs, owner_id, page, registry, sidebar, url_state
 from ui.model_refs import ModelRef
 from ui.nav import PageSpec
 
@@ -85,7 +86,7 @@ def _apply_url(params: dict[str, str]) -> None:
         classroom.enter(params["class"])
     job_id = params.get("job")
     if job_id is not None:
-        if server.job_manager().status(job_id) is None:
+        if services.job_manager().status(job_id) is None:
             url_state.notice(f"job={quoted(job_id)} names no training run on this server (a mistyped link, or one from "
                             "another server).")
         else:
@@ -103,6 +104,6 @@ def _resolve(param: str, value: str | None) -> ModelRef | None:
         return None
     if warning:
         url_state.notice(escape_markdown(warning))
-    if ref.kind != "zoo" and server.kept_store().info(ref.key).owner != owner_id.owner():
+    if ref.kind != "zoo" and services.kept_store().info(ref.key).owner != owner_id.owner():
         registry.add_shared(ref)
     return ref

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from sensviz import jobs
 from sensviz.text import escape_markdown, quoted
-from ui import model_refs, owner_id, registry, server
+from server import jobs, services
+from ui import model_refs, owner_id, registry
 
 
 def draw() -> str | None:
     """The job this session follows (its own, or one named in the URL), while it runs and once it
     ended; returns its id while it is worth keeping in the URL."""
-    manager = server.job_manager()
+    manager = services.job_manager()
     job_id = registry.followed_job() or manager.active(owner_id.owner())
     if job_id is None:
         return None
@@ -50,7 +50,7 @@ def draw() -> str | None:
 
 
 def _job_in_sidebar(state: str) -> None:
-    status = server.job_manager().status(registry.followed_job())
+    status = services.job_manager().status(registry.followed_job())
     if status is None or status.state != state:
         st.rerun()  # the whole page takes it from here: started, or ended and its model selected
     st.subheader("Training")
@@ -73,11 +73,11 @@ def show_progress(status: jobs.JobStatus, key: str) -> None:
     """A job's progress (or its place in the queue) and the button that stops or cancels it."""
     mine = status.owner == owner_id.owner()
     if status.state == "queued":
-        manager = server.job_manager()
+        manager = services.job_manager()
         st.info(f"**{escape_markdown(status.name)}** waits in the queue: **{_ordinal(status.position)}** in line "
                 f"(the server trains {manager.capacity} model{'s' if manager.capacity > 1 else ''} at a time).")
         if mine and st.button("Cancel", key=key):
-            server.job_manager().stop(status.id, owner_id.owner())
+            services.job_manager().stop(status.id, owner_id.owner())
             st.rerun()
         return
     progress = status.progress
@@ -93,7 +93,7 @@ def show_progress(status: jobs.JobStatus, key: str) -> None:
         st.progress(0.0, text=f"**{escape_markdown(status.name)}**: starting (a fresh process loads the trainer)…")
     if mine and st.button("Stop and keep what was learned", key=key,
                           help="Ends the run now; the weights of its last measurement become the selected model."):
-        server.job_manager().stop(status.id, owner_id.owner())
+        services.job_manager().stop(status.id, owner_id.owner())
         st.rerun()
 
 

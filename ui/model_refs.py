@@ -1,6 +1,6 @@
 """Which model: `ModelRef`, a zoo checkpoint (`model=encoder-parity-n8`, pinned to its content as
 `encoder-parity-n8~<sha256 prefix>`) or a kept model (`model=trained:<token>`, `model=upload:<token>`,
-`sensviz.kept`), resolved from a link and checked against the files it names."""
+`server.kept`), resolved from a link and checked against the files it names."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from server.services import checkpoint_dir, kept_store
 from ui.memo import memo
-from ui.server import checkpoint_dir, kept_store
 
 KINDS = ("zoo", "trained", "upload")
 ZOO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,120}$")

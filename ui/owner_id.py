@@ -1,4 +1,4 @@
-"""Who is who: a random owner id, signed by the server (`sensviz.owners`: `id.HMAC(secret, id)`, the secret
+"""Who is who: a random owner id, signed by the server (`server.owners`: `id.HMAC(secret, id)`, the secret
 kept with mode 0600 in the data folder), lives in a browser cookie (set by a tiny script) and is read back
 through `st.context.cookies` when the next session connects; a cookie whose signature does not
 check counts as absent (a new id), and without cookies (AppTest) the session keeps its own. The
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from sensviz.owners import mint_owner, verified_owner
+from server.owners import mint_owner, verified_owner
+from server.services import server_secret
 from ui.registry import OWNER, OWNER_UNSAVED
-from ui.server import server_secret
 
 OWNER_COOKIE = "sensviz_owner"
 

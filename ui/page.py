@@ -21,7 +21,8 @@ import sensviz as sv
 from sensviz import charts
 from sensviz.measure import NUMERICAL_ERRORS
 from sensviz.text import escape_markdown, quoted
-from ui import cache, model_refs, nav, owner_id, registry, server, url_state
+from server import services
+from ui import cache, model_refs, nav, owner_id, registry, url_state
 from ui.model_refs import ModelRef
 
 
@@ -125,7 +126,7 @@ def guarded(what: str):
 
 def my_models() -> list[ModelRef]:
     """The user's kept models and the ones shared with them in this session."""
-    store = server.kept_store()
+    store = services.kept_store()
     refs = []
     for kept in store.owned(owner_id.owner()):
         try:

@@ -4,7 +4,7 @@ length per model, the training job followed, the models shared by a link.
 
 The rest of the explorer's state lives by concern, each module using these keys: `ui.model_refs`
 (which model), `ui.url_state` (the URL, and the pages' settings kept in the session), `ui.uploads`
-(the uploads of this session), `ui.server` (the server's folders, kept models and jobs),
+(the uploads of this session), `server.services` (the server's folders, kept models and jobs),
 `ui.owner_id` (who is who).
 """
 

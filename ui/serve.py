@@ -13,7 +13,7 @@ they need on demand, as they can.
 SIGTERM (and SIGINT) end the server at once with one line in its log: its training runs end with it
 (each run's process dies with the server), every lock it held (flocks on the data folder) goes with
 the process, and the next start keeps each interrupted run's last measurement
-(`sensviz.jobs.JobManager`). Every file the server writes is written atomically, so nothing is left
+(`server.jobs.JobManager`). Every file the server writes is written atomically, so nothing is left
 half-written; a Ray queue (`$SENSVIZ_RAY_ADDRESS`) goes on serving the other web servers.
 """
 
@@ -34,7 +34,8 @@ def warm() -> float:
     background. Returns the seconds it took."""
     start = time.perf_counter()
     from sensviz import lab
-    from ui import cache, router, server  # noqa: F401  (the router: every module a page run imports)
+    from server import services
+    from ui import cache, router  # noqa: F401  (the router: every module a page run imports)
 
     for ch in lab.CHAPTERS:
         for blind in (True, False):  # what a session draws before and after its prediction
@@ -44,7 +45,7 @@ def warm() -> float:
                 log.info("Lab chapter %d not drawn ahead: %s", ch.number, err)
     cache.zoo_entries()  # the sidebar's model list
     cache.warm_up()
-    server.job_manager()  # its launcher starts now, not beside the first page
+    services.job_manager()  # its launcher starts now, not beside the first page
     return time.perf_counter() - start
 
 

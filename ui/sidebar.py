@@ -10,9 +10,10 @@ from collections.abc import Callable
 import streamlit as st
 
 import sensviz as sv
-from sensviz.kept import KeptRefused
 from sensviz.text import escape_markdown, one_line, quoted
-from ui import cache, classroom, model_refs, owner_id, page, registry, server, uploads, url_state
+from server import services
+from server.kept import KeptRefused
+from ui import cache, classroom, model_refs, owner_id, page, registry, uploads, url_state
 from ui.model_refs import ModelRef
 from ui.page import Selection
 
@@ -118,7 +119,7 @@ def _choose_upload() -> None:
     if error:
         uploads.refuse_upload(uploaded, f"This file cannot be used: {error}")  # reruns
     try:
-        kept = server.kept_store().keep("upload", name, data, owner_id.owner(), overrides)
+        kept = services.kept_store().keep("upload", name, data, owner_id.owner(), overrides)
     except KeptRefused as err:  # over the owner's share or the server's cap
         uploads.refuse_upload(uploaded, f"This file was not kept: {quoted(err, 300)}")  # reruns
     uploads.accept_upload()
@@ -141,7 +142,7 @@ def _refused() -> None:
 
 
 def _choose_mine() -> None:
-    store = server.kept_store()
+    store = services.kept_store()
     mine = {k.token: k for k in store.owned(owner_id.owner())}
     shared = {r.key: r for r in registry.shared_refs() if r.key not in mine and store.info(r.key)}
     if not mine and not shared:

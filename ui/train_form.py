@@ -6,8 +6,8 @@ type, range, default and help), the model's and the trainer's fields from `Model
 appears here without touching this file. Values are kept for the whole session (`persist_state`),
 so a page switch does not reset them; a preset fills them in. Early stopping is on by default
 (100 % accuracy and MSE < 0.001, the paper's convergence filter). Every number widget is bounded
-by the setting's limit and the server's cap (`sensviz.worker.LIVE_LIMITS`), and the caption under
-Train states the server's budget per run (`sensviz.budget`).
+by the setting's limit and the server's cap (`server.worker.LIVE_LIMITS`), and the caption under
+Train states the server's budget per run (`server.budget`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from sensviz.configs import Setting, settings_of
 from sensviz.models import ModelSettings
 from sensviz.tasks import Param
 from sensviz.training import TrainConfig
-from sensviz.worker import LIVE_LIMITS, TrainRequest
-from ui import registry, server
+from server import services
+from server.worker import LIVE_LIMITS, TrainRequest
+from ui import registry
 
 DEFAULTS = {"task": "parity", "n": 8, "steps": 2000, "batch_size": 256, "lr": 1e-3, "eval_interval": 50,
             "target_accuracy": 1.0, "target_loss": 0.001, "measure_every": 100, "early_stop": True}
@@ -179,7 +180,7 @@ def form() -> TrainRequest | None:
                                      help="sharpness, Blowup, as_n and the degree profile; skipped while measuring "
                                      "would take longer than training")
         submitted = st.button("Train", type="primary", key=registry.TRAIN_BUTTON)
-        st.caption(f"A run may take at most {server.job_manager().budget.describe()} on this server (its cost is "
+        st.caption(f"A run may take at most {services.job_manager().budget.describe()} on this server (its cost is "
                    "estimated before it is queued); the queue takes turns between network addresses.")
     if not submitted:
         return None

@@ -50,11 +50,12 @@ from pathlib import Path
 
 import torch
 
+from sensviz.files import data_dir
+
 from ..base import TracedModel
 from ..blowup import STACKS
 from ..configs import build as build_settings
 from ..configs import check, setting, split
-from ..kept import data_dir
 from ..measure import RADIUS_FRACTIONS, Measurement, MeasureSettings, columns, default_quantities, measure
 from ..models import ModelSettings
 from ..sweeps import failure, run_id

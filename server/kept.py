@@ -70,15 +70,6 @@ class KeptUnreadable(ValueError):
     """A kept model whose file cannot be read (damaged or replaced on the server), with one line for the user."""
 
 
-def data_dir() -> Path:
-    """Where the explorer keeps models and training jobs: $SENSVIZ_DATA_DIR, or the user's cache
-    directory ($XDG_CACHE_HOME or ~/.cache) / sensviz."""
-    configured = os.environ.get("SENSVIZ_DATA_DIR")
-    if configured:
-        return Path(configured).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sensviz"
-
-
 def _setting(name: str, default: float) -> float:
     value = os.environ.get(name)
     try:
@@ -131,7 +122,7 @@ class KeptStore:
 
     `elsewhere(owner)`, when set, is the bytes an owner holds outside the store (the job manager
     sets it to count their job folders); `pinned(token)`, when set, marks models that are neither
-    evicted nor expired (`sensviz.classes`: the models of an open class; they still count against
+    evicted nor expired (`server.classes`: the models of an open class; they still count against
     the quota and the cap); `clock` is the time (tests pass a fake one)."""
 
     def __init__(self, root: Path, cap: int, quota: int | None = None, ttl_s: float | None = None,

@@ -3,7 +3,7 @@
 One secret per data folder (`owner_secret`: 32 random bytes in `$SENSVIZ_DATA_DIR/owner_secret`,
 mode 0600) signs everything a browser holds for the server: owner ids (`mint_owner`,
 `verified_owner`: `id.HMAC(secret, id)`, read back from a cookie by `ui.owner_id`) and the class
-codes of `sensviz.classes` (`sign`, `verify`: the same HMAC over a purpose and a value, so an
+codes of `server.classes` (`sign`, `verify`: the same HMAC over a purpose and a value, so an
 owner id can never pass for a class's instructor code or the other way round). A value whose
 signature does not check counts as absent.
 """
@@ -18,7 +18,7 @@ import re
 import secrets
 from pathlib import Path
 
-from sensviz.kept import data_dir
+from sensviz.files import data_dir
 
 OWNER_SECRET = "owner_secret"
 _OWNER_ID = re.compile(r"^([A-Za-z0-9_-]{16,64})\.([A-Za-z0-9_-]{43})$")

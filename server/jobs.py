@@ -3,7 +3,7 @@
 `JobManager` (one per server and data folder, `ui.registry.job_manager()`) runs each job in its
 own process, at most `capacity` at once (default: one per two cores, each with up to cores / capacity
 torch threads), and queues the rest in order. Each process is forked from the launcher
-(`worker.launcher`, a `python -m sensviz.worker` interpreter with torch and the trainer loaded; see
+(`worker.launcher`, a `python -m server.worker` interpreter with torch and the trainer loaded; see
 there why not `multiprocessing`), so that a run starts at once, without the seconds of CPU a fresh
 interpreter and torch's one-time costs take. The launcher is started ahead, and started again if it
 ended, whenever a job waits in the queue or fewer than `capacity` run (a new one would start now),
@@ -22,7 +22,7 @@ place of that address's newest queued job, which is cancelled with a message say
 `max_per_address` (off by default: a class behind one NAT shares one address) caps the jobs one
 address has queued or running.
 
-**Budgets.** Before a job is queued its time and peak memory are estimated (`sensviz.budget`)
+**Budgets.** Before a job is queued its time and peak memory are estimated (`server.budget`)
 and checked against the server's budget per job (`SENSVIZ_JOB_BUDGET`); the worker's address
 space is capped from the memory budget, and a run still going after the time budget is stopped
 like Stop does (the last measurement is kept, and the job says so).
@@ -34,7 +34,7 @@ at the end of this module): there a Ray worker lost during a run fails its job w
 keeps its last measurement.
 
 A background thread starts queued jobs and collects finished ones; the finished model
-is kept (`sensviz.kept.KeptStore`, kind "trained") under its owner, and the job's `state.json`
+is kept (`server.kept.KeptStore`, kind "trained") under its owner, and the job's `state.json`
 records the outcome, so a reload (the job id is in the URL) finds it again, also after the
 server restarted.
 
@@ -70,11 +70,11 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from sensviz import budget, worker
 from sensviz.executors import LocalExecutor, RayExecutor, connect, import_ray, worker_env
 from sensviz.files import write_atomic
-from sensviz.kept import KeptRefused, KeptStore
 from sensviz.text import short_label
+from server import budget, worker
+from server.kept import KeptRefused, KeptStore
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB_ID = re.compile(r"^[A-Za-z0-9_-]{12,64}$")
@@ -149,7 +149,7 @@ def calibration() -> budget.Calibration:
             kept = budget.kept_calibration()
             try:
                 if kept is None:
-                    out = subprocess.run([sys.executable, "-m", "sensviz.budget"], capture_output=True, text=True,
+                    out = subprocess.run([sys.executable, "-m", "server.budget"], capture_output=True, text=True,
                                          cwd=ROOT, env=worker_env(), timeout=300, check=True).stdout
                     kept = budget.Calibration(**json.loads(out.strip().splitlines()[-1]))
                     budget.keep_calibration(kept)

@@ -3,16 +3,16 @@ to the server only through files in the job's folder. No Streamlit here (the pro
 and sensviz only).
 
 The process is forked from the server's *launcher* (`launcher`), a fresh interpreter started as
-`python -m sensviz.worker --launcher` (by `sensviz.executors`), not a `multiprocessing` child:
+`python -m server.worker --launcher` (by `sensviz.executors`), not a `multiprocessing` child:
 Streamlit runs each page script as `__main__`, and a multiprocessing "spawn" child re-runs the
 parent's `__main__` — here the whole app, with its own job manager. The launcher loads torch and the
 trainer once, so a run starts at once, without the seconds of CPU that a fresh interpreter and
-torch's one-time costs take per run. `python -m sensviz.worker FOLDER` runs one job in a fresh
+torch's one-time costs take per run. `python -m server.worker FOLDER` runs one job in a fresh
 interpreter (a run on a GPU, a Ray task).
 With `--max-mib` (the server's memory budget per job) its address space is capped before the job
 starts (`limit_memory`), and a run that needs more fails with one line saying so.
 
-Files in the job folder (`sensviz.jobs` reads them; every write is atomic or an appended line):
+Files in the job folder (`server.jobs` reads them; every write is atomic or an appended line):
 
 - `request.json`   the `TrainRequest` (written by the server before the process starts)
 - `progress.json`  step, steps, training loss, the last evaluation, seconds (about 4 times a second)
@@ -50,7 +50,7 @@ settings themselves; each cap is at most its limit, tests/test_budget.py checks)
 at once must not fill the machine. Every model field the Train form takes is capped, so the largest
 model it builds (a scratchpad, d = 256, 6 + 6 layers, d_ff = 1024: about 11 M parameters) stays under
 the library's `n_params` limit; time and memory are then bounded by the server's budget per job
-(`sensviz.budget`)."""
+(`server.budget`)."""
 SMALL_WORK = 5e7
 """Parameters x batch size below which a run trains on one torch thread: small models are bound by
 per-operation overhead, and a second thread made PARITY n = 8 (d = 32, batch 256) slower here
@@ -330,7 +330,7 @@ def run(folder: str, threads: int, parent_pid: int, max_mib: float | None = None
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description="one training job of the sensviz explorer (started by sensviz.jobs)")
+    parser = argparse.ArgumentParser(description="one training job of the sensviz explorer (started by server.jobs)")
     parser.add_argument("folder", nargs="?", help="the job's folder (not with --launcher)")
     parser.add_argument("--launcher", action="store_true", help="load torch once, then fork a process per job (`launcher`)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads at most")

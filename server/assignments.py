@@ -16,7 +16,7 @@ direction +1. Both numbers below are computed by `plan(LENGTH_SCALING)` from the
 (`TABLES`: experiments/results/standard/length_scaling, 96 runs, and the decide scale's runs,
 experiments/results/decide/length_scaling) and one measured class run per n:
 
-- **time**: the lab's presets train one job at a time on this 2-core server (`sensviz.jobs`:
+- **time**: the lab's presets train one job at a time on this 2-core server (`server.jobs`:
   one concurrent run per two cores), so the class's wall time is the sum of its runs' times: steps
   times seconds per step at each n, the larger of the tables' (wall_s / steps_trained, but the
   sweeps train several seeds vmapped in one job, so that is a share of a job: 12.8 ms at n = 4,
@@ -32,7 +32,7 @@ experiments/results/decide/length_scaling) and one measured class run per n:
   6,000 steps: at 1,200 the class measures models that have relaxed less, whose spread may be
   larger; 11 + 4 seeds rather than 9 + 6 because PARITY's spread is four times FIRST's.)
 
-`plan` prints both numbers with their inputs (`python -m sensviz.assignments`); tests check them.
+`plan` prints both numbers with their inputs (`python -m server.assignments`); tests check them.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ TABLES = (ROOT / "experiments/results/standard/length_scaling", ROOT / "experime
 CLASS_MINUTES = 15
 """The class's runs must end within this many minutes."""
 LIVE_DIRECTIONS = 8
-"""Directions of the live monitor's L_rho (`sensviz.worker.live_settings`)."""
+"""Directions of the live monitor's L_rho (`server.worker.live_settings`)."""
 CONVERGED_MSE = 0.001
 """The paper's filter: final evaluation MSE below this."""
 MEASURED_STEP_S = {4: 0.0199, 8: 0.0221}
@@ -61,7 +61,7 @@ MEASURED_STEP_S = {4: 0.0199, 8: 0.0221}
 thread: evaluation every 100 steps, measurements every 500, the final checkpoint), measured on
 2026-12-02 with the assignment's settings at 1,500 steps: FIRST n = 4 took 32.8 s and PARITY n = 8
 36.0 s of CPU, less the worker's 2.9 s start (torch's import, which the app does while the previous
-run trains: `sensviz.jobs` keeps a worker started ahead)."""
+run trains: `server.jobs` keeps a worker started ahead)."""
 
 
 @dataclass(frozen=True, eq=False)

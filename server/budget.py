@@ -1,6 +1,6 @@
 """What a live training job will cost, before it runs: its time and peak memory, and the server's budget.
 
-`estimate(request, calibration)` counts the work of a `sensviz.worker` job — every training step,
+`estimate(request, calibration)` counts the work of a `server.worker` job — every training step,
 every scheduled evaluation and measurement, the checkpoints it writes — from the model's shapes
 alone (the model is built on torch's "meta" device: shapes, no storage), and turns it into
 seconds with a `Calibration` measured on this machine, and into bytes with the formula below.
@@ -70,7 +70,7 @@ from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 
-from .files import write_atomic
+from sensviz.files import write_atomic
 
 # The cost model's constants (fitted on the development machine; see the module docstring).
 OPS_PER_LAYER = 40
@@ -415,7 +415,7 @@ def keep_calibration(calibration: Calibration) -> None:
 
 
 def main() -> None:
-    """`python -m sensviz.budget`: print this machine's calibration as one JSON line (`sensviz.jobs` reads it)."""
+    """`python -m server.budget`: print this machine's calibration as one JSON line (`server.jobs` reads it)."""
     print(json.dumps(asdict(calibrate())))
 
 

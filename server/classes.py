@@ -5,7 +5,7 @@ A class lives in `<data dir>/classes/<code>/class.json` (`ClassStore`), written 
 servers on one data folder), so it survives restarts, a crash never leaves half a file, and no
 server's change overwrites another's. Its code is random (`secrets.token_urlsafe`): whoever has the
 class link (`/lab?class=<code>`) may join, nobody can list classes. The instructor gets a second,
-private code; the store keeps only its signature (`sensviz.owners.sign`, the server's secret), and
+private code; the store keeps only its signature (`server.owners.sign`, the server's secret), and
 whoever opens the instructor link becomes an instructor of the class by their signed owner id (the
 app then drops the code from the URL). Members join with a display name (`check_display_name`: the
 `display_name_chars` limit, letters, digits, spaces and `-_.'` only, unique in the class ignoring
@@ -20,7 +20,7 @@ for it; its models may then be evicted like any other) and deletes it.
 The class's models (`ClassModel`: member, task, n, accuracy, kept-model token) are the models its
 members trained in the class (the jobs they started from it, collected by `sync`) or uploaded while
 in it (`add_model`); while the class is open they are exempt from the kept store's quota eviction
-and expiry (`pinned`, set as `KeptStore.pinned`). The assignment's runs (`sensviz.assignments`)
+and expiry (`pinned`, set as `KeptStore.pinned`). The assignment's runs (`server.assignments`)
 become a sweep folder, `<class dir>/sweeps/class/length_scaling` (`runs/*.json`, `runs.parquet`,
 `history.parquet`, `spec.json`: the tables of `sensviz sweep`, with the live monitor's columns),
 outside the Experiments page's public results roots; `sensviz fidelity <class dir>/sweeps --scale
@@ -41,9 +41,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sensviz import assignments, owners, sweeps
+from sensviz import sweeps
 from sensviz.files import FolderLock, write_atomic
 from sensviz.limits import LIMITS
+from server import assignments, owners
 
 CODE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 """What a class code, an instructor code or a rejoin code looks like (checked before any file is opened)."""
@@ -72,7 +73,7 @@ class Member:
 class ClassModel:
     """A model in a class's gallery."""
 
-    token: str  # the kept model's token (`sensviz.kept`)
+    token: str  # the kept model's token (`server.kept`)
     member: str  # the member's id
     task: str
     n: int | None
@@ -95,7 +96,7 @@ class Class:
     members: list[dict] = field(default_factory=list)
     models: list[dict] = field(default_factory=list)
     jobs: dict[str, dict] = field(default_factory=dict)  # job id -> {"member", "assignment": dict | None, "recorded"}
-    assignment: str | None = None  # the running assignment's name (`sensviz.assignments.ASSIGNMENTS`)
+    assignment: str | None = None  # the running assignment's name (`server.assignments.ASSIGNMENTS`)
 
     def member_list(self) -> list[Member]:
         return [Member(**{**m, "owners": tuple(m["owners"])}) for m in self.members]
@@ -382,7 +383,7 @@ class ClassStore:
     # ------------------------------------------------------------------ the class's jobs
 
     def sync(self, code: str, manager) -> int:
-        """Collect the class's ended jobs (`sensviz.jobs.JobManager`): each kept model enters the
+        """Collect the class's ended jobs (`server.jobs.JobManager`): each kept model enters the
         gallery, each assignment run becomes a row of the class's sweep folder (`write_tables`).
         Returns how many jobs were collected; safe to call from every session (one at a time)."""
         with self.lock:

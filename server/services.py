@@ -10,12 +10,13 @@ import threading
 import types
 from pathlib import Path
 
-from sensviz import jobs
-from sensviz.classes import ClassStore
 from sensviz.experiments import results_dir, results_roots  # noqa: F401 (the folders: the library's, read here)
-from sensviz.jobs import JobManager
-from sensviz.kept import KeptStore, cap_bytes, data_dir
-from sensviz.owners import owner_secret
+from sensviz.files import data_dir
+from server import jobs
+from server.classes import ClassStore
+from server.jobs import JobManager
+from server.kept import KeptStore, cap_bytes
+from server.owners import owner_secret
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,7 +85,7 @@ def _one(name: str, build):
 
 
 def server_secret() -> bytes:
-    """The server's signing key (`sensviz.owners.owner_secret`), read once per server process."""
+    """The server's signing key (`server.owners.owner_secret`), read once per server process."""
     return _one("owner_secret", owner_secret)
 
 
@@ -100,7 +101,7 @@ def kept_store() -> KeptStore:
 
 
 def class_store() -> ClassStore:
-    """The server's classes (`sensviz.classes`, in `$SENSVIZ_DATA_DIR/classes`, outside the results roots)."""
+    """The server's classes (`server.classes`, in `$SENSVIZ_DATA_DIR/classes`, outside the results roots)."""
     return _one("classes", lambda: ClassStore(data_dir() / "classes", server_secret()))
 
 
