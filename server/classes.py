@@ -8,8 +8,9 @@ class link (`/lab?class=<code>`) may join, nobody can list classes. The instruct
 private code; the store keeps only its signature (`server.owners.sign`, the server's secret), and
 whoever opens the instructor link becomes an instructor of the class by their signed owner id (the
 app then drops the code from the URL). Members join with a display name (`check_display_name`: the
-`display_name_chars` limit, letters, digits, spaces and `-_.'` only, unique in the class ignoring
-case; stored and shown as text) and get a personal rejoin code (kept signed, like the instructor's)
+`display_name_chars` limit, letters, digits, spaces and `-_.'` only, nothing invisible, unique in the
+class by its confusable skeleton (`server.names`: "Аlice" in Cyrillic is "Alice"); stored and shown
+as text); a class's name is unique on the server the same way and get a personal rejoin code (kept signed, like the instructor's)
 for another browser.
 
 Everything of a class is read through its code and an owner id that is a member or an instructor
@@ -45,6 +46,7 @@ from sensviz import sweeps
 from sensviz.files import FolderLock, write_atomic
 from sensviz.limits import LIMITS
 from server import assignments, owners
+from server.names import check_visible, skeleton
 
 CODE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 """What a class code, an instructor code or a rejoin code looks like (checked before any file is opened)."""
@@ -134,6 +136,7 @@ def check_display_name(name: object) -> str:
         raise ValueError("choose a display name")
     if len(text) > most or len(_normal(name)) > most:
         raise ValueError(f"a display name has at most {most} characters (limit 'display_name_chars')")
+    check_visible(text, "a display name")
     if not _NAME_OK.match(text):
         raise ValueError(f"a display name may only have {NAME_CHARACTERS}")
     return text
@@ -144,9 +147,10 @@ def check_class_name(name: object) -> str:
     if not isinstance(name, str):
         raise ValueError("a class name must be text")
     most = int(LIMITS["class_name_chars"].high)
-    text = _normal("".join(c for c in name[: 4 * most] if unicodedata.category(c)[0] != "C"))
+    text = _normal(name[: 4 * most])
     if not text:
         raise ValueError("give the class a name")
+    check_visible(text, "a class name")
     if len(text) > most:
         raise ValueError(f"a class name has at most {most} characters (limit 'class_name_chars')")
     return text
@@ -223,9 +227,12 @@ class ClassStore:
         """A new class named `name` with `owner` as its instructor; returns it and the private instructor code."""
         name = check_class_name(name)
         with self.lock:
-            if len(self._all()) >= LIMITS["classes"].high:
+            classes = self._all()
+            if len(classes) >= LIMITS["classes"].high:
                 raise ClassRefused(f"this server holds {int(LIMITS['classes'].high):,} classes already "
                                    "(limit 'classes'); delete one first")
+            if any(skeleton(c.name) == skeleton(name) for c in classes):
+                raise ClassRefused(f"this server has a class named {name}, or a name that looks like it; choose another")
             code, private = secrets.token_urlsafe(12), secrets.token_urlsafe(24)
             found = Class(code, name, self.clock(), owners.sign(self.secret, "instructor", private), [owner])
             self.folder(code).mkdir(parents=True, exist_ok=False)
@@ -287,8 +294,9 @@ class ClassStore:
     # ------------------------------------------------------------------ members
 
     def _check_free(self, c: Class, name: str, member_id: str | None = None) -> None:
-        if any(m["name"].casefold() == name.casefold() and m["id"] != member_id for m in c.members):
-            raise ClassRefused(f"the name {name} is taken in this class; choose another")
+        """`ClassRefused` when another member's name looks like `name` (the same skeleton: `server.names`)."""
+        if any(skeleton(m["name"]) == skeleton(name) and m["id"] != member_id for m in c.members):
+            raise ClassRefused(f"the name {name} is taken in this class, or one that looks like it; choose another")
 
     def join(self, code: str, name: str, owner: str) -> tuple[Member, str]:
         """`owner` joins under the display name `name`; returns the member and their rejoin code.

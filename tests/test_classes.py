@@ -282,3 +282,32 @@ def test_the_fidelity_page_refuses_a_class_table_in_one_line(store, tmp_path, ca
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "lack the column 'sharpness_proxy_pm1'" in err and "Traceback" not in err
     assert not (tmp_path / "page.md").exists()
+
+
+@pytest.mark.parametrize("lookalike", ["\u0410lice", "\u0391lice", "\u1d00lice", "A1ice", "ALICE", "Alice\u3164", "Al\u200bice"])
+def test_a_name_that_looks_like_a_members_or_hides_a_character_is_refused(store, lookalike):
+    made, _ = store.create("Lab", "teacher")
+    store.join(made.code, "Alice", "s1")
+    with pytest.raises((ClassRefused, ValueError)) as refused:
+        store.join(made.code, lookalike, "s2")
+    assert "\n" not in str(refused.value) and ("looks like" in str(refused.value) or "invisible" in str(refused.value))
+    bob, _ = store.join(made.code, "Bob", "s3")
+    with pytest.raises((ClassRefused, ValueError), match="looks like|invisible"):  # a rename is checked the same way
+        store.rename(made.code, "teacher", bob.id, lookalike)
+    assert [m.name for m in store.get(made.code).member_list()] == ["Alice", "Bob"]
+
+
+@pytest.mark.parametrize("name", ["\u3164", "\u115f\u1160", "\u200b", "\u202eecilA"])
+def test_a_name_made_of_invisible_characters_is_refused(store, name):
+    made, _ = store.create("Lab", "teacher")
+    with pytest.raises(ValueError, match="invisible"):
+        store.join(made.code, name, "s1")
+    with pytest.raises(ValueError, match="invisible"):
+        store.create(f"Lab {name}", "teacher")
+
+
+def test_class_names_are_unique_on_the_server_by_how_they_look(store):
+    store.create("Physics 101", "teacher")
+    with pytest.raises(ClassRefused, match="looks like"):
+        store.create("Phy\u0455ics 101", "another teacher")  # a Cyrillic dze for the s
+    assert store.create("Physics 102", "another teacher")[0].name == "Physics 102"  # the check can pass
