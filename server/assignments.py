@@ -1,8 +1,9 @@
 """Assignments: the paper's length-scaling experiment, run by a class together (numpy/pandas only).
 
-The instructor starts the assignment; each member, in the order they joined, is dealt one cell of
-the grid (`Assignment.deal`: a task, an n and a seed), in an order that covers every setting before
-any gets a second seed, so a class of any size spreads over the grid. A member's Train form arrives
+The instructor starts the assignment; each member is dealt one cell of the grid (a task, an n and a
+seed), in an order that covers every setting before any gets a second seed (`Assignment.deal`): the
+next cell nobody has finished or is training (`Assignment.deal_open`), so a member who finished
+takes the next unclaimed run and a class of any size completes the grid. A member's Train form arrives
 filled with the cell's settings (`Assignment.request`), and each finished run is a row of the
 class's sweep folder (`record`, the tables of `sensviz sweep`). `verdict` decides the claim on that
 table with `sensviz.stats` by the fidelity page's rule.
@@ -91,6 +92,21 @@ class Assignment:
         cell["seed"] += (seat // len(cells)) * max(self.seeds.values())
         return cell
 
+    def deal_open(self, seats: list[str], done: list[dict], held: dict[str, dict]) -> dict[str, dict]:
+        """Cells for members (`seats`: their ids in the order they joined) when `done` cells are finished
+        and `held` ones (member id -> cell) are queued or running: a member holding a cell keeps it, each
+        other member in turn gets the next cell in dealing order that is neither done nor held, beyond
+        the grid the grid again with new seeds (`deal`)."""
+        taken = {_key(c) for c in done} | {_key(c) for c in held.values()}
+        dealt, turn = dict(held), 0
+        for member in seats:
+            if member in dealt:
+                continue
+            while _key(cell := self.deal(turn)) in taken:
+                turn += 1
+            dealt[member], turn = cell, turn + 1
+        return dealt
+
     def request(self, cell: dict) -> dict:
         """Every Train-form field of a cell's run (`ui.train_form.fill`): its task, n and seed and the shared settings."""
         return {**self.settings, "task": cell["task"], "n": cell["n"], "seed": cell["seed"],
@@ -99,6 +115,10 @@ class Assignment:
     def run_settings(self, cell: dict) -> dict:
         """A run's settings as a row of the class's sweep table."""
         return {**self.settings, "task": cell["task"], "n": cell["n"], "seed": cell["seed"]}
+
+
+def _key(cell: dict) -> tuple:
+    return cell["task"], cell["n"], cell["seed"]
 
 
 LENGTH_SCALING = Assignment(
@@ -245,20 +265,22 @@ vmapped batch (always 0 for a class run), not the class member (the class's tabl
 
 
 def record(a: Assignment, cell: dict, records: list[dict], state: str, error: str | None, steps: int | None,
-           seconds: float | None, ended_at: float | None = None) -> dict:
+           seconds: float | None, ended_at: float | None = None, member: tuple[str, str] | None = None) -> dict:
     """One run of the class as a sweep record (`sensviz.sweeps` writes and reads them): its settings,
     status, the last measurement's values (the final weights: loss, accuracy, sharpness, ...) and
     converged, the paper's filter on that measurement's MSE (over the whole cube: the live monitor
     measures on 256 inputs, the cube up to n = 8), and `ended_at` (when it was collected: `counted`
     keeps a cell's latest). Only a run that trained to its end is "finished": a stopped, cancelled
-    or failed run is "failed", with the reason."""
+    or failed run is "failed", with the reason. `member`: the member's (id, display name), a column of
+    both tables (`member`, `member_name`)."""
     last = dict(records[-1]) if records else {}
     metrics = {k: v for k, v in last.items()
                if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in MONITOR_ONLY}
     loss = last.get("loss")
+    who = {"member": member[0], "member_name": member[1]} if member else {}
     metrics.update({"steps_trained": steps if steps is not None else last.get("step"), "train_seconds": seconds,
-                    "converged": bool(loss is not None and loss < CONVERGED_MSE), "ended_at": ended_at})
-    history = [{"step": r.get("step"), **{k: r.get(k) for k in ("loss", "accuracy", a.quantity, "param_norm")}}
+                    "converged": bool(loss is not None and loss < CONVERGED_MSE), "ended_at": ended_at, **who})
+    history = [{"step": r.get("step"), **{k: r.get(k) for k in ("loss", "accuracy", a.quantity, "param_norm")}, **who}
                for r in records]
     failed = state != "finished" or not records
     reason = error or (f"the run was {state} before it finished" if state != "finished" else "the run measured nothing")

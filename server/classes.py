@@ -404,8 +404,10 @@ class ClassStore:
             if not ended:
                 return 0
             wrote = False
+            names = found.names()
             for job_id, (entry, status) in ended.items():
                 entry["recorded"] = True
+                entry["finished"] = status is not None and status.state == "finished" and entry["member"] in names
                 if status is None:
                     continue
                 records = manager.records(job_id)
@@ -414,16 +416,47 @@ class ClassStore:
                         and len(found.models) < LIMITS["class_models"].high and found.member(entry["member"]):
                     found.models.append(asdict(ClassModel(status.kept, entry["member"], entry["task"], entry["n"],
                                                           accuracy, status.name, self.clock(), job_id)))
-                if entry["assignment"] and found.assignment in assignments.ASSIGNMENTS:
-                    a = assignments.ASSIGNMENTS[found.assignment]
+                if entry["assignment"] and found.assignment in assignments.ASSIGNMENTS and entry["member"] in names:
+                    a = assignments.ASSIGNMENTS[found.assignment]  # a removed member's run counts for nothing
                     row = assignments.record(a, entry["assignment"], records, status.state,
-                                             status.error or status.reason, status.steps, status.seconds, self.clock())
+                                             status.error or status.reason, status.steps, status.seconds, self.clock(),
+                                             member=(entry["member"], names[entry["member"]]))
                     self._write_run(code, job_id, a, row)
                     wrote = True
             if wrote:
                 sweeps.write_tables(self.sweep_folder(code))
             self._save(found)
             return len(ended)
+
+    def record_ended(self, job_id: str, manager) -> None:
+        """A job ended (`JobManager.on_ended`, in the manager's thread): when it is a class's, `sync` that
+        class now, so its run is in the class's table without waiting for a member's page."""
+        for found in self._all():
+            if job_id in found.jobs and not found.jobs[job_id]["recorded"]:
+                self.sync(found.code, manager)
+                return
+
+    def deal(self, code: str, manager) -> dict[str, dict]:
+        """Each member's cell of the running assignment (member id -> cell; {} without one). A member
+        whose assignment run is queued or running keeps its cell; every other member, in the order they
+        joined, gets the next cell nobody holds (`Assignment.deal_open`): not finished by a member, nor
+        queued or running. So a member who finished takes the next unclaimed run, a removed or absent
+        member's unfinished cell goes to the next member who asks, and a class of any size completes
+        the grid (a larger one gets more seeds)."""
+        found = self.get(code)
+        if found is None or found.assignment not in assignments.ASSIGNMENTS:
+            return {}
+        names, held, done = found.names(), {}, []
+        for job_id, entry in found.jobs.items():
+            cell = entry["assignment"]
+            if not cell or entry["member"] not in names:
+                continue
+            if entry.get("finished"):
+                done.append(cell)
+            elif not entry["recorded"] and (status := manager.status(job_id)) is not None and status.active:
+                held[entry["member"]] = cell
+        seats = [m.id for m in sorted(found.member_list(), key=lambda m: m.seat)]
+        return assignments.ASSIGNMENTS[found.assignment].deal_open(seats, done, held)
 
     def _write_run(self, code: str, job_id: str, a, row: dict) -> None:
         """One row per job: the run id is the cell's settings and the job, so a rerun of a cell adds a row."""

@@ -67,6 +67,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -215,6 +216,7 @@ class JobManager:
         self.lock = threading.RLock()
         self._closed = threading.Event()
         self.recovered = threading.Event()  # set once the jobs of an earlier server run are recovered (`_recover`)
+        self.on_ended: Callable[[str], None] | None = None  # told each job id that ended (`_ended`)
         self._owners: dict[str, str] = {}  # job folder name -> owner (read once from its state.json)
         self.root.mkdir(parents=True, exist_ok=True)
         self._folder_lock = open(self.root / ".lock", "w")  # noqa: SIM115 - held (and locked) while the manager lives
@@ -463,6 +465,17 @@ class JobManager:
             job.status, job.collecting = done.status, False
         _remove_temporaries(job.folder)
         self._prune(job.status.owner)
+        self._ended(job.status.id)
+
+    def _ended(self, job_id: str) -> None:
+        """Tell `on_ended` (the server's classes record their runs) that a job ended: it was collected, or
+        recovered after a restart. Called holding no lock of the manager; a failure there is logged."""
+        if self.on_ended is None:
+            return
+        try:
+            self.on_ended(job_id)
+        except Exception:  # noqa: BLE001 - the manager's thread serves every user: it never dies
+            log.exception("recording the end of job %s failed", job_id)
 
     def _fail(self, job: _Job, error: str) -> None:
         """End a job as failed with a one-line error (its state file is written when the disk lets it)."""
@@ -557,12 +570,11 @@ class JobManager:
                     self._keep_last(job, "the server stopped during this run")
                 except KeptRefused as err:
                     self._fail(job, f"the server stopped during this run, and its model was not kept: {err}")
-                    continue
                 except Exception as err:  # noqa: BLE001 - one job's files must not stop the server's start
                     self._fail(job, f"the server stopped during this run and could not recover it ({_one_line(err)})")
-                    continue
             with contextlib.suppress(OSError):
                 self._write_state(job)
+            self._ended(status.id)
         for owner in {self._owner_of(folder) for folder in self._folders()} - {None}:
             self._prune(owner)
 

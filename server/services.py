@@ -67,8 +67,11 @@ def sweep_folder(text: str) -> Path:
 #   2. `JobManager.lock`, held for the manager's own bookkeeping; never while it calls into a store
 #      (the manager keeps a finished run's model, and recovers an earlier server's runs, without it).
 #   3. a store's folder lock (`ClassStore.lock`, `KeptStore.lock`: flocks shared with the other
-#      replicas), innermost: while one is held, code reads another store only through its lock-free
-#      reads (`ClassStore.pinned`, `JobManager.folder_bytes`, `JobManager.status`).
+#      replicas): while one is held, code reads another store only through its lock-free reads
+#      (`ClassStore.pinned`, `JobManager.folder_bytes`) or the manager's own short reads
+#      (`JobManager.status`, `records`), which take only the manager's lock and call nothing else.
+#      So the class store may ask the manager (`ClassStore.sync` under the class lock), and the
+#      manager tells the class store that a job ended (`on_ended`) holding none of its locks.
 BUILD_ORDER = ("owner_secret", "classes", "kept", "jobs")
 _HOLDER = sys.modules.setdefault("_sensviz_explorer_singletons", types.ModuleType("_sensviz_explorer_singletons"))
 if not hasattr(_HOLDER, "builds"):
@@ -107,5 +110,12 @@ def class_store() -> ClassStore:
 
 def job_manager() -> JobManager:
     """The server's training jobs (one manager per process, with its queue and its cap)."""
-    store = kept_store()
-    return _one("jobs", lambda: jobs.job_manager(data_dir() / "jobs", store))  # on Ray with $SENSVIZ_RAY_ADDRESS
+    store, classes = kept_store(), class_store()
+
+    def build():
+        manager = jobs.job_manager(data_dir() / "jobs", store)  # on Ray with $SENSVIZ_RAY_ADDRESS
+        if isinstance(manager, JobManager):  # a class's run is recorded when it ends (on Ray: when a page looks)
+            manager.on_ended = lambda job_id: classes.record_ended(job_id, manager)
+        return manager
+
+    return _one("jobs", build)

@@ -311,3 +311,69 @@ def test_class_names_are_unique_on_the_server_by_how_they_look(store):
     with pytest.raises(ClassRefused, match="looks like"):
         store.create("Phy\u0455ics 101", "another teacher")  # a Cyrillic dze for the s
     assert store.create("Physics 102", "another teacher")[0].name == "Physics 102"  # the check can pass
+
+
+def _finish(store, manager, code, member_owner, job_id, cell, state="finished"):
+    """A member trains their cell: the job is added, runs, ends in `state` and is collected."""
+    store.add_job(code, member_owner, job_id, cell["task"], cell["n"], cell)
+    manager.statuses[job_id] = JobStatus(job_id, member_owner, "run", state, 0.0, steps=1200, seconds=20.0)
+    store.record_ended(job_id, manager)
+
+
+def test_a_class_of_twelve_completes_the_thirty_run_design(store):
+    """Each member who finishes takes the next unclaimed run: 12 members, 30 cells, three rounds."""
+    made, _ = store.create("Lab", "teacher")
+    students = [f"s{k}" for k in range(12)]
+    ids = {s: store.join(made.code, f"student {k}", s)[0].id for k, s in enumerate(students)}
+    store.start_assignment(made.code, "teacher", "length_scaling")
+    manager, a, jobs = _Manager(), assignments.LENGTH_SCALING, 0
+    while assignments.missing_runs(a, _class_table(store, made.code)):
+        dealt = store.deal(made.code, manager)
+        assert len({(c["task"], c["n"], c["seed"]) for c in dealt.values()}) == len(students)  # nobody shares a cell
+        for s in students:
+            jobs += 1
+            _finish(store, manager, made.code, s, f"job-{jobs:012d}", dealt[ids[s]])
+        assert jobs <= 36, "the design never completed"
+    runs = _class_table(store, made.code)
+    assert set(zip(runs["task"], runs["n"], runs["seed"])) >= {(c["task"], c["n"], c["seed"]) for c in a.cells()}
+    assert assignments.missing_runs(a, runs) == {} and jobs == 36  # three rounds of 12: the 30 cells and 6 new seeds
+    assert set(runs["member_name"]) == {f"student {k}" for k in range(12)}  # each row names its member
+
+
+def _class_table(store, code) -> pd.DataFrame:
+    from sensviz.sweeps import read_results
+
+    try:
+        return read_results(store.sweep_folder(code))[0]
+    except ValueError:
+        return pd.DataFrame()
+
+
+def test_a_removed_members_running_cell_is_dealt_again_and_their_run_counts_for_nothing(store):
+    made, _ = store.create("Lab", "teacher")
+    ada, _ = store.join(made.code, "Ada", "s1")
+    bob, _ = store.join(made.code, "Bob", "s2")
+    store.start_assignment(made.code, "teacher", "length_scaling")
+    manager = _Manager()
+    first = store.deal(made.code, manager)
+    store.add_job(made.code, "s1", "job-aaaaaaaaaaaa", first[ada.id]["task"], first[ada.id]["n"], first[ada.id])
+    manager.statuses["job-aaaaaaaaaaaa"] = JobStatus("job-aaaaaaaaaaaa", "s1", "run", "running", 0.0)
+    assert store.deal(made.code, manager)[ada.id] == first[ada.id]  # a running member keeps their cell
+    store.remove(made.code, "teacher", ada.id)
+    assert store.deal(made.code, manager)[bob.id] == first[ada.id]  # the removed member's cell goes to the next who asks
+    manager.statuses["job-aaaaaaaaaaaa"] = JobStatus("job-aaaaaaaaaaaa", "s1", "run", "finished", 0.0, steps=1200)
+    store.record_ended("job-aaaaaaaaaaaa", manager)
+    assert _class_table(store, made.code).empty  # it ended after the removal: no row, no verdict
+    assert store.deal(made.code, manager)[bob.id] == first[ada.id]
+
+
+def test_a_run_is_recorded_when_its_job_ends_not_when_a_page_looks(store):
+    made, _ = store.create("Lab", "teacher")
+    ada, _ = store.join(made.code, "Ada", "s1")
+    store.start_assignment(made.code, "teacher", "length_scaling")
+    manager = _Manager()
+    _finish(store, manager, made.code, "s1", "job-aaaaaaaaaaaa", store.deal(made.code, manager)[ada.id])
+    runs = _class_table(store, made.code)
+    assert list(runs["member"]) == [ada.id] and list(runs["member_name"]) == ["Ada"]
+    store.record_ended("job-unknownjob00", manager)  # another server's, or no class's: nothing happens
+    assert len(_class_table(store, made.code)) == 1

@@ -64,9 +64,15 @@ def make_manager(tmp_path, monkeypatch):
 
 def test_a_job_trains_in_its_own_process_and_its_model_is_kept(make_manager):
     manager = make_manager(capacity=1, threads=1)
+    ended = []
+    manager.on_ended = lambda job: ended.append((job, manager.status(job).state))  # the class store's hook
     job_id = manager.submit("alice", request(steps=150))
     status = wait_for(manager, job_id, lambda s: not s.active)
     assert status.state == "finished" and status.reason == "completed" and status.steps == 150
+    deadline = time.monotonic() + CEILING_S
+    while not ended and time.monotonic() < deadline:  # told right after the status is published
+        time.sleep(0.05)
+    assert ended == [(job_id, "finished")]  # told once, when collected, and the status already says so
     ck = sv.load_checkpoint(manager.store.data(status.kept))
     assert ck.task.label == "first" and ck.n == 4
     assert ck.metadata["training"]["request"]["task"] == "first"

@@ -279,7 +279,7 @@ def assignment_cell(found: Class) -> dict | None:
     me = member(found)
     if me is None or found.assignment not in assignments.ASSIGNMENTS:
         return None
-    return assignments.ASSIGNMENTS[found.assignment].deal(me.seat)
+    return store().deal(found.code, services.job_manager()).get(me.id)
 
 
 def canonical_request(a: assignments.Assignment, cell: dict) -> TrainRequest:
@@ -337,9 +337,11 @@ def class_runs(found: Class) -> pd.DataFrame:
     except (ValueError, OSError):
         return pd.DataFrame()
     names = found.names()
-    who = {(e["assignment"]["task"], e["assignment"]["n"], e["assignment"]["seed"]): names.get(e["member"], "?")
-           for e in found.jobs.values() if e.get("assignment")}
-    return runs.assign(member=[who.get((t, n, s), "?") for t, n, s in zip(runs["task"], runs["n"], runs["seed"])])
+    ids = runs["member"] if "member" in runs else pd.Series([None] * len(runs), index=runs.index)  # recorded with the run
+    by_cell = {(e["assignment"]["task"], e["assignment"]["n"], e["assignment"]["seed"]): e["member"]
+               for e in found.jobs.values() if e.get("assignment")}  # a table written before runs named their member
+    ids = [i if isinstance(i, str) else by_cell.get((t, n, s)) for i, t, n, s in zip(ids, runs["task"], runs["n"], runs["seed"])]
+    return runs.assign(member=[names.get(i, "(removed)") for i in ids])
 
 
 def chart(a: assignments.Assignment, runs: pd.DataFrame, me: str | None) -> alt.LayerChart:
@@ -399,13 +401,13 @@ def roster(code: str) -> None:
 
 
 def members_table(found: Class) -> None:
-    """The members, in the order they joined, with their cell of the assignment."""
+    """The members, in the order they joined, with the cell of the assignment each trains next (`ClassStore.deal`)."""
     members = found.member_list()
-    a = assignments.ASSIGNMENTS.get(found.assignment or "")
+    dealt = {member: f"{c['task']} n={c['n']} seed {c['seed']}" for member, c in
+             store().deal(found.code, services.job_manager()).items()}
     st.caption(f"{len(members)} member{'s' if len(members) != 1 else ''} joined")
-    st.dataframe(pd.DataFrame([{"member": m.name, "joined #": m.seat + 1,
-                                "assignment": (lambda c: f"{c['task']} n={c['n']} seed {c['seed']}")(a.deal(m.seat))
-                                if a else ""} for m in members], columns=["member", "joined #", "assignment"]),
+    st.dataframe(pd.DataFrame([{"member": m.name, "joined #": m.seat + 1, "assignment": dealt.get(m.id, "")}
+                               for m in members], columns=["member", "joined #", "assignment"]),
                  hide_index=True)
 
 
