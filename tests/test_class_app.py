@@ -3,6 +3,7 @@ display names included), the gallery's one-click compare, the class chart's verd
 table, isolation between classes and from non-members, and the instructor's Stop."""
 
 import os
+import secrets
 import sys
 import tempfile
 import time
@@ -49,9 +50,11 @@ BROWSER_URL = "https://lab.example.org:8443/home"
 """The address the instructor's browser reports (`st.context.url`): the class links are built from its host."""
 
 
-def new_class(name: str = "Lab") -> tuple[str, str, AppTest]:
-    """A class created on the Home page: its code, its instructor code, the instructor's session. The one
-    click's run already shows the links (absolute, to send), the class in the URL and the sidebar's class."""
+def new_class(name: str | None = None) -> tuple[str, str, AppTest]:
+    """A class created on the Home page (named `name`, or "Lab" and a random number: class names are unique
+    on a server): its code, its instructor code, the instructor's session. The one click's run already
+    shows the links (absolute, to send), the class in the URL and the sidebar's class."""
+    name = name or f"Lab {secrets.randbelow(10**9)}"
     at = session("home")
     at.context = {"url": BROWSER_URL}
     at.text_input(key=registry.CLASS_NAME).input(name).run()
