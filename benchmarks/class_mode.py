@@ -86,7 +86,7 @@ async def run_class(base: str, pid: int, data: Path, members: int) -> Outcome:
     out = Outcome()
     secret = owners.owner_secret(data)
     store = ClassStore(data / "classes", secret)
-    found, _ = store.create("benchmark class", "instructor")
+    found = store.create("benchmark class", "instructor")
     store.start_assignment(found.code, "instructor", assignments.LENGTH_SCALING.name)
     cookies = [owners.mint_owner(secret) for _ in range(members)]
     for k, cookie in enumerate(cookies):

@@ -43,8 +43,11 @@ if projector:
 st.subheader(escape_markdown(found.name) + (" (closed)" if found.closed else ""))
 me = classroom.member(found)
 if me is not None and not projector:
-    st.caption(f"You are **{escape_markdown(me.name)}** in this class (your rejoin code for another browser is in the "
-               "sidebar after joining).")
+    st.caption(f"You are **{escape_markdown(me.name)}** in this class.")
+    if st.button("Show a rejoin code for another browser", key=registry.CLASS_NEW_REJOIN,
+                 help="Type it in the class's join form in another browser to be yourself there. A new code kills the one "
+                      "before."):
+        st.code(classroom.store().new_rejoin_code(found.code, owner_id.owner()), language=None)
 
 
 @st.fragment(run_every=classroom.GALLERY_EVERY_S)
@@ -86,6 +89,7 @@ if classroom.is_instructor(found) and not projector:
             store.start_assignment(found.code, owner_id.owner(), "length_scaling")
             st.rerun()
         st.caption(assignments.describe_short(assignments.LENGTH_SCALING))
+    classroom.instructors(found)
     classroom.roster(found.code)
     members = found.member_list()
     folder = store.sweep_folder(found.code)
@@ -102,11 +106,18 @@ if classroom.is_instructor(found) and not projector:
             if cols[0].button("Rename", key=registry.CLASS_RENAME_BUTTON) and new_name:
                 store.rename(found.code, owner_id.owner(), chosen, new_name)
                 st.rerun()
-            if cols[1].button("Remove from the class", key=registry.CLASS_REMOVE):
+            sure = cols[1].checkbox(f"Yes, remove {escape_markdown(by_id[chosen])}", key=registry.CLASS_REMOVE_SURE,
+                                    help="Their models leave the gallery and their running assignment run stops counting.")
+            if cols[1].button("Remove from the class", key=registry.CLASS_REMOVE, disabled=not sure,
+                              help="Tick the box above first."):
                 store.remove(found.code, owner_id.owner(), chosen)
                 st.rerun()
         except (ValueError, ClassRefused) as err:
             st.error(quoted(err, 200))
+    if found.removed and st.button(f"Let the removed members join again ({len(found.removed)} browsers)",
+                                   key=registry.CLASS_READMIT):
+        store.readmit(found.code, owner_id.owner())
+        st.rerun()
     cols = st.columns(2)
     if cols[0].button("Reopen the class" if found.closed else "Close the class", key=registry.CLASS_CLOSE):
         store.close(found.code, owner_id.owner(), not found.closed)

@@ -36,27 +36,27 @@ if selected is not None:
 
 
 def create_class() -> None:
-    """Create a class: its name -> the class link for the students and the private instructor link."""
+    """Create a class: its name -> the class link for the students (this browser is its instructor; an
+    instructor link for another browser is made on the Class page, once, when asked for)."""
     with st.expander("Create a class", icon=":material/groups:", expanded=registry.CLASS_CREATED in st.session_state):
         st.caption("For a lab: the students open the class link, pick a display name, and see each other's models; the "
                    "length-scaling assignment deals each of them one run of the paper's experiment.")
         name = st.text_input("Class name", key=registry.CLASS_NAME, max_chars=80)
         if st.button("Create the class", key=registry.CLASS_CREATE):
             try:
-                made, private = classroom.store().create(name or "", owner_id.owner())
+                made = classroom.store().create(name or "", owner_id.owner())
             except (ValueError, ClassRefused) as err:
                 st.error(f"No class created: {quoted(err, 200)}")
             else:
-                st.session_state[registry.CLASS_CREATED] = {"code": made.code, "private": private}
+                st.session_state[registry.CLASS_CREATED] = {"code": made.code}
                 registry.enter_class(made.code)
                 st.rerun()  # the frame, drawn before this page, puts the class in the URL and the sidebar
         created = st.session_state.get(registry.CLASS_CREATED)
         if created:
             st.markdown("**The class link** (for the students):")
             st.code(classroom.class_link(created["code"]), language=None)
-            st.markdown("**Your instructor link** (keep it private: it opens the instructor's view in another browser; "
-                        "it is shown only here, once):")
-            st.code(classroom.instructor_link(created["code"], created["private"]), language=None)
+            st.caption("You are the class's instructor in this browser. For another browser of yours or a co-instructor, "
+                       "make a one-time instructor link on the Class page.")
 
 
 create_class()

@@ -5,9 +5,11 @@ A class lives in `<data dir>/classes/<code>/class.json` (`ClassStore`), written 
 servers on one data folder), so it survives restarts, a crash never leaves half a file, and no
 server's change overwrites another's. Its code is random (`secrets.token_urlsafe`): whoever has the
 class link (`/lab?class=<code>`) may join, nobody can list classes. The instructor gets a second,
-private code; the store keeps only its signature (`server.owners.sign`, the server's secret), and
-whoever opens the instructor link becomes an instructor of the class by their signed owner id (the
-app then drops the code from the URL). Members join with a display name (`check_display_name`: the
+private one-time code, minted only when asked for (`instructor_code`: by an instructor, for another
+browser or a co-instructor, or by the server's operator, `python -m server instructor-link`); the
+store keeps only its signature (`server.owners.sign`, the server's secret), and whoever opens the
+instructor link first becomes an instructor of the class by their signed owner id, after which the
+code is dead (the app also drops it from the URL). Members join with a display name (`check_display_name`: the
 `display_name_chars` limit, letters, digits, spaces and `-_.'` only, nothing invisible, unique in the
 class by its confusable skeleton (`server.names`: "Аlice" in Cyrillic is "Alice"); stored and shown
 as text); a class's name is unique on the server the same way and get a personal rejoin code (kept signed, like the instructor's)
@@ -92,13 +94,14 @@ class Class:
     code: str
     name: str
     created: float
-    instructor: str  # the signature of the instructor code
+    instructor: str  # the signature of the current one-time instructor code ("": none, or exchanged)
     instructors: list[str] = field(default_factory=list)  # owner ids that opened the instructor link
     closed: bool = False
     members: list[dict] = field(default_factory=list)
     models: list[dict] = field(default_factory=list)
     jobs: dict[str, dict] = field(default_factory=dict)  # job id -> {"member", "assignment": dict | None, "recorded"}
     assignment: str | None = None  # the running assignment's name (`server.assignments.ASSIGNMENTS`)
+    removed: list[str] = field(default_factory=list)  # owner ids of removed members: they cannot join again (`readmit`)
 
     def member_list(self) -> list[Member]:
         return [Member(**{**m, "owners": tuple(m["owners"])}) for m in self.members]
@@ -195,6 +198,10 @@ class ClassStore:
         self._cache[code] = (key, found)
         return found
 
+    def find(self, code_or_name: str) -> Class | None:
+        """The class with this code, else the one with exactly this name (the operator's command), else None."""
+        return self.get(code_or_name) or next((c for c in self._all() if c.name == code_or_name), None)
+
     def _save(self, found: Class) -> None:
         write_atomic(self._path(found.code), json.dumps(asdict(found)).encode())
         self._cache.pop(found.code, None)
@@ -223,8 +230,8 @@ class ClassStore:
 
     # ------------------------------------------------------------------ the instructor
 
-    def create(self, name: str, owner: str) -> tuple[Class, str]:
-        """A new class named `name` with `owner` as its instructor; returns it and the private instructor code."""
+    def create(self, name: str, owner: str) -> Class:
+        """A new class named `name` with `owner` as its instructor (no instructor code exists yet: `instructor_code`)."""
         name = check_class_name(name)
         with self.lock:
             classes = self._all()
@@ -233,22 +240,47 @@ class ClassStore:
                                    "(limit 'classes'); delete one first")
             if any(skeleton(c.name) == skeleton(name) for c in classes):
                 raise ClassRefused(f"this server has a class named {name}, or a name that looks like it; choose another")
-            code, private = secrets.token_urlsafe(12), secrets.token_urlsafe(24)
-            found = Class(code, name, self.clock(), owners.sign(self.secret, "instructor", private), [owner])
+            code = secrets.token_urlsafe(12)
+            found = Class(code, name, self.clock(), "", [owner])
             self.folder(code).mkdir(parents=True, exist_ok=False)
             self._save(found)
-        return found, private
+        return found
+
+    def instructor_code(self, code: str, owner: str | None) -> str:
+        """A new one-time instructor code for the class (the one before it, if unused, is dead from now on),
+        for another browser of an instructor or a co-instructor: asked by an instructor (`owner`), or by
+        the server's operator (`owner` None: `python -m server instructor-link`, for an instructor who
+        lost every browser). The store keeps only its signature; `claim_instructor` exchanges it once."""
+        private = secrets.token_urlsafe(24)
+
+        def change(c: Class) -> None:
+            c.instructor = owners.sign(self.secret, "instructor", private)
+
+        self._edit(code, owner or "", change, instructor=owner is not None)
+        return private
 
     def claim_instructor(self, code: str, private: object, owner: str) -> bool:
-        """Make `owner` an instructor when `private` is the class's instructor code; False otherwise."""
+        """Make `owner` an instructor when `private` is the class's current instructor code, which is then
+        dead (a browser's history, or anyone who saw it, holds nothing usable); False otherwise."""
         found = self.get(code)
         if found is None or not isinstance(private, str) or not CODE.match(private):
             return False
-        if not owners.verify(self.secret, "instructor", private, found.instructor):
-            return False
-        if owner not in found.instructors:
-            self._edit(code, owner, lambda c: c.instructors.append(owner))
-        return True
+
+        def change(c: Class) -> bool:
+            if not c.instructor or not owners.verify(self.secret, "instructor", private, c.instructor):
+                return False
+            c.instructor = ""
+            if owner not in c.instructors:
+                c.instructors.append(owner)
+            return True
+
+        return self._edit(code, owner, change)
+
+    def revoke_instructor(self, code: str, owner: str, other: str) -> None:
+        """An instructor (`owner`) takes another instructor's powers away (`other`: their owner id)."""
+        if other == owner:
+            raise ClassRefused("you cannot revoke your own instructor rights; ask another instructor")
+        self._edit(code, owner, lambda c: c.instructors.remove(other) if other in c.instructors else None, instructor=True)
 
     def rename(self, code: str, owner: str, member_id: str, name: str) -> None:
         """The instructor renames a member (the new name checked like a new member's)."""
@@ -265,12 +297,19 @@ class ClassStore:
         self._edit(code, owner, change, instructor=True)
 
     def remove(self, code: str, owner: str, member_id: str) -> None:
-        """The instructor removes a member (their models leave the gallery; their kept models stay theirs)."""
+        """The instructor removes a member (their models leave the gallery; their kept models stay theirs; their
+        browsers cannot join again, under any name, until the instructor lets them: `readmit`)."""
         def change(c: Class):
+            gone = c.member(member_id)
+            c.removed = (c.removed + list(gone.owners if gone else ()))[-int(LIMITS["class_members"].high):]
             c.members = [m for m in c.members if m["id"] != member_id]
             c.models = [m for m in c.models if m["member"] != member_id]
 
         self._edit(code, owner, change, instructor=True)
+
+    def readmit(self, code: str, owner: str) -> None:
+        """The instructor lets the removed members' browsers join again."""
+        self._edit(code, owner, lambda c: c.removed.clear(), instructor=True)
 
     def close(self, code: str, owner: str, closed: bool = True) -> None:
         """Close (or reopen) the class: closed, nobody joins or trains for it, and its models are no longer pinned."""
@@ -307,6 +346,8 @@ class ClassStore:
         def change(c: Class) -> Member:
             if c.member_of(owner) is not None:
                 raise ClassRefused(f"you joined this class already, as {c.member_of(owner).name}")
+            if owner in c.removed:
+                raise ClassRefused("the instructor removed you from this class; ask them to let you join again")
             self._check_free(c, name)
             if len(c.members) >= LIMITS["class_members"].high:
                 raise ClassRefused(f"the class is full ({int(LIMITS['class_members'].high)} members, limit 'class_members')")
@@ -337,6 +378,19 @@ class ClassStore:
 
         self._edit(code, owner, change)
         return self.get(code).member(match["id"])
+
+    def new_rejoin_code(self, code: str, owner: str) -> str:
+        """A new rejoin code for the member whose browser `owner` is (the one before it is dead from now on)."""
+        rejoin = secrets.token_urlsafe(12)
+
+        def change(c: Class) -> None:
+            me = c.member_of(owner)
+            if me is None:
+                raise ClassRefused("only the class's members have a rejoin code")
+            next(m for m in c.members if m["id"] == me.id)["rejoin"] = owners.sign(self.secret, "rejoin", rejoin)
+
+        self._edit(code, owner, change)
+        return rejoin
 
     def view(self, code: object, owner: str) -> Class | None:
         """The class when `owner` is one of its members or instructors, else None (nothing of it is shown)."""

@@ -8,6 +8,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pandas as pd
 import pytest
@@ -50,10 +51,11 @@ BROWSER_URL = "https://lab.example.org:8443/home"
 """The address the instructor's browser reports (`st.context.url`): the class links are built from its host."""
 
 
-def new_class(name: str | None = None) -> tuple[str, str, AppTest]:
+def new_class(name: str | None = None) -> tuple[str, AppTest]:
     """A class created on the Home page (named `name`, or "Lab" and a random number: class names are unique
-    on a server): its code, its instructor code, the instructor's session. The one click's run already
-    shows the links (absolute, to send), the class in the URL and the sidebar's class."""
+    on a server): its code and the instructor's session. The one click's run already shows the class link
+    (absolute, to send; no instructor link: this browser is the instructor), the class in the URL and
+    the sidebar's class."""
     name = name or f"Lab {secrets.randbelow(10**9)}"
     at = session("home")
     at.context = {"url": BROWSER_URL}
@@ -61,13 +63,23 @@ def new_class(name: str | None = None) -> tuple[str, str, AppTest]:
     at.button(key=registry.CLASS_CREATE).click().run()
     assert not at.exception, at.exception
     created = at.session_state[registry.CLASS_CREATED]
-    assert [c.value for c in at.code] == [f"https://lab.example.org:8443/lab?class={created['code']}",
-                                          f"https://lab.example.org:8443/class?class={created['code']}"
-                                          f"&instructor={created['private']}"]
+    assert [c.value for c in at.code] == [f"https://lab.example.org:8443/lab?class={created['code']}"]
+    assert "instructor=" not in texts(at)
     assert at.query_params["class"] == created["code"]
     assert "Class" in [h.value for h in at.sidebar.header]
     assert any(c.value.startswith(f"**{escape_markdown(name)}**") for c in at.sidebar.caption)
-    return created["code"], created["private"], at
+    return created["code"], at
+
+
+def instructor_link(teacher: AppTest) -> str:
+    """The one-time instructor link the instructor makes on the Class page (shown in that run only)."""
+    teacher.switch_page("pages/class.py").run()
+    teacher.button(key=registry.CLASS_INSTRUCTOR_LINK).click().run()
+    links = [c.value for c in teacher.code if "instructor=" in c.value]
+    assert len(links) == 1 and any("Private" in w.value for w in teacher.warning)
+    teacher.run()
+    assert not [c.value for c in teacher.code if "instructor=" in c.value]  # never shown again
+    return links[0]
 
 
 def join(code: str, name: str) -> AppTest:
@@ -85,14 +97,17 @@ def keep(owner_id: str, stem: str) -> str:
     return services.kept_store().keep("trained", stem, data, owner_id).token
 
 
-def test_the_instructor_link_is_exchanged_and_leaves_the_url():
-    code, private, _ = new_class()
+def test_the_instructor_link_is_exchanged_once_and_leaves_the_url():
+    code, creator = new_class()
+    private = parse_qs(urlsplit(instructor_link(creator)).query)["instructor"][0]
     teacher = session("class", **{"class": code, "instructor": private})
     assert any("replaceState" in h.proto.body for h in teacher.get("html"))  # out of the browser's history entry
     teacher.run()  # the next run: out of the session's URL too (the browser's no longer holds it: no new entry)
     assert "instructor" not in teacher.query_params and teacher.query_params["class"] == code
     assert "### Instructor" in texts(teacher) and private not in texts(teacher)
     assert services.class_store().get(code).is_instructor(owner(teacher))
+    again = session("class", **{"class": code, "instructor": private})  # the same link in a third browser: dead
+    assert "### Instructor" not in texts(again) and any("not valid" in w.value for w in again.warning)
     forged = session("class", **{"class": code, "instructor": "A" * 32})
     assert "### Instructor" not in texts(forged) and any("not valid" in w.value for w in forged.warning)
     forged.run()
@@ -107,7 +122,7 @@ def test_the_instructor_link_is_exchanged_and_leaves_the_url():
 
 @pytest.mark.parametrize("name", ["Ada", "**bold** [x](https://e.vil)", ":red[alarm]", "  Zoë   O'Neil "])
 def test_joining_shows_the_display_name_as_text(name):
-    code, _, _ = new_class()
+    code, _ = new_class()
     student = join(code, name)
     member = services.class_store().get(code).member_of(owner(student))
     if member is None:  # refused: one line, nothing joined
@@ -127,7 +142,7 @@ def test_joining_shows_the_display_name_as_text(name):
 
 
 def test_the_gallery_compares_two_models_in_one_click():
-    code, _, _ = new_class()
+    code, _ = new_class()
     ada = join(code, "Ada")
     bob_owner = "bob-browser"
     services.class_store().join(code, "Bob", bob_owner)
@@ -150,8 +165,8 @@ def test_the_gallery_compares_two_models_in_one_click():
 
 
 def test_classes_are_isolated_from_each_other_and_from_non_members():
-    one, _, _ = new_class("One")
-    two, _, _ = new_class("Two")
+    one, _ = new_class("One")
+    two, _ = new_class("Two")
     ada = join(one, "Ada")
     bob = join(two, "Bob")
     token = keep(owner(ada), "encoder-parity-n4")
@@ -177,7 +192,7 @@ def write_class_runs(store, code: str, cells: int | None = None) -> None:
 
 
 def test_the_class_chart_shows_the_verdict_of_the_class_table():
-    code, _, teacher = new_class()
+    code, teacher = new_class()
     teacher.switch_page("pages/class.py").run()
     teacher.button(key=registry.CLASS_ASSIGN).click().run()
     store = services.class_store()
@@ -195,7 +210,7 @@ def test_the_class_chart_shows_the_verdict_of_the_class_table():
 
 @pytest.mark.slow  # a real training job (a worker process)
 def test_the_instructor_stops_a_class_job():
-    code, private, teacher = new_class()
+    code, teacher = new_class()
     teacher.switch_page("pages/class.py").run()
     teacher.button(key=registry.CLASS_ASSIGN).click().run()
     ada = join(code, "Ada")
@@ -239,7 +254,7 @@ def test_only_the_cells_whole_request_is_an_assignment_run():
 def test_the_assignment_button_refills_the_form_after_a_preset():
     from ui import classroom, train_form
 
-    code, _, teacher = new_class()
+    code, teacher = new_class()
     teacher.switch_page("pages/class.py").run()
     teacher.button(key=registry.CLASS_ASSIGN).click().run()
     ada = join(code, "Ada")
@@ -257,7 +272,7 @@ def test_the_assignment_button_refills_the_form_after_a_preset():
 
 
 def test_your_classes_enter_the_class_in_one_click():
-    code, _, teacher = new_class("Lab **one**")
+    code, teacher = new_class("Lab **one**")
     teacher.session_state[registry.CLASS] = None  # the same browser, out of the class
     teacher.switch_page("pages/class.py").run()
     assert "### Instructor" not in texts(teacher)
@@ -268,7 +283,7 @@ def test_your_classes_enter_the_class_in_one_click():
 
 
 def test_deleting_the_class_asks_first():
-    code, _, teacher = new_class()
+    code, teacher = new_class()
     teacher.switch_page("pages/class.py").run()
     assert teacher.button(key=registry.CLASS_DELETE).disabled  # one click deletes nothing
     teacher.checkbox(key=registry.class_key("delete", "sure")).check().run()

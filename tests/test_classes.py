@@ -38,8 +38,9 @@ def test_owner_signing_moved_to_the_library(tmp_path):
 
 
 def test_create_join_rejoin_and_survive_a_restart(store, tmp_path):
-    made, private = store.create("Lab 3 — Tuesday", "teacher")
-    assert len(made.code) >= 16 and made.code not in private and private not in json.dumps(made.__dict__)
+    made = store.create("Lab 3 — Tuesday", "teacher")
+    private = store.instructor_code(made.code, "teacher")
+    assert len(made.code) >= 16 and made.code not in private and private not in json.dumps(store.get(made.code).__dict__)
     member, rejoin = store.join(made.code, "  Ada   Lovelace ", "browser-1")
     assert member.name == "Ada Lovelace" and member.seat == 0
     with pytest.raises(ClassRefused, match="taken"):
@@ -56,7 +57,7 @@ def test_create_join_rejoin_and_survive_a_restart(store, tmp_path):
 
 def test_members_joined_from_two_processes_at_once_are_all_kept(store):
     """Two web servers on one data folder join students at the same moment: no join overwrites another's."""
-    made, _ = store.create("Lab", "teacher")
+    made = store.create("Lab", "teacher")
     joins = 40
     in_processes(lambda i: [ClassStore(store.root, SECRET).join(made.code, f"s{i} {k}", f"browser-{i}-{k}")
                             for k in range(joins)])
@@ -65,16 +66,48 @@ def test_members_joined_from_two_processes_at_once_are_all_kept(store):
 
 
 def test_the_instructor_code_is_exchanged_once_checked(store):
-    made, private = store.create("Lab", "teacher")
+    made = store.create("Lab", "teacher")
+    assert store.get(made.code).is_instructor("teacher")  # the creator, with no code ever made
+    with pytest.raises(ClassRefused, match="instructor"):
+        store.instructor_code(made.code, "student")  # only an instructor makes one
+    private = store.instructor_code(made.code, "teacher")
     assert not store.claim_instructor(made.code, "wrong-code-but-well-formed", "phone")
     assert not store.claim_instructor(made.code, made.code, "phone")  # the class code is not the instructor's
     assert store.claim_instructor(made.code, private, "phone")
     assert store.get(made.code).is_instructor("phone")
+    assert not store.claim_instructor(made.code, private, "thief")  # exchanged once: then dead
+    assert not store.get(made.code).is_instructor("thief")
+
+
+def test_a_new_instructor_code_kills_the_old_and_instructors_revoke_each_other(store):
+    made = store.create("Lab", "teacher")
+    old = store.instructor_code(made.code, "teacher")
+    new = store.instructor_code(made.code, None)  # the server's operator (`python -m server instructor-link`)
+    assert not store.claim_instructor(made.code, old, "laptop") and store.claim_instructor(made.code, new, "laptop")
+    with pytest.raises(ClassRefused, match="own"):
+        store.revoke_instructor(made.code, "teacher", "teacher")
+    store.revoke_instructor(made.code, "teacher", "laptop")
+    assert store.get(made.code).instructors == ["teacher"]
+
+
+def test_a_removed_member_cannot_join_again_until_let_back_and_rejoin_codes_renew(store):
+    made = store.create("Lab", "teacher")
+    ada, first = store.join(made.code, "Ada", "s1")
+    second = store.new_rejoin_code(made.code, "s1")
+    with pytest.raises(ClassRefused):
+        store.rejoin(made.code, first, "s1-phone")  # the code before is dead
+    assert store.rejoin(made.code, second, "s1-phone").id == ada.id
+    store.remove(made.code, "teacher", ada.id)
+    for browser in ("s1", "s1-phone"):
+        with pytest.raises(ClassRefused, match="removed you"):
+            store.join(made.code, "Another name", browser)
+    store.readmit(made.code, "teacher")
+    assert store.join(made.code, "Ada again", "s1")[0].name == "Ada again"
 
 
 @pytest.mark.parametrize("name", HOSTILE_TEXT)
 def test_hostile_display_names_are_refused_or_kept_as_text(store, name):
-    made, _ = store.create("Lab", "teacher")
+    made = store.create("Lab", "teacher")
     try:
         member, _ = store.join(made.code, name, "student")
     except (ValueError, ClassRefused) as err:
@@ -92,7 +125,7 @@ def test_display_name_rules():
 
 
 def test_instructor_renames_removes_closes_deletes(store):
-    made, _ = store.create("Lab", "teacher")
+    made = store.create("Lab", "teacher")
     a, _ = store.join(made.code, "Ada", "s1")
     b, _ = store.join(made.code, "Bob", "s2")
     with pytest.raises(ClassRefused, match="instructor"):
@@ -114,8 +147,8 @@ def test_instructor_renames_removes_closes_deletes(store):
 
 
 def test_isolation_between_classes_and_from_non_members(store):
-    one, _ = store.create("One", "t1")
-    two, _ = store.create("Two", "t2")
+    one = store.create("One", "t1")
+    two = store.create("Two", "t2")
     store.join(one.code, "Ada", "s1")
     store.join(two.code, "Bob", "s2")
     store.add_model(one.code, "s1", "tok-one-aaaaaaaaaaaa", "parity", 8, 1.0, "run")
@@ -130,7 +163,7 @@ def test_isolation_between_classes_and_from_non_members(store):
 
 
 def test_open_class_models_are_neither_evicted_nor_expired(tmp_path, store):
-    made, _ = store.create("Lab", "teacher")
+    made = store.create("Lab", "teacher")
     store.join(made.code, "Ada", "owner")
     clock = [1000.0]
     kept = KeptStore(tmp_path / "kept", cap=10_000, quota=2_000, ttl_s=100, clock=lambda: clock[0])
@@ -217,7 +250,7 @@ class _Manager:
 def test_sync_fills_the_gallery_and_the_sweep_folder(store):
     from sensviz.sweeps import read_results
 
-    made, _ = store.create("Lab", "teacher")
+    made = store.create("Lab", "teacher")
     store.join(made.code, "Ada", "s1")
     store.start_assignment(made.code, "teacher", "length_scaling")
     cell = assignments.LENGTH_SCALING.deal(0)
@@ -244,7 +277,7 @@ def test_a_stopped_run_is_not_finished_and_a_rerun_replaces_no_row(store):
     """A stopped run is recorded as failed; each job is its own row; the verdict counts a cell's latest finished run once."""
     from sensviz.sweeps import read_results
 
-    made, _ = store.create("Lab", "teacher")
+    made = store.create("Lab", "teacher")
     store.join(made.code, "Ada", "s1")
     store.start_assignment(made.code, "teacher", "length_scaling")
     cell = assignments.LENGTH_SCALING.deal(0)
@@ -269,7 +302,7 @@ def test_a_stopped_run_is_not_finished_and_a_rerun_replaces_no_row(store):
 def test_the_fidelity_page_refuses_a_class_table_in_one_line(store, tmp_path, capsys):
     from sensviz import cli, sweeps
 
-    made, _ = store.create("Lab", "teacher")
+    made = store.create("Lab", "teacher")
     store.start_assignment(made.code, "teacher", "length_scaling")
     a = assignments.LENGTH_SCALING
     for i, cell in enumerate(a.cells()[:4]):
@@ -286,7 +319,7 @@ def test_the_fidelity_page_refuses_a_class_table_in_one_line(store, tmp_path, ca
 
 @pytest.mark.parametrize("lookalike", ["\u0410lice", "\u0391lice", "\u1d00lice", "A1ice", "ALICE", "Alice\u3164", "Al\u200bice"])
 def test_a_name_that_looks_like_a_members_or_hides_a_character_is_refused(store, lookalike):
-    made, _ = store.create("Lab", "teacher")
+    made = store.create("Lab", "teacher")
     store.join(made.code, "Alice", "s1")
     with pytest.raises((ClassRefused, ValueError)) as refused:
         store.join(made.code, lookalike, "s2")
@@ -299,7 +332,7 @@ def test_a_name_that_looks_like_a_members_or_hides_a_character_is_refused(store,
 
 @pytest.mark.parametrize("name", ["\u3164", "\u115f\u1160", "\u200b", "\u202eecilA"])
 def test_a_name_made_of_invisible_characters_is_refused(store, name):
-    made, _ = store.create("Lab", "teacher")
+    made = store.create("Lab", "teacher")
     with pytest.raises(ValueError, match="invisible"):
         store.join(made.code, name, "s1")
     with pytest.raises(ValueError, match="invisible"):
@@ -310,7 +343,7 @@ def test_class_names_are_unique_on_the_server_by_how_they_look(store):
     store.create("Physics 101", "teacher")
     with pytest.raises(ClassRefused, match="looks like"):
         store.create("Phy\u0455ics 101", "another teacher")  # a Cyrillic dze for the s
-    assert store.create("Physics 102", "another teacher")[0].name == "Physics 102"  # the check can pass
+    assert store.create("Physics 102", "another teacher").name == "Physics 102"  # the check can pass
 
 
 def _finish(store, manager, code, member_owner, job_id, cell, state="finished"):
@@ -322,7 +355,7 @@ def _finish(store, manager, code, member_owner, job_id, cell, state="finished"):
 
 def test_a_class_of_twelve_completes_the_thirty_run_design(store):
     """Each member who finishes takes the next unclaimed run: 12 members, 30 cells, three rounds."""
-    made, _ = store.create("Lab", "teacher")
+    made = store.create("Lab", "teacher")
     students = [f"s{k}" for k in range(12)]
     ids = {s: store.join(made.code, f"student {k}", s)[0].id for k, s in enumerate(students)}
     store.start_assignment(made.code, "teacher", "length_scaling")
@@ -350,7 +383,7 @@ def _class_table(store, code) -> pd.DataFrame:
 
 
 def test_a_removed_members_running_cell_is_dealt_again_and_their_run_counts_for_nothing(store):
-    made, _ = store.create("Lab", "teacher")
+    made = store.create("Lab", "teacher")
     ada, _ = store.join(made.code, "Ada", "s1")
     bob, _ = store.join(made.code, "Bob", "s2")
     store.start_assignment(made.code, "teacher", "length_scaling")
@@ -368,7 +401,7 @@ def test_a_removed_members_running_cell_is_dealt_again_and_their_run_counts_for_
 
 
 def test_a_run_is_recorded_when_its_job_ends_not_when_a_page_looks(store):
-    made, _ = store.create("Lab", "teacher")
+    made = store.create("Lab", "teacher")
     ada, _ = store.join(made.code, "Ada", "s1")
     store.start_assignment(made.code, "teacher", "length_scaling")
     manager = _Manager()
@@ -377,3 +410,19 @@ def test_a_run_is_recorded_when_its_job_ends_not_when_a_page_looks(store):
     assert list(runs["member"]) == [ada.id] and list(runs["member_name"]) == ["Ada"]
     store.record_ended("job-unknownjob00", manager)  # another server's, or no class's: nothing happens
     assert len(_class_table(store, made.code)) == 1
+
+
+def test_the_operators_command_issues_a_new_instructor_link(tmp_path, monkeypatch, capsys):
+    from urllib.parse import parse_qs, urlsplit
+
+    from server.__main__ import main
+
+    monkeypatch.setenv("SENSVIZ_DATA_DIR", str(tmp_path))
+    store = ClassStore(tmp_path / "classes", owners.owner_secret(tmp_path))
+    made = store.create("Physics 101", "lost teacher")
+    assert main(["instructor-link", "Physics 101", "--base", "https://lab.example.org/"]) == 0
+    link = capsys.readouterr().out.strip()
+    query = parse_qs(urlsplit(link).query)
+    assert link.startswith("https://lab.example.org/class?") and query["class"] == [made.code]
+    assert store.claim_instructor(made.code, query["instructor"][0], "new browser")
+    assert main(["instructor-link", "No such class"]) == 2 and "no class" in capsys.readouterr().err

@@ -92,7 +92,7 @@ def test_the_manager_answers_before_it_recovers_an_earlier_servers_run(tmp_path,
 def _train_a_class_run(base: str, data: Path) -> tuple[str, str]:
     """A class whose member (holding a kept model already) presses Train on the assignment; returns the
     class code and the job id once the run has its first measurement."""
-    found, _ = ClassStore(data / "classes", owners.owner_secret(data)).create("Physics 101", "instructor")
+    found = ClassStore(data / "classes", owners.owner_secret(data)).create("Physics 101", "instructor")
     store = ClassStore(data / "classes", owners.owner_secret(data))
     store.start_assignment(found.code, "instructor", assignments.LENGTH_SCALING.name)
     cookie = owners.mint_owner(owners.owner_secret(data))

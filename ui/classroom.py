@@ -104,6 +104,29 @@ def instructor_link(code: str, private: str) -> str:
     return url_state.link("class", {"class": code, INSTRUCTOR_PARAM: private})
 
 
+def instructors(found: Class) -> None:
+    """The instructor's controls over who else is one: a one-time instructor link, shown in the run of the
+    click only (never kept, never shown again; the one before it dies), and Revoke for each other instructor
+    (their owner ids are opaque: numbered in the order they became instructors)."""
+    me = owner_id.owner()
+    with st.expander("Instructors", icon=":material/key:"):
+        st.caption(f"{len(found.instructors)} browser{'s' if len(found.instructors) != 1 else ''} with the instructor's "
+                   "view of this class (this one included).")
+        if st.button("Make a one-time instructor link", key=registry.CLASS_INSTRUCTOR_LINK,
+                     help="For another browser of yours or a co-instructor. The first browser that opens it becomes an "
+                          "instructor; then the link is dead. Making a new one kills the one before."):
+            private = store().instructor_code(found.code, me)
+            st.warning("Private: whoever opens this link first gets the instructor's powers. It is shown only now; do "
+                       "not project or share this screen.", icon=":material/lock:")
+            st.code(instructor_link(found.code, private), language=None)
+        for k, other in enumerate(found.instructors, start=1):
+            if other == me:
+                continue
+            if st.button(f"Revoke instructor {k}", key=registry.class_key("revoke", str(k))):
+                store().revoke_instructor(found.code, me, other)
+                st.rerun()
+
+
 def joining() -> Class | None:
     """The class whose link this session opened without being in it yet (its join form comes first)."""
     code = registry.current_class()

@@ -140,7 +140,7 @@ def add_shared(ref: ModelRef) -> None:
 
 CLASS = "sv_class"  # the code of the class this session is in (from `class=` in the URL, or chosen)
 CLASS_REJOIN = "sv_class_rejoin"  # {class code: the member's rejoin code}, shown after joining
-CLASS_CREATED = "sv_class_created"  # {"code", "private"} of the class this session just created (Home shows its links)
+CLASS_CREATED = "sv_class_created"  # {"code"} of the class this session just created (Home shows its class link)
 CLASS_CODE_PENDING = "sv_class_code_pending"  # the instructor code was taken; it leaves st.query_params next run
 CLASS_FILLED = "sv_class_filled"  # the assignment cell last filled into the Train form
 CLASS_NAME = "sv_w_class_name"  # Home: the new class's name
@@ -157,6 +157,10 @@ CLASS_RENAME_BUTTON = "sv_w_class_rename_button"
 CLASS_REMOVE = "sv_w_class_remove"
 CLASS_CLOSE = "sv_w_class_close"
 CLASS_DELETE = "sv_w_class_delete"
+CLASS_READMIT = "sv_w_class_readmit"  # the instructor's "let the removed members join again"
+CLASS_REMOVE_SURE = "sv_w_class_remove_sure"  # the instructor's "yes, remove" before Remove
+CLASS_INSTRUCTOR_LINK = "sv_w_class_instructor_link"  # the instructor's "make a one-time instructor link"
+CLASS_NEW_REJOIN = "sv_w_class_new_rejoin"  # a member's "show a rejoin code for another browser"
 
 
 def class_key(*parts: object) -> str:
