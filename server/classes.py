@@ -87,6 +87,15 @@ class ClassModel:
     job: str | None = None  # the job that trained it
 
 
+@dataclass(frozen=True)
+class Notice:
+    """Something a member is told on every page (`ClassStore.notices`): its kind, the sentence, the cell to train."""
+
+    kind: str  # removed, closed, stopped, assignment
+    text: str
+    cell: dict | None = None
+
+
 @dataclass
 class Class:
     """A class as stored (`ClassStore` reads and writes it whole)."""
@@ -529,7 +538,35 @@ class ClassStore:
         if found is None or not found.is_instructor(owner):
             raise ClassRefused("only the class's instructor may stop its members' runs")
         status = manager.status(job_id) if job_id in found.jobs else None
-        return bool(status is not None and manager.stop(job_id, status.owner))
+        if status is None or not manager.stop(job_id, status.owner):
+            return False
+        self._edit(code, owner, lambda c: c.jobs[job_id].update(stopped_by="the instructor") if job_id in c.jobs else None)
+        return True
+
+    def notices(self, code: str, owner: str, manager) -> list[Notice]:
+        """What the room must be told, for the browser `owner` (shown on every page, without a reload):
+        that the instructor removed them, closed the class, stopped their latest run, or started the
+        assignment while they have not trained for it yet (with their cell)."""
+        found = self.get(code)
+        if found is None:
+            return []
+        if owner in found.removed:
+            return [Notice("removed", f"The instructor removed you from the class {found.name}.")]
+        me = found.member_of(owner)
+        if me is None:
+            return []
+        if found.closed:
+            return [Notice("closed", f"The class {found.name} is closed: no more training for it.")]
+        told, mine = [], [(j, e) for j, e in found.jobs.items() if e["member"] == me.id]
+        if mine and mine[-1][1].get("stopped_by"):
+            entry = mine[-1][1]
+            told.append(Notice("stopped", f"Your run ({entry['task']}, n = {entry['n']}) was stopped by {entry['stopped_by']}."))
+        if found.assignment in assignments.ASSIGNMENTS and not any(e["assignment"] for _, e in mine):
+            cell = self.deal(code, manager).get(me.id)
+            if cell is not None:
+                told.append(Notice("assignment", f"The instructor started the assignment: your run is {cell['task']} at "
+                                                 f"n = {cell['n']} with seed {cell['seed']}.", cell))
+        return told
 
     def job_rows(self, code: str, manager) -> list[dict]:
         """The class's jobs for the instructor: member, setting, state, progress, reason."""

@@ -22,6 +22,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from sensviz import sweeps  # noqa: E402
 from sensviz.text import escape_markdown  # noqa: E402
 from server import assignments, services  # noqa: E402
+from server.jobs import JobStatus  # noqa: E402
 from ui import registry  # noqa: E402
 
 APP = str(ROOT / "app.py")
@@ -290,3 +291,35 @@ def test_deleting_the_class_asks_first():
     teacher.button(key=registry.CLASS_DELETE).click().run()
     assert not teacher.exception, teacher.exception
     assert services.class_store().get(code) is None
+
+
+def test_the_room_is_told_the_assignment_a_stopped_run_the_removal_and_the_closing():
+    code, teacher = new_class()
+    ada = join(code, "Ada")
+    assert not any("assignment" in i.value for i in ada.info)
+    store = services.class_store()
+    store.start_assignment(code, owner(teacher), "length_scaling")
+    ada.run()
+    told = [i.value for i in ada.info if "started the assignment" in i.value]
+    assert told and "your run is parity at n" in told[0] and "4 with seed 1000" in told[0]
+    assert ada.button(key=registry.class_key("notice", "train"))  # a button to Train from any page
+    store.add_job(code, owner(ada), "job-aaaaaaaaaaaa", "parity", 4, {"task": "parity", "n": 4, "seed": 1000})
+
+
+    class Running:  # the job manager's answers for Ada's running job
+        def status(self, job_id):
+            return JobStatus(job_id, owner(ada), "run", "running", 0.0)
+
+        def stop(self, job_id, owner):
+            return True
+
+    assert store.stop(code, owner(teacher), "job-aaaaaaaaaaaa", Running())
+    ada.run()
+    assert any("was stopped by the instructor" in w.value for w in ada.warning)
+    store.close(code, owner(teacher))
+    ada.run()
+    assert any("is closed" in w.value for w in ada.warning)
+    store.close(code, owner(teacher), closed=False)
+    store.remove(code, owner(teacher), store.get(code).member_of(owner(ada)).id)
+    ada.run()
+    assert any("removed you" in e.value for e in ada.error) and not ada.sidebar.text_input  # told, not offered to join

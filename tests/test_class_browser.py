@@ -9,6 +9,7 @@ fits the window, in projector mode above the gallery."""
 import io
 import re
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,27 @@ def test_the_instructors_view_is_live_and_fits_1024_by_768(server, browser):
     gallery = main.get_by_role("heading", name="Gallery").bounding_box()
     assert chart.bounding_box()["y"] < gallery["y"]  # projector mode: the chart first
     teacher.context.close()
+
+
+@pytest.mark.browser
+def test_an_open_page_is_told_the_assignment_and_the_removal_without_a_reload(server, browser):
+    teacher = browser.new_context(viewport=WIDE).new_page()
+    code = create_class(teacher, server, "Notice lab")
+    ada_context, ada = join(browser, server, code, "Ada")
+    loads = ada.evaluate("performance.getEntriesByType('navigation').length")
+    teacher.goto(f"{server}/class?class={code}", wait_until="domcontentloaded")
+    wait_until_done(teacher)
+    teacher.get_by_role("button", name="Start the length-scaling assignment").click()
+    started = time.monotonic()
+    ada.get_by_text("The instructor started the assignment").wait_for(timeout=LIVE_MS)
+    told_s = time.monotonic() - started
+    assert ada.get_by_role("button", name="Open the Train form with my assignment").count() == 1
+    teacher.get_by_text("1 member joined").wait_for(timeout=LIVE_MS)
+    teacher.get_by_text("Yes, remove Ada").click()
+    wait_until_done(teacher)
+    teacher.get_by_role("button", name="Remove from the class").click()
+    ada.get_by_text("The instructor removed you").wait_for(timeout=LIVE_MS)
+    assert ada.evaluate("performance.getEntriesByType('navigation').length") == loads  # no reload
+    print(f"the assignment reached the open page {told_s:.1f} s after the click")
+    for context in (ada_context, teacher.context):
+        context.close()

@@ -128,10 +128,12 @@ def instructors(found: Class) -> None:
 
 
 def joining() -> Class | None:
-    """The class whose link this session opened without being in it yet (its join form comes first)."""
+    """The class whose link this session opened without being in it yet (its join form comes first); not for
+    a browser the instructor removed (it is told so instead: `notices`)."""
     code = registry.current_class()
     found = store().get(code) if code else None
-    return found if found is not None and store().view(code, owner_id.owner()) is None else None
+    me = owner_id.owner()
+    return found if found is not None and store().view(code, me) is None and me not in found.removed else None
 
 
 def joining_hint(found: Class) -> None:
@@ -168,6 +170,9 @@ def sidebar() -> None:
         registry.enter_class(None)
         return
     st.header("Class")
+    if owner_id.owner() in found.removed:
+        st.caption(f"**{escape_markdown(found.name)}** · the instructor removed you")
+        return
     if store().view(code, owner_id.owner()) is None:
         join_form(found)
         return
@@ -271,6 +276,21 @@ def gallery(found: Class, compact: bool = False) -> None:
                                           disabled=current is None or is_open,
                                           help="Put this model beside the open one (compare= in the link)"):
             _open(row["token"], compare=True)
+
+
+@st.fragment(run_every=GALLERY_EVERY_S)
+def notices(code: str) -> None:
+    """What the room is told (`ClassStore.notices`: removed, closed, a stopped run, the assignment started),
+    looked at again every `GALLERY_EVERY_S` seconds on its own (a fragment), so it arrives without a reload.
+    Every name in it is shown as text."""
+    for notice in store().notices(code, owner_id.owner(), services.job_manager()):
+        if notice.kind == "assignment":
+            st.info(escape_markdown(notice.text), icon=":material/assignment:")
+            if st.button("Open the Train form with my assignment", key=registry.class_key("notice", "train"), type="primary"):
+                fill_train_form(force=True)
+                st.switch_page("pages/train.py")
+        else:
+            (st.error if notice.kind == "removed" else st.warning)(escape_markdown(notice.text), icon=":material/campaign:")
 
 
 @st.fragment(run_every=GALLERY_EVERY_S)

@@ -52,6 +52,8 @@ def draw(spec: PageSpec) -> None:
     page.notices_here()
     if joining:
         classroom.joining_hint(joining)
+    elif registry.current_class():
+        classroom.notices(registry.current_class())  # what the room is told, live
     if spec.needs_model and selection is None:
         st.info("No model selected yet. Pick a pretrained checkpoint, upload a `.safetensors` file, or train one on "
                 "the **Train** page — the sidebar on the left has all three.")
