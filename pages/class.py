@@ -89,6 +89,11 @@ if classroom.is_instructor(found) and not projector:
             store.start_assignment(found.code, owner_id.owner(), "length_scaling")
             st.rerun()
         st.caption(assignments.describe_short(assignments.LENGTH_SCALING))
+    elif found.assignment is not None and not found.ended and st.button(
+            "End the assignment", key=registry.CLASS_END,
+            help="Nobody is dealt another run; the verdict is decided on the runs that are in."):
+        store.end_assignment(found.code, owner_id.owner())
+        st.rerun()
     classroom.instructors(found)
     classroom.roster(found.code)
     members = found.member_list()

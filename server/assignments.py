@@ -210,12 +210,15 @@ def slope_se(a: Assignment, sd: float, kept: dict[int, float]) -> float:
     return sd / math.sqrt(sum(k * (n - center) ** 2 for n, k in kept.items()))
 
 
-def power(a: Assignment, runs: pd.DataFrame, history: pd.DataFrame, effect_scale: float = 1.0) -> float:
+def power(a: Assignment, runs: pd.DataFrame, history: pd.DataFrame, effect_scale: float = 1.0,
+          kept_runs: dict | None = None) -> float:
     """The power of the two-sided t test at 5 % on the difference of the two tasks' slopes, at the
-    tables' effect times `effect_scale`, with the expected kept runs of the grid (Welch-Satterthwaite df)."""
+    tables' effect times `effect_scale` (fixed before any class run: never the class's own estimate),
+    with `kept_runs[(task, n)]` kept runs (default: the grid's expected ones), Welch-Satterthwaite df."""
     ses, dfs = [], []
     for task in a.tasks:
-        kept = {n: a.seeds[task] * keep_rate(a, history, task, n) for n in a.lengths}
+        kept = {n: kept_runs[(task, n)] if kept_runs is not None else a.seeds[task] * keep_rate(a, history, task, n)
+                for n in a.lengths}
         ses.append(slope_se(a, spread(a, runs, task), kept))
         dfs.append(sum(kept.values()) - 2)
     effect = effect_scale * (table_slope(a, runs, a.tasks[0]) - table_slope(a, runs, a.tasks[1]))
@@ -245,6 +248,17 @@ def describe(found: dict) -> str:
             f"(within {found['limit_s'] / 60:.0f}; seconds per step from the findings' tables and a measured class run, "
             f"{steps}); the class's slope comparison has {found['power']:.1%} power at the effect the tables measured "
             f"({found['power_half']:.0%} at half of it).")
+
+
+@functools.lru_cache(maxsize=1)
+def _tables() -> tuple[pd.DataFrame, pd.DataFrame]:
+    return read_tables()
+
+
+def design_power(a: Assignment, kept_runs: dict) -> float:
+    """The power the class's runs gave the design at the findings' tables' effect (`power`)."""
+    runs, history = _tables()
+    return power(a, runs, history, kept_runs=kept_runs)
 
 
 @functools.lru_cache(maxsize=8)
@@ -323,12 +337,12 @@ def _at(missing: dict) -> str:
     return f"{sum(missing.values())} more runs at n = {' and '.join(map(str, lengths))}"
 
 
-def verdict(a: Assignment, runs: pd.DataFrame) -> Verdict:
+def verdict(a: Assignment, runs: pd.DataFrame, ended: bool = False) -> Verdict:
     """The claim decided on the class's runs table by the fidelity page's rule (`sensviz.stats.verdict`):
     the difference of the OLS slopes (kept runs), once every planned run is in; before that, or while
     the interval includes zero, how many runs are still needed and at which n. Each member's cell counts
-    once: its latest finished run, converged or not (`counted`; the slopes use the converged ones)."""
-    missing = missing_runs(a, runs)
+    once: its latest finished run, converged or not (`counted`; the slopes use the converged ones).
+    `ended`: the instructor ended the assignment, so the runs in are all there will be (`ended_verdict`)."""
     interval = None
     kept = _kept(counted(runs)) if len(runs) else runs
     try:
@@ -336,6 +350,9 @@ def verdict(a: Assignment, runs: pd.DataFrame) -> Verdict:
         interval = stats.difference(*slopes)
     except (ValueError, KeyError):
         pass
+    if ended:
+        return ended_verdict(a, kept, interval)
+    missing = missing_runs(a, runs)
     if missing:
         return Verdict(interval, stats.UNRESOLVED, f"not yet resolved: {_at(missing)}", missing)
     found = stats.verdict(interval, +1) if interval is not None else stats.UNRESOLVED
@@ -349,6 +366,25 @@ def verdict(a: Assignment, runs: pd.DataFrame) -> Verdict:
     text = f"not yet resolved: {_at(more)}" if needed is not None or interval is None else \
         "not yet resolved: the class's effect is too small to be resolved by more runs"
     return Verdict(interval, found, text, more)
+
+
+def ended_verdict(a: Assignment, kept: pd.DataFrame, interval: stats.Interval | None) -> Verdict:
+    """The verdict of an assignment the instructor ended, on the kept runs it got: "not resolved" while a
+    task and n have fewer than 2 kept runs (no slope's spread can be estimated), else the fidelity
+    page's rule, with the power those runs gave the design at the effect fixed in advance (`design_power`)."""
+    counts = kept.groupby(["task", "n"]).size() if len(kept) else pd.Series(dtype=int)
+    have = {(t, n): int(counts.get((t, n), 0)) for t in a.tasks for n in a.lengths}
+    short = [f"{t} at n = {n}" for (t, n), k in have.items() if k < 2]
+    if short or interval is None:
+        return Verdict(interval, stats.UNRESOLVED, "not resolved: fewer than 2 converged runs of " + ", ".join(short), {})
+    try:
+        said = f"; with these runs the design had {design_power(a, have):.0%} power at the effect fixed in advance"
+    except (ValueError, OSError, KeyError):  # the findings' tables are not on this server
+        said = ""
+    found = stats.verdict(interval, +1)
+    words = {stats.REPRODUCED: "the class reproduced the paper's claim",
+             stats.DIFFERS: "the class's runs differ from the paper's claim"}.get(found, "not resolved by the class's runs")
+    return Verdict(interval, found, words + said, {})
 
 
 if __name__ == "__main__":

@@ -111,6 +111,7 @@ class Class:
     jobs: dict[str, dict] = field(default_factory=dict)  # job id -> {"member", "assignment": dict | None, "recorded"}
     assignment: str | None = None  # the running assignment's name (`server.assignments.ASSIGNMENTS`)
     removed: list[str] = field(default_factory=list)  # owner ids of removed members: they cannot join again (`readmit`)
+    ended: bool = False  # the instructor ended the assignment: no more cells dealt, the verdict on the runs in
 
     def member_list(self) -> list[Member]:
         return [Member(**{**m, "owners": tuple(m["owners"])}) for m in self.members]
@@ -337,7 +338,15 @@ class ClassStore:
     def start_assignment(self, code: str, owner: str, assignment: str) -> None:
         if assignment not in assignments.ASSIGNMENTS:
             raise ClassRefused(f"no assignment named {assignment}")
-        self._edit(code, owner, lambda c: setattr(c, "assignment", assignment), instructor=True, open_only=True)
+
+        def change(c: Class) -> None:
+            c.assignment, c.ended = assignment, False
+
+        self._edit(code, owner, change, instructor=True, open_only=True)
+
+    def end_assignment(self, code: str, owner: str) -> None:
+        """The instructor ends the assignment: nobody is dealt another run, the verdict is on the runs in."""
+        self._edit(code, owner, lambda c: setattr(c, "ended", True), instructor=True)
 
     # ------------------------------------------------------------------ members
 
@@ -507,7 +516,7 @@ class ClassStore:
         member's unfinished cell goes to the next member who asks, and a class of any size completes
         the grid (a larger one gets more seeds)."""
         found = self.get(code)
-        if found is None or found.assignment not in assignments.ASSIGNMENTS:
+        if found is None or found.assignment not in assignments.ASSIGNMENTS or found.ended:
             return {}
         names, held, done = found.names(), {}, []
         for job_id, entry in found.jobs.items():

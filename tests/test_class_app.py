@@ -203,6 +203,11 @@ def test_the_class_chart_shows_the_verdict_of_the_class_table():
     partial = assignments.verdict(a, pd.read_parquet(store.sweep_folder(code) / "runs.parquet"))
     assert f"Verdict: {partial.text}." in [i.value for i in teacher.info]
     assert partial.text.startswith("not yet resolved: 19 more runs at n = 4 and 8")
+    teacher.button(key=registry.CLASS_END).click().run()  # the instructor ends it: decided on the 11 runs in
+    ended = assignments.verdict(a, pd.read_parquet(store.sweep_folder(code) / "runs.parquet"), ended=True)
+    assert "power at the effect fixed in advance" in ended.text
+    assert f"Verdict: {ended.text}." in [m.value for m in [*teacher.success, *teacher.info]]
+    store.start_assignment(code, owner(teacher), "length_scaling")  # started again: the planned runs decide
     write_class_runs(store, code)
     teacher.run()
     assert "Verdict: the class reproduced the paper's claim." in [s.value for s in teacher.success]

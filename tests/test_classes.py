@@ -426,3 +426,25 @@ def test_the_operators_command_issues_a_new_instructor_link(tmp_path, monkeypatc
     assert link.startswith("https://lab.example.org/class?") and query["class"] == [made.code]
     assert store.claim_instructor(made.code, query["instructor"][0], "new browser")
     assert main(["instructor-link", "No such class"]) == 2 and "no class" in capsys.readouterr().err
+
+
+def test_an_ended_assignment_is_decided_on_the_runs_in_with_the_power_fixed_in_advance(store):
+    a = assignments.LENGTH_SCALING
+    few = _runs(a, 0.01, {("parity", 4): 3, ("parity", 8): 3, ("first", 4): 2, ("first", 8): 1})
+    short = assignments.verdict(a, few, ended=True)
+    assert short.verdict == stats.UNRESOLVED and short.text == "not resolved: fewer than 2 converged runs of first at n = 8"
+    assert assignments.verdict(a, few).text.startswith("not yet resolved: ")  # not ended: runs still to come
+    enough = _runs(a, 0.01, {("parity", 4): 3, ("parity", 8): 3, ("first", 4): 2, ("first", 8): 2})
+    ended = assignments.verdict(a, enough, ended=True)
+    counts = {(t, n): len(enough[(enough["task"] == t) & (enough["n"] == n)]) for t in a.tasks for n in a.lengths}
+    power = assignments.design_power(a, counts)
+    assert ended.verdict == stats.REPRODUCED and f"the design had {power:.0%} power at the effect fixed in advance" in ended.text
+    flat = assignments.verdict(a, _runs(a, 0.0, {("parity", 4): 3, ("parity", 8): 3, ("first", 4): 2, ("first", 8): 2}),
+                               ended=True)
+    assert f"{power:.0%} power" in flat.text  # the same design, the same power: never computed from the runs' effect
+    assert 0 < power < assignments.plan(a)["power"]  # fewer runs than planned: less power than the plan's
+    made = store.create("Lab", "teacher")
+    store.join(made.code, "Ada", "s1")
+    store.start_assignment(made.code, "teacher", "length_scaling")
+    store.end_assignment(made.code, "teacher")
+    assert store.get(made.code).ended and store.deal(made.code, _Manager()) == {}  # nobody is dealt another run

@@ -422,7 +422,7 @@ def chart_section(found: Class) -> None:
     st.markdown(f"**{escape_markdown(a.title)}**")
     if not runs.empty and "status" in runs and (runs["status"] == "finished").any():
         st.altair_chart(chart(a, runs, me.name if me else None))
-    decided = assignments.verdict(a, runs if not runs.empty else pd.DataFrame())
+    decided = assignments.verdict(a, runs if not runs.empty else pd.DataFrame(), ended=found.ended)
     if decided.interval is not None:
         i = decided.interval
         st.markdown(f"Slope of PARITY minus slope of FIRST: **{i.estimate:.4f}** per unit of n, 95 % interval "

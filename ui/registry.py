@@ -151,6 +151,7 @@ CLASS_REJOIN_CODE = "sv_w_class_rejoin_code"
 CLASS_REJOIN_BUTTON = "sv_w_class_rejoin_button"
 CLASS_TRAIN = "sv_w_class_train"  # the class page's "train my assignment"
 CLASS_ASSIGN = "sv_w_class_assign"  # the instructor's "start the assignment"
+CLASS_END = "sv_w_class_end"  # the instructor's "end the assignment"
 CLASS_MEMBER = "sv_w_class_member"  # the instructor's chosen member (rename, remove)
 CLASS_RENAME = "sv_w_class_rename"
 CLASS_RENAME_BUTTON = "sv_w_class_rename_button"
