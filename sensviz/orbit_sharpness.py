@@ -50,7 +50,7 @@ class OrbitSharpness(Record):
 
 
 def orbit_sharpness(model: EncoderTransformer, bits: torch.Tensor, rho: float = 0.01, n_directions: int = 64,
-                    seed: int = 0, kappa: float = 10.0, n_orbit: int = 8) -> OrbitSharpness:
+                    seed: int = 0, kappa: float = 10.0, n_orbit: int = 6) -> OrbitSharpness:
     """L^sym_{rho,kappa} on `bits[batch, n]`: candidates c(theta) and h_m c(theta), m = 1..n_orbit
     (map seeds seed + m), each with the directions of `sharpness(..., seed)`."""
     if n_orbit < 0:
