@@ -28,3 +28,18 @@ def test_the_value_is_the_least_candidate_and_the_first_is_the_canonical_point()
     direct = sharpness(canonical(model, n=5), bits, rho=0.2, n_directions=8, seed=3, limit=False).value
     assert found.candidates[0].item() == pytest.approx(direct, rel=1e-9)
     assert found.candidates.max() > found.candidates.min()  # the orbit's points differ in L_rho
+
+
+def test_the_measurement_layer_registers_the_adaptive_and_the_symmetry_aware_sharpness():
+    from sensviz.measure import MeasureSettings, columns, measure
+    from sensviz.sharpness import adaptive_sharpness
+
+    settings = MeasureSettings(measure_inputs=32, directions=4, measure_seed=1)
+    model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=5, seed=0)
+    found = measure(model, "parity", 5, settings, quantities=["adaptive", "orbit"])
+    flat = columns(found)
+    direct = adaptive_sharpness(model, cube.vertices(5), found.rho, 4, 1)
+    assert flat["adaptive_sharpness"] == pytest.approx(direct.value, rel=1e-9)
+    assert flat["orbit_sharpness"] == pytest.approx(orbit_sharpness(model, cube.vertices(5), found.rho, 4, 1).value, rel=1e-9)
+    scratchpad = sv.build_model("scratchpad", d_model=8, n_layers=1, n_heads=2, max_len=5, seed=0)
+    assert "scratchpad" in measure(scratchpad, "parity", 5, settings, quantities=["orbit"]).notes["orbit"]
