@@ -205,6 +205,20 @@ EXACT = compose(*(m for m in MAPS.values() if not m.eps_limited))
 """Every exact map at once: a random point of the orbit."""
 
 
+def stretch(factor: float) -> Symmetry:
+    """A given map: every A and B = factor I, every ReLU unit's c = factor, the head map's alpha = factor
+    (singular values `factor`, so it has size kappa = factor^2 in the sense of the random draws)."""
+    def transform(theta, config, kappa, generator):
+        for prefix, rows, d in _heads(config):
+            eye = factor * torch.eye(rows.stop - rows.start, dtype=torch.float64)
+            scale_qk(theta, prefix, rows, d, eye)
+            scale_vo(theta, prefix, rows, d, eye)
+        for i in range(config.n_layers):
+            scale_relu(theta, _layer(i), torch.full((config.d_ff,), float(factor), dtype=torch.float64))
+        scale_head_norm(theta, config, float(factor))
+    return Symmetry(f"stretch x{factor:g}", transform)
+
+
 def _check_inputs(n: int) -> torch.Tensor:
     return cube.vertices(n) if n <= EXACT_CHECK_LIMIT else cube.sample(n, CHECK_SAMPLE, seed=0)
 
