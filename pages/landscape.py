@@ -108,8 +108,8 @@ if settings.flag("curve"):
 st.subheader("A function-preserving change")
 if settings.flag("change"):
     kappa = settings.choice("kappa")
-    if ck.model.arch != "encoder":
-        st.info("The function-preserving maps are implemented for the encoder architecture only.")
+    if ck.model.arch not in ("encoder", "scratchpad"):
+        st.info("The function-preserving maps are implemented for the encoder and the scratchpad only.")
     else:
         with page.guarded("The function-preserving change"), st.spinner("Changing the model and measuring both…"):
             changed, largest = cache.symmetry_change(ref, n, float(kappa), radius(ref), directions, min(inputs, 256), seed)

@@ -37,7 +37,7 @@ sensitivity, blowup and decoding are instant, sharpness and limit cheap, the oth
 | radii       | list of `Sharpness`  | by name: L_rho at `RADIUS_FRACTIONS` of rho                   |
 | hessian     | `Eigen`              | by name: the top eigenvalue of the loss Hessian (Lanczos)     |
 | adaptive    | `Sharpness`          | by name: ASAM's sharpness, Delta = |theta| * u, |u| = rho     |
-| orbit       | `OrbitSharpness`     | by name, encoder: least L_rho over part of the orbit (`orbit_sharpness`) |
+| orbit       | `OrbitSharpness`     | by name (encoder, scratchpad): least L_rho over part of the orbit |
 
 For the scratchpad `limit` is asked for by name: it costs n backward passes per input there.
 
@@ -317,10 +317,10 @@ def _adaptive(ctx: _Context) -> Sharpness:
 
 
 @quantity("orbit", lambda o: {"orbit_sharpness": o.value, "orbit_sharpness_stderr": o.stderr}, default=False,
-          applies=lambda model: isinstance(model, EncoderTransformer))
+          applies=lambda model: isinstance(model, (EncoderTransformer, ScratchpadTransformer)))
 def _orbit(ctx: _Context) -> OrbitSharpness:
     s = ctx.settings
-    return orbit_sharpness(ctx.model, ctx.bits, ctx.rho, s.directions, s.measure_seed)
+    return orbit_sharpness(ctx.model, ctx.bits, ctx.rho, s.directions, s.measure_seed, steps=ctx.decoder_steps)
 
 
 def default_quantities(model: TracedModel) -> tuple[str, ...]:

@@ -16,7 +16,8 @@ of the function has to be a function of the orbit {g theta}. Here
 
 The minimum is over M + 1 sampled points, not the infimum over the whole ball: an upper bound on
 it. Cost: M + 1 evaluations of L_rho plus the canonical map and the maps' output checks. For the
-encoder only (the maps are). Hide & Seek's geodesic sharpness is not implemented.
+encoder and the scratchpad (where the maps are; `steps` as in `sharpness`). Hide & Seek's geodesic
+sharpness is not implemented.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .encoder import EncoderTransformer
+from .base import TracedModel
 from .records import Record, per_input
 from .sharpness import sharpness
 from .symmetries import EXACT, apply, canonical
@@ -49,8 +50,8 @@ class OrbitSharpness(Record):
     candidates: torch.Tensor = per_input(default=None)  # [M + 1] L_rho at each candidate, float64
 
 
-def orbit_sharpness(model: EncoderTransformer, bits: torch.Tensor, rho: float = 0.01, n_directions: int = 64,
-                    seed: int = 0, kappa: float = 10.0, n_orbit: int = 6) -> OrbitSharpness:
+def orbit_sharpness(model: TracedModel, bits: torch.Tensor, rho: float = 0.01, n_directions: int = 64,
+                    seed: int = 0, kappa: float = 10.0, n_orbit: int = 6, steps: str = "last") -> OrbitSharpness:
     """L^sym_{rho,kappa} on `bits[batch, n]`: candidates c(theta) and h_m c(theta), m = 1..n_orbit
     (map seeds seed + m), each with the directions of `sharpness(..., seed)`."""
     if n_orbit < 0:
@@ -58,7 +59,7 @@ def orbit_sharpness(model: EncoderTransformer, bits: torch.Tensor, rho: float = 
     n = bits.shape[1]
     base = canonical(model, n=n)
     points = [base] + [apply(base, EXACT, kappa, seed=seed + m, n=n) for m in range(1, n_orbit + 1)]
-    estimates = [sharpness(p, bits, rho, n_directions, seed, limit=False) for p in points]
+    estimates = [sharpness(p, bits, rho, n_directions, seed, limit=False, steps=steps) for p in points]
     values = torch.tensor([e.value for e in estimates], dtype=torch.float64)
     best = int(values.argmin())
     return OrbitSharpness(value=estimates[best].value, stderr=estimates[best].stderr, best=best, n_orbit=n_orbit,

@@ -36,7 +36,14 @@ float64 parameter dict in place, and whether it is eps-limited; make your own wi
 inputs (n <= 14; above, a fixed sample of 4096) — max_x |T'(x) - T(x)| <= rtol * max_x |T(x)|,
 rtol = 1e-5 — and returns the copy in the model's dtype, or raises `SymmetryError` naming the map.
 `canonical` is the orbit's minimum-norm representative under the exact maps (see its docstring).
-The scratchpad's maps are not implemented.
+
+The scratchpad (`layout`): qk and vo on every attention module (the encoder's, the decoder's causal
+self-attention — the mask does not touch the scores' values — and the cross-attention, whose
+queries read the decoder and keys the encoder: q'^T k' = q^T k all the same), relu on every
+feed-forward block, bias_shift on every bias before a LayerNorm (out_proj.bias of each attention,
+linear2.bias), head_norm on the decoder's final LayerNorm and the head, and the memory map: the
+encoder's final LayerNorm gamma, beta times alpha with every cross-attention's W_K and W_V divided by
+alpha (exact, no LayerNorm in between). The eps-limited maps are the encoder's only.
 """
 
 from __future__ import annotations
@@ -49,8 +56,10 @@ from dataclasses import dataclass
 import torch
 
 from . import cube
-from .encoder import EncoderConfig, EncoderTransformer
+from .base import TracedModel
+from .encoder import EncoderTransformer, SelfAttention
 from .params import make_generator
+from .scratchpad import ScratchpadTransformer
 
 Theta = dict[str, torch.Tensor]
 EXACT_CHECK_LIMIT = 14
@@ -64,11 +73,42 @@ class SymmetryError(ValueError):
 
 
 @dataclass(frozen=True)
+class Layout:
+    """Where the maps act in a model's parameter names (`layout(model)`)."""
+
+    arch: str
+    d_model: int
+    n_heads: int
+    d_ff: int
+    n_layers: int
+    attention: tuple[str, ...]  # every attention module's prefix, e.g. "encoders.layers.0.self_attn."
+    feed_forward: tuple[str, ...]  # every layer with linear1 and linear2, e.g. "encoders.layers.0."
+    head_norm: str  # the LayerNorm that linear_head reads
+    memory_norm: str | None  # scratchpad: the encoder's final LayerNorm, read by every cross-attention's K and V
+    cross_attention: tuple[str, ...]  # scratchpad: the cross-attention modules
+
+
+def layout(model: TracedModel) -> Layout:
+    """The encoder's or the scratchpad's layout; other architectures have no maps here."""
+    if not isinstance(model, (EncoderTransformer, ScratchpadTransformer)):
+        raise ValueError(f"function-preserving maps are implemented for the encoder and the scratchpad, not {model.arch}")
+    c = model.config
+    attention = tuple(f"{name}." for name, m in model.named_modules() if isinstance(m, SelfAttention))
+    feed_forward = tuple(f"{name}." for name, m in model.named_modules() if hasattr(m, "linear1") and hasattr(m, "linear2"))
+    if isinstance(model, EncoderTransformer):
+        return Layout("encoder", c.d_model, c.n_heads, c.d_ff, c.n_layers, attention, feed_forward,
+                      f"encoders.layers.{c.n_layers - 1}.norm2.", None, ())
+    cross = tuple(a for a in attention if a.endswith("multihead_attn."))
+    return Layout("scratchpad", c.d_model, c.n_heads, c.d_ff, c.n_layers, attention, feed_forward, "model.decoder.norm.",
+                  "model.encoder.norm.", cross)
+
+
+@dataclass(frozen=True)
 class Symmetry:
-    """A function-preserving map: `transform(theta, config, kappa, generator)` edits the float64 dict in place."""
+    """A function-preserving map: `transform(theta, layout, kappa, generator)` edits the float64 dict in place."""
 
     name: str
-    transform: Callable[[Theta, EncoderConfig, float, torch.Generator], None]
+    transform: Callable[[Theta, Layout, float, torch.Generator], None]
     eps_limited: bool = False
 
 
@@ -92,16 +132,17 @@ def random_factor(dim: int, kappa: float, generator: torch.Generator) -> torch.T
     return _orthogonal(dim, generator) @ torch.diag(_log_uniform(dim, kappa, generator)) @ _orthogonal(dim, generator).T
 
 
-def _heads(config: EncoderConfig):
-    d, dh = config.d_model, config.d_model // config.n_heads
-    for i in range(config.n_layers):
-        for h in range(config.n_heads):
-            yield _layer(i), slice(h * dh, (h + 1) * dh), d
+def _heads(where: Layout):
+    """(attention prefix, head h's rows, d) for every head of every attention module."""
+    d, dh = where.d_model, where.d_model // where.n_heads
+    for prefix in where.attention:
+        for h in range(where.n_heads):
+            yield prefix, slice(h * dh, (h + 1) * dh), d
 
 
 def scale_qk(theta: Theta, prefix: str, rows: slice, d: int, a: torch.Tensor) -> None:
     """One head: W_Q -> A^T W_Q, b_Q -> A^T b_Q, W_K -> A^{-1} W_K, b_K -> A^{-1} b_K."""
-    w, b = theta[prefix + "self_attn.in_proj_weight"], theta[prefix + "self_attn.in_proj_bias"]
+    w, b = theta[prefix + "in_proj_weight"], theta[prefix + "in_proj_bias"]
     q = slice(rows.start, rows.stop)
     k = slice(d + rows.start, d + rows.stop)
     w[q], b[q] = a.T @ w[q], a.T @ b[q]
@@ -110,10 +151,10 @@ def scale_qk(theta: Theta, prefix: str, rows: slice, d: int, a: torch.Tensor) ->
 
 def scale_vo(theta: Theta, prefix: str, rows: slice, d: int, b_: torch.Tensor) -> None:
     """One head: W_V -> B^T W_V, b_V -> B^T b_V, out_proj columns W_O -> W_O B^{-T}."""
-    w, b = theta[prefix + "self_attn.in_proj_weight"], theta[prefix + "self_attn.in_proj_bias"]
+    w, b = theta[prefix + "in_proj_weight"], theta[prefix + "in_proj_bias"]
     v = slice(2 * d + rows.start, 2 * d + rows.stop)
     w[v], b[v] = b_.T @ w[v], b_.T @ b[v]
-    out = theta[prefix + "self_attn.out_proj.weight"]
+    out = theta[prefix + "out_proj.weight"]
     out[:, rows] = torch.linalg.solve(b_, out[:, rows].T).T
 
 
@@ -124,55 +165,70 @@ def scale_relu(theta: Theta, prefix: str, c: torch.Tensor) -> None:
     theta[prefix + "linear2.weight"] /= c[None, :]
 
 
-def scale_head_norm(theta: Theta, config: EncoderConfig, alpha: float) -> None:
-    """The last layer's norm2 gamma, beta times alpha; linear_head.weight / alpha."""
-    last = _layer(config.n_layers - 1)
-    theta[last + "norm2.weight"] *= alpha
-    theta[last + "norm2.bias"] *= alpha
+def scale_head_norm(theta: Theta, where: Layout, alpha: float) -> None:
+    """The LayerNorm read by the head: gamma, beta times alpha; linear_head.weight / alpha."""
+    theta[where.head_norm + "weight"] *= alpha
+    theta[where.head_norm + "bias"] *= alpha
     theta["linear_head.weight"] /= alpha
 
 
-def shift_biases(theta: Theta, prefix: str, c_attn: float, c_ff: float) -> None:
-    """c 1 added to out_proj.bias (feeds norm1) and to linear2.bias (feeds norm2)."""
-    theta[prefix + "self_attn.out_proj.bias"] += c_attn
-    theta[prefix + "linear2.bias"] += c_ff
+def scale_memory_norm(theta: Theta, where: Layout, alpha: float) -> None:
+    """Scratchpad: the encoder's final LayerNorm gamma, beta times alpha; every cross-attention's W_K and
+    W_V divided by alpha (k = W_K (alpha m) / alpha + b_K, the same for v): exact."""
+    theta[where.memory_norm + "weight"] *= alpha
+    theta[where.memory_norm + "bias"] *= alpha
+    for prefix in where.cross_attention:
+        theta[prefix + "in_proj_weight"][where.d_model:] /= alpha
 
 
-def _random_qk(theta, config, kappa, generator):
-    for prefix, rows, d in _heads(config):
+def _ln_fed_biases(where: Layout) -> list[str]:
+    """The biases added right before a LayerNorm: every attention's out_proj.bias, every linear2.bias."""
+    return [p + "out_proj.bias" for p in where.attention] + [p + "linear2.bias" for p in where.feed_forward]
+
+
+def _random_qk(theta, where, kappa, generator):
+    for prefix, rows, d in _heads(where):
         scale_qk(theta, prefix, rows, d, random_factor(rows.stop - rows.start, kappa, generator))
 
 
-def _random_vo(theta, config, kappa, generator):
-    for prefix, rows, d in _heads(config):
+def _random_vo(theta, where, kappa, generator):
+    for prefix, rows, d in _heads(where):
         scale_vo(theta, prefix, rows, d, random_factor(rows.stop - rows.start, kappa, generator))
 
 
-def _random_relu(theta, config, kappa, generator):
-    for i in range(config.n_layers):
-        scale_relu(theta, _layer(i), _log_uniform(config.d_ff, kappa, generator))
+def _random_relu(theta, where, kappa, generator):
+    for prefix in where.feed_forward:
+        scale_relu(theta, prefix, _log_uniform(where.d_ff, kappa, generator))
 
 
-def _random_head_norm(theta, config, kappa, generator):
-    scale_head_norm(theta, config, _log_uniform(1, kappa, generator).item())
+def _random_head_norm(theta, where, kappa, generator):
+    scale_head_norm(theta, where, _log_uniform(1, kappa, generator).item())
+    if where.memory_norm:
+        scale_memory_norm(theta, where, _log_uniform(1, kappa, generator).item())
 
 
-def _random_bias_shift(theta, config, kappa, generator):
-    for i in range(config.n_layers):
-        c = (torch.rand(2, generator=generator, dtype=torch.float64) * 2 - 1) * math.sqrt(kappa)
-        shift_biases(theta, _layer(i), c[0].item(), c[1].item())
+def _random_bias_shift(theta, where, kappa, generator):
+    for name in _ln_fed_biases(where):
+        theta[name] += ((torch.rand(1, generator=generator, dtype=torch.float64) * 2 - 1) * math.sqrt(kappa)).item()
 
 
-def _random_norm1(theta, config, kappa, generator):
-    for i in range(config.n_layers):
+def _encoder_only(where: Layout, name: str) -> None:
+    if where.arch != "encoder":
+        raise ValueError(f"map '{name}' is written for the encoder only, not the {where.arch}")
+
+
+def _random_norm1(theta, where, kappa, generator):
+    _encoder_only(where, "norm1_scale")
+    for i in range(where.n_layers):
         alpha, prefix = _log_uniform(1, kappa, generator, low=0.0).item(), _layer(i)
         for name in ("norm1.weight", "norm1.bias", "linear1.bias", "linear2.bias"):
             theta[prefix + name] *= alpha
 
 
-def _random_norm2(theta, config, kappa, generator):
-    d = config.d_model
-    for i in range(config.n_layers - 1):  # the last layer's norm2 feeds the head: `head_norm`, exact
+def _random_norm2(theta, where, kappa, generator):
+    _encoder_only(where, "norm2_scale")
+    d = where.d_model
+    for i in range(where.n_layers - 1):  # the last layer's norm2 feeds the head: `head_norm`, exact
         alpha, prefix, nxt = _log_uniform(1, kappa, generator, low=0.0).item(), _layer(i), _layer(i + 1)
         theta[prefix + "norm2.weight"] *= alpha
         theta[prefix + "norm2.bias"] *= alpha
@@ -195,9 +251,9 @@ MAPS: dict[str, Symmetry] = {s.name: s for s in (
 
 def compose(*maps: Symmetry) -> Symmetry:
     """The maps applied in order, as one `Symmetry` (eps-limited if any is)."""
-    def transform(theta, config, kappa, generator):
+    def transform(theta, where, kappa, generator):
         for m in maps:
-            m.transform(theta, config, kappa, generator)
+            m.transform(theta, where, kappa, generator)
     return Symmetry("+".join(m.name for m in maps), transform, any(m.eps_limited for m in maps))
 
 
@@ -208,14 +264,14 @@ EXACT = compose(*(m for m in MAPS.values() if not m.eps_limited))
 def stretch(factor: float) -> Symmetry:
     """A given map: every A and B = factor I, every ReLU unit's c = factor, the head map's alpha = factor
     (singular values `factor`, so it has size kappa = factor^2 in the sense of the random draws)."""
-    def transform(theta, config, kappa, generator):
-        for prefix, rows, d in _heads(config):
+    def transform(theta, where, kappa, generator):
+        for prefix, rows, d in _heads(where):
             eye = factor * torch.eye(rows.stop - rows.start, dtype=torch.float64)
             scale_qk(theta, prefix, rows, d, eye)
             scale_vo(theta, prefix, rows, d, eye)
-        for i in range(config.n_layers):
-            scale_relu(theta, _layer(i), torch.full((config.d_ff,), float(factor), dtype=torch.float64))
-        scale_head_norm(theta, config, float(factor))
+        for prefix in where.feed_forward:
+            scale_relu(theta, prefix, torch.full((where.d_ff,), float(factor), dtype=torch.float64))
+        scale_head_norm(theta, where, float(factor))
     return Symmetry(f"stretch x{factor:g}", transform)
 
 
@@ -224,26 +280,27 @@ def _check_inputs(n: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def _outputs(model: EncoderTransformer, bits: torch.Tensor) -> torch.Tensor:
-    return torch.cat([model(b) for b in bits.to(model.device).split(1024)])
+def _outputs(model: TracedModel, bits: torch.Tensor) -> torch.Tensor:
+    """Every output: T(x), or each decoder step's under teacher forcing (the scratchpad): flat."""
+    return torch.cat([model.training_outputs(b).reshape(-1) for b in bits.to(model.device).split(1024)])
 
 
-def apply(model: EncoderTransformer, symmetry: Symmetry, kappa: float = 10.0, seed: int | torch.Generator = 0,
-          n: int | None = None, rtol: float = RTOL) -> EncoderTransformer:
+def apply(model: TracedModel, symmetry: Symmetry, kappa: float = 10.0, seed: int | torch.Generator = 0,
+          n: int | None = None, rtol: float = RTOL) -> TracedModel:
     """A copy of `model` with `symmetry` applied (factors of size `kappa`, seeded), its outputs checked.
 
     The map is applied in float64; the check compares T and T' in float64 on all 2^n inputs
-    (n = model.config.max_len unless given; n > 14: 4096 seeded strings) and raises
+    (n = model.config.max_len unless given; n > 14: 4096 seeded strings; every decoder step of the
+    scratchpad under teacher forcing) and raises
     `SymmetryError` naming the map when max |T' - T| > rtol * max |T|. The copy has the model's dtype.
     """
-    if not isinstance(model, EncoderTransformer):
-        raise ValueError(f"function-preserving maps are implemented for the encoder only, not {model.arch}")
+    where = layout(model)
     if not kappa >= 1:
         raise ValueError(f"kappa (the bound on each factor's condition number) must be >= 1, got {kappa}")
     reference = copy.deepcopy(model).double()
     changed = copy.deepcopy(reference)
     theta = {name: p.detach().clone() for name, p in reference.named_parameters()}
-    symmetry.transform(theta, model.config, float(kappa), make_generator(seed))
+    symmetry.transform(theta, where, float(kappa), make_generator(seed))
     with torch.no_grad():
         for name, p in changed.named_parameters():
             p.copy_(theta[name])
@@ -280,36 +337,55 @@ def _signs(rows: torch.Tensor) -> torch.Tensor:
     return torch.sign(rows.gather(1, rows.abs().argmax(dim=1, keepdim=True)).squeeze(1))
 
 
-def _canonical_transform(theta: Theta, config: EncoderConfig, kappa: float, generator: torch.Generator) -> None:
-    for prefix, rows, d in _heads(config):
-        w, b = theta[prefix + "self_attn.in_proj_weight"], theta[prefix + "self_attn.in_proj_bias"]
+def _balance_heads(theta: Theta, where: Layout) -> None:
+    for prefix, rows, d in _heads(where):
+        w, b = theta[prefix + "in_proj_weight"], theta[prefix + "in_proj_bias"]
         part = lambda offset: torch.cat([w[offset + rows.start: offset + rows.stop],  # noqa: E731
                                          b[offset + rows.start: offset + rows.stop, None]], dim=1)
         q, k = part(0), part(d)
         a = balancing_factor(q @ q.T, k @ k.T)
-        a = a * _signs(a.T @ q)[None, :]
-        scale_qk(theta, prefix, rows, d, a)
-        v, out = part(2 * d), theta[prefix + "self_attn.out_proj.weight"][:, rows]
+        scale_qk(theta, prefix, rows, d, a * _signs(a.T @ q)[None, :])
+        v, out = part(2 * d), theta[prefix + "out_proj.weight"][:, rows]
         b_ = balancing_factor(v @ v.T, out.T @ out)
-        b_ = b_ * _signs(b_.T @ v)[None, :]
-        scale_vo(theta, prefix, rows, d, b_)
-    for i in range(config.n_layers):
-        prefix = _layer(i)
+        scale_vo(theta, prefix, rows, d, b_ * _signs(b_.T @ v)[None, :])
+
+
+def _balance_scale(gain: torch.Tensor, reader: torch.Tensor) -> float:
+    """alpha minimising alpha^2 |gain|^2 + |reader|^2 / alpha^2: alpha^2 = |reader| / |gain|."""
+    return (reader.norm() / gain.norm()).sqrt().item()
+
+
+def _memory_scale(theta: Theta, where: Layout) -> float:
+    gain = torch.cat([theta[where.memory_norm + "weight"], theta[where.memory_norm + "bias"]])
+    return _balance_scale(gain, torch.cat([theta[p + "in_proj_weight"][where.d_model:] for p in where.cross_attention]))
+
+
+MAX_PASSES = 200
+"""Canonical map of the scratchpad: passes until the memory map's alpha is 1 within 1e-12."""
+
+
+def _canonical_transform(theta: Theta, where: Layout, kappa: float, generator: torch.Generator) -> None:
+    for _ in range(MAX_PASSES if where.memory_norm else 1):
+        if where.memory_norm:
+            scale_memory_norm(theta, where, _memory_scale(theta, where))
+        _balance_heads(theta, where)
+        if where.memory_norm is None or abs(_memory_scale(theta, where) - 1) < 1e-12:
+            break
+    for prefix in where.feed_forward:
         fan_in = torch.cat([theta[prefix + "linear1.weight"], theta[prefix + "linear1.bias"][:, None]], dim=1).norm(dim=1)
         fan_out = theta[prefix + "linear2.weight"].norm(dim=0)
         alive = (fan_in > 0) & (fan_out > 0)
         scale_relu(theta, prefix, torch.where(alive, (fan_out / fan_in.where(alive, 1.0)).sqrt(), 1.0))
-        shift_biases(theta, prefix, -theta[prefix + "self_attn.out_proj.bias"].mean().item(),
-                     -theta[prefix + "linear2.bias"].mean().item())
-    last = _layer(config.n_layers - 1)
-    gain = torch.cat([theta[last + "norm2.weight"], theta[last + "norm2.bias"]]).norm()
-    scale_head_norm(theta, config, (theta["linear_head.weight"].norm() / gain).sqrt().item())
+    for name in _ln_fed_biases(where):
+        theta[name] -= theta[name].mean().item()
+    gain = torch.cat([theta[where.head_norm + "weight"], theta[where.head_norm + "bias"]])
+    scale_head_norm(theta, where, _balance_scale(gain, theta["linear_head.weight"]))
 
 
 CANONICAL = Symmetry("canonical", _canonical_transform)
 
 
-def canonical(model: EncoderTransformer, n: int | None = None) -> EncoderTransformer:
+def canonical(model: TracedModel, n: int | None = None) -> TracedModel:
     """The orbit's minimum-norm representative under the exact maps, with the orthogonal freedom fixed.
 
     Per head, (A^T Q~, A^{-1} K~) with Q~ = [W_Q b_Q] has squared norm tr(A A^T P) + tr((A A^T)^{-1} R),
@@ -317,8 +393,10 @@ def canonical(model: EncoderTransformer, n: int | None = None) -> EncoderTransfo
     freedom is fixed by diagonalising the balanced Gram matrix and making each row's largest entry
     positive; the same for (B^T V~, W_O B^{-T}). Per ReLU unit c^2 = |w_out| / |w_in| (w_in with its
     bias), so both norms are equal; the head map alpha^2 = |w_head| / |(gamma, beta)|; the biases
-    feeding a LayerNorm have mean 0. The maps touch disjoint parameters, so one pass reaches the
-    minimum, and two models related by an exact map reach the same point (for generic weights:
-    distinct eigenvalues). Checked like every map.
+    feeding a LayerNorm have mean 0. In the encoder the maps touch disjoint parameters, so one pass
+    reaches the minimum; the scratchpad's memory map shares the cross-attention's W_K, W_V with the
+    head maps, so those two alternate until the memory map's alpha is 1 (block descent on a norm
+    that is convex in the log-scales). Two models related by an exact map reach the same point (for
+    generic weights: distinct eigenvalues). Checked like every map.
     """
     return apply(model, CANONICAL, n=n)

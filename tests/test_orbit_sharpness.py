@@ -41,5 +41,15 @@ def test_the_measurement_layer_registers_the_adaptive_and_the_symmetry_aware_sha
     direct = adaptive_sharpness(model, cube.vertices(5), found.rho, 4, 1)
     assert flat["adaptive_sharpness"] == pytest.approx(direct.value, rel=1e-9)
     assert flat["orbit_sharpness"] == pytest.approx(orbit_sharpness(model, cube.vertices(5), found.rho, 4, 1).value, rel=1e-9)
-    scratchpad = sv.build_model("scratchpad", d_model=8, n_layers=1, n_heads=2, max_len=5, seed=0)
-    assert "scratchpad" in measure(scratchpad, "parity", 5, settings, quantities=["orbit"]).notes["orbit"]
+    formal = sv.build_model("formal", d_model=8, n_layers=1, n_heads=2, max_len=5, seed=0)
+    assert "formal" in measure(formal, "parity", 5, settings, quantities=["orbit"]).notes["orbit"]
+
+
+def test_the_scratchpads_symmetry_aware_sharpness_over_every_decoder_step_is_a_function_of_the_orbit():
+    model = sv.build_model("scratchpad", d_model=8, n_layers=1, n_heads=2, max_len=5, seed=0)
+    other = apply(model, EXACT, kappa=100.0, seed=4)
+    bits = cube.vertices(5)
+    found = [orbit_sharpness(m, bits, rho=0.3, n_directions=8, seed=0, n_orbit=2, steps="all") for m in (model, other)]
+    assert found[1].value == pytest.approx(found[0].value, rel=1e-2)
+    plain = [sharpness(m, bits, rho=0.3, n_directions=8, seed=0, limit=False, steps="all").value for m in (model, other)]
+    assert abs(plain[1] / plain[0] - 1) > 0.2

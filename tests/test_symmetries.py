@@ -89,9 +89,38 @@ def test_two_copies_related_by_a_map_have_one_canonical_point(model):
     assert a.param_norm() <= model.param_norm()  # the minimum-norm representative
 
 
-def test_maps_are_for_the_encoder():
-    with pytest.raises(ValueError, match="encoder only"):
+def test_maps_are_for_the_encoder_and_the_scratchpad():
+    with pytest.raises(ValueError, match="encoder and the scratchpad"):
         apply(sv.build_model("formal", d_model=8, n_layers=1, max_len=4, seed=0), EXACT)
+    scratchpad = sv.build_model("scratchpad", d_model=8, n_layers=1, n_heads=2, max_len=4, seed=0)
+    with pytest.raises(ValueError, match="'norm1_scale' is written for the encoder only"):
+        apply(scratchpad, MAPS["norm1_scale"])
+
+
+@pytest.fixture(scope="module")
+def scratchpad():
+    return sv.build_model("scratchpad", d_model=8, n_layers=2, n_heads=2, max_len=5, seed=0)
+
+
+@pytest.mark.parametrize("name", [name for name, m in MAPS.items() if not m.eps_limited] + ["canonical"])
+def test_the_scratchpads_maps_preserve_every_decoder_step(scratchpad, name):
+    changed = apply(scratchpad, CANONICAL if name == "canonical" else MAPS[name], kappa=100.0, seed=2)
+    bits = cube.vertices(5)
+    with torch.no_grad():
+        before, after = (copy.deepcopy(m).double().training_outputs(bits) for m in (scratchpad, changed))
+    assert before.shape == (32, 5)  # every step under teacher forcing
+    assert (after - before).abs().max() <= 1e-5 * before.abs().max()
+    assert max((p - q).abs().max().item() for p, q in zip(scratchpad.parameters(), changed.parameters())) > 1e-2
+
+
+def test_the_scratchpads_memory_map_and_canonical_point(scratchpad):
+    cross = scratchpad.model.decoder.layers[0].multihead_attn.in_proj_weight
+    moved = apply(scratchpad, MAPS["head_norm"], kappa=100.0, seed=0)
+    assert not torch.allclose(moved.model.encoder.norm.weight, scratchpad.model.encoder.norm.weight)
+    assert not torch.allclose(moved.model.decoder.layers[0].multihead_attn.in_proj_weight[8:], cross[8:])
+    other = apply(scratchpad, EXACT, kappa=100.0, seed=3)
+    for p, q in zip(canonical(scratchpad).parameters(), canonical(other).parameters()):
+        assert torch.allclose(p, q, atol=1e-4, rtol=1e-4)
 
 
 def test_on_the_median_parity_zoo_model_sharpness_moves_tenfold_and_the_orbit_measure_stays():
