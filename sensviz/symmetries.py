@@ -13,7 +13,8 @@ h*dh:(h+1)*dh). Derivations (q, k, v a head's query, key, value at one position)
 - `relu`: per feed-forward unit j, linear1's row j and bias j times c_j > 0, linear2's column j
   divided by c_j. relu(c z) = c relu(z) for c > 0, so W2[:, j] / c_j * c_j relu(z_j) is unchanged: exact.
 - `head_norm`: the last layer's norm2 gamma, beta times alpha > 0 and linear_head.weight / alpha.
-  The head reads w^T (alpha y) / alpha = w^T y; exact because there is no final LayerNorm.
+  The head reads w^T (alpha y) / alpha = w^T y; exact because there is no final LayerNorm (the
+  scratchpad: its decoder's final LayerNorm, and the memory map below with its own alpha).
 - `bias_shift`: c 1 added to out_proj.bias (it feeds norm1 through the residual sum) and to
   linear2.bias (it feeds norm2). LayerNorm subtracts the mean: (Y + c 1) - mean(Y + c 1) = Y - mean(Y): exact.
 - `norm1_scale` (eps-limited): a layer's norm1 gamma, beta times alpha, linear1's and linear2's
@@ -299,7 +300,7 @@ def apply(model: TracedModel, symmetry: Symmetry, kappa: float = 10.0, seed: int
         raise ValueError(f"kappa (the bound on each factor's condition number) must be >= 1, got {kappa}")
     reference = copy.deepcopy(model).double()
     changed = copy.deepcopy(reference)
-    theta = {name: p.detach().clone() for name, p in reference.named_parameters()}
+    theta = {name: p.detach().cpu().clone() for name, p in reference.named_parameters()}  # factors are drawn on the CPU
     symmetry.transform(theta, where, float(kappa), make_generator(seed))
     with torch.no_grad():
         for name, p in changed.named_parameters():
