@@ -30,8 +30,9 @@ h*dh:(h+1)*dh). Derivations (q, k, v a head's query, key, value at one position)
 
 Sizes. A map of size kappa draws every factor with singular values in [kappa^{-1/2}, kappa^{1/2}]
 (matrices A = U diag(s) V^T with U, V random orthogonal; scalars c, alpha), so each factor's
-condition number is at most kappa; draws are seeded. A `Symmetry` is a name, a transform of the
-float64 parameter dict in place, and whether it is eps-limited; make your own with given factors.
+condition number is at most kappa; a bias shift c is uniform in [-kappa^{1/2}, kappa^{1/2}]; draws
+are seeded. A `Symmetry` is a name, a transform of the float64 parameter dict in place, and whether
+it is eps-limited; make your own with given factors (`stretch` is one).
 
 `apply(model, symmetry, kappa, seed)` transforms a float64 copy, checks the outputs on all 2^n
 inputs (n <= 14; above, a fixed sample of 4096) — max_x |T'(x) - T(x)| <= rtol * max_x |T(x)|,
