@@ -74,6 +74,15 @@ st.markdown("Δ is uniform on the sphere of radius ρ over all parameters except
             "(by default ρ = 0.02·√P), which the Landscape page reports first, with the limit beside it as the "
             "*small-ρ limit*.")
 
+st.markdown("**Sharpness measures side by side, and the maps each is invariant to** (`sensviz.symmetries`: per head "
+            "W_Q → AᵀW_Q, W_K → A⁻¹W_K, W_V → BᵀW_V, W_O → W_O B⁻ᵀ; ReLU units rescaled; the last norm2 against the "
+            "head; biases before a LayerNorm shifted — all keep T exactly). L_ρ, its limit and the proxy (the paper): "
+            "invariant to the bias shifts only (Dinh et al., 2017). The top Hessian eigenvalue: likewise. Adaptive "
+            "sharpness (ASAM, Kwon et al., 2021), Δ = |θ|⊙u with ‖u‖ = ρ: invariant to elementwise rescalings (the ReLU "
+            "units, the last norm2 against the head), not to A and B. Symmetry-aware sharpness (`orbit`): the least L_ρ "
+            "over the orbit's minimum-norm point and seeded points of condition number ≤ κ from it, directions fixed: "
+            "invariant to every exact map. The Landscape page applies a random change and shows all of them.")
+
 st.subheader("Glossary: what each chart shows")
 st.caption("The same definitions the Lab gives where a chapter first uses a term (`sensviz.glossary`).")
 st.markdown("| name | symbol | what it is | where |\n|---|---|---|---|\n" + "\n".join(

@@ -23,6 +23,9 @@ PAGE = {  # read by ui.nav without running this file
                        "options": [16, 32, 64, 128, 256]},  # default: as the Lab's (ui.cache)
         "seed": {"label": "Seed", "widget": "number_input", "default": 0, "low": 0, "high": 2147483647},  # 2^31 - 1
         "curve": {"label": "Sweep ρ from 0.001 to 1 and the paper's radius", "widget": "toggle"},
+        "change": {"label": "Apply a function-preserving change (random)", "widget": "toggle"},
+        "kappa": {"label": "Size: each factor's condition number at most", "widget": "select_slider",
+                  "options": [2, 10, 100, 1000], "default": 10},
         "slice": {"label": "Compute the 1-D slice (41 points)", "widget": "toggle"},
         "kind": {"label": "Directions", "widget": "radio", "options": ["random", "hessian"]},
         "norm": {"label": "Normalization", "widget": "radio", "options": ["filter", "layer", "none"]},
@@ -101,6 +104,23 @@ if settings.flag("curve"):
                                          "L_ρ / ρ² approaches the exact limit as ρ → 0"))
     st.caption("Dashed: the exact small-ρ limit E‖∇T‖²/P; grey: the paper's radius 0.02·√P.")
     page.download(curve, "sharpness_curve.csv")
+
+st.subheader("A function-preserving change")
+if settings.flag("change"):
+    kappa = settings.choice("kappa")
+    if ck.model.arch not in ("encoder", "scratchpad"):
+        st.info("The function-preserving maps are implemented for the encoder and the scratchpad only.")
+    else:
+        with page.guarded("The function-preserving change"), st.spinner("Changing the model and measuring both…"):
+            changed, largest = cache.symmetry_change(ref, n, float(kappa), radius(ref), directions, min(inputs, 256), seed)
+            st.dataframe(changed, hide_index=True)
+            st.caption(f"{ref.label} and a copy changed by every exact map of `sensviz.symmetries` at once (per head "
+                       "W_Q → AᵀW_Q, W_K → A⁻¹W_K, W_V → BᵀW_V, W_O → W_O B⁻ᵀ; each ReLU unit rescaled; the last "
+                       f"LayerNorm against the head; biases before a LayerNorm shifted), each factor of condition "
+                       f"number ≤ {kappa}, seed {seed}, the same directions for both. The outputs' largest change: "
+                       f"{largest:.3g}. An after / before of 1 is a measure this change leaves alone; the "
+                       "symmetry-aware sharpness is the least L_ρ over the orbit from its minimum-norm point.")
+            page.download(changed, "function_preserving_change.csv")
 
 if ck.task is None:
     st.info("Loss slices and curvature need the model's task; upload it with the task named in the sidebar.")

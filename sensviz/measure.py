@@ -36,6 +36,8 @@ sensitivity, blowup and decoding are instant, sharpness and limit cheap, the oth
 | decoding    | dict                 | scratchpad models: accuracy of greedy decoding                 |
 | radii       | list of `Sharpness`  | by name: L_rho at `RADIUS_FRACTIONS` of rho                   |
 | hessian     | `Eigen`              | by name: the top eigenvalue of the loss Hessian (Lanczos)     |
+| adaptive    | `Sharpness`          | by name: ASAM's sharpness, Delta = |theta| * u, |u| = rho     |
+| orbit       | `OrbitSharpness`     | by name (encoder, scratchpad): least L_rho over part of the orbit |
 
 For the scratchpad `limit` is asked for by name: it costs n backward passes per input there.
 
@@ -67,11 +69,21 @@ from .base import TracedModel
 from .blowup import STACKS, BlowupSummary, Tradeoff, blowup_summary, tradeoff
 from .configs import check, setting
 from .curvature import Eigen, top_eigenvalues
+from .encoder import EncoderTransformer
 from .losses import loss_for
+from .orbit_sharpness import OrbitSharpness, orbit_sharpness
 from .params import DECODER_STEPS
 from .records import Record, jsonable
 from .scratchpad import ScratchpadTransformer, autoregressive_accuracy
-from .sharpness import Sharpness, SharpnessLimit, SharpnessProxy, sharpness, sharpness_limit, sharpness_proxy
+from .sharpness import (
+    Sharpness,
+    SharpnessLimit,
+    SharpnessProxy,
+    adaptive_sharpness,
+    sharpness,
+    sharpness_limit,
+    sharpness_proxy,
+)
 from .tasks import ZERO_ONE, TargetEncoding, Task, get_task
 
 RADIUS_FRACTIONS = (0.01, 0.1, 0.3, 1.0)
@@ -296,6 +308,19 @@ def _radii(ctx: _Context) -> list[Sharpness]:
 @quantity("hessian", lambda e: {"hessian_top": e.values[0].item()}, default=False, needs_task=True)
 def _hessian(ctx: _Context) -> Eigen:
     return top_eigenvalues(ctx.model, ctx.bits, ctx.targets("last"), ctx.loss, k=1, seed=ctx.settings.measure_seed)
+
+
+@quantity("adaptive", lambda h: {"adaptive_sharpness": h.value, "adaptive_sharpness_stderr": h.stderr}, default=False)
+def _adaptive(ctx: _Context) -> Sharpness:
+    s = ctx.settings
+    return adaptive_sharpness(ctx.model, ctx.bits, ctx.rho, s.directions, s.measure_seed, steps=ctx.decoder_steps)
+
+
+@quantity("orbit", lambda o: {"orbit_sharpness": o.value, "orbit_sharpness_stderr": o.stderr}, default=False,
+          applies=lambda model: isinstance(model, (EncoderTransformer, ScratchpadTransformer)))
+def _orbit(ctx: _Context) -> OrbitSharpness:
+    s = ctx.settings
+    return orbit_sharpness(ctx.model, ctx.bits, ctx.rho, s.directions, s.measure_seed, steps=ctx.decoder_steps)
 
 
 def default_quantities(model: TracedModel) -> tuple[str, ...]:

@@ -15,6 +15,11 @@ The paper's average directional sharpness (paper/summary.txt, theta without posi
 - `linearised_sharpness`: the first-order prediction J Delta for the same seeded directions (no
   extra forward pass per direction), and `sharpness_curve`: L_rho / rho^2 over a sweep of rho,
   which tends to the limit as rho shrinks.
+- `adaptive_sharpness`: ASAM's (Kwon et al., ICML 2021) perturbation scaled elementwise by |theta|,
+  E_x E_{||u||_2 = rho} (T_{theta + |theta| * u}(x) - T_theta(x))^2. If theta' = S theta (S diagonal,
+  positive) preserves the function everywhere, theta' + |theta'| * u = S (theta + |theta| * u), so with
+  the same u the value is unchanged: invariant to elementwise rescalings (the ReLU-unit map), not
+  to the other maps of `sensviz.symmetries`. Small-rho limit: rho^2 E_x ||g_x * theta||^2 / P.
 - `sharpness_proxy`: the estimator of the paper's experiments, in loss space: the mean over draws
   of L(theta + Delta) - L(theta) with Delta ~ N(0, eps^2) per non-positional coordinate (eps =
   0.02, or eps = rho / sqrt(P)); about (eps^2 / 2) tr(Hessian of the loss) for small eps. The
@@ -56,7 +61,7 @@ class Sharpness(Record):
     rho: float
     seed: int | None
     limit: float | None  # exact lim_{rho->0} L_rho / rho^2 = E_x ||grad T(x)||^2 / P, if computed
-    estimator: str = "exact"  # "exact" (T evaluated at theta + Delta) or "linearised" (J Delta)
+    estimator: str = "exact"  # "exact" (T at theta + Delta), "linearised" (J Delta) or "adaptive" (Delta = |theta| * u)
     steps: str = "last"  # which outputs per input: the last ("last") or every decoder step ("all")
     label: str = ("the paper's sharpness: L_rho = E_x E_{|Delta|=rho} (T_{theta+Delta}(x) - T_theta(x))^2 at this finite "
                   "radius (the theorem bounds it at a fixed radius as n grows)")
@@ -188,6 +193,20 @@ def linearised_sharpness(
     exact limit. Cost: one pass of per-example gradients per `DIRECTION_BLOCK` directions.
     """
     return _estimate(model, bits, rho, n_directions, seed, linear_output_changes, "linearised", steps)
+
+
+def adaptive_sharpness(
+    model: TracedModel, bits: torch.Tensor, rho: float = 0.01, n_directions: int = 64, seed: int | torch.Generator = 0,
+    chunk_size: int | None = None, steps: str = "last",
+) -> Sharpness:
+    """ASAM's adaptive sharpness: mean_k mean_x (T_{theta + |theta| * u_k}(x) - T_theta(x))^2, u_k the
+    seeded directions on the sphere of radius rho that `sharpness` draws (see the module docstring)."""
+    def change(space, x, directions):
+        return output_changes(space, x, directions * space.base.abs().cpu().to(directions.dtype), chunk_size)
+    estimate = _estimate(model, bits, rho, n_directions, seed, change, "adaptive", steps)
+    estimate.label = ("adaptive sharpness (ASAM): E_x E_{|u|=rho} (T_{theta+|theta|*u}(x) - T_theta(x))^2, "
+                      "invariant to elementwise rescalings of theta only")
+    return estimate
 
 
 def sharpness_limit(model: TracedModel, bits: torch.Tensor, chunk_size: int | None = None,

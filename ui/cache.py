@@ -38,7 +38,7 @@ import streamlit as st
 import torch
 
 import sensviz as sv
-from sensviz import analysis, fidelity, figures, losses, report, sweeps, tables
+from sensviz import analysis, fidelity, figures, losses, report, sweeps, symmetries, tables
 from sensviz.checkpoints import SIZE_CAP, read_metadata
 from sensviz.measure import MeasureSettings, affordable, columns, measure, sharpness_radius
 from sensviz.models import config_to_dict
@@ -501,6 +501,31 @@ def _dataset(ref: ModelRef, n: int, inputs: int, seed: int):
     bits, exact = sv.cube.measurement_inputs(n, inputs, seed)
     targets = losses.targets(ck.task, bits, ck.encoding) if ck.task is not None else None
     return bits, targets, exact
+
+
+SYMMETRY_QUANTITIES = ("blowup", "sharpness", "limit", "proxy", "adaptive", "orbit")
+"""What the Landscape page redraws before and after a function-preserving change (`symmetry_change`)."""
+
+
+@memo
+def symmetry_change(ref: ModelRef, n: int, kappa: float, rho: float, directions: int, inputs: int, seed: int):
+    """Every sharpness measure, the parameter norm and the Blowup of the model and of a copy changed by a
+    random function-preserving map (`sensviz.symmetries.EXACT`, factors' condition number <= kappa, seeded),
+    with the same directions: (table with rows quantity, before, after, after / before; the outputs'
+    largest change max_x |T'(x) - T(x)| on the inputs, in the model's dtype)."""
+    ck = load(ref)
+    changed = symmetries.apply(ck.model, symmetries.EXACT, kappa, seed, n=n)
+    settings = dataclasses.replace(SETTINGS, rho=rho, directions=directions, measure_inputs=inputs, measure_seed=seed)
+    found = [columns(measure(m, ck.task, n, settings, SYMMETRY_QUANTITIES, ck.encoding)) for m in (ck.model, changed)]
+    names = ("param_norm", "blowup_mean", "sharpness", "sharpness_limit", "sharpness_proxy", "adaptive_sharpness",
+             "orbit_sharpness")
+    table = pd.DataFrame([{"quantity": k, "before": found[0][k], "after": found[1][k],
+                           "after / before": found[1][k] / found[0][k] if found[0][k] else float("nan")}
+                          for k in names if k in found[0] and k in found[1]])
+    bits, _ = sv.cube.measurement_inputs(n, inputs, seed)
+    with torch.no_grad():
+        change = (changed(bits) - ck.model(bits)).abs().max().item()
+    return table, change
 
 
 @memo
