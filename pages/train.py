@@ -32,7 +32,7 @@ cell = classroom.fill_train_form()
 if cell is not None:
     st.info(f"Your class assignment is filled in: {escape_markdown(cell['task'])}, n = {cell['n']}, seed {cell['seed']}.")
 try:
-    request = train_form.form()
+    request = train_form.form(note=classroom.assignment_note)
     job_id = (services.job_manager().submit(owner_id.owner(), request, owner_id.client_address())
               if request is not None else None)
     if job_id is not None:

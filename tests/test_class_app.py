@@ -23,7 +23,7 @@ from sensviz import sweeps  # noqa: E402
 from sensviz.text import escape_markdown  # noqa: E402
 from server import assignments, services  # noqa: E402
 from server.jobs import JobStatus  # noqa: E402
-from ui import registry  # noqa: E402
+from ui import classroom, registry, train_form  # noqa: E402
 
 APP = str(ROOT / "app.py")
 CEILING_S = 600
@@ -328,3 +328,19 @@ def test_the_room_is_told_the_assignment_a_stopped_run_the_removal_and_the_closi
     store.remove(code, owner(teacher), store.get(code).member_of(owner(ada)).id)
     ada.run()
     assert any("removed you" in e.value for e in ada.error) and not ada.sidebar.text_input  # told, not offered to join
+
+
+def test_an_edited_assignment_run_is_labelled_before_train_and_in_the_gallery():
+    code, teacher = new_class()
+    services.class_store().start_assignment(code, owner(teacher), "length_scaling")
+    ada = join(code, "Ada")
+    ada.switch_page("pages/train.py").run()
+    assert not any("not part of the assignment" in w.value for w in ada.warning)  # the form holds the assignment's run
+    ada.number_input(key=train_form.key("lr")).set_value(0.003).run()
+    note = [w.value for w in ada.warning if "not part of the assignment" in w.value]
+    assert note and "seed 1000" in note[0]  # said before Train is pressed
+    store = services.class_store()
+    store.add_job(code, owner(ada), "job-edited000000", "parity", 4, None)  # what job_started records for it
+    store.add_model(code, owner(ada), keep(owner(ada), "encoder-parity-n6"), "parity", 4, 1.0, "parity-n4-s1000",
+                    job="job-edited000000")
+    assert list(classroom.gallery_rows(store.get(code))["model"]) == ["parity-n4-s1000 (not part of the assignment)"]

@@ -241,11 +241,15 @@ def _open(token: str, compare: bool) -> None:
 
 
 def gallery_rows(found: Class) -> pd.DataFrame:
-    """The gallery as a table: member · task · n · accuracy · the model's name (a run's carries its seed) · when
-    it was added (UTC), so two runs of one setting differ; text cells, newest last."""
+    """The gallery as a table: member · task · n · accuracy · the model's name (a run's carries its seed; at
+    most 48 characters; a run trained off the running assignment says so) · when it was added (UTC), so two
+    runs of one setting differ; text cells, newest last."""
     names = found.names()
+    edited = {job for job, e in found.jobs.items() if found.assignment and not e["assignment"]}  # trained off the assignment
     return pd.DataFrame([{"member": names.get(m.member, "?"), "task": m.task, "n": m.n,
-                          "accuracy": None if m.accuracy is None else round(float(m.accuracy), 4), "model": m.name,
+                          "accuracy": None if m.accuracy is None else round(float(m.accuracy), 4),
+                          "model": (m.name if len(m.name) <= 48 else m.name[:47] + "…")
+                          + (f" ({NOT_ASSIGNMENT})" if m.job in edited else ""),
                           "added": time.strftime("%H:%M:%S", time.gmtime(m.added)), "token": m.token}
                          for m in found.model_list()],
                         columns=["member", "task", "n", "accuracy", "model", "added", "token"])
@@ -263,8 +267,7 @@ def gallery(found: Class, compact: bool = False) -> None:
     current = registry.selected()
     for row in rows.iloc[::-1].to_dict("records"):
         accuracy = "–" if pd.isna(row["accuracy"]) else f"{row['accuracy']:.1%}"
-        model = row["model"] if len(row["model"]) <= 48 else row["model"][:47] + "…"
-        label = f"{row['member']} · {row['task']} · n = {row['n']} · {accuracy} · {model} · {row['added']} UTC"
+        label = f"{row['member']} · {row['task']} · n = {row['n']} · {accuracy} · {row['model']} · {row['added']} UTC"
         is_open = current is not None and current.key == row["token"]
         # the buttons' columns hold "compare" in projector type (150 %); the sidebar's row has its button below
         cols = st.columns([3, 1, 1]) if not compact else [st.container(), st.container()]
@@ -350,6 +353,19 @@ def fill_train_form(force: bool = False) -> dict | None:
         st.session_state[registry.TRAIN_PRESET] = None  # the form is the assignment's now, not a preset's
         st.session_state[registry.CLASS_FILLED] = (found.code, cell)
     return cell
+
+
+NOT_ASSIGNMENT = "not part of the assignment"
+
+
+def assignment_note(request: TrainRequest) -> str | None:
+    """The Train form's line for a member whose form no longer holds their assignment's run (`train_form.form`)."""
+    found = visible()
+    cell = assignment_cell(found) if found is not None and not found.closed else None
+    if cell is None or _matches(assignments.ASSIGNMENTS[found.assignment], cell, request):
+        return None
+    return (f"These settings differ from your assignment's run ({cell['task']}, n = {cell['n']}, seed {cell['seed']}, "
+            f"every other setting the class's): this run would be {NOT_ASSIGNMENT}.")
 
 
 def _matches(a: assignments.Assignment, cell: dict, request: TrainRequest) -> bool:

@@ -151,8 +151,10 @@ def _grid(items, columns: int = 4):
         yield from zip(row, items[start : start + columns])
 
 
-def form() -> TrainRequest | None:
-    """Draw the presets and the form; the request when Train was pressed (else None)."""
+def form(note=None) -> TrainRequest | None:
+    """Draw the presets and the form; the request when Train was pressed (else None). `note(request)`: a
+    line shown above Train for the request the form holds now (None: nothing to say), e.g. that the run
+    would not be the class's assignment run."""
     _defaults()
     st.selectbox("Preset", list(PRESETS), index=None, key=registry.TRAIN_PRESET, on_change=_apply_preset,
                  placeholder="Start from a preset (fills in the form)…", persist_state="session")
@@ -179,10 +181,20 @@ def form() -> TrainRequest | None:
                                      persist_state="session",
                                      help="sharpness, Blowup, as_n and the degree profile; skipped while measuring "
                                      "would take longer than training")
+        if note is not None:
+            try:
+                said = note(_request(task, params, model, train, every))
+            except ValueError:  # the task's parameters are not valid yet: Train says why
+                said = None
+            if said:
+                st.warning(said, icon=":material/edit_note:")
         submitted = st.button("Train", type="primary", key=registry.TRAIN_BUTTON)
         st.caption(f"A run may take at most {services.job_manager().budget.describe()} on this server (its cost is "
                    "estimated before it is queued); the queue takes turns between network addresses.")
-    if not submitted:
-        return None
-    label = tasks[task](**{k: v for k, v in params.items() if v not in (None, "")}).label
+    return _request(task, params, model, train, every) if submitted else None
+
+
+def _request(task: str, params: dict, model: dict, train: dict, every) -> TrainRequest:
+    """The request the form's values make (ValueError for a task's parameters that do not make a task)."""
+    label = sv.tasks.TASKS[task](**{k: v for k, v in params.items() if v not in (None, "")}).label
     return TrainRequest(task=label, model=model, train=train, measure_every=int(every))
