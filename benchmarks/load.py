@@ -219,9 +219,10 @@ STREAMLIT_RUN = ("streamlit", "run", str(ROOT / "app.py"))
 
 
 @contextmanager
-def served(log_path: Path, env: dict[str, str] | None = None, timeout: float = 120):
-    """`serve`, yielding the base URL and the server's process (to watch its memory)."""
-    port = free_port()
+def served(log_path: Path, env: dict[str, str] | None = None, timeout: float = 120, port: int | None = None):
+    """`serve`, yielding the base URL and the server's process (to watch its memory, or stop it); `port`: the
+    one to serve on (default: a free one), e.g. a restarted server's, so its browsers reconnect."""
+    port = port or free_port()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
