@@ -288,8 +288,17 @@ class _TableTask(Task):
 
     def __call__(self, bits):
         bits = _check_bits(bits)
-        table = self.table(bits.shape[1]).to(bits.device)
+        table = self._made(bits.shape[1]).to(bits.device)
         return table[cube.vertex_index(bits)].float()
+
+    def _made(self, n: int) -> torch.Tensor:
+        """`table(n)`, made once per task and length (the random task's 2**n draw, the given table's copy:
+        16 MiB at n = 24, which every training step, evaluation and measurement looks up)."""
+        made = self.__dict__.setdefault("_tables", {})
+        if n not in made:
+            made.clear()
+            made[n] = self.table(n)
+        return made[n]
 
 
 @register

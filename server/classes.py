@@ -50,7 +50,7 @@ from sensviz.limits import LIMITS
 from server import assignments, owners
 from server.names import check_visible, skeleton
 
-CODE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+CODE = re.compile(r"[A-Za-z0-9_-]{16,64}")  # fullmatch: a trailing newline is no code
 """What a class code, an instructor code or a rejoin code looks like (checked before any file is opened)."""
 NAME_CHARACTERS = "letters, digits, spaces and - _ . '"
 _NAME_OK = re.compile(r"^[\w .'-]+$")  # \w: any script's letters and digits, and _
@@ -194,7 +194,7 @@ class ClassStore:
 
     def get(self, code: object) -> Class | None:
         """The class with this code, or None (malformed code, never made, or deleted)."""
-        if not isinstance(code, str) or not CODE.match(code):
+        if not isinstance(code, str) or not CODE.fullmatch(code):
             return None
         path = self._path(code)
         try:
@@ -273,7 +273,7 @@ class ClassStore:
         """Make `owner` an instructor when `private` is the class's current instructor code, which is then
         dead (a browser's history, or anyone who saw it, holds nothing usable); False otherwise."""
         found = self.get(code)
-        if found is None or not isinstance(private, str) or not CODE.match(private):
+        if found is None or not isinstance(private, str) or not CODE.fullmatch(private):
             return False
 
         def change(c: Class) -> bool:
@@ -380,7 +380,7 @@ class ClassStore:
     def rejoin(self, code: str, rejoin: object, owner: str) -> Member:
         """Another browser (`owner`) of the member whose rejoin code this is; `ClassRefused` when it is no member's."""
         found = self.get(code)
-        if found is None or not isinstance(rejoin, str) or not CODE.match(rejoin):
+        if found is None or not isinstance(rejoin, str) or not CODE.fullmatch(rejoin):
             raise ClassRefused("that is not a rejoin code of this class")
         match = next((m for m in found.members if owners.verify(self.secret, "rejoin", rejoin, m["rejoin"])), None)
         if match is None:

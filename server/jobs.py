@@ -78,7 +78,7 @@ from server import budget, worker
 from server.kept import KeptRefused, KeptStore
 
 ROOT = Path(__file__).resolve().parents[1]
-JOB_ID = re.compile(r"^[A-Za-z0-9_-]{12,64}$")
+JOB_ID = re.compile(r"[A-Za-z0-9_-]{12,64}")  # fullmatch: a trailing newline is no id
 ACTIVE = ("queued", "running")
 MAX_QUEUE = 100
 MAX_FOLDERS = 20
@@ -544,7 +544,7 @@ class JobManager:
     # ------------------------------------------------------------------ jobs of an earlier server run
 
     def _from_disk(self, job_id: str) -> JobStatus | None:
-        if not JOB_ID.match(job_id or ""):
+        if not JOB_ID.fullmatch(job_id or ""):
             return None
         data = _read_json(self.root / job_id / "state.json")
         try:
@@ -583,7 +583,7 @@ class JobManager:
     def _folders(self) -> list[Path]:
         """Every job folder."""
         try:
-            return [p for p in self.root.iterdir() if p.is_dir() and JOB_ID.match(p.name)]
+            return [p for p in self.root.iterdir() if p.is_dir() and JOB_ID.fullmatch(p.name)]
         except OSError:
             return []
 
@@ -606,7 +606,7 @@ class JobManager:
 
 def read_records(root: Path, job_id: str) -> list[dict]:
     """The measurement records of the job `job_id` in the jobs folder `root` so far."""
-    if not JOB_ID.match(job_id or ""):
+    if not JOB_ID.fullmatch(job_id or ""):
         return []
     try:
         lines = (Path(root) / job_id / "records.jsonl").read_text().splitlines()

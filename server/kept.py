@@ -42,6 +42,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -52,7 +53,7 @@ from sensviz.limits import LIMITS
 from sensviz.text import short_label
 
 KINDS = ("trained", "upload")
-TOKEN = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")  # fullmatch: a trailing newline is no token
 """What a kept model's token (and its data file's stem) looks like (checked before any file is opened)."""
 DEFAULT_CAP_MB = 1024
 DEFAULT_QUOTA_SHARE = 4
@@ -109,6 +110,20 @@ class Kept:
     overrides: dict = field(default_factory=dict)  # loading overrides of an upload: n_heads, task, n
     digest: str = ""  # sha256 of the bytes
     file: str = ""  # the data file's stem (files kept before there was this field: the token)
+
+
+def _read_regular(path: Path, size: int) -> bytes:
+    """The bytes of `path` when it is a regular file (not a link, a FIFO, a device, a folder) of exactly
+    `size` bytes; OSError otherwise, before reading anything (a file replaced on the server never hangs
+    a page or fills its memory)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as file:
+        found = os.fstat(file.fileno())
+        if not stat.S_ISREG(found.st_mode):
+            raise OSError("its file was replaced on the server by something that is not a file")
+        if found.st_size != size:
+            raise OSError(f"its file was replaced on the server ({found.st_size:,} bytes, not {size:,})")
+        return file.read(size)
 
 
 def _mib(size: int) -> str:
@@ -223,10 +238,10 @@ class KeptStore:
 
     def info(self, token: str) -> Kept | None:
         """The model kept under `token`, or None (bad token, never kept, expired, evicted or deleted)."""
-        if not TOKEN.match(token or ""):
+        if not TOKEN.fullmatch(token or ""):
             return None
         kept = self._read(token)
-        if kept is None or not TOKEN.match(kept.file or kept.token) or self._expired(kept):
+        if kept is None or not TOKEN.fullmatch(kept.file or kept.token) or self._expired(kept):
             return None
         return kept
 
@@ -251,11 +266,11 @@ class KeptStore:
         if kept is None:
             raise KeyError(token)
         try:
-            data = self._file(kept).read_bytes()
+            data = _read_regular(self._file(kept), kept.size)
         except FileNotFoundError:
             raise KeyError(token) from None
         except OSError as err:
-            raise KeptUnreadable(f"kept model unreadable ({err.strerror or type(err).__name__}); "
+            raise KeptUnreadable(f"kept model unreadable ({err.strerror or err}); "
                                  "it cannot be opened, choose another model") from None
         self._touch(token)
         return data
@@ -313,7 +328,7 @@ class KeptStore:
         if not self.root.is_dir():
             return
         for path in self.root.glob("*.json"):
-            kept = self._read(path.stem) if TOKEN.match(path.stem) else None
+            kept = self._read(path.stem) if TOKEN.fullmatch(path.stem) else None
             if kept is not None and self._expired(kept):
                 self._remove(kept.token, kept)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from sensviz.files import data_dir
 
 OWNER_SECRET = "owner_secret"
-_OWNER_ID = re.compile(r"^([A-Za-z0-9_-]{16,64})\.([A-Za-z0-9_-]{43})$")
+_OWNER_ID = re.compile(r"([A-Za-z0-9_-]{16,64})\.([A-Za-z0-9_-]{43})")
 
 
 def owner_secret(folder: Path | None = None) -> bytes:
@@ -64,7 +64,7 @@ def mint_owner(secret: bytes) -> str:
 def verified_owner(cookie: object, secret: bytes) -> str | None:
     """The owner id in a cookie when the server minted it (its HMAC checks), else None: a missing,
     malformed or forged cookie counts as absent."""
-    match = _OWNER_ID.match(cookie) if isinstance(cookie, str) else None
+    match = _OWNER_ID.fullmatch(cookie) if isinstance(cookie, str) else None  # `$` would let a trailing newline in
     if match is None or not hmac.compare_digest(match.group(2), signature(secret, match.group(1))):
         return None
     return cookie

@@ -5,6 +5,7 @@ write, and a store that keeps serving when a file is damaged."""
 
 import contextlib
 import errno
+import os
 import sys
 from pathlib import Path
 
@@ -58,7 +59,7 @@ def test_keep_read_and_list_by_owner(tmp_path, checkpoint):
     store = KeptStore(tmp_path, cap=10 * 2**20)
     mine = store.keep("trained", "first-n4", checkpoint, owner="alice")
     theirs = store.keep("upload", "x.safetensors", checkpoint, owner="bob", overrides={"n_heads": 2, "task": None})
-    assert TOKEN.match(mine.token) and mine.token != theirs.token  # random, although the bytes are equal
+    assert TOKEN.fullmatch(mine.token) and mine.token != theirs.token  # random, although the bytes are equal
     assert store.data(mine.token) == checkpoint
     assert sv.load_checkpoint(store.data(mine.token)).task.label == "first"
     assert [k.token for k in store.owned("alice")] == [mine.token]  # bob's model is not listed to alice
@@ -230,3 +231,20 @@ def test_bad_tokens_open_no_file(tmp_path, token):
     assert store.info(token) is None
     with pytest.raises(KeyError):
         store.data(token)
+
+
+@pytest.mark.parametrize("replace", ["fifo", "link to /dev/zero", "longer file"])
+def test_a_kept_file_replaced_on_the_server_is_refused_in_one_line_without_reading_it(tmp_path, replace):
+    store = KeptStore(tmp_path, cap=2**20)
+    kept = store.keep("upload", "m.safetensors", b"x" * 100, "alice")
+    path = tmp_path / f"{kept.file}.safetensors"
+    path.unlink()
+    if replace == "fifo":
+        os.mkfifo(path)  # a read would wait for a writer forever
+    elif replace == "link to /dev/zero":
+        path.symlink_to("/dev/zero")  # a read would never end
+    else:
+        path.write_bytes(b"x" * 101)
+    with pytest.raises(KeptUnreadable) as refused:
+        store.data(kept.token)
+    assert "\n" not in str(refused.value) and "cannot be opened" in str(refused.value)
