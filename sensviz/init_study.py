@@ -192,10 +192,10 @@ def init_study(settings: ModelSettings, n: int, n_inits: int, init_scale: float 
                task: Task | str | None = None, dtype: torch.dtype = torch.float32, batched: bool = True) -> InitStudy:
     """The study of `n_inits` initialisations (see the module docstring); `batched=False` evaluates
     them one forward pass per model (`looped_outputs`), for comparison."""
-    models = init_models(settings, n, n_inits, init_scale, seed, dtype)
     task = None if task is None else get_task(task)
     if task is not None:
         task.check_n(n)
+    models = init_models(settings, n, n_inits, init_scale, seed, dtype)
     bits = cube.vertices(n)
     outputs, entropy = (batched_outputs if batched else looped_outputs)(models, bits)
     avg, low, profile = function_profile(scale_free(outputs))

@@ -106,3 +106,34 @@ def test_limits_before_allocation(change, message):
     values = {"settings": TINY["encoder"], "n": 4, "n_inits": 3, "init_scale": 1.0, "seed": 0, **change}
     with pytest.raises(ValueError, match=message.replace("^", r"\^").replace("+", r"\+")):
         check_study(values["settings"], values["n"], values["n_inits"], values["init_scale"], values["seed"])
+
+
+def test_cli_help_and_a_small_run(capsys):
+    import json
+
+    from sensviz.cli import main
+
+    assert main(["init-study", "--help"]) == 0
+    assert "--inits" in capsys.readouterr().out
+    code = main(["init-study", "--arch", "formal", "--d-model", "6", "--n-layers", "1", "--n", "5", "--inits", "8",
+                 "--scales", "0.5", "2", "--task", "parity"])
+    found = json.loads(capsys.readouterr().out)
+    assert code == 0 and [s["init_scale"] for s in found["studies"]] == [0.5, 2.0]
+    assert found["studies"][0]["target_avg_sensitivity"] == 5 and len(found["claim"]["cells"]) == 2
+    assert found["claim"]["verdict"] in ("reproduced", "differs", "not resolved at this scale")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--n", "5", "--inits", "5000"], "--inits: must be at most 4,096"),
+    (["--n", "20"], "--n: must be at most 16"),
+    (["--n", "16", "--inits", "1024"], "inits x 2^n must be at most"),
+    (["--n", "5", "--scales", "0"], "--scales: must be above 0"),
+    (["--n", "5", "--arch", "scratchpad"], "encoder or formal"),
+    (["--n", "5", "--task", "nonsense"], "nonsense"),
+])
+def test_cli_refuses_in_one_line(capsys, argv, message):
+    from sensviz.cli import main
+
+    assert main(["init-study", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
