@@ -22,6 +22,8 @@ under `torch.func.vmap`). Per initialisation it reports, exactly over the whole 
   positions i, divided by log n (1: every head attends uniformly; 0: each query reads one key).
 
 The target's as_n, minimum sensitivity and degree profile sit beside them (`task`).
+`scale_free_view` gives the same quantities for one model, so the training monitor can trace them
+(the `scale_free` quantity of `sensviz.measure`) from the initialisation band onwards.
 `looped_outputs` is the reference the batched evaluation is tested and benchmarked against: one
 ordinary forward pass (`model.trace`) per model. Sizes are checked against the named limits below
 before anything is allocated (the parameter count on the `meta` device, which allocates nothing).
@@ -186,6 +188,28 @@ def function_profile(tables: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, 
     sens = torch.stack([cube.sensitivity(table, form="count") for table in tables])  # [M, 2**n]
     profiles = torch.stack([cube.degree_profile(table) for table in tables])  # [M, n+1]
     return sens.mean(dim=1), sens.min(dim=1).values, profiles
+
+
+@dataclass
+class ScaleFreeView(Record):
+    """The study's quantities for one model (an initialisation, or a model in training)."""
+
+    avg_sensitivity: float  # as_n(f) of f = sign(T - median T)
+    min_sensitivity: float  # min_x s(f,x)
+    degree_profile: torch.Tensor  # [n+1] d_k of f
+    attention_entropy: float  # mean attention entropy / log n
+
+
+def scale_free_view(model: TracedModel, n: int) -> ScaleFreeView:
+    """What `init_study` reports per initialisation, for one model on the whole cube at length n
+    (the `scale_free` quantity of `sensviz.measure`, so the training monitor traces the same numbers)."""
+    if model.arch not in ARCHS:
+        raise ValueError(f"the scale-free view takes the {' or '.join(ARCHS)} architecture, got '{model.arch}'")
+    check_int("n", n, STUDY_N)
+    outputs, entropy = looped_outputs([model], cube.vertices(n, device=model.device))
+    avg, low, profile = function_profile(scale_free(outputs.cpu()))
+    return ScaleFreeView(avg_sensitivity=avg.item(), min_sensitivity=low.item(), degree_profile=profile[0],
+                         attention_entropy=entropy.item())
 
 
 def init_study(settings: ModelSettings, n: int, n_inits: int, init_scale: float = 1.0, seed: int = 0,

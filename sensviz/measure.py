@@ -36,6 +36,7 @@ sensitivity, blowup and decoding are instant, sharpness and limit cheap, the oth
 | decoding    | dict                 | scratchpad models: accuracy of greedy decoding                 |
 | radii       | list of `Sharpness`  | by name: L_rho at `RADIUS_FRACTIONS` of rho                   |
 | hessian     | `Eigen`              | by name: the top eigenvalue of the loss Hessian (Lanczos)     |
+| scale_free  | `ScaleFreeView`      | by name: as_n, min s, degrees of sign(T - median T), attention entropy |
 
 For the scratchpad `limit` is asked for by name: it costs n backward passes per input there.
 
@@ -67,6 +68,7 @@ from .base import TracedModel
 from .blowup import STACKS, BlowupSummary, Tradeoff, blowup_summary, tradeoff
 from .configs import check, setting
 from .curvature import Eigen, top_eigenvalues
+from .init_study import ARCHS, ScaleFreeView, scale_free_view
 from .losses import loss_for
 from .params import DECODER_STEPS
 from .records import Record, jsonable
@@ -296,6 +298,17 @@ def _radii(ctx: _Context) -> list[Sharpness]:
 @quantity("hessian", lambda e: {"hessian_top": e.values[0].item()}, default=False, needs_task=True)
 def _hessian(ctx: _Context) -> Eigen:
     return top_eigenvalues(ctx.model, ctx.bits, ctx.targets("last"), ctx.loss, k=1, seed=ctx.settings.measure_seed)
+
+
+@quantity("scale_free", lambda v: {"scale_free_avg_sensitivity": v.avg_sensitivity,
+                                   "scale_free_min_sensitivity": v.min_sensitivity,
+                                   "scale_free_degree_profile": v.degree_profile.tolist(),
+                                   "attention_entropy": v.attention_entropy},
+          cost="cheap", default=False, applies=lambda model: model.arch in ARCHS)
+def _scale_free(ctx: _Context) -> ScaleFreeView:
+    if ctx.n > ctx.settings.exact_limit:
+        raise ValueError(f"the scale-free view enumerates the cube: n={ctx.n} is above exact_limit")
+    return scale_free_view(ctx.model, ctx.n)
 
 
 def default_quantities(model: TracedModel) -> tuple[str, ...]:
