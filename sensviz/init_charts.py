@@ -1,4 +1,4 @@
-"""Where training goes from the initialisation band: one chart of a study's init distribution and a run's trace.
+"""Tables and charts of initialisation studies: the distribution over inits, and where training goes from it.
 
 The monitor (`sensviz.monitor.MeasurementCallback(quantities=(..., "scale_free"))`) records the
 study's quantities of the model in training (`sensviz.init_study.scale_free_view`); here they meet
@@ -8,7 +8,10 @@ architecture at the same n:
 - `band`: the 5 %, 50 % and 95 % quantiles over initialisations of one quantity, and the target's value;
 - `path`: the run's trace of the same quantity, one row per measured step (and member of a batched run);
 - `path_chart`: the band drawn across the steps as the starting band, its median as a dashed line, the
-  target as a solid rule, and the path between.
+  target as a solid rule, and the path between;
+- `study_table`: one row per initialisation and init scale; `profile_table`: the mean degree profile
+  per scale and the target's, for `sensviz.charts.degree_profiles`; `distribution_chart`: as_n of
+  every initialisation per init scale, beside n/2 (a random Boolean function) and the target.
 
 Quantities (`QUANTITIES`): `avg_sensitivity` (as_n of sign(T - median T)), `min_sensitivity`,
 `attention_entropy` (over log n); the target has no attention, so only the first two have a target.
@@ -79,3 +82,36 @@ def path_chart(study: InitStudy, records: Sequence[dict], quantity: str, width: 
             y="target:Q", tooltip=[alt.Tooltip("target:Q", title=f"target ({study.task})", format=".4~g")]))
     return alt.layer(*layers).properties(width=width, height=height,
                                          title=f"{title}: from the initialisation band to the target")
+
+
+def study_table(studies: Sequence[InitStudy]) -> pd.DataFrame:
+    """One row per initialisation and study: init_scale, init, avg_sensitivity, min_sensitivity, attention_entropy."""
+    return pd.concat([pd.DataFrame({"init_scale": s.init_scale, "init": range(s.seed, s.seed + s.n_inits),
+                                    **{q: getattr(s, q).numpy() for q in QUANTITIES}}) for s in studies],
+                     ignore_index=True)
+
+
+def profile_table(studies: Sequence[InitStudy]) -> pd.DataFrame:
+    """The mean degree profile over initialisations per init scale, and the target's (columns model, degree, weight)."""
+    rows = [{"model": f"inits, scale {s.init_scale:g}", "degree": k, "weight": w}
+            for s in studies for k, w in enumerate(s.degree_profile.mean(dim=0).tolist())]
+    first = studies[0]
+    if first.target_degree_profile is not None:
+        rows += [{"model": f"target ({first.task})", "degree": k, "weight": w}
+                 for k, w in enumerate(first.target_degree_profile.tolist())]
+    return pd.DataFrame(rows)
+
+
+def distribution_chart(table: pd.DataFrame, n: int, target: float | None, width: int = 520) -> alt.LayerChart:
+    """as_n of every initialisation (`study_table`), one row per init scale, with n/2 and the target as rules."""
+    marks = pd.DataFrame([{"value": n / 2, "what": "n/2: a random Boolean function"}]
+                         + ([] if target is None else [{"value": target, "what": "the target"}]))
+    ticks = alt.Chart(table).mark_tick(opacity=0.5, thickness=2).encode(
+        x=alt.X("avg_sensitivity:Q", title="as_n(sign(T − median T)) per initialisation",
+                scale=alt.Scale(domain=[0, n])),
+        y=alt.Y("init_scale:O", title="init scale"),
+        tooltip=["init_scale:O", "init:Q", alt.Tooltip("avg_sensitivity:Q", format=".4~g")])
+    rules = alt.Chart(marks).mark_rule(strokeWidth=2).encode(
+        x="value:Q", color=alt.Color("what:N", title="", scale=alt.Scale(range=["#555555", "#d62728"])),
+        tooltip=["what:N", alt.Tooltip("value:Q", format=".4~g")])
+    return alt.layer(ticks, rules).properties(width=width, height=max(100, 40 * table["init_scale"].nunique()))

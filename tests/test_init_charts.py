@@ -5,7 +5,7 @@ import torch
 
 import sensviz as sv
 from sensviz import measure
-from sensviz.init_path import band, path, path_chart
+from sensviz.init_charts import band, path, path_chart
 from sensviz.init_study import init_models, init_study, scale_free_view
 from sensviz.models import ModelSettings
 from sensviz.monitor import MeasurementCallback
@@ -58,3 +58,17 @@ def test_band_and_chart():
         path([{"step": 0}], "avg_sensitivity")
     with pytest.raises(ValueError, match="unknown quantity"):
         band(study, "sharpness")
+
+
+def test_tables_and_distribution_chart():
+    from sensviz.init_charts import distribution_chart, profile_table, study_table
+
+    studies = [init_study(SETTINGS, 4, 5, scale, 2, "first") for scale in (0.5, 2.0)]
+    table = study_table(studies)
+    assert len(table) == 10 and table["init"].tolist() == [2, 3, 4, 5, 6] * 2
+    assert table["avg_sensitivity"].tolist() == studies[0].avg_sensitivity.tolist() + studies[1].avg_sensitivity.tolist()
+    profiles = profile_table(studies)
+    assert set(profiles["model"]) == {"inits, scale 0.5", "inits, scale 2", "target (first)"}
+    assert profiles.groupby("model")["weight"].sum().tolist() == pytest.approx([1.0, 1.0, 1.0])
+    spec = distribution_chart(table, 4, studies[0].target_avg_sensitivity).to_dict()
+    assert len(spec["layer"]) == 2
