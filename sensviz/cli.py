@@ -12,7 +12,7 @@
     sensviz sweep experiments/length_scaling.toml --out results/ls [--executor local|ray] [--workers N]
                   [--address ADDR] [--scale paper] [--threads T] [--max-runs N]
     sensviz report results/ls --out report.html
-    sensviz init-study --arch encoder --d-model 32 --n 10 --inits 256 [--scales 0.5 1 2] [--task parity] [--seed 0]
+    sensviz init-study --arch encoder --d-model 32 --n 8 10 --inits 256 [--scales 0.5 1 2] [--task parity] [--seed 0]
     sensviz lab --out lab.html [--answers]
     sensviz lab-data                     (the Lab's chapters measured once, beside the checkpoints)
     sensviz fidelity experiments/results --out docs/fidelity.md [--scale standard]
@@ -273,9 +273,13 @@ def _report(args) -> dict:
 
 def _init_study(args) -> dict:
     settings = configs.from_arguments(ModelSettings, args)
-    for scale in args.scales:  # every cell's limits before the first is allocated
-        init_study.check_study(settings, args.n, args.inits, scale, args.seed)
-    studies = init_study.init_studies(settings, args.n, args.inits, args.scales, args.seed, args.task)
+    for n in args.n:  # every cell's limits (and the task's lengths) before the first is allocated
+        for scale in args.scales:
+            init_study.check_study(settings, n, args.inits, scale, args.seed)
+        if args.task:
+            get_task(args.task).check_n(n)
+    studies = [study for n in args.n for study in init_study.init_studies(settings, n, args.inits, args.scales,
+                                                                          args.seed, args.task)]
     claim = decide_init_claim(studies).to_dict() if args.inits >= 2 else None
     return {"studies": [study.summary() for study in studies], "claim": claim}
 
@@ -470,7 +474,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("init-study", help="M random initialisations on the cube (sensviz.init_study): as_n, min "
                        "sensitivity, degree profile and attention entropy per init scale, and the claim's verdict")
     configs.add_arguments(p.add_argument_group("model (sensviz.models.ModelSettings)"), ModelSettings)
-    p.add_argument("--n", type=_limited(int, init_study.STUDY_N), required=True, help="input length (whole cube)")
+    p.add_argument("--n", type=_limited(int, init_study.STUDY_N), nargs="+", required=True,
+                   help="input lengths (each cube whole); the claim is decided across all of them and the scales")
     p.add_argument("--inits", type=_limited(int, init_study.INITS), default=256, help="initialisations M (default 256)")
     p.add_argument("--scales", type=_limited(float, init_study.INIT_SCALE), nargs="+", default=list(init_study.INIT_SCALES),
                    help="init scales: factors on every initial parameter but the LayerNorms' (default 0.5 1 2)")

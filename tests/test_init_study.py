@@ -115,11 +115,13 @@ def test_cli_help_and_a_small_run(capsys):
 
     assert main(["init-study", "--help"]) == 0
     assert "--inits" in capsys.readouterr().out
-    code = main(["init-study", "--arch", "formal", "--d-model", "6", "--n-layers", "1", "--n", "5", "--inits", "8",
+    code = main(["init-study", "--arch", "formal", "--d-model", "6", "--n-layers", "1", "--n", "4", "5", "--inits", "8",
                  "--scales", "0.5", "2", "--task", "parity"])
     found = json.loads(capsys.readouterr().out)
-    assert code == 0 and [s["init_scale"] for s in found["studies"]] == [0.5, 2.0]
-    assert found["studies"][0]["target_avg_sensitivity"] == 5 and len(found["claim"]["cells"]) == 2
+    assert code == 0 and [(s["n"], s["init_scale"]) for s in found["studies"]] == [(4, 0.5), (4, 2.0), (5, 0.5), (5, 2.0)]
+    assert [s["target_avg_sensitivity"] for s in found["studies"]] == [4, 4, 5, 5] and len(found["claim"]["cells"]) == 4
+    direct = init_study(ModelSettings(arch="formal", d_model=6, n_layers=1), 5, 8, 2.0, 0)
+    assert found["studies"][3]["avg_sensitivity"]["mean"] == pytest.approx(direct.avg_sensitivity.mean().item())
     assert found["claim"]["verdict"] in ("reproduced", "differs", "not resolved at this scale")
 
 
@@ -130,6 +132,7 @@ def test_cli_help_and_a_small_run(capsys):
     (["--n", "5", "--scales", "0"], "--scales: must be above 0"),
     (["--n", "5", "--arch", "scratchpad"], "encoder or formal"),
     (["--n", "5", "--task", "nonsense"], "nonsense"),
+    (["--n", "6", "5", "--task", "sparse_parity:k=6"], "needs n >= k=6, got n=5"),
 ])
 def test_cli_refuses_in_one_line(capsys, argv, message):
     from sensviz.cli import main
