@@ -12,6 +12,7 @@
     sensviz sweep experiments/length_scaling.toml --out results/ls [--executor local|ray] [--workers N]
                   [--address ADDR] [--scale paper] [--threads T] [--max-runs N]
     sensviz report results/ls --out report.html
+    sensviz init-study --arch encoder --d-model 32 --n 8 10 --inits 256 [--scales 0.5 1 2] [--task parity] [--seed 0]
     sensviz lab --out lab.html [--answers]
     sensviz lab-data                     (the Lab's chapters measured once, beside the checkpoints)
     sensviz fidelity experiments/results --out docs/fidelity.md [--scale standard]
@@ -40,9 +41,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import analysis, configs, cube, experiments, slices, sweeps, zoo
+from . import analysis, configs, cube, experiments, init_study, slices, sweeps, zoo
 from .checkpoints import CheckpointError, convert_torch_file, load_checkpoint
 from .files import check_file, check_folder, write_atomic
+from .init_claim import decide_init_claim
 from .limits import check_float, check_int
 from .losses import loss_for, targets
 from .measure import QUANTITIES, MeasureSettings, default_quantities, measure
@@ -269,6 +271,19 @@ def _report(args) -> dict:
     return report.write_report(args.folder, args.out)
 
 
+def _init_study(args) -> dict:
+    settings = configs.from_arguments(ModelSettings, args)
+    for n in args.n:  # every cell's limits (and the task's lengths) before the first is allocated
+        for scale in args.scales:
+            init_study.check_study(settings, n, args.inits, scale, args.seed)
+        if args.task:
+            get_task(args.task).check_n(n)
+    studies = [study for n in args.n for study in init_study.init_studies(settings, n, args.inits, args.scales,
+                                                                          args.seed, args.task)]
+    claim = decide_init_claim(studies).to_dict() if args.inits >= 2 else None
+    return {"studies": [study.summary() for study in studies], "claim": claim}
+
+
 def _lab(args) -> dict:
     from . import lab  # Altair and vl-convert: only for this command
 
@@ -455,6 +470,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("folder", help="a sweep folder (holding runs.parquet), or a folder of sweep folders")
     p.add_argument("--out", required=True, metavar="REPORT.html", type=_output(check_file), help="where to write the report")
     p.set_defaults(run=_report)
+
+    p = sub.add_parser("init-study", help="M random initialisations on the cube (sensviz.init_study): as_n, min "
+                       "sensitivity, degree profile and attention entropy per init scale, and the claim's verdict")
+    configs.add_arguments(p.add_argument_group("model (sensviz.models.ModelSettings)"), ModelSettings)
+    p.add_argument("--n", type=_limited(int, init_study.STUDY_N), nargs="+", required=True,
+                   help="input lengths (each cube whole); the claim is decided across all of them and the scales")
+    p.add_argument("--inits", type=_limited(int, init_study.INITS), default=256, help="initialisations M (default 256)")
+    p.add_argument("--scales", type=_limited(float, init_study.INIT_SCALE), nargs="+", default=list(init_study.INIT_SCALES),
+                   help="init scales: factors on every initial parameter but the LayerNorms' (default 0.5 1 2)")
+    p.add_argument("--task", help="the target shown beside the inits (a task label, e.g. parity)")
+    p.add_argument("--seed", type=_seed, default=0, help="initialisation m uses seed + m (default 0)")
+    p.set_defaults(run=_init_study)
 
     p = sub.add_parser("lab", help="the Lab as one offline HTML handout: every chapter's text, figures and questions")
     p.add_argument("--out", required=True, metavar="LAB.html", type=_output(check_file), help="where to write the handout")

@@ -38,6 +38,7 @@ sensitivity, blowup and decoding are instant, sharpness and limit cheap, the oth
 | hessian     | `Eigen`              | by name: the top eigenvalue of the loss Hessian (Lanczos)     |
 | adaptive    | `Sharpness`          | by name: ASAM's sharpness, Delta = |theta| * u, |u| = rho     |
 | orbit       | `OrbitSharpness`     | by name (encoder, scratchpad): least L_rho over part of the orbit |
+| scale_free  | `ScaleFreeView`      | by name: as_n, min s, degrees of sign(T - median T), attention entropy |
 
 For the scratchpad `limit` is asked for by name: it costs n backward passes per input there.
 
@@ -70,6 +71,7 @@ from .blowup import STACKS, BlowupSummary, Tradeoff, blowup_summary, tradeoff
 from .configs import check, setting
 from .curvature import Eigen, top_eigenvalues
 from .encoder import EncoderTransformer
+from .init_study import ARCHS, ScaleFreeView, scale_free_view
 from .losses import loss_for
 from .orbit_sharpness import OrbitSharpness, orbit_sharpness
 from .params import DECODER_STEPS
@@ -321,6 +323,17 @@ def _adaptive(ctx: _Context) -> Sharpness:
 def _orbit(ctx: _Context) -> OrbitSharpness:
     s = ctx.settings
     return orbit_sharpness(ctx.model, ctx.bits, ctx.rho, s.directions, s.measure_seed, steps=ctx.decoder_steps)
+
+
+@quantity("scale_free", lambda v: {"scale_free_avg_sensitivity": v.avg_sensitivity,
+                                   "scale_free_min_sensitivity": v.min_sensitivity,
+                                   "scale_free_degree_profile": v.degree_profile.tolist(),
+                                   "attention_entropy": v.attention_entropy},
+          cost="cheap", default=False, applies=lambda model: model.arch in ARCHS)
+def _scale_free(ctx: _Context) -> ScaleFreeView:
+    if ctx.n > ctx.settings.exact_limit:
+        raise ValueError(f"the scale-free view enumerates the cube: n={ctx.n} is above exact_limit")
+    return scale_free_view(ctx.model, ctx.n)
 
 
 def default_quantities(model: TracedModel) -> tuple[str, ...]:

@@ -38,10 +38,12 @@ import streamlit as st
 import torch
 
 import sensviz as sv
-from sensviz import analysis, fidelity, figures, losses, report, sweeps, symmetries, tables
+from sensviz import analysis, fidelity, figures, init_charts, losses, report, sweeps, symmetries, tables
 from sensviz.checkpoints import SIZE_CAP, read_metadata
+from sensviz.init_claim import decide_init_claim
+from sensviz.init_study import init_studies
 from sensviz.measure import MeasureSettings, affordable, columns, measure, sharpness_radius
-from sensviz.models import config_to_dict
+from sensviz.models import ModelSettings, config_to_dict
 from sensviz.text import escape_markdown
 from server import services
 from server.kept import KeptUnreadable
@@ -249,6 +251,17 @@ def check_upload(name: str, data: bytes, overrides: dict) -> str | None:
     except sv.CheckpointError as err:
         return in_app_terms(str(err)).replace(escape_markdown(_NAME), escape_markdown(name))
     return None
+
+
+@memo
+def init_study_tables(arch: str, d_model: int, n_layers: int, n: int, inits: int, task: str) -> dict:
+    """An initialisation study at every default init scale (`sensviz.init_study`, two heads): its table per
+    initialisation, the mean degree profiles beside the target's, the target's as_n and the claim's cells and verdict."""
+    studies = init_studies(ModelSettings(arch=arch, d_model=d_model, n_layers=n_layers, n_heads=2), n, inits, task=task)
+    claim = decide_init_claim(studies)
+    cells = pd.DataFrame([dataclasses.asdict(cell) for cell in claim.cells])
+    return {"table": init_charts.study_table(studies), "profiles": init_charts.profile_table(studies),
+            "target": studies[0].target_avg_sensitivity, "claim": claim.to_dict(), "cells": cells}
 
 
 @memo

@@ -19,7 +19,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-ORDER = ("home", "lab", "class", "train", "attention", "sensitivity", "layernorm", "landscape", "experiments", "about")
+ORDER = ("home", "lab", "class", "train", "attention", "sensitivity", "layernorm", "landscape", "init", "experiments",
+         "about")
 """The pages in the order of the navigation; `pages/<name>.py` each. The first is the home page (URL `/`)."""
 SECTIONS = ("Start", "Explore", "Results", "Reference")
 

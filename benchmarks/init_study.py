@@ -1,0 +1,66 @@
+"""The initialisation study: ours (batched, vmapped over stacked parameters) vs a loop of separate forward passes.
+
+    python benchmarks/init_study.py            # M = 256 initialisations, n = 10, d = 32 (issue 39: ours <= 10 s)
+    python benchmarks/init_study.py --quick    # M = 16, n = 6 (CI)
+
+Both sides build the same M models (seeds 0..M-1, PyTorch's default initialisation) and evaluate every
+vertex of the cube; the loop runs one traced forward pass per model (`looped_outputs`). Rows: building
+the models (shared), the evaluation alone, and the whole study (build, evaluation, sensitivity and
+FWHT degree profiles). `agree`: both give the same outputs (to 1e-5), attention entropies and as_n.
+Timings are the best of `--repeat` runs, on the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sensviz import cube  # noqa: E402
+from sensviz.init_study import batched_outputs, init_models, init_study, looped_outputs  # noqa: E402
+from sensviz.models import ModelSettings  # noqa: E402
+
+
+def best(fn, repeat: int):
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return min(times), result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="M = 16 at n = 6")
+    parser.add_argument("--repeat", type=int, default=1, help="best of this many runs (default 1)")
+    parser.add_argument("--arch", default="encoder", choices=("encoder", "formal"))
+    args = parser.parse_args()
+    m, n, d = (16, 6, 32) if args.quick else (256, 10, 32)
+    settings = ModelSettings(arch=args.arch, d_model=d, n_layers=2, n_heads=2)
+    bits = cube.vertices(n)
+    build_s, models = best(lambda: init_models(settings, n, m), args.repeat)
+    ours_s, (out, ent) = best(lambda: batched_outputs(models, bits), args.repeat)
+    loop_s, (ref_out, ref_ent) = best(lambda: looped_outputs(models, bits), args.repeat)
+    study_s, study = best(lambda: init_study(settings, n, m, task="parity"), args.repeat)
+    study_loop_s, study_loop = best(lambda: init_study(settings, n, m, task="parity", batched=False), args.repeat)
+    agree_eval = torch.allclose(out, ref_out, atol=1e-5) and torch.allclose(ent, ref_ent, atol=1e-5)
+    agree_study = torch.equal(study.avg_sensitivity, study_loop.avg_sensitivity)
+    print(f"initialisation study: {args.arch}, M = {m}, n = {n} (2^n = {2**n} vertices), d = {d}, 2 layers, 2 heads, "
+          f"{torch.get_num_threads()} threads")
+    print(f"{'what':<34}{'ours (s)':>10}{'loop (s)':>10}{'speed-up':>10}  agree")
+    print(f"{'build M models (shared)':<34}{build_s:>10.2f}{build_s:>10.2f}{'':>10}  -")
+    print(f"{'evaluate the cube (+ entropy)':<34}{ours_s:>10.2f}{loop_s:>10.2f}{loop_s / ours_s:>9.2f}x  {agree_eval}")
+    print(f"{'whole study (build + eval + as_n)':<34}{study_s:>10.2f}{study_loop_s:>10.2f}"
+          f"{study_loop_s / study_s:>9.2f}x  {agree_study}")
+    print(f"ours, whole study: {study_s:.2f} s ({'within' if study_s <= 10 else 'over'} the 10 s goal); "
+          f"mean as_n = {study.avg_sensitivity.mean():.3f} (n/2 = {n / 2:g}, target PARITY {study.target_avg_sensitivity:g})")
+
+
+if __name__ == "__main__":
+    main()
