@@ -34,6 +34,7 @@ Refusals raise `ClassRefused` with one line for the user.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import secrets
@@ -212,6 +213,12 @@ class ClassStore:
         """The class with this code, else the one with exactly this name (the operator's command), else None."""
         return self.get(code_or_name) or next((c for c in self._all() if c.name == code_or_name), None)
 
+    def _to_change(self, code: str) -> Class | None:
+        """A copy of the class to change and save (`get`'s object is shared with every reader of this process:
+        changing it in place would change a class another thread is iterating over)."""
+        found = self.get(code)
+        return copy.deepcopy(found) if found is not None else None
+
     def _save(self, found: Class) -> None:
         write_atomic(self._path(found.code), json.dumps(asdict(found)).encode())
         self._cache.pop(found.code, None)
@@ -227,7 +234,7 @@ class ClassStore:
         """Apply `change` to the class under the lock and save it; `ClassRefused` when there is no such
         class, it is closed (`open_only`) or `owner` is not its instructor (`instructor`)."""
         with self.lock:
-            found = self.get(code)
+            found = self._to_change(code)
             if found is None:
                 raise ClassRefused("there is no such class (the link may be mistyped, or the class was deleted)")
             if instructor and not found.is_instructor(owner):
@@ -467,7 +474,7 @@ class ClassStore:
         gallery, each assignment run becomes a row of the class's sweep folder (`write_tables`).
         Returns how many jobs were collected; safe to call from every session (one at a time)."""
         with self.lock:
-            found = self.get(code)
+            found = self._to_change(code)
             if found is None:
                 return 0
             ended = {job_id: (entry, manager.status(job_id)) for job_id, entry in found.jobs.items()

@@ -448,3 +448,14 @@ def test_an_ended_assignment_is_decided_on_the_runs_in_with_the_power_fixed_in_a
     store.start_assignment(made.code, "teacher", "length_scaling")
     store.end_assignment(made.code, "teacher")
     assert store.get(made.code).ended and store.deal(made.code, _Manager()) == {}  # nobody is dealt another run
+
+
+def test_a_change_never_changes_a_class_another_thread_is_reading(store):
+    """`get` hands out one object per class to every reader; a change works on a copy (a thread iterating over
+    the class's jobs while the job manager's thread recorded one failed with 'dictionary changed size')."""
+    made = store.create("Lab", "teacher")
+    reading = store.get(made.code)
+    store.join(made.code, "Ada", "s1")
+    store.add_job(made.code, "s1", "job-aaaaaaaaaaaa", "parity", 4, None)
+    assert reading.members == [] and reading.jobs == {}
+    assert [m.name for m in store.get(made.code).member_list()] == ["Ada"]
