@@ -30,6 +30,7 @@ started it is gone (its parent pid changes).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -223,8 +224,9 @@ def launcher(threads: int, parent_pid: int, max_mib: float | None = None) -> Non
     """The server's launcher: load torch and the trainer once, then run each job in a child forked from
     this warm process (`run`, with `threads` and `max_mib`). One JSON object a line, both ways:
 
-    - in (stdin): `{"run": K, "folder": F}` starts job K on folder F; `{"stop": K}` and `{"kill": K}`
-      send it SIGTERM or SIGKILL while it runs (only this process knows that its pid is still its child's);
+    - in (stdin): `{"run": K, "folder": F}` starts job K on folder F, in a process group of its own;
+      `{"stop": K}` and `{"kill": K}` send that group (the run and any process it started) SIGTERM or
+      SIGKILL while it runs (only this process knows that its pid is still its child's);
     - out (stdout, nothing else is written there: the jobs' output goes to stderr):
       `{"started": K, "pid": P}`, and `{"ended": K, "code": C}` as it ends (C as `Popen.returncode`).
 
@@ -282,11 +284,15 @@ def launcher(threads: int, parent_pid: int, max_mib: float | None = None) -> Non
                 if "run" in message:
                     pid = os.fork()
                     if pid == 0:
+                        os.setpgid(0, 0)  # its own process group: Stop ends whatever the run started too
                         child(message["folder"])
+                    with contextlib.suppress(OSError):  # set on both sides of the fork: no window without it
+                        os.setpgid(pid, pid)
                     jobs[pid] = message["run"]
                     answer({"started": message["run"], "pid": pid})
                 for pid in [p for p, k in jobs.items() if k in (message.get("stop"), message.get("kill"))]:
-                    os.kill(pid, signal.SIGTERM if "stop" in message else signal.SIGKILL)
+                    with contextlib.suppress(ProcessLookupError):  # the group ended (its leader waits to be reaped)
+                        os.killpg(pid, signal.SIGTERM if "stop" in message else signal.SIGKILL)
         while jobs:
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:

@@ -532,8 +532,8 @@ def test_a_launcher_that_ends_at_once_is_not_started_again_on_every_tick(monkeyp
 
 @pytest.mark.slow  # a launcher (torch loaded) and two runs
 def test_runs_fork_from_one_launcher_which_stops_and_kills_them(tmp_path):
-    """Two runs are children of the same launcher; Stop ends one with SIGTERM, the kill that a wait
-    which ran out sends ends the other with SIGKILL."""
+    """Two runs are children of the same launcher, each in a process group of its own; Stop ends one with
+    SIGTERM, the kill that a wait which ran out sends ends the other with SIGKILL (both to the run's group)."""
     executor = LocalExecutor(threads=1)
     try:
         runs = []
@@ -547,6 +547,7 @@ def test_runs_fork_from_one_launcher_which_stops_and_kills_them(tmp_path):
             assert time.monotonic() < deadline, "the launcher never started the runs"
             time.sleep(0.1)
         assert _parent(runs[0].pid) == _parent(runs[1].pid) == executor._launcher.process.pid
+        assert [os.getpgid(run.pid) for run in runs] == [run.pid for run in runs]  # each leads its own group: Stop ends it all
         runs[0].terminate()
         assert runs[0].wait(timeout=CEILING_S) == -signal.SIGTERM and runs[0].lost is None
         executor._launcher.send({"kill": runs[1].number})
