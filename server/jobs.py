@@ -192,11 +192,12 @@ class JobManager:
     def __init__(self, root: Path, store: KeptStore, capacity: int | None = None, threads: int | None = None,
                  max_queue: int = MAX_QUEUE, poll_s: float = 0.1, job_budget: budget.Budget | None = None,
                  per_address: int | None = None, calibration: budget.Calibration | None = None,
-                 executor=None):
+                 executor=None, on_ended: Callable[[str, JobManager], None] | None = None):
         """`job_budget`: the most one job may take (default `budget.server_budget()`); `per_address`:
         the hard cap per client address (default `max_per_address()`, off); `calibration`: this
         machine's (default: measured in the background from now on); `executor`: where the jobs run (default
-        local processes, `sensviz.executors.LocalExecutor`)."""
+        local processes, `sensviz.executors.LocalExecutor`); `on_ended(job_id, manager)`: told each
+        job that ended (`_ended`), from the first recovered one on."""
         cores = os.cpu_count() or 1
         self.budget = job_budget or budget.server_budget()
         self.per_address = per_address if per_address is not None else max_per_address()
@@ -216,7 +217,7 @@ class JobManager:
         self.lock = threading.RLock()
         self._closed = threading.Event()
         self.recovered = threading.Event()  # set once the jobs of an earlier server run are recovered (`_recover`)
-        self.on_ended: Callable[[str], None] | None = None  # told each job id that ended (`_ended`)
+        self.on_ended = on_ended  # set before the thread starts: recovery already tells it
         self._owners: dict[str, str] = {}  # job folder name -> owner (read once from its state.json)
         self.root.mkdir(parents=True, exist_ok=True)
         self._folder_lock = open(self.root / ".lock", "w")  # noqa: SIM115 - held (and locked) while the manager lives
@@ -473,7 +474,7 @@ class JobManager:
         if self.on_ended is None:
             return
         try:
-            self.on_ended(job_id)
+            self.on_ended(job_id, self)
         except Exception:  # noqa: BLE001 - the manager's thread serves every user: it never dies
             log.exception("recording the end of job %s failed", job_id)
 

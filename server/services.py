@@ -113,9 +113,8 @@ def job_manager() -> JobManager:
     store, classes = kept_store(), class_store()
 
     def build():
-        manager = jobs.job_manager(data_dir() / "jobs", store)  # on Ray with $SENSVIZ_RAY_ADDRESS
-        if isinstance(manager, JobManager):  # a class's run is recorded when it ends (on Ray: when a page looks)
-            manager.on_ended = lambda job_id: classes.record_ended(job_id, manager)
-        return manager
+        if os.environ.get(jobs.RAY_ADDRESS):  # on Ray a class's run is recorded when a member's page looks
+            return jobs.job_manager(data_dir() / "jobs", store)
+        return JobManager(data_dir() / "jobs", store, on_ended=classes.record_ended)  # recorded when its job ends
 
     return _one("jobs", build)

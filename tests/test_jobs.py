@@ -65,7 +65,7 @@ def make_manager(tmp_path, monkeypatch):
 def test_a_job_trains_in_its_own_process_and_its_model_is_kept(make_manager):
     manager = make_manager(capacity=1, threads=1)
     ended = []
-    manager.on_ended = lambda job: ended.append((job, manager.status(job).state))  # the class store's hook
+    manager.on_ended = lambda job, by: ended.append((job, by.status(job).state))  # the class store's hook
     job_id = manager.submit("alice", request(steps=150))
     status = wait_for(manager, job_id, lambda s: not s.active)
     assert status.state == "finished" and status.reason == "completed" and status.steps == 150
