@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import re
 import string
+import unicodedata
 
 from sensviz.limits import LIMITS
 
@@ -37,9 +38,33 @@ _WHITESPACE = re.compile(r"\s+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
+DEFAULT_IGNORABLE = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+    (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+)
+"""The code points with Unicode's `Default_Ignorable_Code_Point` property (DerivedCoreProperties.txt,
+Unicode 15.1), as inclusive ranges."""
+
+
+def hidden(char: str) -> bool:
+    """Whether `char` is drawn as nothing while it changes what a reader sees around it: a default-ignorable
+    code point (`DEFAULT_IGNORABLE`: zero-width characters, bidi controls, fillers) or a format character
+    (Unicode category Cf)."""
+    point = ord(char)
+    return unicodedata.category(char) == "Cf" or any(low <= point <= high for low, high in DEFAULT_IGNORABLE)
+
+
+def without_hidden(text: str) -> str:
+    """`text` without its hidden characters (`hidden`): "report\u202egnp.safetensors" no longer reads reversed."""
+    return "".join(c for c in text if not hidden(c))
+
+
 def escape_markdown(value: object) -> str:
-    """`value` as a string that any markdown renderer shows exactly as typed, with no link or markup."""
-    text = _LINK_STARTS.sub(WORD_JOINER, str(value))
+    """`value` as a string that any markdown renderer shows exactly as typed, with no link or markup and
+    no hidden character (`without_hidden`)."""
+    text = _LINK_STARTS.sub(WORD_JOINER, without_hidden(str(value)))
     return _PUNCTUATION.sub(r"\\\1", text)
 
 

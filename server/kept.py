@@ -50,7 +50,7 @@ from pathlib import Path
 
 from sensviz.files import FolderLock, write_atomic
 from sensviz.limits import LIMITS
-from sensviz.text import short_label
+from sensviz.text import short_label, without_hidden
 
 KINDS = ("trained", "upload")
 TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")  # fullmatch: a trailing newline is no token
@@ -165,7 +165,7 @@ class KeptStore:
         every check passed."""
         if kind not in KINDS:
             raise ValueError(f"unknown kind '{kind}'")
-        name = short_label(str(name))
+        name = short_label(without_hidden(str(name)))  # "report\u202egnp.safetensors" would read reversed
         overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
         if len(data) > self.quota:
             raise KeptRefused(f"{name} ({_mib(len(data))}) is more than one user may keep on this server "

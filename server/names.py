@@ -24,21 +24,15 @@ import re
 import unicodedata
 from importlib import resources
 
-DEFAULT_IGNORABLE = (
-    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
-    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
-    (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
-    (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
-)
-"""The code points with Unicode's `Default_Ignorable_Code_Point` property (DerivedCoreProperties.txt,
-Unicode 15.1), as inclusive ranges."""
+from sensviz.text import hidden
+
 _SMALL_CAPITAL = re.compile(r"LATIN LETTER SMALL CAPITAL ([A-Z])")
 
 
 def invisible(char: str) -> bool:
-    """Whether a reader cannot see `char`: default-ignorable, or of Unicode category C."""
-    point = ord(char)
-    return unicodedata.category(char)[0] == "C" or any(low <= point <= high for low, high in DEFAULT_IGNORABLE)
+    """Whether a reader cannot see `char`: hidden (`sensviz.text.hidden`: default-ignorable, a format
+    character), or any other character of Unicode category C (controls, unassigned)."""
+    return hidden(char) or unicodedata.category(char)[0] == "C"
 
 
 def check_visible(name: str, what: str) -> None:

@@ -248,3 +248,8 @@ def test_a_kept_file_replaced_on_the_server_is_refused_in_one_line_without_readi
     with pytest.raises(KeptUnreadable) as refused:
         store.data(kept.token)
     assert "\n" not in str(refused.value) and "cannot be opened" in str(refused.value)
+
+
+def test_a_kept_name_loses_its_hidden_characters(tmp_path):
+    store = KeptStore(tmp_path, cap=2**20)
+    assert store.keep("upload", "report\u202egnp\u200b.safetensors", b"x" * 10, "alice").name == "reportgnp.safetensors"

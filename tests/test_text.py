@@ -74,3 +74,10 @@ def test_one_line_is_one_bounded_line():
     assert one_line("short") == "short"
     assert "\n" not in quoted("[a](https://evil.invalid)\n# b" * 10_000)
     assert len(resolved(quoted("[" * 100_000)).replace(WORD_JOINER, "")) == SHOWN_CHARS
+
+
+def test_shown_text_has_no_hidden_character():
+    from sensviz.text import escape_markdown, without_hidden
+
+    assert without_hidden("report\u202egnp\u2066.safetensors\u3164") == "reportgnp.safetensors"
+    assert escape_markdown("Ada\u200d\u202e") == "Ada" and escape_markdown("line\nbreak") == "line\nbreak"  # newlines stay
