@@ -89,29 +89,41 @@ def test_the_manager_answers_before_it_recovers_an_earlier_servers_run(tmp_path,
         manager.close()
 
 
-def _train_a_class_run(base: str, data: Path) -> tuple[str, str]:
-    """A class whose member (holding a kept model already) presses Train on the assignment; returns the
-    class code and the job id once the run has its first measurement."""
-    found = ClassStore(data / "classes", owners.owner_secret(data)).create("Physics 101", "instructor")
-    store = ClassStore(data / "classes", owners.owner_secret(data))
+def _train_a_class_run(base: str, data: Path) -> tuple[str, str, str]:
+    """A class whose member (holding a kept model already) presses Train on the assignment, and a second
+    member whose run waits behind it (one run at a time); returns the class code, the running job's id
+    once it has its first measurement, and the queued job's id."""
+    secret = owners.owner_secret(data)
+    store = ClassStore(data / "classes", secret)
+    found = store.create("Physics 101", "instructor")
     store.start_assignment(found.code, "instructor", assignments.LENGTH_SCALING.name)
-    cookie = owners.mint_owner(owners.owner_secret(data))
-    store.join(found.code, "alice", cookie)
+    cookies = [owners.mint_owner(secret) for _ in range(2)]
+    for name, cookie in zip(("alice", "bob"), cookies):
+        store.join(found.code, name, cookie)
     model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=24, seed=0)
-    KeptStore(data / "kept", cap=1024 * 2**20).keep("trained", "earlier", sv.checkpoint_bytes(model, task="parity", n=4), cookie)
+    KeptStore(data / "kept", cap=1024 * 2**20).keep("trained", "earlier", sv.checkpoint_bytes(model, task="parity", n=4),
+                                                   cookies[0])
 
-    async def press() -> str:
+    async def press(cookie: str) -> str:
         async with load.Session(base, cookies={"sensviz_owner": cookie}) as session:
             opened = await session.open(f"train?class={found.code}")
             pressed = await session.press(opened.buttons["Train"])
             return parse_qs(pressed.query_string)["job"][0]
 
-    job = asyncio.run(press())
+    job = asyncio.run(press(cookies[0]))
+    queued = asyncio.run(press(cookies[1]))
     deadline = time.monotonic() + CEILING_S
     while not (data / "jobs" / job / "records.jsonl").is_file() or not (data / "jobs" / job / "last.safetensors").is_file():
         assert time.monotonic() < deadline, "the run never measured"
         time.sleep(0.2)
-    return found.code, job
+    return found.code, job, queued
+
+
+class _NoneRunning:
+    """The job manager's answer after the restart: no run of the class is queued or running."""
+
+    def status(self, job_id):
+        return None
 
 
 def _unlocked(data: Path) -> bool:
@@ -131,7 +143,7 @@ def test_a_server_stopped_while_a_class_run_trains_starts_again_and_keeps_the_ru
     log_path = ROOT / "artifacts" / f"streamlit-restart-{stop.name}.log"
     env = {"SENSVIZ_DATA_DIR": str(tmp_path), "SENSVIZ_MAX_JOBS": "1"}
     with load.served(log_path, env=env) as (base, process):
-        code, job = _train_a_class_run(base, tmp_path)
+        code, job, queued = _train_a_class_run(base, tmp_path)
         stopped = time.monotonic()
         process.send_signal(stop)
         process.wait(timeout=CEILING_S)
@@ -151,8 +163,16 @@ def test_a_server_stopped_while_a_class_run_trains_starts_again_and_keeps_the_ru
             time.sleep(0.2)
         assert status["state"] == "stopped" and "the server stopped during this run" in status["reason"], status
         assert status["kept"] and KeptStore(tmp_path / "kept", cap=1024 * 2**20).data(status["kept"])
-        found = ClassStore(tmp_path / "classes", owners.owner_secret(tmp_path)).get(code)
-        assert [m.get("name") for m in found.members] == ["alice"] and job in found.jobs
+        store = ClassStore(tmp_path / "classes", owners.owner_secret(tmp_path))
+        while not store.get(code).jobs[queued]["recorded"]:  # recorded in the class when the restart ended it
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        found = store.get(code)
+        assert [m.get("name") for m in found.members] == ["alice", "bob"] and {job, queued} <= set(found.jobs)
+        assert json.loads((tmp_path / "jobs" / queued / "state.json").read_text())["state"] == "cancelled"
+        dealt = store.deal(code, _NoneRunning())
+        cells = sorted(tuple(c.values()) for c in dealt.values())
+        assert cells == sorted(tuple(found.jobs[j]["assignment"].values()) for j in (job, queued))  # dealt again
         opened = asyncio.run(load.open_once(base, f"class?class={code}"))[0]
         assert opened.ok, (opened.status, opened.exceptions)
     print(f"{stop.name}: ended in {ended_s:.1f} s, ready again in {ready_s:.1f} s")
