@@ -43,6 +43,7 @@ from load import ROOT, Session, free_port, served  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 import pandas as pd  # noqa: E402
+import websockets  # noqa: E402
 
 from sensviz.sweeps import read_results  # noqa: E402
 from server import assignments, owners  # noqa: E402
@@ -106,7 +107,7 @@ async def member(day: Day, data: Path, store: ClassStore, code: str, k: int, coo
                     day.first_press = day.first_press or time.perf_counter()
                     await session.press(opened.buttons["Train"])
                     day.presses += 1
-        except OSError:  # the server is down (the restart): the browser shows "Connection error" and retries
+        except (OSError, websockets.exceptions.WebSocketException):  # the server is down (the restart), or dropped it
             day.page_errors += 1
             day.restart_errors += day.restarting
         await asyncio.sleep(3.0)
@@ -155,6 +156,7 @@ async def restart(day: Day, process, store: ClassStore, code: str, teacher: str,
     stack.enter_context(served(log.with_suffix(".restarted.log"), env=env, port=port))
     day.ready_s = time.perf_counter() - started
     day.restarting = False
+    print(f"restart after {after} runs: SIGTERM to exit {day.stop_s:.1f} s, start to ready {day.ready_s:.1f} s", flush=True)
 
 
 async def session_day(args, data: Path, env: dict, port: int, stack: contextlib.ExitStack, process, base: str) -> Day:
