@@ -1,6 +1,6 @@
 """Training jobs that belong to the server, not to a page: a queue, a cap, one process per run.
 
-`JobManager` (one per server and data folder, `ui.registry.job_manager()`) runs each job in its
+`JobManager` (one per server and data folder, `server.services.job_manager()`) runs each job in its
 own process, at most `capacity` at once (default: one per two cores, each with up to cores / capacity
 torch threads), and queues the rest in order. Each process is forked from the launcher
 (`worker.launcher`, a `python -m server.worker` interpreter with torch and the trainer loaded; see
@@ -36,7 +36,9 @@ keeps its last measurement.
 A background thread starts queued jobs and collects finished ones; the finished model
 is kept (`server.kept.KeptStore`, kind "trained") under its owner, and the job's `state.json`
 records the outcome, so a reload (the job id is in the URL) finds it again, also after the
-server restarted.
+server restarted. The jobs an earlier server left queued or running are recovered by that thread
+first, after the server answers (`_recover`: a run keeps its last measurement), and every job that
+ends is told to `on_ended` (the server's classes record their runs then).
 
 Stop ends the process at once and keeps the weights of its last measurement; Cancel removes a
 queued job. Only the owner stops or cancels. No Streamlit here.
