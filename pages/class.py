@@ -54,7 +54,7 @@ if me is not None and not projector:
 def live_chart():
     now = classroom.store().get(found.code)
     if now is not None:
-        classroom.chart_section(now)
+        classroom.chart_section(now, projector)
 
 
 def gallery():
@@ -63,7 +63,8 @@ def gallery():
 
 
 def class_chart():
-    st.markdown("### Class chart")
+    if not projector:  # on the room's screen the chart comes first, under the class's name
+        st.markdown("### Class chart")
     live_chart()
 
 

@@ -2,6 +2,7 @@
 display names included), the gallery's one-click compare, the class chart's verdict from the class's
 table, isolation between classes and from non-members, and the instructor's Stop."""
 
+import json
 import os
 import secrets
 import sys
@@ -116,8 +117,9 @@ def test_the_instructor_link_is_exchanged_once_and_leaves_the_url():
     next(t for t in teacher.toggle if t.label == "Projector mode").set_value(True).run()
     assert teacher.query_params["projector"] == "1"  # projector mode: large type, no sidebar, nothing of the instructor's
     assert "### Instructor" not in texts(teacher) and "### Gallery" in texts(teacher)
-    headings = [m.value for m in teacher.markdown]
-    assert headings.index("### Class chart") < headings.index("### Gallery")  # the room's screen: the chart first
+    shown = [m.value for m in teacher.markdown] + [c.value for c in teacher.caption]
+    assert "### Class chart" not in shown  # the room's screen: the chart first, under the class's name
+    assert "### Gallery" in shown and "assignment yet" in " ".join(c.value for c in teacher.caption)
     assert any("stSidebar" in h.proto.body for h in teacher.get("html"))
 
 
@@ -212,6 +214,13 @@ def test_the_class_chart_shows_the_verdict_of_the_class_table():
     teacher.run()
     assert "Verdict: the class reproduced the paper's claim." in [s.value for s in teacher.success]
     assert teacher.get("arrow_vega_lite_chart") or teacher.get("vega_lite_chart")
+    next(t for t in teacher.toggle if t.label == "Projector mode").set_value(True).run()
+    spec = json.loads((teacher.get("arrow_vega_lite_chart") or teacher.get("vega_lite_chart"))[0].proto.spec)
+    layers = {layer["mark"]["type"]: layer["encoding"] for layer in spec["layer"]}
+    assert layers["point"]["shape"]["field"] == "task" and layers["line"]["strokeDash"]["field"] == "task"  # not colour alone
+    assert min(layers["point"][axis]["axis"]["labelFontSize"] for axis in ("x", "y")) >= 16  # read from the back row
+    shown = [m.value for m in teacher.markdown]
+    assert "### Verdict: reproduced" in shown and escape_markdown("The class reproduced the paper's claim") + "." in shown
 
 
 @pytest.mark.slow  # a real training job (a worker process)

@@ -182,6 +182,15 @@ def test_the_instructors_view_is_live_and_fits_1024_by_768(server, browser):
         assert not cut_short(teacher), (name, cut_short(teacher))  # no label or button text cut with an ellipsis
     gallery = main.get_by_role("heading", name="Gallery").bounding_box()
     assert chart.bounding_box()["y"] < gallery["y"]  # projector mode: the chart first
+    teacher.evaluate("window.scrollTo(0, 0)")
+    box = chart.bounding_box()
+    assert box["y"] >= 0 and box["y"] + box["height"] <= SCREEN["height"], box  # above the fold of 1024×768
+    assert box["height"] >= SCREEN["height"] / 2 and box["width"] >= SCREEN["width"] / 2, box  # half the screen at least
+    verdict = main.get_by_role("heading", name="Verdict: reproduced")
+    size = float(verdict.evaluate("e => getComputedStyle(e).fontSize").removesuffix("px"))
+    text_height = verdict.evaluate("e => {const r = document.createRange(); r.selectNodeContents(e); "
+                                   "return r.getBoundingClientRect().height}")
+    assert size >= 24 and text_height < 2 * size, (size, text_height)  # one line (its text, not its margins), large type
     teacher.context.close()
 
 

@@ -55,9 +55,9 @@ def visitor(browser):
 def wait_until_done(page, timeout_ms: int = 240_000) -> None:
     """The script run has ended and every lazily loaded element is drawn. A freshly loaded page reads
     "notRunning" before its first run starts, so the page's title (every page's first element, drawn by
-    the frame) is waited for first."""
+    the frame; hidden in the Class page's projector mode) is waited for first."""
     page.wait_for_selector('[data-testid="stApp"][data-test-connection-state="CONNECTED"]', timeout=timeout_ms)
-    page.wait_for_selector('[data-testid="stMain"] h1', timeout=timeout_ms)
+    page.wait_for_selector('[data-testid="stMain"] h1', state="attached", timeout=timeout_ms)  # projector mode hides it
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout_ms)
     page.wait_for_function(
         "() => !document.querySelector('[data-testid=stSkeleton],[data-testid=stAppSkeleton]')", timeout=timeout_ms

@@ -19,6 +19,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from sensviz import stats
 from sensviz.configs import settings_of
 from sensviz.models import ModelSettings
 from sensviz.sweeps import read_results
@@ -32,7 +33,11 @@ from ui import cache, model_refs, owner_id, registry, train_form, url_state
 GALLERY_EVERY_S = 3.0
 """How often the gallery and the class chart look for new models and runs (seconds)."""
 PROJECTOR_CSS = ("<style>section[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'] {display: none;} "
-                 "html, .stMarkdown, .stCaption, .stDataFrame {font-size: 150% !important;}</style>")
+                 "html, .stMarkdown, .stCaption, .stDataFrame {font-size: 150% !important;} "
+                 "[data-testid='stMainBlockContainer'] {padding-top: 1rem !important;} "
+                 "[data-testid='stMain'] h1 {display: none;}</style>")
+"""Projector mode: no sidebar, large type, the page's own title and top margin gone (the class's name stays), so the
+class chart sits above the fold of a 1024×768 screen."""
 
 INSTRUCTOR_PARAM = "instructor"
 """The instructor link's parameter (its private code): taken on the first run, never kept in the URL."""
@@ -403,30 +408,54 @@ def class_runs(found: Class) -> pd.DataFrame:
     return runs.assign(member=[names.get(i, "(removed)") for i in ids])
 
 
-def chart(a: assignments.Assignment, runs: pd.DataFrame, me: str | None) -> alt.LayerChart:
+TASK_STYLE = {"parity": ("#D55E00", "triangle-up", [1, 0]), "first": ("#0072B2", "circle", [8, 5])}
+"""Each task's colour (an orange and a blue apart for colour-blind readers), point shape and line dash: the
+tasks stay apart in greyscale and on a washed-out projector."""
+PROJECTOR_TYPE = {"label": 16, "title": 18, "height": 400, "point": 140}
+"""Projector mode's chart at 1024×768, read from the back row: tick and legend labels of 16 px, titles of 18
+px, a plot 400 px high (with its axes, legend and title line it fills over half the screen, above the fold)."""
+SCREEN_TYPE = {"label": 12, "title": 13, "height": 420, "point": 50}
+PROJECTED_VERDICT = {stats.REPRODUCED: "reproduced", stats.DIFFERS: "differs", stats.UNRESOLVED: "not resolved yet"}
+"""The verdict in the few words a projector shows in large type (the sentence follows in normal type)."""
+
+
+def chart(a: assignments.Assignment, runs: pd.DataFrame, me: str | None, projector: bool = False) -> alt.LayerChart:
     """Every member's point (their own larger, outlined), the mean per setting (a line per task): the runs
-    the verdict counts (`server.assignments.counted`: each member's latest finished run)."""
+    the verdict counts (`server.assignments.counted`: each member's latest finished run). Tasks differ by
+    colour, shape and dash (`TASK_STYLE`); a run that did not converge is drawn faint; `projector`: the
+    back row's type (`PROJECTOR_TYPE`)."""
+    look = PROJECTOR_TYPE if projector else SCREEN_TYPE
     done = assignments.counted(runs).copy()
     done["yours"] = done["member"] == me
     done["kept"] = done["converged"].fillna(False).astype(bool).map({True: "converged", False: "not converged"})
+    tasks = [t for t in a.tasks if t in TASK_STYLE] + [t for t in a.tasks if t not in TASK_STYLE]
+    style = [TASK_STYLE.get(t, ("#444444", "square", [2, 2])) for t in tasks]
+    axis = {"labelFontSize": look["label"], "titleFontSize": look["title"]}
     x = alt.X("n:Q", scale=alt.Scale(domain=[min(a.lengths) - 1, max(a.lengths) + 1]), title="input length n",
-              axis=alt.Axis(values=list(a.lengths), format="d"))
-    y = alt.Y(f"{a.quantity}:Q", title="sharpness L_ρ")  # short: it fits the plot's height in projector type too
-    legend = alt.Legend(orient="top", titleOrient="left")  # one line above: the plot keeps the width and the height
-    color = alt.Color("task:N", title="task", legend=legend)
-    points = alt.Chart(done).mark_point(filled=True, opacity=0.7).encode(
-        x=x, y=y, color=color, shape=alt.Shape("kept:N", title="", legend=legend),
-        size=alt.condition("datum.yours", alt.value(220), alt.value(50)),
+              axis=alt.Axis(values=list(a.lengths), format="d", **axis))
+    y = alt.Y(f"{a.quantity}:Q", title="sharpness L_ρ", axis=alt.Axis(tickCount=5, **axis))
+    legend = alt.Legend(orient="top", titleOrient="left", labelFontSize=look["label"], titleFontSize=look["label"],
+                        symbolSize=look["point"] * 2)  # one line above: the plot keeps the width and the height
+    color = alt.Color("task:N", title="task", legend=legend, scale=alt.Scale(domain=tasks, range=[c for c, _, _ in style]))
+    shape = alt.Shape("task:N", title="task", legend=legend, scale=alt.Scale(domain=tasks, range=[m for _, m, _ in style]))
+    dash = alt.StrokeDash("task:N", title="task", legend=legend, scale=alt.Scale(domain=tasks, range=[d for _, _, d in style]))
+    faint = alt.Opacity("kept:N", title="", legend=legend,
+                        scale=alt.Scale(domain=["converged", "not converged"], range=[0.85, 0.3]))
+    points = alt.Chart(done).mark_point(filled=True).encode(
+        x=x, y=y, color=color, shape=shape, opacity=faint,
+        size=alt.condition("datum.yours", alt.value(look["point"] * 4), alt.value(look["point"])),
         stroke=alt.condition("datum.yours", alt.value("black"), alt.value(None)),
         tooltip=["member", "task", "n", "seed", alt.Tooltip(a.quantity, format=".4f", title="sharpness L_ρ (the live monitor's)"),
                  "kept"])
-    means = alt.Chart(done[done["kept"] == "converged"]).mark_line(point=True, strokeWidth=3).encode(
-        x=x, y=alt.Y(f"mean({a.quantity}):Q"), color=color)
-    return (points + means).properties(height=420)  # axes and legend included (Streamlit fits the chart)
+    means = alt.Chart(done[done["kept"] == "converged"]).mark_line(strokeWidth=4 if projector else 3).encode(
+        x=x, y=alt.Y(f"mean({a.quantity}):Q"), color=color, strokeDash=dash)
+    # axes and legend included (Streamlit fits the chart); a margin keeps the y title's ρ off the canvas's edge
+    return (points + means).properties(height=look["height"], padding={"left": 8, "top": 4, "right": 8, "bottom": 4})
 
 
-def chart_section(found: Class) -> None:
-    """The class chart with the verdict (`server.assignments.verdict`: `sensviz.stats` on the class's table)."""
+def chart_section(found: Class, projector: bool = False) -> None:
+    """The class chart with the verdict (`server.assignments.verdict`: `sensviz.stats` on the class's table);
+    `projector`: the chart in the back row's type and the verdict one line in large type under it."""
     if found.assignment not in assignments.ASSIGNMENTS:
         st.caption("The instructor has not started an assignment yet.")
         return
@@ -437,14 +466,19 @@ def chart_section(found: Class) -> None:
     me = member(found)
     st.markdown(f"**{escape_markdown(a.title)}**")
     if not runs.empty and "status" in runs and (runs["status"] == "finished").any():
-        st.altair_chart(chart(a, runs, me.name if me else None))
+        st.altair_chart(chart(a, runs, me.name if me else None, projector))
     decided = assignments.verdict(a, runs if not runs.empty else pd.DataFrame(), ended=found.ended)
+    if projector:  # one line of large type at 1024 px, the full sentence under it
+        st.markdown(f"### Verdict: {PROJECTED_VERDICT[decided.verdict]}")
+        st.markdown(escape_markdown(decided.text[:1].upper() + decided.text[1:]) + ".")
+    else:
+        (st.success if decided.verdict == "reproduced" else st.info)(f"Verdict: {decided.text}.")
     if decided.interval is not None:
         i = decided.interval
         st.markdown(f"Slope of PARITY minus slope of FIRST: **{i.estimate:.4f}** per unit of n, 95 % interval "
                     f"[{i.low:.4f}, {i.high:.4f}] ({escape_markdown(i.test)}).")
-    (st.success if decided.verdict == "reproduced" else st.info)(f"Verdict: {decided.text}.")
-    st.caption(assignments.describe_short(a))
+    if not projector:
+        st.caption(assignments.describe_short(a))
 
 
 @st.fragment(run_every=GALLERY_EVERY_S)
