@@ -44,7 +44,7 @@ def create_class() -> None:
         name = st.text_input("Class name", key=registry.CLASS_NAME, max_chars=80)
         if st.button("Create the class", key=registry.CLASS_CREATE):
             try:
-                made = classroom.store().create(name or "", owner_id.owner())
+                made = classroom.store().create(name or "", owner_id.owner(), owner_id.network_address())
             except (ValueError, ClassRefused) as err:
                 st.error(f"No class created: {quoted(err, 200)}")
             else:

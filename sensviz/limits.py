@@ -97,6 +97,12 @@ _ALL = (
     Limit("class_members", 1, 200, "members of one class"),
     Limit("classes", 1, 1000, "classes on one server"),
     Limit("class_models", 1, 2000, "models listed in one class's gallery"),
+    Limit("classes_per_address", 1, 20, "classes created from one network address (open or closed, until deleted)"),
+    Limit("classes_per_address_hour", 1, 5, "classes created from one network address in an hour"),
+    Limit("class_members_per_address", 1, 80, "members of one class who joined from one network address (a class "
+          "of 60 behind one NAT fits)"),
+    Limit("class_joins_per_address_minute", 1, 60, "joins of one class from one network address in a minute (a "
+          "class of 60 behind one NAT joining at once fits)"),
 )
 
 LIMITS: dict[str, Limit] = {limit.name: limit for limit in _ALL}

@@ -72,6 +72,7 @@ class Member:
     rejoin: str  # the signature of their rejoin code
     joined: float
     seat: int  # their place in the order of joining (the assignment deals by it)
+    address: str = ""  # the network address they joined from, signed (`ClassStore.address_key`): never shown
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,7 @@ class Class:
     assignment: str | None = None  # the running assignment's name (`server.assignments.ASSIGNMENTS`)
     removed: list[str] = field(default_factory=list)  # owner ids of removed members: they cannot join again (`readmit`)
     ended: bool = False  # the instructor ended the assignment: no more cells dealt, the verdict on the runs in
+    address: str = ""  # the network address it was created from, signed (`ClassStore.address_key`)
 
     def member_list(self) -> list[Member]:
         return [Member(**{**m, "owners": tuple(m["owners"])}) for m in self.members]
@@ -154,6 +156,13 @@ def check_display_name(name: object) -> str:
     if not _NAME_OK.match(text):
         raise ValueError(f"a display name may only have {NAME_CHARACTERS}")
     return text
+
+
+def _within(count: int, limit: str, what: str) -> None:
+    """`ClassRefused` (one line naming the limit) when `count` is at the named limit already."""
+    most = int(LIMITS[limit].high)
+    if count >= most:
+        raise ClassRefused(f"{most:,} {what} (limit '{limit}'); try again later or ask your instructor")
 
 
 def check_class_name(name: object) -> str:
@@ -247,18 +256,31 @@ class ClassStore:
 
     # ------------------------------------------------------------------ the instructor
 
-    def create(self, name: str, owner: str) -> Class:
-        """A new class named `name` with `owner` as its instructor (no instructor code exists yet: `instructor_code`)."""
+    def address_key(self, address: str | None) -> str:
+        """A network address as the store keeps it: signed with the server's secret (so the files name no one's
+        address), "" when unknown (a script, the operator)."""
+        return owners.sign(self.secret, "address", address)[:22] if address else ""
+
+    def create(self, name: str, owner: str, address: str | None = None) -> Class:
+        """A new class named `name` with `owner` as its instructor (no instructor code exists yet: `instructor_code`),
+        created from the network `address`: one address creates at most `classes_per_address` classes, and at
+        most `classes_per_address_hour` in an hour (an owner id costs nothing; an address does)."""
         name = check_class_name(name)
+        key = self.address_key(address)
         with self.lock:
             classes = self._all()
             if len(classes) >= LIMITS["classes"].high:
                 raise ClassRefused(f"this server holds {int(LIMITS['classes'].high):,} classes already "
                                    "(limit 'classes'); delete one first")
+            if key:
+                mine = [c.created for c in classes if c.address == key]
+                _within(len(mine), "classes_per_address", "classes were created from your network address")
+                _within(sum(self.clock() - t < 3600 for t in mine), "classes_per_address_hour",
+                        "classes were created from your network address in the last hour")
             if any(skeleton(c.name) == skeleton(name) for c in classes):
                 raise ClassRefused(f"this server has a class named {name}, or a name that looks like it; choose another")
             code = secrets.token_urlsafe(12)
-            found = Class(code, name, self.clock(), "", [owner])
+            found = Class(code, name, self.clock(), "", [owner], address=key)
             self.folder(code).mkdir(parents=True, exist_ok=False)
             self._save(found)
         return found
@@ -362,11 +384,13 @@ class ClassStore:
         if any(skeleton(m["name"]) == skeleton(name) and m["id"] != member_id for m in c.members):
             raise ClassRefused(f"the name {name} is taken in this class, or one that looks like it; choose another")
 
-    def join(self, code: str, name: str, owner: str) -> tuple[Member, str]:
-        """`owner` joins under the display name `name`; returns the member and their rejoin code.
-        `ClassRefused` for a closed class, a taken name, a full class or an owner already in it."""
+    def join(self, code: str, name: str, owner: str, address: str | None = None) -> tuple[Member, str]:
+        """`owner` joins under the display name `name` from the network `address`; returns the member and their
+        rejoin code. `ClassRefused` for a closed class, a taken name, a full class, an owner already in it, or
+        an address over `class_members_per_address` or `class_joins_per_address_minute`."""
         name = check_display_name(name)
         rejoin = secrets.token_urlsafe(12)
+        key = self.address_key(address)
 
         def change(c: Class) -> Member:
             if c.member_of(owner) is not None:
@@ -376,9 +400,14 @@ class ClassStore:
             self._check_free(c, name)
             if len(c.members) >= LIMITS["class_members"].high:
                 raise ClassRefused(f"the class is full ({int(LIMITS['class_members'].high)} members, limit 'class_members')")
+            if key:
+                mine = [m["joined"] for m in c.members if m.get("address") == key]
+                _within(len(mine), "class_members_per_address", "members joined this class from your network address")
+                _within(sum(self.clock() - t < 60 for t in mine), "class_joins_per_address_minute",
+                        "members joined this class from your network address in the last minute")
             seat = max((m["seat"] for m in c.members), default=-1) + 1
             member = Member(secrets.token_urlsafe(9), name, (owner,), owners.sign(self.secret, "rejoin", rejoin),
-                            self.clock(), seat)
+                            self.clock(), seat, key)
             c.members.append({**asdict(member), "owners": [owner]})
             return member
 

@@ -459,3 +459,41 @@ def test_a_change_never_changes_a_class_another_thread_is_reading(store):
     store.add_job(made.code, "s1", "job-aaaaaaaaaaaa", "parity", 4, None)
     assert reading.members == [] and reading.jobs == {}
     assert [m.name for m in store.get(made.code).member_list()] == ["Ada"]
+
+
+def test_one_address_creates_and_joins_only_so_much(store, monkeypatch):
+    """An owner id costs nothing (a browser without a cookie is a new one); a network address does."""
+    from sensviz.limits import LIMITS, Limit
+
+    clock = [1000.0]
+    store.clock = lambda: clock[0]
+    per_hour = int(LIMITS["classes_per_address_hour"].high)
+    for k in range(per_hour):
+        store.create(f"Lab {k}", f"sybil {k}", "10.0.0.7")
+    with pytest.raises(ClassRefused, match="classes_per_address_hour"):
+        store.create("Lab more", "another sybil", "10.0.0.7")
+    assert store.create("Honest lab", "teacher", "10.0.0.8").name == "Honest lab"  # another address is not held up
+    clock[0] += 3601
+    assert store.create("Lab later", "sybil", "10.0.0.7").name == "Lab later"  # an hour later
+    made = store.create("Big lab", "teacher", "10.0.0.9")
+    monkeypatch.setitem(LIMITS, "class_members_per_address", Limit("class_members_per_address", 1, 3, "test"))
+    for k in range(3):
+        store.join(made.code, f"student {k}", f"browser {k}", "192.0.2.1")
+        clock[0] += 61  # one a minute: under the rate
+    with pytest.raises(ClassRefused, match="class_members_per_address"):
+        store.join(made.code, "a fourth", "browser 4", "192.0.2.1")
+    assert store.join(made.code, "from home", "browser 5", "192.0.2.2")[0].name == "from home"
+    address_file = (store.root / made.code / "class.json").read_text()
+    assert "192.0.2" not in address_file  # the files name no one's address
+
+
+def test_a_class_behind_one_nat_joins_at_once_within_the_rate(store):
+    from sensviz.limits import LIMITS
+
+    made = store.create("Lab", "teacher", "10.0.0.1")
+    at_once = int(LIMITS["class_joins_per_address_minute"].high)
+    for k in range(at_once):
+        store.join(made.code, f"student {k}", f"browser {k}", "198.51.100.1")
+    with pytest.raises(ClassRefused, match="class_joins_per_address_minute"):
+        store.join(made.code, "one too many", "browser x", "198.51.100.1")
+    assert at_once >= 60  # a class of 60 behind one NAT joins in one minute

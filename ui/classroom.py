@@ -201,7 +201,7 @@ def join_form(found: Class) -> None:
                          help="Shown to the class beside your models (letters, digits, spaces and - _ . ').")
     if st.button("Join", key=registry.CLASS_JOIN, type="primary"):
         try:
-            joined, rejoin = store().join(found.code, name or "", owner_id.owner())
+            joined, rejoin = store().join(found.code, name or "", owner_id.owner(), owner_id.network_address())
         except (ValueError, ClassRefused) as err:
             st.error(f"Not joined: {quoted(err, 200)}")
         else:

@@ -30,7 +30,13 @@ def owner() -> str:
 def client_address() -> str:
     """The address this session connects from (`st.context.ip_address`; "local" for localhost), which
     the job queue takes turns by. Behind a proxy it is what the README's class-server paragraph says."""
-    return st.context.ip_address or "local"
+    return network_address() or "local"
+
+
+def network_address() -> str | None:
+    """The network address this session connects from, None on the server's own machine (localhost: its
+    operator, whom the per-address limits of classes do not hold back)."""
+    return st.context.ip_address
 
 
 def owner_cookie_script() -> str | None:
