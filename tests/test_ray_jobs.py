@@ -230,3 +230,20 @@ def test_a_killed_queue_is_started_again_and_the_records_survive(apps, tmp_path)
     ("cuda", 1, 1), ("cuda:0", 4, 1), ("cuda", 0, 0), (None, 2, 0), ("cpu", 1, 0), ("cudax", 1, 0)])
 def test_a_training_task_asks_for_a_gpu_only_when_it_trains_on_cuda_and_the_cluster_has_one(device, cluster_gpus, gpus):
     assert training_task_options(2, device, cluster_gpus) == {"num_cpus": 2, "num_gpus": gpus, "max_retries": 0}
+
+
+@pytest.mark.ray
+@pytest.mark.server
+def test_a_server_on_ray_ends_on_sigterm_with_one_line(cluster, tmp_path):
+    """Connecting to Ray installs Ray's own SIGTERM handler (a traceback on exit); the server's start puts its
+    own back (`ui.serve.stop_now`): SIGTERM ends it at once, one line in its log."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import load
+
+    log = tmp_path / "served.log"
+    env = {**own_home(tmp_path / "server"), "SENSVIZ_DATA_DIR": str(tmp_path / "data"), RAY_ADDRESS: cluster.address}
+    with load.served(log, env=env, timeout=CEILING_S) as (_, process):
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+    text = log.read_text()
+    assert process.returncode == 0 and "SIGTERM received, the server stops now" in text and "Traceback" not in text, text[-3000:]
