@@ -38,6 +38,7 @@ import json
 import math
 import numbers
 import re
+import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -197,6 +198,19 @@ def _source_name(source) -> str:
     return str(source)
 
 
+def _what_it_is(path: Path) -> str:
+    """What a path that is not a regular file is, in a few words (for a one-line refusal)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as err:
+        return f"cannot look at it ({err.strerror or err})"
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (a pipe)"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((f"it is {words}" for test, words in kinds if test(mode)), "it is not a regular file")
+
+
 def _read_source(source, name: str, size_cap: int) -> bytes:
     """The file's bytes; enforces the size cap before reading."""
     if isinstance(source, (bytes, bytearray, memoryview)):
@@ -206,7 +220,7 @@ def _read_source(source, name: str, size_cap: int) -> bytes:
     else:
         path = Path(source)
         if not path.is_file():
-            raise CheckpointError(f"{name}: no such file")
+            raise CheckpointError(f"{name}: {_what_it_is(path)}, not a checkpoint file")
         size = path.stat().st_size
         if size > size_cap:
             raise CheckpointError(f"{name}: {size / MiB:.1f} MiB is over the {size_cap / MiB:.0f} MiB size cap "

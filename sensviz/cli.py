@@ -43,7 +43,7 @@ import torch
 
 from . import analysis, configs, cube, experiments, init_study, slices, sweeps, zoo
 from .checkpoints import CheckpointError, convert_torch_file, load_checkpoint
-from .files import check_file, check_folder, write_atomic
+from .files import check_file, check_folder, check_writable, write_atomic
 from .init_claim import decide_init_claim
 from .limits import check_float, check_int
 from .losses import loss_for, targets
@@ -214,6 +214,8 @@ def _train(args) -> dict:
     config = configs.from_arguments(TrainConfig, args)
     model_settings = configs.from_arguments(ModelSettings, args)
     task = get_task(args.task)
+    if args.out:
+        check_writable(args.out)  # before training, not after it
     model = model_settings.build(config.n, seed=config.seed)
     result = train(model, task, config, [] if args.quiet else [PrintProgress()])
     summary = {"arch": model.arch, "model_config": config_to_dict(model.config), "n_params": model.n_params(),

@@ -122,6 +122,27 @@ def write_atomic(path, data: bytes | Writer) -> Path:
     return Path(path)
 
 
+def check_writable(path) -> Path:
+    """`path` when a file can be written there, checked before any work (a command that trains first
+    and fails at the write loses the work): `check_file`'s checks, then a probe file made and removed
+    in its folder (folders made for it are removed again); ValueError (one line) otherwise."""
+    target = check_file(path)
+    made: list[Path] = []
+    try:
+        made = _make_folders(target.parent)
+        probe = target.with_name(f".{target.name}.{secrets.token_hex(4)}.probe")
+        with open(probe, "xb"):
+            pass
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(f"cannot write {path}: {err.strerror or err}") from None
+    finally:
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+    return target
+
+
 def _make_folders(folder: Path) -> list[Path]:
     """Make `folder` and any missing folders above it; returns those made, deepest first."""
     missing = []

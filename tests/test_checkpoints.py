@@ -191,3 +191,9 @@ def test_a_table_task_is_a_tensor_beside_the_weights_and_older_files_still_load(
     meta["task"] = json.dumps({"name": "table", "n": 2, "tensor": TASK_TABLE})
     with pytest.raises(sv.CheckpointError, match="a task table must be U8"):
         sv.load_checkpoint(safetensors.torch.save(tensors, meta))
+
+
+@pytest.mark.parametrize("path, says", [("/dev/zero", "character device"), ("/tmp", "a folder")])
+def test_a_path_that_is_not_a_file_is_named_for_what_it_is(path, says):
+    with pytest.raises(CheckpointError, match=says):
+        sv.load_checkpoint(path)

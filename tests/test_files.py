@@ -130,3 +130,12 @@ def test_a_folder_lock_holds_across_processes_and_is_reentrant_in_a_thread(tmp_p
         assert not done.exists() and child.is_alive()  # waiting for the lock
     child.join(60)
     assert child.exitcode == 0 and done.exists()
+
+
+def test_a_path_that_cannot_be_written_is_refused_before_any_work(tmp_path):
+    from sensviz.files import check_writable
+
+    assert check_writable(tmp_path / "new" / "deeper" / "m.safetensors") == tmp_path / "new" / "deeper" / "m.safetensors"
+    assert not (tmp_path / "new").exists()  # the probe's folders are gone again
+    with pytest.raises(ValueError, match="cannot write"):
+        check_writable("/proc/x.safetensors")
