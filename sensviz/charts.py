@@ -157,8 +157,9 @@ def _cube_grid(table: pd.DataFrame, value: str, colour: alt.Color, title: str, c
               axis=alt.Axis(labelAngle=-90, labelFontSize=font, labelOverlap=True))
     y = alt.Y("row_bits:O", sort=row_order, title=f"bits 1..{row_bits} (Gray order)",
               axis=alt.Axis(labelFontSize=font, labelOverlap=True))
-    tooltip = ["bits:N", "vertex:Q", "weight:Q", alt.Tooltip("output:Q", format=VALUE),
-               alt.Tooltip("s_model:Q", format=".3~g", title="s(model, x)")]
+    tooltip = ["bits:N", "vertex:Q", "weight:Q", alt.Tooltip("output:Q", format=VALUE)]
+    if "s_model" in frame:  # a cube drawn without it (the Lab before a prediction) tells nothing of it
+        tooltip.append(alt.Tooltip("s_model:Q", format=".3~g", title="s(model, x)"))
     if "s_target" in frame:
         tooltip += ["target:Q", alt.Tooltip("s_target:Q", format=".3~g", title="s(target, x)")]
     cells = (alt.Chart(frame).mark_rect(stroke="white", strokeWidth=0.5 if cell > 8 else 0, cursor="pointer")

@@ -119,7 +119,8 @@ def _plain(value):
 @dataclass
 class Figure:
     """One chart of a chapter, with the data behind it, and the chart shown before the student predicts
-    (`blind`: the same view with the asked-for quantity left out; None: nothing until then)."""
+    (`blind`: the same view with the asked-for quantity left out, under `blind_title`, its data only the
+    columns it draws; None: nothing until then)."""
 
     key: str
     title: str
@@ -127,6 +128,7 @@ class Figure:
     data: pd.DataFrame
     caption: str = ""
     blind: object | None = None
+    blind_title: str = ""  # the title of `blind` (default: `title`)
 
     def __post_init__(self):
         self.chart = charts.readable(self.chart)
@@ -176,12 +178,13 @@ class Chapter:
     terms: tuple[str, ...]  # glossary terms, defined where the chapter first uses them
     models: tuple[str, ...]  # the zoo models the setup loads: the first is the model, the second the comparison
     reads: tuple[str, ...]  # every zoo model `measure` reads
-    formula: tuple[str, ...]  # LaTeX, one line each
+    formula: tuple[str, ...]  # LaTeX, one line each: the definitions, shown before the prediction
     control: Control
     try_it: str  # what else to try, on the explorer's pages
     measure: Callable[[Sources, Progress], Data] = field(repr=False)
     present: Callable[[Data, object], Built] = field(repr=False)
     results: str | None = None  # the experiment whose shipped results `measure` reads (`Experiment.lab`), if any
+    theorem: tuple[str, ...] = ()  # LaTeX: the paper's result that predicts the answer, shown with the answer
 
     def inputs(self, sources: Sources) -> dict[str, Path]:
         """The files the chapter's data depends on, by name."""
@@ -198,6 +201,16 @@ class Chapter:
     def definitions(self) -> list[str]:
         """One line per glossary term the chapter uses."""
         return [glossary.definition(t) for t in self.terms]
+
+
+def what_changes(ch: Chapter, asked: Built, here: Built, choice) -> str:
+    """At a try-it setting other than the question's own (`ch.control.default`, where the Answer is decided):
+    whether the charts there show the same answer, and what they show, from that setting's own data."""
+    at = ch.control.fmt(choice)
+    if here.correct == asked.correct:
+        return f"At {at} the charts show the same answer (“{here.correct}”). {here.look_for}"
+    return (f"At {at} the answer is not visible: by the chapter's own rule the charts here say “{here.correct}”, not "
+            f"“{asked.correct}” as at the question's setting ({ch.control.fmt(ch.control.default)}). {here.look_for}")
 
 
 def zoo_loader(directory: str | Path) -> Loader:
@@ -392,6 +405,8 @@ def _task_name(ck: Checkpoint) -> str:
 # ----------------------------------------------------------------------------- chapter 1
 
 SENSITIVITY_NS = (4, 6, 8, 10)
+BLIND_CUBE = ("vertex", "bits", "weight", "row", "col", "output", "output_pm1", "target")
+"""The columns of chapter 1's cube before the prediction: the inputs and the outputs, not s(f,x)."""
 FLIPS = {"none of them": 0.0, "about one": 1.0, "about half of them": 0.5, "all n of them": 1.0}
 
 
@@ -436,11 +451,13 @@ def _sensitivity_present(data: Data, n) -> Built:
               f"changes PARITY, so s(PARITY, x) = n; only the first bit's flip changes FIRST, so s(FIRST, x) = 1. "
               "A function that reacts to every bit has all its Fourier weight at the top degree, and that is what "
               "the paper proves is hard for a transformer.")
+    outputs = {name: grid[list(BLIND_CUBE)] for name, grid in grids.items()}  # no s(f,x) in its data or tooltips
     figures = [
         Figure("cube", f"s(f,x) of each model at each of the 2^{n} inputs (colour: 0 to {n} flips)",
                charts.cube_grids(grids, "s_model", n), cube_rows,
                "Each cell is one input x; neighbouring cells differ in one bit. A dot marks f(x) = 1.",
-               blind=charts.cube_grids(grids, "output_pm1", n)),
+               blind=charts.cube_grids(outputs, "output_pm1", n),
+               blind_title=f"the output of each model at each of the 2^{n} inputs (colour: its answer, −1 or +1)"),
         Figure("degrees", "Fourier degree profile d_k of each model", charts.degree_profiles(degree_rows), degree_rows,
                "d_k: the share of the function's weight on products of exactly k bits."),
     ]
@@ -450,6 +467,9 @@ def _sensitivity_present(data: Data, n) -> Built:
 # ----------------------------------------------------------------------------- chapter 2
 
 SHARPNESS = "sharpness L_ρ"
+CURVES = {SHARPNESS: SHARPNESS, "as_n(model)": "as_n(model)", "loss": "loss", "param_norm": "‖θ‖",
+          "Blowup": "E[log Blowup]"}
+"""Chapter 2's try-it options and the curve each draws (the training records' metric of that name)."""
 
 
 def _training_measure(src: Sources, progress: Progress = None) -> Data:
@@ -497,8 +517,7 @@ def _training_present(data: Data, metric) -> Built:
     answer = (f"{upper_first(correct)}. Until degree {n} appears the model is an almost constant function (degree "
               f"{low}); once it computes PARITY its output reacts to every bit, and so to small changes of the "
               f"parameters: sharpness {claims['sharpness']}.")
-    options = [m for m in dict.fromkeys(curves["metric"]) if m != "accuracy"]
-    shown_metric = metric if metric in options else SHARPNESS
+    shown_metric = CURVES.get(metric, SHARPNESS)
     shown = curves[curves["metric"].isin(["accuracy", shown_metric])].reset_index(drop=True)
     blind = curves[curves["metric"].isin(["accuracy", "as_n(model)" if shown_metric == SHARPNESS else shown_metric])]
     figures = [
@@ -516,7 +535,7 @@ ZOO_RUN, YOUR_RUN = "the zoo's run", "your run"
 def your_run(data: Data, metric, records: list[dict]) -> Figure:
     """Chapter 2's curves with the student's own training run (its measurement records) drawn over the zoo's."""
     curves = data.tables["curves"]
-    shown_metric = metric if metric in set(curves["metric"]) and metric != "accuracy" else SHARPNESS
+    shown_metric = CURVES.get(metric, SHARPNESS)
     mine = tables.training_table(records)
     both = pd.concat([curves.assign(run=ZOO_RUN), mine.assign(run=YOUR_RUN)], ignore_index=True)
     both = both[both["metric"].isin(["accuracy", shown_metric])].reset_index(drop=True)
@@ -809,7 +828,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         ("PARITY", "Fourier degree", "sharpness", "radius", "average sensitivity"),
         ("encoder-parity-n8",), ("encoder-parity-n8",),
         (r"L_{\rho,n}(T) = \mathbb{E}_x \mathbb{E}_{\|\Delta\|=\rho} (T_{\theta+\Delta}(x)-T_\theta(x))^2",),
-        Control("curve beside accuracy", (SHARPNESS, "as_n(model)", "loss", "param_norm", "Blowup"), SHARPNESS),
+        Control("curve beside accuracy", tuple(CURVES), SHARPNESS),
         "Train it yourself: the Train page's PARITY, n = 8 preset measures the same curves.",
         _training_measure, _training_present,
     ),
@@ -822,11 +841,11 @@ CHAPTERS: tuple[Chapter, ...] = (
         ("LayerNorm factor", "Blowup", "param_norm"),
         ("encoder-parity-n12", "encoder-first-n12"),
         tuple(f"encoder-{task}-n{n}" for n in BLOWUP_NS for task in ("parity", "first")),
-        (r"N_i^{(k)} = \frac{1}{\sqrt{\sigma^2(Y_i^{(k)})+\varepsilon}}, \mathrm{Blowup}(x) = \prod_k \max_i (1+N_i^{(k)}(x))",
-         r"C \mathbb{E}[\mathrm{Blowup}^2] \ge \frac{\mathrm{as}_n(f)}{\sqrt{n\log n}} - \frac{H}{n}"),
+        (r"N_i^{(k)} = \frac{1}{\sqrt{\sigma^2(Y_i^{(k)})+\varepsilon}}, \mathrm{Blowup}(x) = \prod_k \max_i (1+N_i^{(k)}(x))",),
         Control("input length n", BLOWUP_NS, 12, lambda n: f"n = {n}"),
         "Pick an input on the LayerNorm page and compare N_i^(k) of both models position by position.",
         _blowup_measure, _blowup_present,
+        theorem=(r"C \mathbb{E}[\mathrm{Blowup}^2] \ge \frac{\mathrm{as}_n(f)}{\sqrt{n\log n}} - \frac{H}{n}",),
     ),
     Chapter(
         4, "landscape", "The landscape: sharp and flat minima",
@@ -836,11 +855,12 @@ CHAPTERS: tuple[Chapter, ...] = (
                    ("PARITY's", "FIRST's", "about the same")),
         ("sharpness", "radius", "PARITY", "FIRST"),
         LANDSCAPE_MODELS, LANDSCAPE_MODELS,
-        (r"\lim_{\rho\to0} \liminf_{n\to\infty} L_{\rho,n}(T) \ge \liminf_{n\to\infty} \frac{\mathrm{as}_n(T)}{2n}"
-         r" - L e^{-\Omega(d)}",),
+        (r"L_{\rho,n}(T) = \mathbb{E}_x \mathbb{E}_{\|\Delta\|=\rho} (T_{\theta+\Delta}(x)-T_\theta(x))^2",),
         Control("radius (fraction of the paper's ρ)", RADIUS_FRACTIONS, 1.0, lambda f: f"{f:g} ρ"),
         "Open the Landscape page with both models: the same L_ρ, with more radii and 2-D slices.",
         _landscape_measure, _landscape_present,
+        theorem=(r"\lim_{\rho\to0} \liminf_{n\to\infty} L_{\rho,n}(T) \ge \liminf_{n\to\infty} \frac{\mathrm{as}_n(T)}{2n}"
+                 r" - L e^{-\Omega(d)}",),
     ),
     Chapter(
         5, "length", "Length scaling",
@@ -849,11 +869,13 @@ CHAPTERS: tuple[Chapter, ...] = (
                    ("yes, it grows", "no, it stays flat or falls", "these runs cannot tell")),
         ("sharpness proxy", "convergence filter", "PARITY", "FIRST", "MAJORITY", "MEAN"),
         ("encoder-parity-n8", "encoder-first-n8"), LENGTH_MODELS,
-        (r"\mathrm{as}_n(\mathrm{PARITY}) = n \Rightarrow \liminf_{n} L_{\rho,n} \ge \frac{1}{2}",
-         r"\mathrm{as}_n(\mathrm{FIRST}) = 1 \Rightarrow \mathrm{bound} \to 0"),
+        (r"\mathrm{as}_n(f) = \mathbb{E}_x s(f,x)",
+         r"\mathrm{as}_n(\mathrm{PARITY}) = n, \quad \mathrm{as}_n(\mathrm{FIRST}) = 1"),
         Control("tasks", tuple(LENGTH_TASKS), "PARITY and FIRST"),
         "Train a model on the Train page and select it: it joins this chart as a point.",
         _length_measure, _length_present, results="length_scaling",
+        theorem=(r"\mathrm{as}_n(\mathrm{PARITY}) = n \Rightarrow \liminf_{n} L_{\rho,n} \ge \frac{1}{2}",
+                 r"\mathrm{as}_n(\mathrm{FIRST}) = 1 \Rightarrow \mathrm{bound} \to 0"),
     ),
     Chapter(
         6, "few-examples", "What transformers learn from few examples",
@@ -862,10 +884,11 @@ CHAPTERS: tuple[Chapter, ...] = (
                    "transformer learned is…", ("less sensitive than most", "about typical", "more sensitive than most")),
         ("average sensitivity", "sharpness"),
         ("encoder-random-n8",), ("encoder-random-n8",),
-        (r"\mathrm{as}_n(\hat{f}) \ll \mathbb{E}_{g} \mathrm{as}_n(g)",),
+        (r"\mathrm{as}_n(f) = \mathbb{E}_x s(f,x)",),
         Control("compare with", FEW_COMPARE, FEW_COMPARE[0]),
         "Train one yourself with fewer or more examples (the Train page's restricted training set).",
         _few_measure, _few_present,
+        theorem=(r"\mathrm{as}_n(\hat{f}) \ll \mathbb{E}_{g} \mathrm{as}_n(g)",),
     ),
 )
 """The Lab's chapters, in order."""
@@ -928,7 +951,8 @@ def handout(sources: Sources, answers: bool = False, url: str = "http://localhos
         else:
             parts += ["<p><b>What do the charts show? Was your prediction right, and why?</b></p>",
                       '<div class="box"></div>']
-        parts += ['<div class="formula">' + "".join(mathml(line) for line in ch.formula) + "</div>",
+        theorem = "".join(mathml(line) for line in ch.theorem) if answers else ""
+        parts += ['<div class="formula">' + "".join(mathml(line) for line in ch.formula) + theorem + "</div>",
                   f"<p><b>Try it yourself:</b> {html.escape(ch.try_it)} Live chapter: "
                   f'<a href="{html.escape(live)}">{html.escape(live)}</a></p></section>']
         sections.append("\n".join(parts))

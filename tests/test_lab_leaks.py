@@ -160,12 +160,17 @@ def test_nothing_shows_the_answer_before_the_prediction(number):
     built = cache_built(number)
     at = before_the_prediction(number)
     text, data, _ = seen(at)
-    assert at.get("metric") or "sidebar" in text  # the summary is drawn (its numbers are what is checked)
     secrets = secret_strings(ch, built)
     assert secrets, "every chapter has answer-bearing facts"
     assert leaks(text, secrets) == [], f"chapter {number}: the page shows the answer before the prediction"
     assert carried(data, HIDDEN[number], built, SECRETS[number][0]) == [], f"chapter {number}: a chart's data"
     assert "Download the data" not in text
+    # the same surfaces after the prediction and the reveal: the check finds the answer where it is shown
+    at.radio(key=f"sv_w_lab_predict_{number}").set_value(ch.predict.options[0]).run()
+    at.button(key=f"sv_w_lab_reveal_{number}").click().run()
+    text, data, _ = seen(at)
+    assert leaks(text, secrets) and carried(data, HIDDEN[number], built, SECRETS[number][0]), number
+    assert any(m.label == "as_n model" for m in at.metric)  # the sidebar's summary is back
 
 
 def cache_built(number: int) -> lab.Built:
