@@ -27,7 +27,7 @@ HEIGHT = 200
 FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 """A single chart's width includes its axes and legends (Streamlit stretches it to its column) and its
 height is the plot's own: a legend or a long axis label never squeezes the plot."""
-READABLE_PX = 12
+READABLE_PX = 14
 """Smallest text of a chart (tick labels included): readable on a projector and on paper."""
 INK = "#333333"
 """Colour of a chart's text and axes: 12.6:1 against white (at least 4.5:1 is needed)."""

@@ -185,6 +185,8 @@ class Chapter:
     present: Callable[[Data, object], Built] = field(repr=False)
     results: str | None = None  # the experiment whose shipped results `measure` reads (`Experiment.lab`), if any
     theorem: tuple[str, ...] = ()  # LaTeX: the paper's result that predicts the answer, shown with the answer
+    symbols: tuple[str, ...] = ()  # each symbol of the formula and the charts, in words, shown beside them
+    theorem_symbols: tuple[str, ...] = ()  # each symbol the theorem adds, shown with it
 
     def inputs(self, sources: Sources) -> dict[str, Path]:
         """The files the chapter's data depends on, by name."""
@@ -529,7 +531,7 @@ def _training_present(data: Data, metric) -> Built:
     return Built(numbers, claims, figures, correct, look_for, answer)
 
 
-ZOO_RUN, YOUR_RUN = "the zoo's run", "your run"
+ZOO_RUN, YOUR_RUN = "the pretrained model's run", "your run"
 
 
 def your_run(data: Data, metric, records: list[dict]) -> Figure:
@@ -540,8 +542,9 @@ def your_run(data: Data, metric, records: list[dict]) -> Figure:
     both = pd.concat([curves.assign(run=ZOO_RUN), mine.assign(run=YOUR_RUN)], ignore_index=True)
     both = both[both["metric"].isin(["accuracy", shown_metric])].reset_index(drop=True)
     steps = sorted(set(mine["step"]))
-    return Figure("curves", f"accuracy and {shown_metric}: your run over the zoo's", charts.training_curves(both, columns=2),
-                  both, f"Your run: {len(steps)} measurements so far, up to step {steps[-1] if steps else 0}.")
+    return Figure("curves", f"accuracy and {shown_metric}: your run over the pretrained model's",
+                  charts.training_curves(both, columns=2), both,
+                  f"Your run: {len(steps)} measurements so far, up to step {steps[-1] if steps else 0}.")
 
 
 # ----------------------------------------------------------------------------- chapter 3
@@ -667,6 +670,7 @@ def _landscape_present(data: Data, fraction) -> Built:
 
 # ----------------------------------------------------------------------------- chapter 5
 
+PRETRAINED = "pretrained PARITY model"
 LENGTH_MODELS = tuple(f"encoder-parity-n{n}" for n in (4, 6, 8, 10, 12, 16))
 LENGTH_TASKS = {"PARITY and FIRST": ("parity", "first"), "all four tasks": ("parity", "majority", "first", "mean")}
 
@@ -705,7 +709,8 @@ def _length_present(data: Data, tasks, yours: pd.DataFrame | None = None) -> Bui
     points = data.tables["points"]
     shown = points[points["task"].isin(LENGTH_TASKS.get(tasks, LENGTH_TASKS["PARITY and FIRST"]))].reset_index(drop=True)
     parity = points[points["task"] == "parity"].sort_values("n")
-    mine = pd.concat([data.tables["zoo"]] + ([yours] if yours is not None and len(yours) else []), ignore_index=True)
+    pretrained = data.tables["zoo"].assign(model=PRETRAINED)
+    mine = pd.concat([pretrained] + ([yours] if yours is not None and len(yours) else []), ignore_index=True)
     claims = {"slope": slope_words(num["slope_low"], num["slope_high"]),
               "trend": trend_words(parity["n"], parity["mean"])}
     counts = ", ".join(f"{int(c)} at n = {int(n)}" for n, c in zip(parity["n"], parity["count"]))
@@ -713,22 +718,21 @@ def _length_present(data: Data, tasks, yours: pd.DataFrame | None = None) -> Bui
                else "these runs cannot tell")
     numbers = {**num, "counts": counts}
     look_for = (f"Follow PARITY's line: its mean sharpness proxy ×4 {claims['trend']}. Each point is the mean over the "
-                f"kept runs at that n ({counts}); the convergence filter kept {num['kept']} of {num['runs']} runs. "
-                f"A straight line through all kept PARITY runs {'rises' if num['slope'] >= 0 else 'falls'} by "
+                f"runs at that n that learned their task ({counts}); the convergence filter kept {num['kept']} of "
+                f"{num['runs']} runs. A straight line through all those PARITY runs "
+                f"{'rises' if num['slope'] >= 0 else 'falls'} by "
                 f"{abs(num['slope']):.3g} per extra bit (its slope {num['slope']:.3g}), with a "
                 f"{num['level']:.0%} interval from {num['slope_low']:.3g} to {num['slope_high']:.3g}.")
-    runs = (f"pre-registered {num['scale']}-scale runs (PARITY's from the {num['arm']})" if "arm" in num
-            else f"shipped {num['scale']}-scale runs")
-    found = (f"{upper_first(correct)}. In the {runs} PARITY's sharpness {claims['slope']} "
-             f"(sensviz.fidelity's verdict: {num['verdict']})")
+    found = (f"{upper_first(correct)}. In these {num['runs']} training runs, whose analysis was fixed before they were "
+             f"trained, PARITY's sharpness {claims['slope']} (the paper's claim, checked on them: {num['verdict']})")
     answer = (f"{found}. The paper's claim is that it grows with n, so longer inputs put gradient descent in ever "
-              "narrower valleys; with few kept runs per n, more seeds are needed to see it here.")
+              "narrower valleys; with few runs per n that learned their task, more seeds are needed to see it here.")
     if num["slope_low"] > 0:
         answer = (f"{found}: longer inputs put gradient descent in ever narrower valleys, so PARITY gets harder to "
                   "find and to keep.")
-    figures = [Figure("length", f"sharpness proxy ×4 against n ({num['scale']} scale, mean ± s.e. over kept runs)",
+    figures = [Figure("length", "sharpness proxy ×4 against n (mean ± s.e. over the runs that learned their task)",
                       charts.length_scaling(shown, mine), shown,
-                      "Black marks: single models measured the same way (the zoo's, and yours when you pick one).")]
+                      "Black marks: single models measured the same way (the pretrained ones, and yours when you pick one).")]
     return Built(numbers, claims, figures, correct, look_for, answer)
 
 
@@ -818,7 +822,12 @@ CHAPTERS: tuple[Chapter, ...] = (
         Control("input length n", SENSITIVITY_NS, 8, lambda n: f"n = {n}"),
         "Open the Sensitivity page with both models and click any cell to see which flips change the output.",
         _sensitivity_measure, _sensitivity_present,
-    ),
+        symbols=("x: one input, a string of n bits; the cube is the set of all 2^n inputs, and two inputs are "
+                 "neighbours when they differ in one bit",
+                 "x^{⊕i}: the input x with bit i flipped; f(x): the model's answer at x",
+                 "Gray order: the rows and columns of the map are ordered so that neighbouring cells differ in one bit",
+                 "λ_P: the Fourier coefficient of f on the product of the bits in the set P; d_k adds up λ_P² over all "
+                 "sets P of k bits")),
     Chapter(
         2, "training", "Training PARITY: degree n takes over",
         "What happens inside a transformer while it learns PARITY, and what happens to the sharpness of its "
@@ -831,7 +840,9 @@ CHAPTERS: tuple[Chapter, ...] = (
         Control("curve beside accuracy", tuple(CURVES), SHARPNESS),
         "Train it yourself: the Train page's PARITY, n = 8 preset measures the same curves.",
         _training_measure, _training_present,
-    ),
+        symbols=("θ: all the model's parameters; T_θ(x): its output at input x",
+                 "Δ: a random step in parameter space of length ρ; E_x: the mean over the inputs x",
+                 "step: one update of gradient descent during training")),
     Chapter(
         3, "blowup", "How can a transformer be sensitive? LayerNorm blowup",
         "Attention averages over positions, so one changed bit moves a transformer's output little. How does the "
@@ -846,6 +857,11 @@ CHAPTERS: tuple[Chapter, ...] = (
         "Pick an input on the LayerNorm page and compare N_i^(k) of both models position by position.",
         _blowup_measure, _blowup_present,
         theorem=(r"C \mathbb{E}[\mathrm{Blowup}^2] \ge \frac{\mathrm{as}_n(f)}{\sqrt{n\log n}} - \frac{H}{n}",),
+        symbols=("Y_i^(k): the vector that LayerNorm k normalises at position i; σ²: the variance of its d entries",
+                 "ε: a small constant LayerNorm adds so that it never divides by zero",
+                 "max_i: the largest over the positions i; Π_k: the product over the LayerNorms k"),
+        theorem_symbols=("C: a constant that grows with the size of the model's weights (the paper's parameter bound)",
+                         "H: the number of attention heads; n: the input length; E: the mean over all inputs"),
     ),
     Chapter(
         4, "landscape", "The landscape: sharp and flat minima",
@@ -861,11 +877,17 @@ CHAPTERS: tuple[Chapter, ...] = (
         _landscape_measure, _landscape_present,
         theorem=(r"\lim_{\rho\to0} \liminf_{n\to\infty} L_{\rho,n}(T) \ge \liminf_{n\to\infty} \frac{\mathrm{as}_n(T)}{2n}"
                  r" - L e^{-\Omega(d)}",),
+        symbols=("θ: all the model's parameters; T_θ(x): its output at input x; Δ: a random step of length ρ",
+                 "L_ρ/ρ²: the sharpness divided by the squared radius, so that all radii share one scale",
+                 "E‖∇T‖²/P: the small-ρ limit of L_ρ/ρ², from the gradient; P: the number of parameters"),
+        theorem_symbols=("liminf: the smallest value the sequence keeps coming back to as n grows",
+                         "L: the number of layers; d: the width of the vector at each position",
+                         "Ω(d): a quantity that grows at least in proportion to d, so L e^{−Ω(d)} vanishes for wide models"),
     ),
     Chapter(
         5, "length", "Length scaling",
         "Train PARITY at longer and longer inputs n. Does the minimum it lands in get sharper?",
-        Prediction("Does PARITY's sharpness grow with n in the shipped runs?",
+        Prediction("Does PARITY's sharpness grow with n in these training runs?",
                    ("yes, it grows", "no, it stays flat or falls", "these runs cannot tell")),
         ("sharpness proxy", "convergence filter", "PARITY", "FIRST", "MAJORITY", "MEAN"),
         ("encoder-parity-n8", "encoder-first-n8"), LENGTH_MODELS,
@@ -876,6 +898,10 @@ CHAPTERS: tuple[Chapter, ...] = (
         _length_measure, _length_present, results="length_scaling",
         theorem=(r"\mathrm{as}_n(\mathrm{PARITY}) = n \Rightarrow \liminf_{n} L_{\rho,n} \ge \frac{1}{2}",
                  r"\mathrm{as}_n(\mathrm{FIRST}) = 1 \Rightarrow \mathrm{bound} \to 0"),
+        symbols=("n: the input length; s(f,x): how many single-bit flips change f's answer at input x",
+                 "slope: how much the mean sharpness proxy changes per extra input bit, from a straight-line fit"),
+        theorem_symbols=("L_ρ,n: the sharpness at radius ρ for inputs of length n",
+                         "liminf: the smallest value the sequence keeps coming back to as n grows"),
     ),
     Chapter(
         6, "few-examples", "What transformers learn from few examples",
@@ -889,6 +915,10 @@ CHAPTERS: tuple[Chapter, ...] = (
         "Train one yourself with fewer or more examples (the Train page's restricted training set).",
         _few_measure, _few_present,
         theorem=(r"\mathrm{as}_n(\hat{f}) \ll \mathbb{E}_{g} \mathrm{as}_n(g)",),
+        symbols=("x: one input, a string of n bits; s(f,x): how many single-bit flips change f's answer at x",
+                 "completion: a function that agrees with the target on every training input and is random elsewhere"),
+        theorem_symbols=("f̂: the function the trained model computes; g: one of the functions compared with it",
+                         "E_g: the mean over those functions; ≪: much smaller than"),
     ),
 )
 """The Lab's chapters, in order."""

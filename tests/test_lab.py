@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from conftest import offline
 
-from sensviz import fidelity, glossary, lab
+from sensviz import charts, fidelity, glossary, lab
 from sensviz.checkpoints import file_hash, read_metadata
 from sensviz.mathml import mathml
 
@@ -413,7 +413,7 @@ def test_the_handout_opens_offline_with_every_figure(tmp_path, browser):
     page.context.close()
     assert remote == []
     assert len(boxes) == count and all(h >= 100 and right <= 1024 for _, right, h in boxes)
-    assert min(fonts) >= 11
+    assert min(fonts) >= charts.READABLE_PX == 14
 
 
 def test_chapter_2_draws_the_students_run_over_the_zoos():
@@ -423,3 +423,45 @@ def test_chapter_2_draws_the_students_run_over_the_zoos():
     drawn = pd.concat(frame for _, frame in views(fig.chart))
     assert set(drawn["run"]) == {lab.ZOO_RUN, lab.YOUR_RUN} and set(drawn["metric"]) == {"accuracy", lab.SHARPNESS}
     assert drawn[drawn["run"] == lab.YOUR_RUN]["step"].nunique() == 3 and "3 measurements" in fig.caption
+
+
+# ----------------------------------------------------------------------------- words and settings
+
+INTERNAL = ("decide-scale", "decide scale", "relax arm", "pre-registered", "preregistered", "sensviz.", "zoo",
+            "kept runs", "shipped", "fidelity", "arm:")
+"""Words a student does not have: the project's own (its scales, arms, modules, the 'zoo')."""
+
+
+def test_no_chapter_speaks_the_projects_own_words():
+    for ch in lab.CHAPTERS:
+        fixed = [ch.title, ch.question, ch.predict.prompt, *ch.predict.options, ch.try_it, *ch.definitions(),
+                 *ch.symbols, *ch.theorem_symbols, ch.control.label, *(ch.control.fmt(o) for o in ch.control.options)]
+        for choice in ch.control.options:
+            built = ch.present(data(ch.number), choice)
+            shown = [*fixed, built.look_for, built.answer, *built.claims.values()]
+            shown += [f"{f.title} {f.blind_title} {f.caption} {json.dumps(f.chart.to_dict(), ensure_ascii=False)}"
+                      for f in built.figures]
+            found = [w for w in INTERNAL for line in shown if w in line.lower()]
+            assert not found, (ch.number, choice, found)
+
+
+def test_chapter_2s_try_it_options_each_draw_the_curve_they_name():
+    labels = {lab.SHARPNESS: "sharpness", "as_n(model)": "as_n", "loss": "loss", "param_norm": "θ", "Blowup": "Blowup"}
+    assert set(lab.chapter(2).control.options) == set(labels)
+    for option, word in labels.items():
+        fig = lab.chapter(2).present(data(2), option).figures[1]
+        drawn = set(pd.concat(frame for _, frame in views(fig.chart))["metric"])
+        assert drawn == {"accuracy", lab.CURVES[option]} and word in fig.title, option
+
+
+def test_the_answer_is_decided_at_the_questions_setting_and_other_settings_say_what_they_show():
+    ch = lab.chapter(3)
+    asked = ch.present(data(3), ch.control.default)
+    for n in ch.control.options:
+        here = ch.present(data(3), n)
+        said = lab.what_changes(ch, asked, here, n)
+        assert here.look_for in said and f"n = {n}" in said
+        assert ("not visible" in said) == (here.correct != asked.correct), n
+    # the rule on altered data: factors as large at n = 8 as at 12 show the same answer there
+    same = altered(3, "layers", lambda t: t.assign(mean_N=np.where(t["model"] == "PARITY", 3.0, 1.0)))
+    assert "the same answer" in lab.what_changes(ch, asked, ch.present(same, 8), 8)
