@@ -9,6 +9,7 @@ The try-it control redraws the chapter's charts from the data shipped beside the
 """
 
 import re
+from urllib.parse import urlsplit
 
 import streamlit as st
 
@@ -55,6 +56,15 @@ for (const sel of ['[data-testid="stMain"]', '[data-testid="stAppViewContainer"]
 }
 window.scrollTo(0, 0);
 </script>"""
+
+
+def server_address() -> str | None:
+    """The address this page was reached at, up to the app's own path (the handout's links), else None."""
+    parts = urlsplit(st.context.url or "")
+    if not parts.scheme or not parts.netloc:
+        return None
+    path = parts.path.rstrip("/")
+    return f"{parts.scheme}://{parts.netloc}{path[: -len('/lab')] if path.endswith('/lab') else path}"
 
 
 def slug(option: str) -> str:
@@ -266,10 +276,14 @@ with cols[1].popover("My answers"):
         st.markdown("One link with these answers and their times, signed by this server (an instructor can check it "
                     f"is unchanged): [my answers]({link})")
         st.code(f"{(st.context.url or '').split('?')[0].rsplit('/', 1)[0]}/{link}", language=None)
-with cols[1].popover("Instructor handout"):
-    st.markdown("The whole lab as one HTML page to print, offline: questions, predictions to tick, charts and room "
-                "to answer; the instructor's copy adds the answers. Also `sensviz lab --out lab.html [--answers]`.")
-    answers = st.checkbox("with the answers", key=settings.key("answers"))
-    st.download_button("Download the handout", lambda: cache.lab_handout(answers),
-                       file_name="sensviz-lab-answers.html" if answers else "sensviz-lab.html", mime="text/html",
-                       key=settings.key("handout"))
+with cols[1].popover("Handout (student)"):
+    st.markdown("The whole lab as one HTML page to print, offline: questions, words, predictions to tick and boxes to "
+                "answer in front; the charts that show the answers in a back section. Also `sensviz lab --out lab.html`.")
+    address = server_address()
+    st.download_button("Download the student handout", lambda: cache.lab_handout(False, address),
+                       file_name="sensviz-lab.html", mime="text/html", key=settings.key("handout"))
+    code = registry.current_class()
+    joined = services.class_store().view(code, owner) if code else None
+    if joined is not None and joined.is_instructor(owner):  # the copy with answers: the class's instructor only
+        st.download_button("Download the instructor's copy (with the answers)", lambda: cache.lab_handout(True, address),
+                           file_name="sensviz-lab-answers.html", mime="text/html", key=settings.key("handout_answers"))

@@ -71,6 +71,22 @@ def model_colour(labels, field: str = "model", title: str = "") -> alt.Color:
                      legend=alt.Legend(orient="top", labelLimit=400, columns=1 if long else alt.Undefined))
 
 
+DASHES = ([1, 0], [7, 4], [2, 3], [9, 3, 2, 3])
+SHAPES = ("circle", "square", "triangle-up", "diamond", "cross")
+"""Line dashes and point shapes by series, in order: series stay apart in greyscale (on paper) too."""
+
+
+def series_marks(labels, field: str, title: str = "", legend: alt.Legend | None = None) -> dict:
+    """The strokeDash and shape encodings of a chart's series (in order of appearance), beside its colour:
+    with the colour's field, title and legend, Vega-Lite draws one legend of all three."""
+    order = list(dict.fromkeys(pd.Series(list(labels)).dropna()))
+    legend = legend or alt.Legend(orient="top", labelLimit=400)
+    return {"strokeDash": alt.StrokeDash(f"{field}:N", title=title, legend=legend,
+                                         scale=alt.Scale(domain=order, range=[DASHES[i % 4] for i in range(len(order))])),
+            "shape": alt.Shape(f"{field}:N", title=title, legend=legend,
+                               scale=alt.Scale(domain=order, range=[SHAPES[i % 5] for i in range(len(order))]))}
+
+
 def _series(table: pd.DataFrame) -> tuple[str, alt.Color]:
     """What tells a chart's lines or bars apart: the `model` column (compare mode, the Lab: a colour
     per model), else `function` (one model: its function and its target)."""
@@ -212,7 +228,7 @@ def lines(table: pd.DataFrame, x: str, y: str, x_title: str, y_title: str, title
     tooltip = [f"{field}:N", alt.Tooltip(f"{x}:Q", format=".4~g"), alt.Tooltip(f"{y}:Q", format=VALUE)]
     layers = [alt.Chart(table).mark_line(point=True).encode(x=_x_axis(table, x, x_title),
                                                             y=alt.Y(f"{y}:Q", title=y_title), color=colour,
-                                                            tooltip=tooltip)]
+                                                            tooltip=tooltip, **series_marks(table[field], field))]
     if error:
         band = table.assign(_low=table[y] - table[error], _high=table[y] + table[error])
         layers.append(alt.Chart(band).mark_errorbar().encode(x=f"{x}:Q", y=alt.Y("_low:Q", title=y_title),
@@ -230,10 +246,10 @@ def degree_profiles(table: pd.DataFrame, title: str = "") -> alt.Chart:
     or of one model and its target (`function`)."""
     field, colour = _series(table)
     top = max(1.0, float(table["weight"].max()))
-    return _single(alt.Chart(table, title=title).mark_bar().encode(
+    return _single(alt.Chart(table, title=title).mark_bar(stroke=INK, strokeWidth=1.5).encode(
         x=alt.X("degree:O", title="degree k", axis=alt.Axis(labelAngle=0)), xOffset=f"{field}:N",
         y=alt.Y("weight:Q", title="d_k = Σ λ_P² over |P| = k", scale=alt.Scale(domain=[0, top])),
-        color=colour,
+        color=colour, strokeDash=series_marks(table[field], field)["strokeDash"],
         tooltip=[f"{field}:N", "degree:O", alt.Tooltip("weight:Q", format=VALUE)],
     ))
 
@@ -335,9 +351,10 @@ def log_histogram(table: pd.DataFrame, x_title: str, title: str = "", color: str
         ).properties(title=title))
     colour = model_colour(table["model"]) if color == "model" else alt.Color(
         f"{color}:N", title="", legend=alt.Legend(orient="top", labelLimit=200))
+    marks = series_marks(table[color], color) if color == "model" else {}
     steps = chart.mark_line(interpolate="step-after", point=True).encode(
         x=alt.X("log10_start:Q", title=x_title), y=alt.Y("fraction:Q", title="fraction"), color=colour,
-        tooltip=(["model:N"] if "model" in table and color != "model" else []) + tooltip)
+        tooltip=(["model:N"] if "model" in table and color != "model" else []) + tooltip, **marks)
     if "model" in table and color != "model":
         return steps.properties(width=WIDTH - 60, height=140).facet(
             row=alt.Row("model:N", title=None, sort=_models(table))).properties(title=title)
@@ -362,8 +379,9 @@ def per_ln_bars(table: pd.DataFrame, title: str = "") -> alt.Chart:
             x=x, xOffset="statistic:N", y=alt.Y("N:Q", title="N_i^(k)"),
             color=alt.Color("statistic:N", title="", legend=alt.Legend(orient="top")), tooltip=tooltip,
         ))
-    return alt.Chart(long).mark_bar().encode(
+    return alt.Chart(long).mark_bar(stroke=INK, strokeWidth=1.5).encode(
         x=x, xOffset="model:N", y=alt.Y("N:Q", title="N_i^(k)"), color=model_colour(long["model"]), tooltip=tooltip,
+        strokeDash=series_marks(long["model"], "model")["strokeDash"],
     ).properties(width=WIDTH - 90, height=140).facet(row=alt.Row("statistic:N", title=None, sort=None)).properties(
         title=title)
 
@@ -462,7 +480,8 @@ def radius_curves(table: pd.DataFrame, paper_rho, title: str = "") -> alt.LayerC
     y = alt.Y("ratio:Q", title="L_ρ / ρ²", scale=alt.Scale(type="log", nice=False, padding=10))  # fitted, not to decades
     tooltip = ["model:N", alt.Tooltip("rho:Q", format=".3~g"), alt.Tooltip("ratio:Q", format=VALUE),
                alt.Tooltip("limit:Q", format=VALUE, title="small-ρ limit")]
-    lines_ = alt.Chart(table).mark_line(point=True).encode(x=x, y=y, color=colour, tooltip=tooltip)
+    lines_ = alt.Chart(table).mark_line(point=True).encode(x=x, y=y, color=colour, tooltip=tooltip,
+                                                           **series_marks(table["model"], "model"))
     bars = alt.Chart(table).mark_rule().encode(x=x, y=alt.Y("low:Q", scale=alt.Scale(type="log")), y2="high:Q",
                                                color=colour, tooltip=tooltip)
     limits = alt.Chart(table.drop_duplicates("model")).mark_rule(strokeDash=[6, 4]).encode(
@@ -530,7 +549,8 @@ def length_scaling(points: pd.DataFrame, models: pd.DataFrame) -> alt.LayerChart
     y = alt.Y("mean:Q", title="sharpness proxy ×4")
     tooltip = ["task:N", "n:Q", alt.Tooltip("mean:Q", format=VALUE), alt.Tooltip("stderr:Q", format=".2~g"),
                "count:Q"]
-    lines = alt.Chart(points).mark_line(point=True).encode(x=x, y=y, color=colour, tooltip=tooltip)
+    marks = series_marks(order, "task", "task", alt.Legend(orient="top", labelExpr="upper(datum.label)"))
+    lines = alt.Chart(points).mark_line(point=True).encode(x=x, y=y, color=colour, tooltip=tooltip, **marks)
     bars = alt.Chart(points).mark_rule().encode(x=x, y="low:Q", y2="high:Q", color=colour)
     mine = alt.Chart(models).mark_point(size=120, filled=True, color="#222").encode(
         x="n:Q", y="value:Q", tooltip=["model:N", "n:Q", alt.Tooltip("value:Q", format=VALUE)],

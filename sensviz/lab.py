@@ -22,14 +22,12 @@ changed) and writes `lab-data.json` beside them, each chapter keyed by the sha25
 reads; `data` uses it when the hashes match and measures on demand (with progress) when they do not.
 The same file holds the sidebar's summary of every model a chapter's setup selects (`stored_summary`),
 so "Load this chapter's models" measures nothing either.
-`handout` writes the whole lab as one offline HTML page to print (MathML formulas, print rules,
-answer boxes; the answers with `answers=True`).
+`sensviz.handout` prints the chapters on paper.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import html
 import json
 import os
 from collections.abc import Callable
@@ -47,9 +45,8 @@ from .checkpoints import Checkpoint, file_hash, load_checkpoint
 from .experiments import get_experiment, results_dir
 from .experiments.generalization import as_n, completions
 from .losses import loss_for, targets
-from .mathml import mathml
 from .measure import RADIUS_FRACTIONS, MeasureSettings, measure
-from .report import offline_page, write_text
+from .report import write_text
 from .slices import loss_slice, random_directions
 from .training import TrainingData
 from .zoo import measure as zoo_measure
@@ -929,80 +926,3 @@ def chapter(number: int) -> Chapter:
     if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= len(CHAPTERS):
         raise ValueError(f"there are chapters 1..{len(CHAPTERS)}, not {number!r}")
     return CHAPTERS[number - 1]
-
-
-# ----------------------------------------------------------------------------- the handout
-
-
-STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 980px; margin: 2em auto;
-       padding: 0 1em; color: #111; line-height: 1.5; }
-h2 { border-bottom: 1px solid #bbb; padding-bottom: 0.2em; margin-top: 2.2em; }
-.question { font-size: 1.1em; font-style: italic; } .predict { background: #f2f4f8; padding: 0.6em 0.9em; }
-.terms { font-size: 0.92em; color: #333; } .caption { color: #333; font-size: 0.92em; }
-.formula { background: #fafafa; padding: 0.5em; overflow-x: auto; font-size: 1.15em; }
-.chart { margin: 0.6em 0 1.2em 0; } .box { border: 1px solid #555; min-height: 7em; margin: 0.5em 0 1em 0;
-       padding: 0.4em; } .answer { border-left: 4px solid #2a7; padding-left: 0.8em; }
-.options { list-style: none; padding-left: 0.5em; } .options li::before { content: "☐  "; }
-@media print {
-  body { max-width: none; margin: 0; font-size: 11pt; }
-  nav, .screen { display: none; }
-  h2, h3 { break-after: avoid; page-break-after: avoid; }
-  section { break-before: page; page-break-before: always; }
-  .chart, figure, .predict, .box, .formula, .answer { break-inside: avoid; page-break-inside: avoid; }
-  a { color: #111; }
-}
-"""
-
-
-def handout(sources: Sources, answers: bool = False, url: str = "http://localhost:8501") -> str:
-    """The whole lab as one offline HTML page to print: per chapter its question, the terms it uses, the
-    prediction with boxes to tick, the charts, room to answer, the formula (MathML) and a link to the live
-    chapter; with `answers` (the instructor's) what to look for and the answer."""
-    specs, sections = [], []
-    store = read_store(sources.checkpoints)
-    for ch in CHAPTERS:
-        found = stored(ch, sources, store)
-        built = ch.present(found if found is not None else ch.measure(sources, None), ch.control.default)
-        live = f"{url.rstrip('/')}/lab?chapter={ch.number}"
-        parts = [f'<section id="chapter-{ch.number}"><h2>{ch.number}. {html.escape(ch.title)}</h2>',
-                 f'<p class="question">{html.escape(ch.question)}</p>',
-                 '<p class="terms">' + "<br>".join(html.escape(d) for d in ch.definitions()) + "</p>",
-                 f'<div class="predict"><b>Predict first.</b> {html.escape(ch.predict.prompt)}<ul class="options">'
-                 + "".join(f"<li>{html.escape(o)}</li>" for o in ch.predict.options) + "</ul></div>"]
-        for fig in built.figures:
-            specs.append(fig.chart.to_dict())
-            parts += [f"<h3>{html.escape(fig.title)}</h3>", f'<div class="chart" id="chart-{len(specs) - 1}"></div>',
-                      f'<p class="caption">{html.escape(fig.caption)}</p>']
-        if answers:
-            parts += [f'<div class="answer"><p><b>Right prediction:</b> {html.escape(built.correct)}</p>'
-                      f"<p><b>What to look for.</b> {html.escape(built.look_for)}</p>"
-                      f"<p><b>Answer.</b> {html.escape(built.answer)}</p></div>"]
-        else:
-            parts += ["<p><b>What do the charts show? Was your prediction right, and why?</b></p>",
-                      '<div class="box"></div>']
-        theorem = "".join(mathml(line) for line in ch.theorem) if answers else ""
-        parts += ['<div class="formula">' + "".join(mathml(line) for line in ch.formula) + theorem + "</div>",
-                  f"<p><b>Try it yourself:</b> {html.escape(ch.try_it)} Live chapter: "
-                  f'<a href="{html.escape(live)}">{html.escape(live)}</a></p></section>']
-        sections.append("\n".join(parts))
-    toc = "".join(f'<li><a href="#chapter-{c.number}">{html.escape(c.title)}</a></li>' for c in CHAPTERS)
-    return offline_page(
-        "sensviz lab: why sensitive functions are hard for transformers" + (" (with answers)" if answers else ""),
-        STYLE,
-        ["<h1>Why are sensitive functions hard for transformers? A lab in six chapters</h1>",
-         "<p>Hahn &amp; Rofin (ACL 2024), with models trained by sensviz. In each chapter, read the question and "
-         "tick a prediction <i>before</i> you look at the charts. Every number is computed from the models shown."
-         + (" This is the instructor's copy: the answers are included." if answers else "")
-         + " This page loads nothing from the internet.</p>",
-         f'<nav class="screen"><ol>{toc}</ol></nav>', *sections],
-        specs)
-
-
-def write_handout(out: str | Path, answers: bool = False, checkpoints: str | Path | None = None,
-                  results: str | Path | None = None, url: str = "http://localhost:8501") -> dict:
-    """Write the handout of the zoo in `checkpoints` and the `results` (defaults: the shipped ones) to `out`."""
-    page = handout(Sources.shipped(checkpoints, results), answers, url)
-    out = write_text(out, page)
-    return {"written": str(out), "chapters": len(CHAPTERS), "answers": answers, "bytes": out.stat().st_size,
-            "figures": page.count('class="chart"')}

@@ -11,14 +11,16 @@ import shutil
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from conftest import offline
+from pdf_fill import page_fill
 
-from sensviz import charts, fidelity, glossary, lab
+from sensviz import charts, fidelity, glossary, handout, lab
 from sensviz.checkpoints import file_hash, read_metadata
 from sensviz.mathml import mathml
 
@@ -387,33 +389,65 @@ def test_the_handout_from_another_folder_student_and_instructor(tmp_path, monkey
     student, teacher = (tmp_path / "student.html").read_text(), (tmp_path / "teacher.html").read_text()
     definitions = sum(len(ch.formula) for ch in lab.CHAPTERS)
     theorems = sum(len(ch.theorem) for ch in lab.CHAPTERS)
-    assert student.count("<math") == definitions and teacher.count("<math") == definitions + theorems
-    for page in (student, teacher):
-        assert page.count("<section") == 6 and "@media print" in page
-        assert "lab?chapter=6" in page and all(o in page for o in lab.chapter(1).predict.options)
+    for page in (student, teacher):  # the theorems: in the student's back section, in place for the instructor
+        assert page.count("<math") == definitions + theorems and "@media print" in page
+        assert 'href="/lab?chapter=6"' in page and "localhost" not in page  # no --url: the chapter's path only
+        assert all(o in page for o in lab.chapter(1).predict.options)
+    assert student.count("<section") == 7 and teacher.count("<section") == 6  # the student's back section
+    back = student.index('class="back"')
+    assert student.index("answer-chart") > back and student.index(mathml(lab.chapter(3).theorem[0])) > back
     assert student.count('class="box"') == 6 and "<b>Answer.</b>" not in student and "What to look for" not in student
     assert teacher.count("<b>Answer.</b>") == 6 and 'class="box"' not in teacher
 
 
 @pytest.mark.browser
-def test_the_handout_opens_offline_with_every_figure(tmp_path, browser):
+def test_the_student_handout_prints_the_answers_behind_the_questions(tmp_path, browser):
+    """Printed to PDF by Chromium: no page under a quarter full, every answer-bearing chart in the back section
+    (which starts on a page of its own), answer boxes of eight lines kept with their question, offline, 14 px text."""
     out = tmp_path / "lab.html"
-    assert lab.write_handout(out, answers=True, checkpoints=ROOT / "checkpoints", results=RESULTS)["chapters"] == 6
-    text_ = out.read_text()
+    assert handout.write_handout(out, checkpoints=ROOT / "checkpoints", results=RESULTS)["chapters"] == 6
     page = browser.new_page(viewport={"width": 1024, "height": 768})
     remote = offline(page)
     page.goto(out.as_uri())
-    count = text_.count('class="chart"')
+    count = out.read_text().count('class="chart ')
     page.wait_for_function(f"document.querySelectorAll('.chart svg').length >= {count}", timeout=120_000)
-    boxes = page.evaluate("() => [...document.querySelectorAll('.chart svg')].map(e => e.getBoundingClientRect())"
-                          ".map(r => [r.left, r.right, r.height])")
-    fonts = page.evaluate("() => [...document.querySelectorAll('.chart svg text')].map("
-                          "e => parseFloat(getComputedStyle(e).fontSize))")
-    page.pdf(path=str(tmp_path / "lab.pdf"), format="A4")
+    page.emulate_media(media="print")
+    layout = page.evaluate("""() => {
+        const back = document.querySelector('.back');
+        const charts = [...document.querySelectorAll('.answer-chart')];
+        return {inBack: charts.filter(c => back.contains(c)).length, answerCharts: charts.length,
+                blindOutside: [...document.querySelectorAll('.blind-chart')].filter(c => !back.contains(c)).length,
+                beforeBack: charts.filter(c => c.getBoundingClientRect().top < back.getBoundingClientRect().top).length,
+                breaks: getComputedStyle(back).breakBefore,
+                boxes: [...document.querySelectorAll('.box')].map(b => b.getBoundingClientRect().height
+                                                                 / parseFloat(getComputedStyle(b).lineHeight)),
+                kept: [...document.querySelectorAll('.respond')].map(r => getComputedStyle(r).breakInside),
+                fonts: [...document.querySelectorAll('.chart svg text')].map(e => parseFloat(getComputedStyle(e).fontSize))};
+    }""")
+    pdf = page.pdf(format="A4")
     page.context.close()
+    fills = page_fill(pdf)
+    print(f"\nstudent handout: {len(fills)} A4 pages, filled " + ", ".join(f"{f:.0%}" for f in fills))
     assert remote == []
-    assert len(boxes) == count and all(h >= 100 and right <= 1024 for _, right, h in boxes)
-    assert min(fonts) >= charts.READABLE_PX == 14
+    assert layout["answerCharts"] == layout["inBack"] > 0 and layout["beforeBack"] == 0 and layout["breaks"] == "page"
+    assert layout["blindOutside"] > 0  # the blind charts stay with their questions
+    assert len(layout["boxes"]) == 6 and min(layout["boxes"]) >= 8 and set(layout["kept"]) == {"avoid"}
+    assert min(layout["fonts"]) >= charts.READABLE_PX == 14
+    assert 6 <= len(fills) <= 16 and min(fills) >= 0.25, fills
+
+
+def test_the_page_fill_of_a_pdf_is_measured_from_its_marks():
+    """pdf_fill on PDFs built here: a mark at a known depth, a white fill and a clip that do not count."""
+    def pdf(content: bytes) -> bytes:
+        stream = zlib.compress(content)
+        return (b"%PDF-1.4\n1 0 obj\n<</Type /Page\n/MediaBox [0 0 600 800]\n/Contents 2 0 R>>\nendobj\n"
+                + f"2 0 obj\n<</Filter /FlateDecode /Length {len(stream)}>> stream\n".encode() + stream
+                + b"\nendstream\nendobj\n")
+
+    flip = b"1 0 0 -1 0 800 cm\n"
+    assert page_fill(pdf(flip + b"0 0 0 rg 10 100 50 100 re f")) == pytest.approx([0.25])
+    assert page_fill(pdf(flip + b"1 1 1 rg 0 0 600 800 re f 0 0 0 rg 10 10 5 5 re f")) == pytest.approx([15 / 800])
+    assert page_fill(pdf(flip + b"0 0 600 800 re W n q 1 0 0 1 0 400 cm BT 1 0 0 -1 0 0 Tm ET Q")) == pytest.approx([0.5])
 
 
 def test_chapter_2_draws_the_students_run_over_the_zoos():

@@ -71,8 +71,9 @@ def test_a_student_walks_every_chapter(server, browser):
         page.get_by_role("button", name="Reveal the answer").click()
         page.get_by_text("What to look for.").first.wait_for(timeout=60_000)
         wait_until_done(page)
-        built = ch.present(lab.stored(ch, lab.Sources.shipped()), other)
+        built = ch.present(lab.stored(ch, lab.Sources.shipped()), ch.control.default)  # the question's own setting
         assert page.get_by_text(built.answer[:60]).first.is_visible()
+        assert page.get_by_text("What changes here.").first.is_visible()  # the try-it setting is another
         page.screenshot(path=str(SHOTS / f"lab-{number}-after.png"))
         wrong[number] = misfits(page)
         times.append((number, first, tried))

@@ -71,3 +71,22 @@ def test_my_answers_is_one_signed_link_with_every_locked_chapter():
     tampered = as_owner("teacher", answers=f"{payload[:-2]}AA.{signed}")
     assert any("not signed by this server" in w.value for w in tampered.warning)
     assert not any("Answers in this link" in m.value for m in tampered.markdown)
+
+
+def test_the_student_handout_for_everyone_and_the_answers_only_for_the_class_instructor():
+    from server.services import class_store
+
+    store = class_store()
+    room = store.create(f"Lab handout {datetime.now(UTC).timestamp():.0f}", "instructor-1")
+    store.join(room.code, "Ada", "student-4")
+    keys = {}
+    for owner in ("instructor-1", "student-4", "stranger"):
+        at = AppTest.from_file(APP, default_timeout=300)
+        at.session_state[registry.OWNER] = owner
+        at.session_state[registry.CLASS] = room.code
+        at.switch_page(PAGE["lab"].file)
+        at.run()
+        assert not at.exception, at.exception
+        keys[owner] = {b.key for b in at.get("download_button") if "handout" in (b.key or "")}
+    assert keys["instructor-1"] == {"sv_w_lab_handout", "sv_w_lab_handout_answers"}
+    assert keys["student-4"] == keys["stranger"] == {"sv_w_lab_handout"}
