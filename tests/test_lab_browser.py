@@ -69,7 +69,7 @@ def test_a_student_walks_every_chapter(server, browser):
         assert chart_signature(page) != before, f"chapter {number}: the try-it control changed no chart"
 
         page.get_by_role("button", name="Reveal the answer").click()
-        page.get_by_text("What to look for.").first.wait_for(timeout=60_000)
+        page.get_by_text("What to look for").first.wait_for(timeout=60_000)
         wait_until_done(page)
         built = ch.present(lab.stored(ch, lab.Sources.shipped()), ch.control.default)  # the question's own setting
         assert page.get_by_text(built.answer[:60]).first.is_visible()
