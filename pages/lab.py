@@ -157,7 +157,8 @@ cols[0].radio(f"Your prediction: {chapter.predict.prompt}", chapter.predict.opti
 cols[1].button("Skip", on_click=skip, key=settings.key("skip", number), disabled=predicted is not None,
                help="See the charts without predicting")
 if lock is not None:
-    st.caption(f"Locked when you revealed the answer ({lock['revealed']} UTC): the first answer is the one scored.")
+    st.caption(f"Your answer “{escape_markdown(lock['answer'])}” was locked when you revealed the answer "
+               f"({lock['revealed']} UTC): the first answer is the one scored.")
 
 # ---------------------------------------------------------------- show
 

@@ -821,7 +821,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         _sensitivity_measure, _sensitivity_present,
         symbols=("x: one input, a string of n bits; the cube is the set of all 2^n inputs, and two inputs are "
                  "neighbours when they differ in one bit",
-                 "x^{⊕i}: the input x with bit i flipped; f(x): the model's answer at x",
+                 "x^(⊕i): the input x with bit i flipped; f(x): the model's answer at x",
                  "Gray order: the rows and columns of the map are ordered so that neighbouring cells differ in one bit",
                  "λ_P: the Fourier coefficient of f on the product of the bits in the set P; d_k adds up λ_P² over all "
                  "sets P of k bits")),
