@@ -165,6 +165,15 @@ def test_nothing_shows_the_answer_before_the_prediction(number):
     assert leaks(text, secrets) == [], f"chapter {number}: the page shows the answer before the prediction"
     assert carried(data, HIDDEN[number], built, SECRETS[number][0]) == [], f"chapter {number}: a chart's data"
     assert "Download the data" not in text
+    for choice in ch.control.options:  # a student may try every setting before predicting
+        if choice == ch.control.default:
+            continue
+        at.segmented_control(key=f"sv_w_lab_try_{number}").set_value(choice).run()
+        here = ch.present(lab.stored(ch, SOURCES), choice)
+        text, data, _ = seen(at)
+        assert "predict" not in at.query_params and leaks(text, secrets | secret_strings(ch, here)) == [], (number, choice)
+        assert carried(data, HIDDEN[number], here, SECRETS[number][0]) == [], (number, choice)
+    at.segmented_control(key=f"sv_w_lab_try_{number}").set_value(ch.control.default).run()
     # the same surfaces after the prediction and the reveal: the check finds the answer where it is shown
     at.radio(key=f"sv_w_lab_predict_{number}").set_value(ch.predict.options[0]).run()
     at.button(key=f"sv_w_lab_reveal_{number}").click().run()
