@@ -135,13 +135,14 @@ def cube_grids(tables: dict[str, pd.DataFrame], value: str = "s_model", n: int |
     Gray-code rows and columns labelled with their bit patterns, so that inputs one bit apart are
     adjacent. All on one colour scale, so that equal colours mean equal values: s(f,x) on the fixed
     domain [0, n] (PARITY, n everywhere, and FIRST, 1 everywhere, look different), a difference of
-    sensitivities on [−n, n] and the ±1 output on a symmetric range fitted to the data (both
-    diverging around 0). A dot marks each input where the target is 1. A click selects the
-    vertex (`PICK`); side by side while the cells stay readable, else one under the other."""
+    sensitivities on [−n, n] (diverging around 0) and the ±1 output on a symmetric range fitted to the
+    data (dark to light, so that −1 and +1 differ on a greyscale print too). A dot marks each input
+    where the target is 1. A click selects the vertex (`PICK`); side by side while the cells stay
+    readable, else one under the other."""
     n = n or max(len(t["bits"].iloc[0]) for t in tables.values())
     if value == "output_pm1":
         reach = max(1.0, *(float(t[value].abs().max()) for t in tables.values()))
-        scale = alt.Scale(domain=[-reach, reach], scheme="redblue", reverse=True)
+        scale = alt.Scale(domain=[-reach, reach], scheme="cividis")  # dark to light: −1 and +1 apart in greyscale too
     elif value == "s_difference":
         scale = alt.Scale(domain=[-n, n], scheme="redblue", reverse=True)
     else:
