@@ -499,3 +499,34 @@ def test_the_answer_is_decided_at_the_questions_setting_and_other_settings_say_w
     # the rule on altered data: factors as large at n = 8 as at 12 show the same answer there
     same = altered(3, "layers", lambda t: t.assign(mean_N=np.where(t["model"] == "PARITY", 3.0, 1.0)))
     assert "the same answer" in lab.what_changes(ch, asked, ch.present(same, 8), 8)
+
+
+def test_the_models_and_tasks_of_every_chart_differ_in_dash_and_shape_not_only_colour():
+    """On a greyscale print PARITY and FIRST are two greys: every line, step or bar coloured by model or task is
+    also dashed by it, and its points shaped by it, each with its own dash and shape."""
+    checked = 0
+    for ch in lab.CHAPTERS:
+        for fig in ch.present(data(ch.number), ch.control.default).figures:
+            stack = [fig.chart.to_dict()]
+            while stack:
+                node = stack.pop()
+                if isinstance(node, list):
+                    stack += node
+                    continue
+                if not isinstance(node, dict):
+                    continue
+                stack += list(node.values())
+                mark = node.get("mark", {})
+                mark = mark.get("type") if isinstance(mark, dict) else mark
+                colour = node.get("encoding", {}).get("color", {})
+                if mark not in ("line", "bar") or colour.get("field") not in ("model", "task"):
+                    continue
+                dash = node["encoding"].get("strokeDash", {})
+                assert dash.get("field") == colour["field"], (ch.number, fig.key)
+                assert len({str(d) for d in dash["scale"]["range"]}) == len(dash["scale"]["domain"]), (ch.number, fig.key)
+                if mark == "line":
+                    shape = node["encoding"]["shape"]
+                    assert shape["field"] == colour["field"]
+                    assert len(set(shape["scale"]["range"])) == len(shape["scale"]["domain"])
+                checked += 1
+    assert checked >= 5  # chapters 1, 3, 4 (two), 5
