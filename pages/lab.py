@@ -47,7 +47,7 @@ TRY_IT = {
 }
 # chapters whose "try it yourself" opens an analysis page with their models
 EXPLORE = {1: "sensitivity", 3: "layernorm", 4: "landscape"}
-# the Lab's small text (captions) in a dark grey: 9.7:1 against white, where Streamlit's grey is 3.9:1
+# the Lab's small text (captions) in a dark grey: 9.7:1 against white, where Streamlit's translucent grey is 3.7:1
 INK = '<style>[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p { color: #444 !important; }</style>'
 # scrolls the app to its top (a page turned): Streamlit keeps the scroll position across reruns
 TO_TOP = """<script>

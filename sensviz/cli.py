@@ -12,7 +12,7 @@
     sensviz sweep experiments/length_scaling.toml --out results/ls [--executor local|ray] [--workers N]
                   [--address ADDR] [--scale paper] [--threads T] [--max-runs N]
     sensviz report results/ls --out report.html
-    sensviz lab --out lab.html [--answers]
+    sensviz lab --out lab.html [--answers] [--url URL]
     sensviz lab-data                     (the Lab's chapters measured once, beside the checkpoints)
     sensviz fidelity experiments/results --out docs/fidelity.md [--scale standard]
     sensviz decide experiments/length_scaling.toml --scale decide --tables experiments/results/decide/length_scaling
