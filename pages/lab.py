@@ -89,18 +89,18 @@ if st.session_state.pop(registry.LAB_TOP, False):
 st.html(INK)
 
 
-def answers_table(found: dict[int, dict]) -> str:
-    """Locked answers as a markdown table: chapter, the answer, whether it was right, when it was revealed."""
-    rows = ["| chapter | answer | right? | revealed (UTC) |", "|---|---|---|---|"]
+def answers_table(found: dict[int, dict]) -> None:
+    """Locked answers as a table (plain text cells): chapter, the answer, whether it was right, when it was revealed."""
+    rows = []
     for k, entry in sorted(found.items()):
         if k not in NUMBERS:
             continue
         to = lab.chapter(k)
         correct = cache.lab_chapter(k, to.control.default).correct
-        right = "—" if entry["answer"] == SKIP else "yes" if entry["answer"] == correct else "no"
-        rows.append(f"| {k}. {escape_markdown(to.title)} | {escape_markdown(entry['answer'])} | {right} | "
-                    f"{escape_markdown(entry['revealed'])} |")
-    return "\n".join(rows)
+        rows.append({"chapter": f"{k}. {to.title}", "answer": entry["answer"],
+                     "right?": "—" if entry["answer"] == SKIP else "yes" if entry["answer"] == correct else "no",
+                     "revealed (UTC)": entry["revealed"]})
+    st.dataframe(rows, hide_index=True)
 
 
 token = settings.read("answers", None, str)  # a "my answers" link, shown to whoever opens it
@@ -110,7 +110,8 @@ if token is not None:
         st.warning("This answers link was not signed by this server, or it was changed: its answers are not shown.")
     else:
         st.markdown("**Answers in this link**, signed by this server: each chapter's prediction as locked when its "
-                    "answer was revealed.\n\n" + answers_table(found))
+                    "answer was revealed.")
+        answers_table(found)
 
 # ---------------------------------------------------------------- ask
 
@@ -272,7 +273,7 @@ with cols[1].popover("My answers"):
     if not locks:
         st.markdown("No chapter revealed yet: a chapter's prediction is locked, and listed here, when you reveal its answer.")
     else:
-        st.markdown(answers_table(locks))
+        answers_table(locks)
         link = f"lab?answers={predictions.answers_token(locks, services.server_secret())}"
         st.markdown("One link with these answers and their times, signed by this server (an instructor can check it "
                     f"is unchanged): [my answers]({link})")

@@ -174,7 +174,7 @@ def _cube_grid(table: pd.DataFrame, value: str, colour: alt.Color, title: str, c
               axis=alt.Axis(labelAngle=-90, labelFontSize=font, labelOverlap=True))
     y = alt.Y("row_bits:O", sort=row_order, title=f"bits 1..{row_bits} (Gray order)",
               axis=alt.Axis(labelFontSize=font, labelOverlap=True))
-    tooltip = ["bits:N", "vertex:Q", "weight:Q", alt.Tooltip("output:Q", format=VALUE)]
+    tooltip = ["bits:N", "vertex:Q", alt.Tooltip("weight:Q", title="bits set to 1"), alt.Tooltip("output:Q", format=VALUE)]
     if "s_model" in frame:  # a cube drawn without it (the Lab before a prediction) tells nothing of it
         tooltip.append(alt.Tooltip("s_model:Q", format=".3~g", title="s(model, x)"))
     if "s_target" in frame:

@@ -5,7 +5,7 @@ every locked chapter and its reveal time, signed by the server, that nobody can 
 from datetime import UTC, datetime
 
 from streamlit.testing.v1 import AppTest
-from test_app import APP, PAGE, plain
+from test_app import APP, PAGE
 
 from server.services import server_secret
 from ui import predictions, registry
@@ -65,8 +65,10 @@ def test_my_answers_is_one_signed_link_with_every_locked_chapter():
     token = predictions.answers_token(locked, server_secret())
     assert any(f"lab?answers={token}" in m.value for m in at.markdown)  # the page's own link
     teacher = as_owner("teacher", answers=token)
-    table = plain(next(m.value for m in teacher.markdown if "Answers in this link" in m.value))
-    assert "all n of them | yes" in table and "about typical | no" in table and locked[6]["revealed"] in table
+    assert any("Answers in this link" in m.value for m in teacher.markdown)
+    table = teacher.dataframe[0].value.set_index("answer")
+    assert table.loc["all n of them", "right?"] == "yes" and table.loc["about typical", "right?"] == "no"
+    assert table.loc["about typical", "revealed (UTC)"] == locked[6]["revealed"]
     payload, signed = token.split(".")
     tampered = as_owner("teacher", answers=f"{payload[:-2]}AA.{signed}")
     assert any("not signed by this server" in w.value for w in tampered.warning)
