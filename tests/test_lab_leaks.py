@@ -3,7 +3,8 @@ and `Built.numbers` (`SECRETS`: each number in every format the page prints numb
 words) must appear nowhere a student can see before predicting: the page's text and every element's
 labels and help (glossary lines, formulas), chart titles, the Vega-Lite specs (titles, tooltip fields)
 and their data (what "Show data" lists), the sidebar's model summary, downloads. What may appear is
-stated per chapter (`ALLOWED`: the chapter's settings, the prediction's options) and never listed by hand.
+stated per chapter (`settings`: the chapter's settings, the prediction's options) and never listed by hand.
+The same check reads the student handout's front sections (the paper a student holds before the back section).
 A chapter's charts may not carry the asked-for quantity at all (`HIDDEN`: its columns or metrics)."""
 
 import io
@@ -199,3 +200,25 @@ def test_the_leak_check_finds_a_planted_answer():
     frame = pd.DataFrame({"model": ["PARITY"], "x": [built.numbers["mean_N_parity"]]})
     assert carried([frame], HIDDEN[3], built, SECRETS[3][0]) == ["value " + str(float(built.numbers["mean_N_parity"]))]
     assert carried([frame.rename(columns={"x": "mean_N"})], HIDDEN[3], built, ())
+
+
+def test_the_student_handout_shows_no_answer_before_its_back_section():
+    """On paper: each chapter's front section (its text, and the charts printed in it with their data) holds none
+    of the chapter's answer-bearing facts; the back section does (the check finds them there)."""
+    from sensviz import handout
+
+    page = handout.handout(SOURCES)
+    specs = json.loads(re.search(r"const specs = (\[.*?\]);\n", page, flags=re.S).group(1))
+    front, back = page.split('<section class="back"', 1)
+    back = back[:back.index("<script>")]
+    for ch in lab.CHAPTERS:
+        built = cache_built(ch.number)
+        secrets = secret_strings(ch, built)
+        section = front[front.index(f'<section id="chapter-{ch.number}"'):]
+        section = section[:section.index("</section>")]
+        shown = [pd.DataFrame(rows) for i in map(int, re.findall(r'id="chart-(\d+)"', section))
+                 for rows in specs[i].get("datasets", {}).values()]
+        assert leaks(section, secrets) == [] and carried(shown, HIDDEN[ch.number], built, SECRETS[ch.number][0]) == [], ch.number
+    everything = [pd.DataFrame(rows) for i in map(int, re.findall(r'id="chart-(\d+)"', back))
+                  for rows in specs[i].get("datasets", {}).values()]
+    assert all(carried(everything, HIDDEN[ch.number], cache_built(ch.number), SECRETS[ch.number][0]) for ch in lab.CHAPTERS)
