@@ -2,18 +2,21 @@
 
 Each chapter asks, then shows, then explains: its question and the student's prediction first (kept in
 the session and the URL), the charts with the asked-for quantity hidden until a prediction is made or
-skipped, then the answer behind a reveal. The try-it control redraws the chapter's charts from the data
-shipped beside the zoo (`sensviz lab-data`).
+skipped, then the answer behind a reveal. The reveal locks the prediction on the server under the
+browser's owner id (`ui.predictions`): the first answer is the one scored, and no link or later choice
+changes it. "My answers" is one link with every locked chapter, signed by the server (`answers=`).
+The try-it control redraws the chapter's charts from the data shipped beside the zoo (`sensviz lab-data`).
 """
 
 import re
+from urllib.parse import urlsplit
 
 import streamlit as st
 
 from sensviz import lab
 from sensviz.text import escape_markdown
 from server import services
-from ui import cache, model_refs, nav, page, registry, router, train_form
+from ui import cache, model_refs, nav, owner_id, page, predictions, registry, router, train_form
 
 router.require_router()
 
@@ -26,6 +29,7 @@ PAGE = {  # read by ui.nav without running this file
         "chapter": {"label": "Chapter", "widget": "segmented_control"},
         "predict": {"label": "Your prediction", "widget": "page"},  # the chapter's options, by their slug
         "try": {"label": "Try it", "widget": "segmented_control"},  # the chapter's control
+        "answers": {"label": "My answers", "widget": "page"},  # a signed token of every locked chapter
     },
     "shows": ("the paper's story in six guided chapters for a class: each with its question, one-click setup, "
               "the few charts that make the point, a question to answer and the formula; an offline handout"),
@@ -43,6 +47,8 @@ TRY_IT = {
 }
 # chapters whose "try it yourself" opens an analysis page with their models
 EXPLORE = {1: "sensitivity", 3: "layernorm", 4: "landscape"}
+# the Lab's small text (captions) in a dark grey: 9.7:1 against white, where Streamlit's translucent grey is 3.7:1
+INK = '<style>[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p { color: #444 !important; }</style>'
 # scrolls the app to its top (a page turned): Streamlit keeps the scroll position across reruns
 TO_TOP = """<script>
 for (const sel of ['[data-testid="stMain"]', '[data-testid="stAppViewContainer"]', 'section.main']) {
@@ -50,6 +56,15 @@ for (const sel of ['[data-testid="stMain"]', '[data-testid="stAppViewContainer"]
 }
 window.scrollTo(0, 0);
 </script>"""
+
+
+def server_address() -> str | None:
+    """The address this page was reached at, up to the app's own path (the handout's links), else None."""
+    parts = urlsplit(st.context.url or "")
+    if not parts.scheme or not parts.netloc:
+        return None
+    path = parts.path.rstrip("/")
+    return f"{parts.scheme}://{parts.netloc}{path[: -len('/lab')] if path.endswith('/lab') else path}"
 
 
 def slug(option: str) -> str:
@@ -71,10 +86,38 @@ number = settings.choice("chapter", NUMBERS, selection_mode="single", format_fun
 chapter = lab.chapter(number)
 if st.session_state.pop(registry.LAB_TOP, False):
     st.html(TO_TOP, unsafe_allow_javascript=True)
+st.html(INK)
+
+
+def answers_table(found: dict[int, dict]) -> None:
+    """Locked answers as a table (plain text cells): chapter, the answer, whether it was right, when it was revealed."""
+    rows = []
+    for k, entry in sorted(found.items()):
+        if k not in NUMBERS:
+            continue
+        to = lab.chapter(k)
+        correct = cache.lab_chapter(k, to.control.default).correct
+        rows.append({"chapter": f"{k}. {to.title}", "answer": entry["answer"],
+                     "right?": "—" if entry["answer"] == SKIP else "yes" if entry["answer"] == correct else "no",
+                     "revealed (UTC)": entry["revealed"]})
+    st.dataframe(rows, hide_index=True)
+
+
+token = settings.read("answers", None, str)  # a "my answers" link, shown to whoever opens it
+if token is not None:
+    found = predictions.read_token(token, services.server_secret())
+    if found is None:
+        st.warning("This answers link was not signed by this server, or it was changed: its answers are not shown.")
+    else:
+        st.markdown("**Answers in this link**, signed by this server: each chapter's prediction as locked when its "
+                    "answer was revealed.")
+        answers_table(found)
 
 # ---------------------------------------------------------------- ask
 
-predictions = st.session_state.setdefault(registry.LAB_PREDICTIONS, {})
+made = st.session_state.setdefault(registry.LAB_PREDICTIONS, {})
+owner = owner_id.owner()
+locks = predictions.locked(owner)  # the revealed chapters: their first answer, kept on the server
 by_slug = {slug(o): o for o in (*chapter.predict.options, SKIP)}
 if not settings.kept("predict"):  # the first run: a link's prediction
     def parse(raw: str) -> str:
@@ -83,9 +126,15 @@ if not settings.kept("predict"):  # the first run: a link's prediction
         return by_slug[raw]
 
     linked = settings.read("predict", None, parse)
-    if linked is not None:
-        predictions[number] = linked
-predicted = predictions.get(number)
+    if linked is not None and number in locks and linked != locks[number]["answer"]:
+        st.warning(f"This link's prediction “{linked}” was not used: your answer to chapter {number} was locked when "
+                   "you revealed it.")
+    elif linked is not None:
+        made[number] = linked
+lock = locks.get(number)
+if lock is not None:
+    made[number] = lock["answer"]  # the locked answer, whatever was chosen since
+predicted = made.get(number)
 settings.write("predict", predicted, None, slug)
 
 st.subheader(f"{number}. {chapter.title}")
@@ -96,18 +145,21 @@ st.session_state[key] = predicted if predicted in chapter.predict.options else N
 
 
 def choose() -> None:
-    predictions[number] = st.session_state[key]
+    made[number] = st.session_state[key]
 
 
 def skip() -> None:
-    predictions[number] = SKIP
+    made[number] = SKIP
 
 
 cols = st.columns([5, 1], vertical_alignment="bottom")
 cols[0].radio(f"Your prediction: {chapter.predict.prompt}", chapter.predict.options, key=key, on_change=choose,
-              horizontal=True, help=definitions)
+              horizontal=True, help=definitions, disabled=lock is not None)
 cols[1].button("Skip", on_click=skip, key=settings.key("skip", number), disabled=predicted is not None,
                help="See the charts without predicting")
+if lock is not None:
+    st.caption(f"Your answer “{escape_markdown(lock['answer'])}” was locked when you revealed the answer "
+               f"({lock['revealed']} UTC): the first answer is the one scored.")
 
 # ---------------------------------------------------------------- show
 
@@ -141,7 +193,7 @@ if number == 2 and predicted is not None and registry.followed_job():  # the stu
 
 with figures_at:
     for fig, spec in zip(figures, specs, strict=True):
-        st.markdown(f"**{fig.title}**")
+        st.markdown(f"**{fig.blind_title or fig.title}**" if predicted is None else f"**{fig.title}**")
         if predicted is None:
             if spec is None:
                 st.info("Make a prediction above (or skip) to see this chart.", icon=":material/visibility_off:")
@@ -156,21 +208,32 @@ with figures_at:
 
 # ---------------------------------------------------------------- explain
 
-revealed = st.session_state.setdefault(registry.LAB_REVEALED, set())
-if number in revealed and predicted is not None:
-    verdict = ("" if predicted == SKIP else " Your prediction was right." if predicted == built.correct
-               else f" You predicted “{predicted}”.")
-    st.success(f"**Answer: {built.correct}.**{verdict}", icon=":material/check_circle:")
-    st.markdown(f"**What to look for.** {built.look_for}")
-    st.markdown(built.answer)
+if lock is not None:
+    asked = built if choice == control.default else cache.lab_chapter(number, control.default, yours)  # the question's setting
+    scored = lock["answer"]
+    verdict = (" You skipped the prediction." if scored == SKIP else " Your prediction was right." if scored == asked.correct
+               else f" You predicted “{scored}”.")
+    st.success(f"**Answer: {asked.correct}.**{verdict}", icon=":material/check_circle:")
+    st.markdown(f"**What to look for** (at {control.fmt(control.default)}). {asked.look_for}")
+    st.markdown(asked.answer)
+    for line in chapter.theorem:
+        st.latex(line)
+    if chapter.theorem_symbols:
+        st.markdown("where " + "; ".join(escape_markdown(line) for line in chapter.theorem_symbols) + ".")
+    if choice != control.default:
+        st.markdown(f"**What changes here.** {lab.what_changes(chapter, asked, built, choice)}")
 else:
     st.button("Reveal the answer", key=settings.key("reveal", number), disabled=predicted is None,
-              on_click=lambda: revealed.add(number), type="primary",
-              help="Predict or skip first" if predicted is None else "What to look for, and the answer")
+              on_click=lambda: predictions.lock(owner, number, made[number]), type="primary",
+              help="Predict or skip first" if predicted is None else
+              "What to look for, and the answer. It locks your prediction: the first answer is the one scored.")
 
-st.markdown("**The formula**")
-for line in chapter.formula:
-    st.latex(line)
+if chapter.formula:
+    st.markdown("**The formula**")
+    for line in chapter.formula:
+        st.latex(line)
+st.markdown("**Words and symbols of this chapter**\n\n"
+            + "\n".join(f"- {escape_markdown(line)}" for line in (*chapter.definitions(), *chapter.symbols)))
 
 
 def setup() -> None:
@@ -206,10 +269,23 @@ if number > 1:
 if number < len(NUMBERS):
     cols[2].button(f"Chapter {number + 1} →", help=lab.chapter(number + 1).title, on_click=turn, args=(number + 1,),
                    key=settings.key("next"), type="primary", width="stretch")
-with cols[1].popover("Instructor handout"):
-    st.markdown("The whole lab as one HTML page to print, offline: questions, predictions to tick, charts and room "
-                "to answer; the instructor's copy adds the answers. Also `sensviz lab --out lab.html [--answers]`.")
-    answers = st.checkbox("with the answers", key=settings.key("answers"))
-    st.download_button("Download the handout", lambda: cache.lab_handout(answers),
-                       file_name="sensviz-lab-answers.html" if answers else "sensviz-lab.html", mime="text/html",
-                       key=settings.key("handout"))
+with cols[1].popover("My answers"):
+    if not locks:
+        st.markdown("No chapter revealed yet: a chapter's prediction is locked, and listed here, when you reveal its answer.")
+    else:
+        answers_table(locks)
+        link = f"lab?answers={predictions.answers_token(locks, services.server_secret())}"
+        st.markdown("One link with these answers and their times, signed by this server (an instructor can check it "
+                    f"is unchanged): [my answers]({link})")
+        st.code(f"{(st.context.url or '').split('?')[0].rsplit('/', 1)[0]}/{link}", language=None)
+with cols[1].popover("Handout (student)"):
+    st.markdown("The whole lab as one HTML page to print, offline: questions, words, predictions to tick and boxes to "
+                "answer in front; the charts that show the answers in a back section. Also `sensviz lab --out lab.html`.")
+    address = server_address()
+    st.download_button("Download the student handout", lambda: cache.lab_handout(False, address),
+                       file_name="sensviz-lab.html", mime="text/html", key=settings.key("handout"))
+    code = registry.current_class()
+    joined = services.class_store().view(code, owner) if code else None
+    if joined is not None and joined.is_instructor(owner):  # the copy with answers: the class's instructor only
+        st.download_button("Download the instructor's copy (with the answers)", lambda: cache.lab_handout(True, address),
+                           file_name="sensviz-lab-answers.html", mime="text/html", key=settings.key("handout_answers"))

@@ -27,7 +27,7 @@ HEIGHT = 200
 FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 """A single chart's width includes its axes and legends (Streamlit stretches it to its column) and its
 height is the plot's own: a legend or a long axis label never squeezes the plot."""
-READABLE_PX = 12
+READABLE_PX = 14
 """Smallest text of a chart (tick labels included): readable on a projector and on paper."""
 INK = "#333333"
 """Colour of a chart's text and axes: 12.6:1 against white (at least 4.5:1 is needed)."""
@@ -69,6 +69,22 @@ def model_colour(labels, field: str = "model", title: str = "") -> alt.Color:
     long = sum(len(str(label)) + 4 for label in order) > 36  # one row would not fit half a column
     return alt.Color(f"{field}:N", title=title, scale=alt.Scale(domain=order, range=palette),
                      legend=alt.Legend(orient="top", labelLimit=400, columns=1 if long else alt.Undefined))
+
+
+DASHES = ([1, 0], [7, 4], [2, 3], [9, 3, 2, 3])
+SHAPES = ("circle", "square", "triangle-up", "diamond", "cross")
+"""Line dashes and point shapes by series, in order: series stay apart in greyscale (on paper) too."""
+
+
+def series_marks(labels, field: str, title: str = "", legend: alt.Legend | None = None) -> dict:
+    """The strokeDash and shape encodings of a chart's series (in order of appearance), beside its colour:
+    with the colour's field, title and legend, Vega-Lite draws one legend of all three."""
+    order = list(dict.fromkeys(pd.Series(list(labels)).dropna()))
+    legend = legend or alt.Legend(orient="top", labelLimit=400)
+    return {"strokeDash": alt.StrokeDash(f"{field}:N", title=title, legend=legend,
+                                         scale=alt.Scale(domain=order, range=[DASHES[i % 4] for i in range(len(order))])),
+            "shape": alt.Shape(f"{field}:N", title=title, legend=legend,
+                               scale=alt.Scale(domain=order, range=[SHAPES[i % 5] for i in range(len(order))]))}
 
 
 def _series(table: pd.DataFrame) -> tuple[str, alt.Color]:
@@ -119,13 +135,14 @@ def cube_grids(tables: dict[str, pd.DataFrame], value: str = "s_model", n: int |
     Gray-code rows and columns labelled with their bit patterns, so that inputs one bit apart are
     adjacent. All on one colour scale, so that equal colours mean equal values: s(f,x) on the fixed
     domain [0, n] (PARITY, n everywhere, and FIRST, 1 everywhere, look different), a difference of
-    sensitivities on [−n, n] and the ±1 output on a symmetric range fitted to the data (both
-    diverging around 0). A dot marks each input where the target is 1. A click selects the
-    vertex (`PICK`); side by side while the cells stay readable, else one under the other."""
+    sensitivities on [−n, n] (diverging around 0) and the ±1 output on a symmetric range fitted to the
+    data (dark to light, so that −1 and +1 differ on a greyscale print too). A dot marks each input
+    where the target is 1. A click selects the vertex (`PICK`); side by side while the cells stay
+    readable, else one under the other."""
     n = n or max(len(t["bits"].iloc[0]) for t in tables.values())
     if value == "output_pm1":
         reach = max(1.0, *(float(t[value].abs().max()) for t in tables.values()))
-        scale = alt.Scale(domain=[-reach, reach], scheme="redblue", reverse=True)
+        scale = alt.Scale(domain=[-reach, reach], scheme="cividis")  # dark to light: −1 and +1 apart in greyscale too
     elif value == "s_difference":
         scale = alt.Scale(domain=[-n, n], scheme="redblue", reverse=True)
     else:
@@ -157,8 +174,9 @@ def _cube_grid(table: pd.DataFrame, value: str, colour: alt.Color, title: str, c
               axis=alt.Axis(labelAngle=-90, labelFontSize=font, labelOverlap=True))
     y = alt.Y("row_bits:O", sort=row_order, title=f"bits 1..{row_bits} (Gray order)",
               axis=alt.Axis(labelFontSize=font, labelOverlap=True))
-    tooltip = ["bits:N", "vertex:Q", "weight:Q", alt.Tooltip("output:Q", format=VALUE),
-               alt.Tooltip("s_model:Q", format=".3~g", title="s(model, x)")]
+    tooltip = ["bits:N", "vertex:Q", alt.Tooltip("weight:Q", title="bits set to 1"), alt.Tooltip("output:Q", format=VALUE)]
+    if "s_model" in frame:  # a cube drawn without it (the Lab before a prediction) tells nothing of it
+        tooltip.append(alt.Tooltip("s_model:Q", format=".3~g", title="s(model, x)"))
     if "s_target" in frame:
         tooltip += ["target:Q", alt.Tooltip("s_target:Q", format=".3~g", title="s(target, x)")]
     cells = (alt.Chart(frame).mark_rect(stroke="white", strokeWidth=0.5 if cell > 8 else 0, cursor="pointer")
@@ -211,7 +229,7 @@ def lines(table: pd.DataFrame, x: str, y: str, x_title: str, y_title: str, title
     tooltip = [f"{field}:N", alt.Tooltip(f"{x}:Q", format=".4~g"), alt.Tooltip(f"{y}:Q", format=VALUE)]
     layers = [alt.Chart(table).mark_line(point=True).encode(x=_x_axis(table, x, x_title),
                                                             y=alt.Y(f"{y}:Q", title=y_title), color=colour,
-                                                            tooltip=tooltip)]
+                                                            tooltip=tooltip, **series_marks(table[field], field))]
     if error:
         band = table.assign(_low=table[y] - table[error], _high=table[y] + table[error])
         layers.append(alt.Chart(band).mark_errorbar().encode(x=f"{x}:Q", y=alt.Y("_low:Q", title=y_title),
@@ -229,10 +247,10 @@ def degree_profiles(table: pd.DataFrame, title: str = "") -> alt.Chart:
     or of one model and its target (`function`)."""
     field, colour = _series(table)
     top = max(1.0, float(table["weight"].max()))
-    return _single(alt.Chart(table, title=title).mark_bar().encode(
+    return _single(alt.Chart(table, title=title).mark_bar(stroke=INK, strokeWidth=1.5).encode(
         x=alt.X("degree:O", title="degree k", axis=alt.Axis(labelAngle=0)), xOffset=f"{field}:N",
         y=alt.Y("weight:Q", title="d_k = Σ λ_P² over |P| = k", scale=alt.Scale(domain=[0, top])),
-        color=colour,
+        color=colour, strokeDash=series_marks(table[field], field)["strokeDash"],
         tooltip=[f"{field}:N", "degree:O", alt.Tooltip("weight:Q", format=VALUE)],
     ))
 
@@ -334,9 +352,10 @@ def log_histogram(table: pd.DataFrame, x_title: str, title: str = "", color: str
         ).properties(title=title))
     colour = model_colour(table["model"]) if color == "model" else alt.Color(
         f"{color}:N", title="", legend=alt.Legend(orient="top", labelLimit=200))
+    marks = series_marks(table[color], color) if color == "model" else {}
     steps = chart.mark_line(interpolate="step-after", point=True).encode(
         x=alt.X("log10_start:Q", title=x_title), y=alt.Y("fraction:Q", title="fraction"), color=colour,
-        tooltip=(["model:N"] if "model" in table and color != "model" else []) + tooltip)
+        tooltip=(["model:N"] if "model" in table and color != "model" else []) + tooltip, **marks)
     if "model" in table and color != "model":
         return steps.properties(width=WIDTH - 60, height=140).facet(
             row=alt.Row("model:N", title=None, sort=_models(table))).properties(title=title)
@@ -361,8 +380,9 @@ def per_ln_bars(table: pd.DataFrame, title: str = "") -> alt.Chart:
             x=x, xOffset="statistic:N", y=alt.Y("N:Q", title="N_i^(k)"),
             color=alt.Color("statistic:N", title="", legend=alt.Legend(orient="top")), tooltip=tooltip,
         ))
-    return alt.Chart(long).mark_bar().encode(
+    return alt.Chart(long).mark_bar(stroke=INK, strokeWidth=1.5).encode(
         x=x, xOffset="model:N", y=alt.Y("N:Q", title="N_i^(k)"), color=model_colour(long["model"]), tooltip=tooltip,
+        strokeDash=series_marks(long["model"], "model")["strokeDash"],
     ).properties(width=WIDTH - 90, height=140).facet(row=alt.Row("statistic:N", title=None, sort=None)).properties(
         title=title)
 
@@ -461,7 +481,8 @@ def radius_curves(table: pd.DataFrame, paper_rho, title: str = "") -> alt.LayerC
     y = alt.Y("ratio:Q", title="L_ρ / ρ²", scale=alt.Scale(type="log", nice=False, padding=10))  # fitted, not to decades
     tooltip = ["model:N", alt.Tooltip("rho:Q", format=".3~g"), alt.Tooltip("ratio:Q", format=VALUE),
                alt.Tooltip("limit:Q", format=VALUE, title="small-ρ limit")]
-    lines_ = alt.Chart(table).mark_line(point=True).encode(x=x, y=y, color=colour, tooltip=tooltip)
+    lines_ = alt.Chart(table).mark_line(point=True).encode(x=x, y=y, color=colour, tooltip=tooltip,
+                                                           **series_marks(table["model"], "model"))
     bars = alt.Chart(table).mark_rule().encode(x=x, y=alt.Y("low:Q", scale=alt.Scale(type="log")), y2="high:Q",
                                                color=colour, tooltip=tooltip)
     limits = alt.Chart(table.drop_duplicates("model")).mark_rule(strokeDash=[6, 4]).encode(
@@ -529,7 +550,8 @@ def length_scaling(points: pd.DataFrame, models: pd.DataFrame) -> alt.LayerChart
     y = alt.Y("mean:Q", title="sharpness proxy ×4")
     tooltip = ["task:N", "n:Q", alt.Tooltip("mean:Q", format=VALUE), alt.Tooltip("stderr:Q", format=".2~g"),
                "count:Q"]
-    lines = alt.Chart(points).mark_line(point=True).encode(x=x, y=y, color=colour, tooltip=tooltip)
+    marks = series_marks(order, "task", "task", alt.Legend(orient="top", labelExpr="upper(datum.label)"))
+    lines = alt.Chart(points).mark_line(point=True).encode(x=x, y=y, color=colour, tooltip=tooltip, **marks)
     bars = alt.Chart(points).mark_rule().encode(x=x, y="low:Q", y2="high:Q", color=colour)
     mine = alt.Chart(models).mark_point(size=120, filled=True, color="#222").encode(
         x="n:Q", y="value:Q", tooltip=["model:N", "n:Q", alt.Tooltip("value:Q", format=VALUE)],

@@ -13,7 +13,7 @@
                   [--address ADDR] [--scale paper] [--threads T] [--max-runs N]
     sensviz report results/ls --out report.html
     sensviz init-study --arch encoder --d-model 32 --n 8 10 --inits 256 [--scales 0.5 1 2] [--task parity] [--seed 0]
-    sensviz lab --out lab.html [--answers]
+    sensviz lab --out lab.html [--answers] [--url URL]
     sensviz lab-data                     (the Lab's chapters measured once, beside the checkpoints)
     sensviz fidelity experiments/results --out docs/fidelity.md [--scale standard]
     sensviz decide experiments/length_scaling.toml --scale decide --tables experiments/results/decide/length_scaling
@@ -287,9 +287,9 @@ def _init_study(args) -> dict:
 
 
 def _lab(args) -> dict:
-    from . import lab  # Altair and vl-convert: only for this command
+    from . import handout  # Altair and vl-convert: only for this command
 
-    return lab.write_handout(args.out, args.answers, args.checkpoints, args.results, args.url)
+    return handout.write_handout(args.out, args.answers, args.checkpoints, args.results, args.url)
 
 
 def _lab_data(args) -> dict:
@@ -487,11 +487,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("lab", help="the Lab as one offline HTML handout: every chapter's text, figures and questions")
     p.add_argument("--out", required=True, metavar="LAB.html", type=_output(check_file), help="where to write the handout")
-    p.add_argument("--answers", action="store_true", help="include the answers to the questions")
+    p.add_argument("--answers", action="store_true", help="the instructor's copy: each chapter's charts and answer in place")
     p.add_argument("--checkpoints", help="the zoo (default $SENSVIZ_CHECKPOINT_DIR, else the package's checkpoints/)")
     p.add_argument("--results", help="the shipped results (default the first of $SENSVIZ_RESULTS_DIRS, else the package's "
                    "experiments/results/)")
-    p.add_argument("--url", default="http://localhost:8501", help="the explorer's address, for the links to each chapter")
+    p.add_argument("--url", help="the explorer's address, for the links to each chapter (default: the chapter's path only)")
     p.set_defaults(run=_lab)
 
     p = sub.add_parser("lab-data", help="measure the zoo once for the Lab's chapters: lab-data.json beside the checkpoints")

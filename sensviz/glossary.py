@@ -20,9 +20,8 @@ class Term:
 
 
 TERMS: tuple[Term, ...] = (
-    Term("PARITY", "PARITY(x)", "1 when an odd number of the n input bits are 1, else 0: every bit matters at "
-         "every input.", "Train; the zoo"),
-    Term("FIRST", "FIRST(x)", "the first input bit, copied: only one bit matters.", "Train; the zoo"),
+    Term("PARITY", "PARITY(x)", "1 when an odd number of the n input bits are 1, else 0.", "Train; the zoo"),
+    Term("FIRST", "FIRST(x)", "the first input bit, copied.", "Train; the zoo"),
     Term("MAJORITY", "MAJORITY(x)", "1 when more than half of the n bits are 1.", "Train; the zoo"),
     Term("MEAN", "MEAN(x)", "the fraction of bits that are 1 (a real number, not a yes/no answer).",
          "Train; the zoo"),

@@ -22,14 +22,12 @@ changed) and writes `lab-data.json` beside them, each chapter keyed by the sha25
 reads; `data` uses it when the hashes match and measures on demand (with progress) when they do not.
 The same file holds the sidebar's summary of every model a chapter's setup selects (`stored_summary`),
 so "Load this chapter's models" measures nothing either.
-`handout` writes the whole lab as one offline HTML page to print (MathML formulas, print rules,
-answer boxes; the answers with `answers=True`).
+`sensviz.handout` prints the chapters on paper.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import html
 import json
 import os
 from collections.abc import Callable
@@ -47,9 +45,8 @@ from .checkpoints import Checkpoint, file_hash, load_checkpoint
 from .experiments import get_experiment, results_dir
 from .experiments.generalization import as_n, completions
 from .losses import loss_for, targets
-from .mathml import mathml
 from .measure import RADIUS_FRACTIONS, MeasureSettings, measure
-from .report import offline_page, write_text
+from .report import write_text
 from .slices import loss_slice, random_directions
 from .training import TrainingData
 from .zoo import measure as zoo_measure
@@ -119,7 +116,8 @@ def _plain(value):
 @dataclass
 class Figure:
     """One chart of a chapter, with the data behind it, and the chart shown before the student predicts
-    (`blind`: the same view with the asked-for quantity left out; None: nothing until then)."""
+    (`blind`: the same view with the asked-for quantity left out, under `blind_title`, its data only the
+    columns it draws; None: nothing until then)."""
 
     key: str
     title: str
@@ -127,6 +125,7 @@ class Figure:
     data: pd.DataFrame
     caption: str = ""
     blind: object | None = None
+    blind_title: str = ""  # the title of `blind` (default: `title`)
 
     def __post_init__(self):
         self.chart = charts.readable(self.chart)
@@ -176,12 +175,15 @@ class Chapter:
     terms: tuple[str, ...]  # glossary terms, defined where the chapter first uses them
     models: tuple[str, ...]  # the zoo models the setup loads: the first is the model, the second the comparison
     reads: tuple[str, ...]  # every zoo model `measure` reads
-    formula: tuple[str, ...]  # LaTeX, one line each
+    formula: tuple[str, ...]  # LaTeX, one line each: the definitions, shown before the prediction
     control: Control
     try_it: str  # what else to try, on the explorer's pages
     measure: Callable[[Sources, Progress], Data] = field(repr=False)
     present: Callable[[Data, object], Built] = field(repr=False)
     results: str | None = None  # the experiment whose shipped results `measure` reads (`Experiment.lab`), if any
+    theorem: tuple[str, ...] = ()  # LaTeX: the paper's result that predicts the answer, shown with the answer
+    symbols: tuple[str, ...] = ()  # each symbol of the formula and the charts, in words, shown beside them
+    theorem_symbols: tuple[str, ...] = ()  # each symbol the theorem adds, shown with it
 
     def inputs(self, sources: Sources) -> dict[str, Path]:
         """The files the chapter's data depends on, by name."""
@@ -198,6 +200,16 @@ class Chapter:
     def definitions(self) -> list[str]:
         """One line per glossary term the chapter uses."""
         return [glossary.definition(t) for t in self.terms]
+
+
+def what_changes(ch: Chapter, asked: Built, here: Built, choice) -> str:
+    """At a try-it setting other than the question's own (`ch.control.default`, where the Answer is decided):
+    whether the charts there show the same answer, and what they show, from that setting's own data."""
+    at = ch.control.fmt(choice)
+    if here.correct == asked.correct:
+        return f"At {at} the charts show the same answer (“{here.correct}”). {here.look_for}"
+    return (f"At {at} the answer is not visible: by the chapter's own rule the charts here say “{here.correct}”, not "
+            f"“{asked.correct}” as at the question's setting ({ch.control.fmt(ch.control.default)}). {here.look_for}")
 
 
 def zoo_loader(directory: str | Path) -> Loader:
@@ -392,6 +404,8 @@ def _task_name(ck: Checkpoint) -> str:
 # ----------------------------------------------------------------------------- chapter 1
 
 SENSITIVITY_NS = (4, 6, 8, 10)
+BLIND_CUBE = ("vertex", "bits", "weight", "row", "col", "output", "output_pm1", "target")
+"""The columns of chapter 1's cube before the prediction: the inputs and the outputs, not s(f,x)."""
 FLIPS = {"none of them": 0.0, "about one": 1.0, "about half of them": 0.5, "all n of them": 1.0}
 
 
@@ -436,11 +450,13 @@ def _sensitivity_present(data: Data, n) -> Built:
               f"changes PARITY, so s(PARITY, x) = n; only the first bit's flip changes FIRST, so s(FIRST, x) = 1. "
               "A function that reacts to every bit has all its Fourier weight at the top degree, and that is what "
               "the paper proves is hard for a transformer.")
+    outputs = {name: grid[list(BLIND_CUBE)] for name, grid in grids.items()}  # no s(f,x) in its data or tooltips
     figures = [
         Figure("cube", f"s(f,x) of each model at each of the 2^{n} inputs (colour: 0 to {n} flips)",
                charts.cube_grids(grids, "s_model", n), cube_rows,
                "Each cell is one input x; neighbouring cells differ in one bit. A dot marks f(x) = 1.",
-               blind=charts.cube_grids(grids, "output_pm1", n)),
+               blind=charts.cube_grids(outputs, "output_pm1", n),
+               blind_title=f"the output of each model at each of the 2^{n} inputs (colour: its answer, −1 or +1)"),
         Figure("degrees", "Fourier degree profile d_k of each model", charts.degree_profiles(degree_rows), degree_rows,
                "d_k: the share of the function's weight on products of exactly k bits."),
     ]
@@ -450,6 +466,9 @@ def _sensitivity_present(data: Data, n) -> Built:
 # ----------------------------------------------------------------------------- chapter 2
 
 SHARPNESS = "sharpness L_ρ"
+CURVES = {SHARPNESS: SHARPNESS, "as_n(model)": "as_n(model)", "loss": "loss", "param_norm": "‖θ‖",
+          "Blowup": "E[log Blowup]"}
+"""Chapter 2's try-it options and the curve each draws (the training records' metric of that name)."""
 
 
 def _training_measure(src: Sources, progress: Progress = None) -> Data:
@@ -497,8 +516,7 @@ def _training_present(data: Data, metric) -> Built:
     answer = (f"{upper_first(correct)}. Until degree {n} appears the model is an almost constant function (degree "
               f"{low}); once it computes PARITY its output reacts to every bit, and so to small changes of the "
               f"parameters: sharpness {claims['sharpness']}.")
-    options = [m for m in dict.fromkeys(curves["metric"]) if m != "accuracy"]
-    shown_metric = metric if metric in options else SHARPNESS
+    shown_metric = CURVES.get(metric, SHARPNESS)
     shown = curves[curves["metric"].isin(["accuracy", shown_metric])].reset_index(drop=True)
     blind = curves[curves["metric"].isin(["accuracy", "as_n(model)" if shown_metric == SHARPNESS else shown_metric])]
     figures = [
@@ -510,19 +528,20 @@ def _training_present(data: Data, metric) -> Built:
     return Built(numbers, claims, figures, correct, look_for, answer)
 
 
-ZOO_RUN, YOUR_RUN = "the zoo's run", "your run"
+ZOO_RUN, YOUR_RUN = "the pretrained model's run", "your run"
 
 
 def your_run(data: Data, metric, records: list[dict]) -> Figure:
     """Chapter 2's curves with the student's own training run (its measurement records) drawn over the zoo's."""
     curves = data.tables["curves"]
-    shown_metric = metric if metric in set(curves["metric"]) and metric != "accuracy" else SHARPNESS
+    shown_metric = CURVES.get(metric, SHARPNESS)
     mine = tables.training_table(records)
     both = pd.concat([curves.assign(run=ZOO_RUN), mine.assign(run=YOUR_RUN)], ignore_index=True)
     both = both[both["metric"].isin(["accuracy", shown_metric])].reset_index(drop=True)
     steps = sorted(set(mine["step"]))
-    return Figure("curves", f"accuracy and {shown_metric}: your run over the zoo's", charts.training_curves(both, columns=2),
-                  both, f"Your run: {len(steps)} measurements so far, up to step {steps[-1] if steps else 0}.")
+    return Figure("curves", f"accuracy and {shown_metric}: your run over the pretrained model's",
+                  charts.training_curves(both, columns=2), both,
+                  f"Your run: {len(steps)} measurements so far, up to step {steps[-1] if steps else 0}.")
 
 
 # ----------------------------------------------------------------------------- chapter 3
@@ -648,6 +667,7 @@ def _landscape_present(data: Data, fraction) -> Built:
 
 # ----------------------------------------------------------------------------- chapter 5
 
+PRETRAINED = "pretrained PARITY model"
 LENGTH_MODELS = tuple(f"encoder-parity-n{n}" for n in (4, 6, 8, 10, 12, 16))
 LENGTH_TASKS = {"PARITY and FIRST": ("parity", "first"), "all four tasks": ("parity", "majority", "first", "mean")}
 
@@ -686,7 +706,8 @@ def _length_present(data: Data, tasks, yours: pd.DataFrame | None = None) -> Bui
     points = data.tables["points"]
     shown = points[points["task"].isin(LENGTH_TASKS.get(tasks, LENGTH_TASKS["PARITY and FIRST"]))].reset_index(drop=True)
     parity = points[points["task"] == "parity"].sort_values("n")
-    mine = pd.concat([data.tables["zoo"]] + ([yours] if yours is not None and len(yours) else []), ignore_index=True)
+    pretrained = data.tables["zoo"].assign(model=PRETRAINED)
+    mine = pd.concat([pretrained] + ([yours] if yours is not None and len(yours) else []), ignore_index=True)
     claims = {"slope": slope_words(num["slope_low"], num["slope_high"]),
               "trend": trend_words(parity["n"], parity["mean"])}
     counts = ", ".join(f"{int(c)} at n = {int(n)}" for n, c in zip(parity["n"], parity["count"]))
@@ -694,22 +715,21 @@ def _length_present(data: Data, tasks, yours: pd.DataFrame | None = None) -> Bui
                else "these runs cannot tell")
     numbers = {**num, "counts": counts}
     look_for = (f"Follow PARITY's line: its mean sharpness proxy ×4 {claims['trend']}. Each point is the mean over the "
-                f"kept runs at that n ({counts}); the convergence filter kept {num['kept']} of {num['runs']} runs. "
-                f"A straight line through all kept PARITY runs {'rises' if num['slope'] >= 0 else 'falls'} by "
+                f"runs at that n that learned their task ({counts}); the convergence filter kept {num['kept']} of "
+                f"{num['runs']} runs. A straight line through all those PARITY runs "
+                f"{'rises' if num['slope'] >= 0 else 'falls'} by "
                 f"{abs(num['slope']):.3g} per extra bit (its slope {num['slope']:.3g}), with a "
                 f"{num['level']:.0%} interval from {num['slope_low']:.3g} to {num['slope_high']:.3g}.")
-    runs = (f"pre-registered {num['scale']}-scale runs (PARITY's from the {num['arm']})" if "arm" in num
-            else f"shipped {num['scale']}-scale runs")
-    found = (f"{upper_first(correct)}. In the {runs} PARITY's sharpness {claims['slope']} "
-             f"(sensviz.fidelity's verdict: {num['verdict']})")
+    found = (f"{upper_first(correct)}. In these {num['runs']} training runs, whose analysis was fixed before they were "
+             f"trained, PARITY's sharpness {claims['slope']} (the paper's claim, checked on them: {num['verdict']})")
     answer = (f"{found}. The paper's claim is that it grows with n, so longer inputs put gradient descent in ever "
-              "narrower valleys; with few kept runs per n, more seeds are needed to see it here.")
+              "narrower valleys; with few runs per n that learned their task, more seeds are needed to see it here.")
     if num["slope_low"] > 0:
         answer = (f"{found}: longer inputs put gradient descent in ever narrower valleys, so PARITY gets harder to "
                   "find and to keep.")
-    figures = [Figure("length", f"sharpness proxy ×4 against n ({num['scale']} scale, mean ± s.e. over kept runs)",
+    figures = [Figure("length", "sharpness proxy ×4 against n (mean ± s.e. over the runs that learned their task)",
                       charts.length_scaling(shown, mine), shown,
-                      "Black marks: single models measured the same way (the zoo's, and yours when you pick one).")]
+                      "Black marks: single models measured the same way (the pretrained ones, and yours when you pick one).")]
     return Built(numbers, claims, figures, correct, look_for, answer)
 
 
@@ -799,7 +819,12 @@ CHAPTERS: tuple[Chapter, ...] = (
         Control("input length n", SENSITIVITY_NS, 8, lambda n: f"n = {n}"),
         "Open the Sensitivity page with both models and click any cell to see which flips change the output.",
         _sensitivity_measure, _sensitivity_present,
-    ),
+        symbols=("x: one input, a string of n bits; the cube is the set of all 2^n inputs, and two inputs are "
+                 "neighbours when they differ in one bit",
+                 "x^(⊕i): the input x with bit i flipped; f(x): the model's answer at x",
+                 "Gray order: the rows and columns of the map are ordered so that neighbouring cells differ in one bit",
+                 "λ_P: the Fourier coefficient of f on the product of the bits in the set P; d_k adds up λ_P² over all "
+                 "sets P of k bits")),
     Chapter(
         2, "training", "Training PARITY: degree n takes over",
         "What happens inside a transformer while it learns PARITY, and what happens to the sharpness of its "
@@ -809,10 +834,12 @@ CHAPTERS: tuple[Chapter, ...] = (
         ("PARITY", "Fourier degree", "sharpness", "radius", "average sensitivity"),
         ("encoder-parity-n8",), ("encoder-parity-n8",),
         (r"L_{\rho,n}(T) = \mathbb{E}_x \mathbb{E}_{\|\Delta\|=\rho} (T_{\theta+\Delta}(x)-T_\theta(x))^2",),
-        Control("curve beside accuracy", (SHARPNESS, "as_n(model)", "loss", "param_norm", "Blowup"), SHARPNESS),
+        Control("curve beside accuracy", tuple(CURVES), SHARPNESS),
         "Train it yourself: the Train page's PARITY, n = 8 preset measures the same curves.",
         _training_measure, _training_present,
-    ),
+        symbols=("θ: all the model's parameters; T_θ(x): its output at input x",
+                 "Δ: a random step in parameter space of length ρ; E_x: the mean over the inputs x",
+                 "step: one update of gradient descent during training")),
     Chapter(
         3, "blowup", "How can a transformer be sensitive? LayerNorm blowup",
         "Attention averages over positions, so one changed bit moves a transformer's output little. How does the "
@@ -822,11 +849,16 @@ CHAPTERS: tuple[Chapter, ...] = (
         ("LayerNorm factor", "Blowup", "param_norm"),
         ("encoder-parity-n12", "encoder-first-n12"),
         tuple(f"encoder-{task}-n{n}" for n in BLOWUP_NS for task in ("parity", "first")),
-        (r"N_i^{(k)} = \frac{1}{\sqrt{\sigma^2(Y_i^{(k)})+\varepsilon}}, \mathrm{Blowup}(x) = \prod_k \max_i (1+N_i^{(k)}(x))",
-         r"C \mathbb{E}[\mathrm{Blowup}^2] \ge \frac{\mathrm{as}_n(f)}{\sqrt{n\log n}} - \frac{H}{n}"),
+        (r"N_i^{(k)} = \frac{1}{\sqrt{\sigma^2(Y_i^{(k)})+\varepsilon}}, \mathrm{Blowup}(x) = \prod_k \max_i (1+N_i^{(k)}(x))",),
         Control("input length n", BLOWUP_NS, 12, lambda n: f"n = {n}"),
         "Pick an input on the LayerNorm page and compare N_i^(k) of both models position by position.",
         _blowup_measure, _blowup_present,
+        theorem=(r"C \mathbb{E}[\mathrm{Blowup}^2] \ge \frac{\mathrm{as}_n(f)}{\sqrt{n\log n}} - \frac{H}{n}",),
+        symbols=("Y_i^(k): the vector that LayerNorm k normalises at position i; σ²: the variance of its d entries",
+                 "ε: a small constant LayerNorm adds so that it never divides by zero",
+                 "max_i: the largest over the positions i; Π_k: the product over the LayerNorms k"),
+        theorem_symbols=("C: a constant that grows with the size of the model's weights (the paper's parameter bound)",
+                         "H: the number of attention heads; n: the input length; E: the mean over all inputs"),
     ),
     Chapter(
         4, "landscape", "The landscape: sharp and flat minima",
@@ -836,24 +868,37 @@ CHAPTERS: tuple[Chapter, ...] = (
                    ("PARITY's", "FIRST's", "about the same")),
         ("sharpness", "radius", "PARITY", "FIRST"),
         LANDSCAPE_MODELS, LANDSCAPE_MODELS,
-        (r"\lim_{\rho\to0} \liminf_{n\to\infty} L_{\rho,n}(T) \ge \liminf_{n\to\infty} \frac{\mathrm{as}_n(T)}{2n}"
-         r" - L e^{-\Omega(d)}",),
+        (r"L_{\rho,n}(T) = \mathbb{E}_x \mathbb{E}_{\|\Delta\|=\rho} (T_{\theta+\Delta}(x)-T_\theta(x))^2",),
         Control("radius (fraction of the paper's ρ)", RADIUS_FRACTIONS, 1.0, lambda f: f"{f:g} ρ"),
         "Open the Landscape page with both models: the same L_ρ, with more radii and 2-D slices.",
         _landscape_measure, _landscape_present,
+        theorem=(r"\lim_{\rho\to0} \liminf_{n\to\infty} L_{\rho,n}(T) \ge \liminf_{n\to\infty} \frac{\mathrm{as}_n(T)}{2n}"
+                 r" - L e^{-\Omega(d)}",),
+        symbols=("θ: all the model's parameters; T_θ(x): its output at input x; Δ: a random step of length ρ",
+                 "L_ρ/ρ²: the sharpness divided by the squared radius, so that all radii share one scale",
+                 "E‖∇T‖²/P: the small-ρ limit of L_ρ/ρ², from the gradient; P: the number of parameters"),
+        theorem_symbols=("liminf: the smallest value the sequence keeps coming back to as n grows",
+                         "L: the number of layers; d: the width of the vector at each position",
+                         "Ω(d): a quantity that grows at least in proportion to d, so L e^{−Ω(d)} vanishes for wide models"),
     ),
     Chapter(
         5, "length", "Length scaling",
         "Train PARITY at longer and longer inputs n. Does the minimum it lands in get sharper?",
-        Prediction("Does PARITY's sharpness grow with n in the shipped runs?",
+        Prediction("Does PARITY's sharpness grow with n in these training runs?",
                    ("yes, it grows", "no, it stays flat or falls", "these runs cannot tell")),
         ("sharpness proxy", "convergence filter", "PARITY", "FIRST", "MAJORITY", "MEAN"),
         ("encoder-parity-n8", "encoder-first-n8"), LENGTH_MODELS,
-        (r"\mathrm{as}_n(\mathrm{PARITY}) = n \Rightarrow \liminf_{n} L_{\rho,n} \ge \frac{1}{2}",
-         r"\mathrm{as}_n(\mathrm{FIRST}) = 1 \Rightarrow \mathrm{bound} \to 0"),
+        (r"\mathrm{as}_n(f) = \mathbb{E}_x s(f,x)",
+         r"\mathrm{as}_n(\mathrm{PARITY}) = n, \quad \mathrm{as}_n(\mathrm{FIRST}) = 1"),
         Control("tasks", tuple(LENGTH_TASKS), "PARITY and FIRST"),
         "Train a model on the Train page and select it: it joins this chart as a point.",
         _length_measure, _length_present, results="length_scaling",
+        theorem=(r"\mathrm{as}_n(\mathrm{PARITY}) = n \Rightarrow \liminf_{n} L_{\rho,n} \ge \frac{1}{2}",
+                 r"\mathrm{as}_n(\mathrm{FIRST}) = 1 \Rightarrow \mathrm{bound} \to 0"),
+        symbols=("n: the input length; s(f,x): how many single-bit flips change f's answer at input x",
+                 "slope: how much the mean sharpness proxy changes per extra input bit, from a straight-line fit"),
+        theorem_symbols=("L_ρ,n: the sharpness at radius ρ for inputs of length n",
+                         "liminf: the smallest value the sequence keeps coming back to as n grows"),
     ),
     Chapter(
         6, "few-examples", "What transformers learn from few examples",
@@ -862,10 +907,15 @@ CHAPTERS: tuple[Chapter, ...] = (
                    "transformer learned is…", ("less sensitive than most", "about typical", "more sensitive than most")),
         ("average sensitivity", "sharpness"),
         ("encoder-random-n8",), ("encoder-random-n8",),
-        (r"\mathrm{as}_n(\hat{f}) \ll \mathbb{E}_{g} \mathrm{as}_n(g)",),
+        (r"\mathrm{as}_n(f) = \mathbb{E}_x s(f,x)",),
         Control("compare with", FEW_COMPARE, FEW_COMPARE[0]),
         "Train one yourself with fewer or more examples (the Train page's restricted training set).",
         _few_measure, _few_present,
+        theorem=(r"\mathrm{as}_n(\hat{f}) \ll \mathbb{E}_{g} \mathrm{as}_n(g)",),
+        symbols=("x: one input, a string of n bits; s(f,x): how many single-bit flips change f's answer at x",
+                 "completion: a function that agrees with the target on every training input and is random elsewhere"),
+        theorem_symbols=("f̂: the function the trained model computes; g: one of the functions compared with it",
+                         "E_g: the mean over those functions; ≪: much smaller than"),
     ),
 )
 """The Lab's chapters, in order."""
@@ -876,79 +926,3 @@ def chapter(number: int) -> Chapter:
     if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= len(CHAPTERS):
         raise ValueError(f"there are chapters 1..{len(CHAPTERS)}, not {number!r}")
     return CHAPTERS[number - 1]
-
-
-# ----------------------------------------------------------------------------- the handout
-
-
-STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 980px; margin: 2em auto;
-       padding: 0 1em; color: #111; line-height: 1.5; }
-h2 { border-bottom: 1px solid #bbb; padding-bottom: 0.2em; margin-top: 2.2em; }
-.question { font-size: 1.1em; font-style: italic; } .predict { background: #f2f4f8; padding: 0.6em 0.9em; }
-.terms { font-size: 0.92em; color: #333; } .caption { color: #333; font-size: 0.92em; }
-.formula { background: #fafafa; padding: 0.5em; overflow-x: auto; font-size: 1.15em; }
-.chart { margin: 0.6em 0 1.2em 0; } .box { border: 1px solid #555; min-height: 7em; margin: 0.5em 0 1em 0;
-       padding: 0.4em; } .answer { border-left: 4px solid #2a7; padding-left: 0.8em; }
-.options { list-style: none; padding-left: 0.5em; } .options li::before { content: "☐  "; }
-@media print {
-  body { max-width: none; margin: 0; font-size: 11pt; }
-  nav, .screen { display: none; }
-  h2, h3 { break-after: avoid; page-break-after: avoid; }
-  section { break-before: page; page-break-before: always; }
-  .chart, figure, .predict, .box, .formula, .answer { break-inside: avoid; page-break-inside: avoid; }
-  a { color: #111; }
-}
-"""
-
-
-def handout(sources: Sources, answers: bool = False, url: str = "http://localhost:8501") -> str:
-    """The whole lab as one offline HTML page to print: per chapter its question, the terms it uses, the
-    prediction with boxes to tick, the charts, room to answer, the formula (MathML) and a link to the live
-    chapter; with `answers` (the instructor's) what to look for and the answer."""
-    specs, sections = [], []
-    store = read_store(sources.checkpoints)
-    for ch in CHAPTERS:
-        found = stored(ch, sources, store)
-        built = ch.present(found if found is not None else ch.measure(sources, None), ch.control.default)
-        live = f"{url.rstrip('/')}/lab?chapter={ch.number}"
-        parts = [f'<section id="chapter-{ch.number}"><h2>{ch.number}. {html.escape(ch.title)}</h2>',
-                 f'<p class="question">{html.escape(ch.question)}</p>',
-                 '<p class="terms">' + "<br>".join(html.escape(d) for d in ch.definitions()) + "</p>",
-                 f'<div class="predict"><b>Predict first.</b> {html.escape(ch.predict.prompt)}<ul class="options">'
-                 + "".join(f"<li>{html.escape(o)}</li>" for o in ch.predict.options) + "</ul></div>"]
-        for fig in built.figures:
-            specs.append(fig.chart.to_dict())
-            parts += [f"<h3>{html.escape(fig.title)}</h3>", f'<div class="chart" id="chart-{len(specs) - 1}"></div>',
-                      f'<p class="caption">{html.escape(fig.caption)}</p>']
-        if answers:
-            parts += [f'<div class="answer"><p><b>Right prediction:</b> {html.escape(built.correct)}</p>'
-                      f"<p><b>What to look for.</b> {html.escape(built.look_for)}</p>"
-                      f"<p><b>Answer.</b> {html.escape(built.answer)}</p></div>"]
-        else:
-            parts += ["<p><b>What do the charts show? Was your prediction right, and why?</b></p>",
-                      '<div class="box"></div>']
-        parts += ['<div class="formula">' + "".join(mathml(line) for line in ch.formula) + "</div>",
-                  f"<p><b>Try it yourself:</b> {html.escape(ch.try_it)} Live chapter: "
-                  f'<a href="{html.escape(live)}">{html.escape(live)}</a></p></section>']
-        sections.append("\n".join(parts))
-    toc = "".join(f'<li><a href="#chapter-{c.number}">{html.escape(c.title)}</a></li>' for c in CHAPTERS)
-    return offline_page(
-        "sensviz lab: why sensitive functions are hard for transformers" + (" (with answers)" if answers else ""),
-        STYLE,
-        ["<h1>Why are sensitive functions hard for transformers? A lab in six chapters</h1>",
-         "<p>Hahn &amp; Rofin (ACL 2024), with models trained by sensviz. In each chapter, read the question and "
-         "tick a prediction <i>before</i> you look at the charts. Every number is computed from the models shown."
-         + (" This is the instructor's copy: the answers are included." if answers else "")
-         + " This page loads nothing from the internet.</p>",
-         f'<nav class="screen"><ol>{toc}</ol></nav>', *sections],
-        specs)
-
-
-def write_handout(out: str | Path, answers: bool = False, checkpoints: str | Path | None = None,
-                  results: str | Path | None = None, url: str = "http://localhost:8501") -> dict:
-    """Write the handout of the zoo in `checkpoints` and the `results` (defaults: the shipped ones) to `out`."""
-    page = handout(Sources.shipped(checkpoints, results), answers, url)
-    out = write_text(out, page)
-    return {"written": str(out), "chapters": len(CHAPTERS), "answers": answers, "bytes": out.stat().st_size,
-            "figures": page.count('class="chart"')}

@@ -11,14 +11,16 @@ import shutil
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from conftest import offline
+from pdf_fill import page_fill
 
-from sensviz import fidelity, glossary, lab
+from sensviz import charts, fidelity, glossary, handout, lab
 from sensviz.checkpoints import file_hash, read_metadata
 from sensviz.mathml import mathml
 
@@ -385,32 +387,67 @@ def test_the_handout_from_another_folder_student_and_instructor(tmp_path, monkey
     assert main(["lab", "--out", "teacher.html", "--answers"]) == 0, capsys.readouterr().err
     print(f"two handouts in {time.perf_counter() - start:.1f} s")
     student, teacher = (tmp_path / "student.html").read_text(), (tmp_path / "teacher.html").read_text()
-    for page in (student, teacher):
-        assert page.count("<section") == 6 and page.count("<math") >= 9 and "@media print" in page
-        assert "lab?chapter=6" in page and all(o in page for o in lab.chapter(1).predict.options)
+    definitions = sum(len(ch.formula) for ch in lab.CHAPTERS)
+    theorems = sum(len(ch.theorem) for ch in lab.CHAPTERS)
+    for page in (student, teacher):  # the theorems: in the student's back section, in place for the instructor
+        assert page.count("<math") == definitions + theorems and "@media print" in page
+        assert 'href="/lab?chapter=6"' in page and "localhost" not in page  # no --url: the chapter's path only
+        assert all(o in page for o in lab.chapter(1).predict.options)
+    assert student.count("<section") == 7 and teacher.count("<section") == 6  # the student's back section
+    back = student.index('class="back"')
+    assert student.index("answer-chart") > back and student.index(mathml(lab.chapter(3).theorem[0])) > back
     assert student.count('class="box"') == 6 and "<b>Answer.</b>" not in student and "What to look for" not in student
     assert teacher.count("<b>Answer.</b>") == 6 and 'class="box"' not in teacher
 
 
 @pytest.mark.browser
-def test_the_handout_opens_offline_with_every_figure(tmp_path, browser):
+def test_the_student_handout_prints_the_answers_behind_the_questions(tmp_path, browser):
+    """Printed to PDF by Chromium: no page under a quarter full, every answer-bearing chart in the back section
+    (which starts on a page of its own), answer boxes of eight lines kept with their question, offline, 14 px text."""
     out = tmp_path / "lab.html"
-    assert lab.write_handout(out, answers=True, checkpoints=ROOT / "checkpoints", results=RESULTS)["chapters"] == 6
-    text_ = out.read_text()
+    assert handout.write_handout(out, checkpoints=ROOT / "checkpoints", results=RESULTS)["chapters"] == 6
     page = browser.new_page(viewport={"width": 1024, "height": 768})
     remote = offline(page)
     page.goto(out.as_uri())
-    count = text_.count('class="chart"')
+    count = out.read_text().count('class="chart ')
     page.wait_for_function(f"document.querySelectorAll('.chart svg').length >= {count}", timeout=120_000)
-    boxes = page.evaluate("() => [...document.querySelectorAll('.chart svg')].map(e => e.getBoundingClientRect())"
-                          ".map(r => [r.left, r.right, r.height])")
-    fonts = page.evaluate("() => [...document.querySelectorAll('.chart svg text')].map("
-                          "e => parseFloat(getComputedStyle(e).fontSize))")
-    page.pdf(path=str(tmp_path / "lab.pdf"), format="A4")
+    page.emulate_media(media="print")
+    layout = page.evaluate("""() => {
+        const back = document.querySelector('.back');
+        const charts = [...document.querySelectorAll('.answer-chart')];
+        return {inBack: charts.filter(c => back.contains(c)).length, answerCharts: charts.length,
+                blindOutside: [...document.querySelectorAll('.blind-chart')].filter(c => !back.contains(c)).length,
+                beforeBack: charts.filter(c => c.getBoundingClientRect().top < back.getBoundingClientRect().top).length,
+                breaks: getComputedStyle(back).breakBefore,
+                boxes: [...document.querySelectorAll('.box')].map(b => b.getBoundingClientRect().height
+                                                                 / parseFloat(getComputedStyle(b).lineHeight)),
+                kept: [...document.querySelectorAll('.respond')].map(r => getComputedStyle(r).breakInside),
+                fonts: [...document.querySelectorAll('.chart svg text')].map(e => parseFloat(getComputedStyle(e).fontSize))};
+    }""")
+    pdf = page.pdf(format="A4")
     page.context.close()
+    fills = page_fill(pdf)
+    print(f"\nstudent handout: {len(fills)} A4 pages, filled " + ", ".join(f"{f:.0%}" for f in fills))
     assert remote == []
-    assert len(boxes) == count and all(h >= 100 and right <= 1024 for _, right, h in boxes)
-    assert min(fonts) >= 11
+    assert layout["answerCharts"] == layout["inBack"] > 0 and layout["beforeBack"] == 0 and layout["breaks"] == "page"
+    assert layout["blindOutside"] > 0  # the blind charts stay with their questions
+    assert len(layout["boxes"]) == 6 and min(layout["boxes"]) >= 8 and set(layout["kept"]) == {"avoid"}
+    assert min(layout["fonts"]) >= charts.READABLE_PX == 14
+    assert 6 <= len(fills) <= 16 and min(fills) >= 0.25, fills
+
+
+def test_the_page_fill_of_a_pdf_is_measured_from_its_marks():
+    """pdf_fill on PDFs built here: a mark at a known depth, a white fill and a clip that do not count."""
+    def pdf(content: bytes) -> bytes:
+        stream = zlib.compress(content)
+        return (b"%PDF-1.4\n1 0 obj\n<</Type /Page\n/MediaBox [0 0 600 800]\n/Contents 2 0 R>>\nendobj\n"
+                + f"2 0 obj\n<</Filter /FlateDecode /Length {len(stream)}>> stream\n".encode() + stream
+                + b"\nendstream\nendobj\n")
+
+    flip = b"1 0 0 -1 0 800 cm\n"
+    assert page_fill(pdf(flip + b"0 0 0 rg 10 100 50 100 re f")) == pytest.approx([0.25])
+    assert page_fill(pdf(flip + b"1 1 1 rg 0 0 600 800 re f 0 0 0 rg 10 10 5 5 re f")) == pytest.approx([15 / 800])
+    assert page_fill(pdf(flip + b"0 0 600 800 re W n q 1 0 0 1 0 400 cm BT 1 0 0 -1 0 0 Tm ET Q")) == pytest.approx([0.5])
 
 
 def test_chapter_2_draws_the_students_run_over_the_zoos():
@@ -420,3 +457,76 @@ def test_chapter_2_draws_the_students_run_over_the_zoos():
     drawn = pd.concat(frame for _, frame in views(fig.chart))
     assert set(drawn["run"]) == {lab.ZOO_RUN, lab.YOUR_RUN} and set(drawn["metric"]) == {"accuracy", lab.SHARPNESS}
     assert drawn[drawn["run"] == lab.YOUR_RUN]["step"].nunique() == 3 and "3 measurements" in fig.caption
+
+
+# ----------------------------------------------------------------------------- words and settings
+
+INTERNAL = ("decide-scale", "decide scale", "relax arm", "pre-registered", "preregistered", "sensviz.", "zoo",
+            "kept runs", "shipped", "fidelity", "arm:")
+"""Words a student does not have: the project's own (its scales, arms, modules, the 'zoo')."""
+
+
+def test_no_chapter_speaks_the_projects_own_words():
+    for ch in lab.CHAPTERS:
+        fixed = [ch.title, ch.question, ch.predict.prompt, *ch.predict.options, ch.try_it, *ch.definitions(),
+                 *ch.symbols, *ch.theorem_symbols, ch.control.label, *(ch.control.fmt(o) for o in ch.control.options)]
+        for choice in ch.control.options:
+            built = ch.present(data(ch.number), choice)
+            shown = [*fixed, built.look_for, built.answer, *built.claims.values()]
+            shown += [f"{f.title} {f.blind_title} {f.caption} {json.dumps(f.chart.to_dict(), ensure_ascii=False)}"
+                      for f in built.figures]
+            found = [w for w in INTERNAL for line in shown if w in line.lower()]
+            assert not found, (ch.number, choice, found)
+
+
+def test_chapter_2s_try_it_options_each_draw_the_curve_they_name():
+    labels = {lab.SHARPNESS: "sharpness", "as_n(model)": "as_n", "loss": "loss", "param_norm": "θ", "Blowup": "Blowup"}
+    assert set(lab.chapter(2).control.options) == set(labels)
+    for option, word in labels.items():
+        fig = lab.chapter(2).present(data(2), option).figures[1]
+        drawn = set(pd.concat(frame for _, frame in views(fig.chart))["metric"])
+        assert drawn == {"accuracy", lab.CURVES[option]} and word in fig.title, option
+
+
+def test_the_answer_is_decided_at_the_questions_setting_and_other_settings_say_what_they_show():
+    ch = lab.chapter(3)
+    asked = ch.present(data(3), ch.control.default)
+    for n in ch.control.options:
+        here = ch.present(data(3), n)
+        said = lab.what_changes(ch, asked, here, n)
+        assert here.look_for in said and f"n = {n}" in said
+        assert ("not visible" in said) == (here.correct != asked.correct), n
+    # the rule on altered data: factors as large at n = 8 as at 12 show the same answer there
+    same = altered(3, "layers", lambda t: t.assign(mean_N=np.where(t["model"] == "PARITY", 3.0, 1.0)))
+    assert "the same answer" in lab.what_changes(ch, asked, ch.present(same, 8), 8)
+
+
+def test_the_models_and_tasks_of_every_chart_differ_in_dash_and_shape_not_only_colour():
+    """On a greyscale print PARITY and FIRST are two greys: every line, step or bar coloured by model or task is
+    also dashed by it, and its points shaped by it, each with its own dash and shape."""
+    checked = 0
+    for ch in lab.CHAPTERS:
+        for fig in ch.present(data(ch.number), ch.control.default).figures:
+            stack = [fig.chart.to_dict()]
+            while stack:
+                node = stack.pop()
+                if isinstance(node, list):
+                    stack += node
+                    continue
+                if not isinstance(node, dict):
+                    continue
+                stack += list(node.values())
+                mark = node.get("mark", {})
+                mark = mark.get("type") if isinstance(mark, dict) else mark
+                colour = node.get("encoding", {}).get("color", {})
+                if mark not in ("line", "bar") or colour.get("field") not in ("model", "task"):
+                    continue
+                dash = node["encoding"].get("strokeDash", {})
+                assert dash.get("field") == colour["field"], (ch.number, fig.key)
+                assert len({str(d) for d in dash["scale"]["range"]}) == len(dash["scale"]["domain"]), (ch.number, fig.key)
+                if mark == "line":
+                    shape = node["encoding"]["shape"]
+                    assert shape["field"] == colour["field"]
+                    assert len(set(shape["scale"]["range"])) == len(shape["scale"]["domain"])
+                checked += 1
+    assert checked >= 5  # chapters 1, 3, 4 (two), 5

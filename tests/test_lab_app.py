@@ -113,7 +113,7 @@ def test_loading_a_chapters_models_reads_their_shipped_summaries(monkeypatch):
         raise AssertionError("measured: the shipped summary was not used")
 
     monkeypatch.setattr(cache, "measure", measure)
-    at = open_url("lab", chapter="4")
+    at = open_url("lab", chapter="4", predict="first-s")  # predicted: the summary's numbers are shown
     at.button(key="sv_w_lab_setup_4").click().run()
     assert not at.exception and not at.error and selected(at).name.startswith("encoder-parity-n16")
     shipped = lab.read_summaries(lab.zoo_dir())["encoder-parity-n16"]["summary"]
@@ -130,3 +130,14 @@ def test_each_chart_is_converted_once_for_every_session_as_st_altair_chart_conve
     assert [s for s in blind if s] == [cache.vega_lite(f.blind) for f in built.figures if f.blind is not None]
     at = open_url("lab", chapter="1", predict="skip")  # the page draws the kept specs
     assert not at.exception and len(charts(at)) == len(specs)
+
+
+def test_the_answer_stays_the_questions_at_another_try_it_setting():
+    at = open_url("lab", chapter="3", predict="the-parity-model")
+    at.button(key="sv_w_lab_reveal_3").click().run()
+    asked = cache.lab_chapter(3, 12)
+    at.segmented_control(key="sv_w_lab_try_3").set_value(8).run()
+    here = cache.lab_chapter(3, 8)
+    assert here.correct != asked.correct  # at n = 8 the charts do not show it: the page says so
+    assert any(s.value.startswith(f"**Answer: {asked.correct}.** Your prediction was right.") for s in at.success)
+    assert any(m.value.startswith("**What changes here.**") and "not visible" in m.value for m in at.markdown)

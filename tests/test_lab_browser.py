@@ -27,6 +27,21 @@ def chart_signature(page) -> str:
         const canvas = c.querySelector('canvas'); return canvas ? canvas.toDataURL() : c.innerHTML; }).join('|')""")
 
 
+def caption_contrast(page) -> list[tuple[str, float]]:
+    """Each caption's text and its colour's contrast against the white page (WCAG's relative luminance)."""
+    found = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stCaptionContainer"] p')].map(
+        p => [p.innerText.slice(0, 40), getComputedStyle(p).color])""")
+
+    def luminance(css: str) -> float:  # rgb(...) or rgba(...), an alpha blended over white
+        values = [float(v) for v in css[css.index("(") + 1:css.index(")")].split(",")]
+        alpha = values[3] if len(values) == 4 else 1.0
+        r, g, b = (alpha * v / 255 + 1 - alpha for v in values[:3])
+        return sum(w * (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4)
+                   for w, c in zip((0.2126, 0.7152, 0.0722), (r, g, b)))
+
+    return [(text, 1.05 / (luminance(colour) + 0.05)) for text, colour in found]
+
+
 def top_of(locator) -> float:
     return locator.first.bounding_box()["y"]
 
@@ -69,12 +84,15 @@ def test_a_student_walks_every_chapter(server, browser):
         assert chart_signature(page) != before, f"chapter {number}: the try-it control changed no chart"
 
         page.get_by_role("button", name="Reveal the answer").click()
-        page.get_by_text("What to look for.").first.wait_for(timeout=60_000)
+        page.get_by_text("What to look for").first.wait_for(timeout=60_000)
         wait_until_done(page)
-        built = ch.present(lab.stored(ch, lab.Sources.shipped()), other)
+        built = ch.present(lab.stored(ch, lab.Sources.shipped()), ch.control.default)  # the question's own setting
         assert page.get_by_text(built.answer[:60]).first.is_visible()
+        assert page.get_by_text("What changes here.").first.is_visible()  # the try-it setting is another
         page.screenshot(path=str(SHOTS / f"lab-{number}-after.png"))
         wrong[number] = misfits(page)
+        low = [(text, ratio) for text, ratio in caption_contrast(page) if ratio < 4.5]
+        assert not low, f"chapter {number}: captions below 4.5:1 against white: {low}"
         times.append((number, first, tried))
 
         if number < len(lab.CHAPTERS):

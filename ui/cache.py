@@ -768,8 +768,8 @@ def lab_point(ref: ModelRef) -> dict:
 
 
 @memo
-def lab_handout(answers: bool) -> bytes:
-    """The whole Lab as one offline HTML page (`sensviz lab`)."""
-    from sensviz import lab
+def lab_handout(answers: bool, url: str | None) -> bytes:
+    """The whole Lab as one offline HTML page (`sensviz lab`), its links to `url` (None: paths only)."""
+    from sensviz import handout
 
-    return lab.handout(_lab_sources(), answers).encode()
+    return handout.handout(_lab_sources(), answers, url).encode()

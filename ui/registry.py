@@ -35,8 +35,8 @@ UPLOADS = "sv_uploads"  # {(digest, overrides): token} uploads kept in this sess
 SHARED = "sv_shared"  # kept models of other owners opened by a link in this session
 SHOW_SOURCE = "sv_show_source"  # the sidebar switches to this model source on its next run
 LAB_PREDICTIONS = "sv_lab_predictions"  # {Lab chapter: the student's prediction (an option, or "skip")}
-LAB_REVEALED = "sv_lab_revealed"  # Lab chapters whose answer this session revealed
 LAB_TOP = "sv_lab_top"  # the Lab turned a page: scroll to its top on this run
+PAGE = "sv_page"  # the url_path of the page this run draws, set by the router before the frame (ui.lab_state reads it)
 UPLOAD_REFUSED = "sv_upload_refused"  # the one line about the last upload refused in this session
 UPLOAD_ROUND = "sv_upload_round"  # bumped when an upload is refused: the uploader starts empty again
 

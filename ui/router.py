@@ -11,7 +11,7 @@ from contextvars import ContextVar
 import streamlit as st
 
 from sensviz.text import escape_markdown
-from ui import cache, uploads
+from ui import cache, registry, uploads
 from ui import frame as drawn
 from ui.nav import PAGES, SECTIONS, PageSpec, spec
 
@@ -51,6 +51,7 @@ def frame() -> st.Page:
     (`ui.frame`: the sidebar, the URL state, the title); returns the page to run."""
     st.set_page_config(page_title="sensviz", page_icon=":material/explore:", layout="wide")
     current, found = navigation()
+    st.session_state[registry.PAGE] = found.url_path
     drawn.draw(found)
     return current
 

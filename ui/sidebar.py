@@ -13,7 +13,7 @@ import sensviz as sv
 from sensviz.text import escape_markdown, one_line, quoted
 from server import services
 from server.kept import KeptRefused
-from ui import cache, classroom, model_refs, owner_id, page, registry, uploads, url_state
+from ui import cache, classroom, lab_state, model_refs, owner_id, page, registry, uploads, url_state
 from ui.model_refs import ModelRef
 from ui.page import Selection
 
@@ -180,12 +180,16 @@ def _summary(ref: ModelRef, ck: sv.Checkpoint) -> Selection:
     registry.set_analysis_n(ref, n)
     with page.progress_bar("Analysing the model on the cube…") as report:
         info = cache.summary(ref, n, progress=report)
-    left, right = st.columns(2)
-    left.metric("accuracy", "—" if info["accuracy"] is None else f"{info['accuracy']:.1%}")
-    right.metric("param_norm", page.figure(info["param_norm"], 3))
-    left.metric("as_n model", f"{info['as_model']:.3f}", help="average sensitivity of the model (thresholded)")
-    right.metric("as_n target", "—" if info["as_target"] is None else f"{info['as_target']:.3f}")
-    left.metric("mean Blowup", page.figure(info["blowup_mean"]), help="E_x Blowup(x) = E_x Π_k max_w (1 + N_w^(k)(x))")
+    if lab_state.question_open():  # the Lab's question is open: its answer may be among these numbers
+        st.caption(WAITING)
+    else:
+        left, right = st.columns(2)
+        left.metric("accuracy", "—" if info["accuracy"] is None else f"{info['accuracy']:.1%}")
+        right.metric("param_norm", page.figure(info["param_norm"], 3))
+        left.metric("as_n model", f"{info['as_model']:.3f}", help="average sensitivity of the model (thresholded)")
+        right.metric("as_n target", "—" if info["as_target"] is None else f"{info['as_target']:.3f}")
+        left.metric("mean Blowup", page.figure(info["blowup_mean"]),
+                    help="E_x Blowup(x) = E_x Π_k max_w (1 + N_w^(k)(x))")
     st.caption(f"**{escape_markdown(info['task'] or 'unknown task')}** · {escape_markdown(info['arch'])} · "
                f"{escape_markdown(info['size'])} · {info['n_params']:,} parameters "
                f"· trained at n={info['trained_n']} · {'exact' if info['exact'] else 'sampled'} at n={n}")
@@ -200,6 +204,8 @@ def _summary(ref: ModelRef, ck: sv.Checkpoint) -> Selection:
         copy_link_button()
     return Selection(ref, ck, n, compare, compare_n)
 
+
+WAITING = "The numbers of this summary wait for your prediction in the Lab."
 
 NO_COMPARE = ""
 """The "Compare with…" choice of no second model."""
@@ -254,8 +260,9 @@ def _choose_compare(ref: ModelRef, n: int) -> tuple[ModelRef | None, int | None]
     with page.progress_bar("Analysing the second model…") as report:
         info = cache.summary(current, compare_n, progress=report)
     accuracy = "" if info["accuracy"] is None else f" · accuracy {info['accuracy']:.1%}"
-    st.caption(f"Compared with **{escape_markdown(current.label)}** at n={compare_n}: as_n {info['as_model']:.3f}{accuracy} "
-               f"· mean Blowup {page.figure(info['blowup_mean'])}")
+    numbers = (WAITING if lab_state.question_open() else
+               f"as_n {info['as_model']:.3f}{accuracy} · mean Blowup {page.figure(info['blowup_mean'])}")
+    st.caption(f"Compared with **{escape_markdown(current.label)}** at n={compare_n}: {numbers}")
     return current, compare_n
 
 
