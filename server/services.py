@@ -62,8 +62,8 @@ def sweep_folder(text: str) -> Path:
 # holding an earlier one, never the reverse):
 #   1. a singleton's build lock, one per name (`_one`), held only while that one object is built.
 #      A build may ask for the singletons before it in `BUILD_ORDER`, never after: the job manager's
-#      build asks for the kept store, the kept store's `pinned` asks for the class store only when it
-#      is called, after every build.
+#      build asks for the class and kept stores, the kept store's `pinned` asks for the class store
+#      only when it is called, after every build.
 #   2. `JobManager.lock`, held for the manager's own bookkeeping; never while it calls into a store
 #      (the manager keeps a finished run's model, and recovers an earlier server's runs, without it).
 #   3. a store's folder lock (`ClassStore.lock`, `KeptStore.lock`: flocks shared with the other
