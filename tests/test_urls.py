@@ -61,8 +61,13 @@ def test_a_kept_model_whose_bytes_changed_is_refused(tmp_path):
     store = services.kept_store()
     kept = store.keep("trained", "run", sv.checkpoint_bytes(model, task="first", n=4), owner="alice")
     ref, _ = model_refs.resolve(f"trained:{kept.token}")
-    (store.root / f"{kept.file}.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
+    path = store.root / f"{kept.file}.safetensors"
+    size = path.stat().st_size
+    path.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all".ljust(size, b" "))  # the same size
     with pytest.raises(sv.CheckpointError, match="changed since it was selected"):
+        cache.load(ref)
+    path.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")  # another size: not even read
+    with pytest.raises(sv.CheckpointError, match="replaced on the server"):
         cache.load(ref)
     store.delete(kept.token, "alice")
     with pytest.raises(sv.CheckpointError, match="the model is gone"):
