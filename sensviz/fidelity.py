@@ -800,6 +800,9 @@ def _kept_by(frame: pd.DataFrame, rule: str) -> pd.Series:
         return frame["converged"].fillna(False).astype(bool)
     if rule == "ever_converged":
         return frame["converged_step"].notna()
+    if rule == "relaxed":  # kept, and stopped relax_steps after it first met the filter
+        relaxed = frame["stop_reason"] == "relaxed" if "stop_reason" in frame else False
+        return frame["converged"].fillna(False).astype(bool) & relaxed
     return frame["eval_accuracy"].fillna(0) >= 0.99
 
 

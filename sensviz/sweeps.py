@@ -93,15 +93,26 @@ RANDOM_KINDS = ("uniform", "log_uniform", "int_uniform", "choice")
 SPEC_KEYS = ("experiment", "name", "description", "batch", "defaults", "grid", "random", "scales", "equivalence")
 """Every key a spec may have at its top level."""
 ESTIMATORS = {"ols_slope": "OLS slope of the quantity in `x` over the selected runs, t(N - 2)",
-              "mean": "mean of one value per run (a per-seed difference), one-sample t(k - 1)"}
+              "mean": "mean of one value per run (a per-seed difference), one-sample t(k - 1)",
+              "curvature": "OLS quadratic term of the quantity in `x`, t(N - 3)",
+              "slope_difference": "OLS slope in `x` of the runs minus that of the `versus` runs, Welch-Satterthwaite t",
+              "welch": "mean of the runs minus mean of the `versus` runs, Welch t"}
 ERRORS = {"classical": "the classical (homoscedastic) standard error", "HC3": "heteroscedasticity-robust (HC3)"}
 FILTERS = {"converged": "kept at the end: the final evaluation meets the convergence filter",
            "ever_converged": "met the convergence filter at some evaluation (converged_step is set)",
-           "accuracy_0.99": "final evaluation accuracy >= 0.99"}
+           "accuracy_0.99": "final evaluation accuracy >= 0.99",
+           "relaxed": "kept, and relaxed: stopped relax_steps after it first met the filter (converged and relaxed)"}
 CLAIM_KEYS = {"statement": str, "primary_arm": str, "runs": dict, "filter": str, "quantity": str, "x": str,
               "estimator": str, "error": str, "alpha": float, "power": float, "smallest_effect": float,
-              "power_command": str, "secondaries": list}
-"""The keys of a pre-registered claim and their types (`x` only with the slope)."""
+              "power_command": str, "secondaries": list, "versus": dict, "margin": float}
+"""The keys of a pre-registered claim and their types (`x` only with a slope or curvature, `versus` only with a
+difference; `margin`: a flat claim, decided by two one-sided tests against ±margin, its power computed at
+`smallest_effect`, the true value assumed)."""
+OPTIONAL_CLAIM_KEYS = ("x", "versus", "margin")
+ANALYSIS_KEYS = {"arms": dict, "claims": dict, "paired": list, "familywise": str, "stop": dict}
+"""A scale's analysis: `arms` and `claims` (required); `paired`, the settings in which the arms of one seed differ
+(a job never splits them: they train as members of one run); `familywise = "holm"`, Holm's step-down across the
+primaries; `stop`, the rule for when the sweep stops (`cpu_hours`, and its `rule` in words)."""
 SECONDARY_KEYS = ("arm", "filter", "error", "covariate")
 """What a secondary test may change in its claim's primary."""
 EQUIVALENCE_KEYS = {"statement": str, "runs": dict, "filter": str, "quantity": str, "x": str, "margin": float,
@@ -236,7 +247,10 @@ def _check_claim(where: str, claim, arms: dict) -> None:
     unknown = sorted(set(claim) - set(CLAIM_KEYS))
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {unknown}; a claim has {', '.join(CLAIM_KEYS)}")
-    needed = [k for k in CLAIM_KEYS if k not in claim and (k != "x" or claim.get("estimator") == "ols_slope")]
+    with_x, with_versus = ("ols_slope", "curvature", "slope_difference"), ("slope_difference", "welch")
+    needed = [k for k in CLAIM_KEYS if k not in claim and k not in OPTIONAL_CLAIM_KEYS]
+    needed += ["x"] * ("x" not in claim and claim.get("estimator") in with_x)
+    needed += ["versus"] * ("versus" not in claim and claim.get("estimator") in with_versus)
     if needed:
         raise ValueError(f"{where}: missing {needed}")
     for key, kind in CLAIM_KEYS.items():
@@ -244,13 +258,17 @@ def _check_claim(where: str, claim, arms: dict) -> None:
         if key in claim and not (isinstance(value, kind) or kind is float and _is_number(value)):
             raise ValueError(f"{where}.{key} must be a {kind.__name__}, got {_shown(value)}")
     _check_settings(f"{where}.runs", claim["runs"])
+    if "versus" in claim:
+        _check_settings(f"{where}.versus", claim["versus"])
+    if "margin" in claim and not claim["margin"] > 0:
+        raise ValueError(f"{where}.margin must be positive, got {claim['margin']}")
     for key, allowed in (("estimator", ESTIMATORS), ("error", ERRORS), ("filter", FILTERS), ("primary_arm", arms)):
         if claim[key] not in allowed:
             raise ValueError(f"{where}.{key} must be one of {', '.join(allowed)}; got {_shown(claim[key])}")
     for key in ("alpha", "power"):
         if not 0 < claim[key] < 1:
             raise ValueError(f"{where}.{key} must lie in (0, 1), got {claim[key]}")
-    if claim["smallest_effect"] == 0:
+    if claim["smallest_effect"] == 0 and "margin" not in claim:
         raise ValueError(f"{where}.smallest_effect must not be 0 (the power is computed for it)")
     for i, secondary in enumerate(claim["secondaries"]):
         here = f"{where}.secondaries[{i}]"
@@ -267,8 +285,19 @@ def _check_claim(where: str, claim, arms: dict) -> None:
 def check_analysis(where: str, analysis) -> None:
     """A scale's pre-registered analysis: `arms` (name -> the settings that pick its runs) and
     `claims` (name -> one primary test and its secondaries, `CLAIM_KEYS`). ValueError says what is wrong."""
-    if not isinstance(analysis, dict) or set(analysis) != {"arms", "claims"}:
-        raise ValueError(f"{where} must hold [{where}.arms] and [{where}.claims.NAME] tables, got {_shown(analysis)}")
+    if not isinstance(analysis, dict) or not {"arms", "claims"} <= set(analysis) <= set(ANALYSIS_KEYS):
+        raise ValueError(f"{where} must hold [{where}.arms] and [{where}.claims.NAME] tables (and optionally "
+                         f"{', '.join(list(ANALYSIS_KEYS)[2:])}), got {_shown(analysis)}")
+    for key, kind in ANALYSIS_KEYS.items():
+        if key in analysis and not isinstance(analysis[key], kind):
+            raise ValueError(f"{where}.{key} must be a {kind.__name__}, got {_shown(analysis[key])}")
+    if not all(isinstance(name, str) for name in analysis.get("paired", [])):
+        raise ValueError(f"{where}.paired must list setting names, got {_shown(analysis['paired'])}")
+    if analysis.get("familywise", "holm") != "holm":
+        raise ValueError(f"{where}.familywise must be \"holm\", got {_shown(analysis['familywise'])}")
+    if "stop" in analysis and not (_is_number(analysis["stop"].get("cpu_hours")) and analysis["stop"]["cpu_hours"] > 0
+                                   and isinstance(analysis["stop"].get("rule"), str)):
+        raise ValueError(f"{where}.stop must give cpu_hours (positive) and its rule in words, got {_shown(analysis['stop'])}")
     arms, claims = analysis["arms"], analysis["claims"]
     if not isinstance(arms, dict) or not arms:
         raise ValueError(f"{where}.arms must name at least one arm (arm = {{setting = value}}), got {_shown(arms)}")
@@ -486,17 +515,33 @@ def load_spec(path, scale: str | None = None, max_runs: int | None = None) -> Sw
     )
 
 
-def jobs(runs: Iterable[dict], batch: Iterable[str] = ("seed",)) -> list[list[dict]]:
+def _key(settings: dict, leave_out: set[str]) -> str:
+    return json.dumps({k: v for k, v in settings.items() if k not in leave_out}, sort_keys=True)
+
+
+def jobs(runs: Iterable[dict], batch: Iterable[str] = ("seed",), paired: Iterable[str] = ()) -> list[list[dict]]:
     """Runs grouped into jobs: runs whose settings differ only in the `batch` fields share a job, at
     most `batch_models` of them when the runs set it (a job is the unit that is recorded when it ends,
-    so small jobs let an interrupted sweep keep more of its work)."""
-    batch = set(batch)
-    groups: dict[str, list[dict]] = {}
+    so small jobs let an interrupted sweep keep more of its work). With `paired` (the settings in which
+    the arms of one seed differ; they must be batch fields), the runs that differ only in those sit
+    side by side in one job, never split (a pair larger than `batch_models` is a job of its own)."""
+    batch, paired = set(batch) | set(paired), set(paired)
+    groups: dict[str, dict[str, list[dict]]] = {}
     for settings in runs:
-        key = json.dumps({k: v for k, v in settings.items() if k not in batch}, sort_keys=True)
-        groups.setdefault(key, []).append(settings)
-    return [group[start : start + size] for group in groups.values()
-            for size in [group[0].get("batch_models") or len(group)] for start in range(0, len(group), size)]
+        group = groups.setdefault(_key(settings, batch), {})
+        group.setdefault(_key(settings, paired), []).append(settings)
+    found = []
+    for group in groups.values():
+        units = list(group.values())
+        size = units[0][0].get("batch_models") or sum(len(u) for u in units)
+        job: list[dict] = []
+        for unit in units:
+            if job and len(job) + len(unit) > size:
+                found.append(job)
+                job = []
+            job = job + unit
+        found.append(job)
+    return found
 
 
 # ----------------------------------------------------------------------------- execution
@@ -593,7 +638,8 @@ def run_sweep(
     ids = {run_id(s) for s in spec.runs}
     done = finished_ids(out)
     todo = [s for s in spec.runs if run_id(s) not in done]
-    pending = jobs(todo, batch)
+    paired = (spec.analysis or {}).get("paired", ())
+    pending = jobs(todo, batch, paired)
     print(f"sweep {spec.name}: {len(spec.runs)} runs, {len(spec.runs) - len(todo)} already finished, "
           f"{len(todo)} to run in {len(pending)} jobs ({executor}, {workers} workers)", file=log, flush=True)
     completed = 0

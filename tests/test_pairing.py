@@ -1,0 +1,76 @@
+"""The arms of one seed are paired: one job trains them as members of one run, so their numbers are the same,
+bit for bit, until the relax arm's rule stops it; "kept" and "relaxed" have one definition."""
+
+import io
+
+import pandas as pd
+import pytest
+
+from sensviz import experiments, sweeps
+from sensviz.training import TrainConfig, train_many
+
+ARMS = {"fixed": {"steps": 240}, "relax": {"steps": 400, "target_accuracy": 1.0, "target_loss": 1e-3, "relax_steps": 40}}
+PAIRED = ["steps", "target_accuracy", "target_loss", "relax_steps"]
+BASE = {"task": "parity", "n": 4, "d_model": 16, "batch_size": 128, "lr": 3e-3, "eval_interval": 10,
+        "measure_inputs": 16, "proxy_draws": 2, "directions": 2, "batch_models": 4}
+
+
+def paired_spec(seeds) -> sweeps.SweepSpec:
+    runs = [{**BASE, **arm, "seed": seed} for seed in seeds for arm in ARMS.values()]
+    analysis = {"arms": {"fixed": {"steps": 240}, "relax": {"relax_steps": 40}}, "paired": PAIRED, "claims": {}}
+    return sweeps.SweepSpec("length_scaling", runs, name="pairing", scale="pairing", analysis=analysis)
+
+
+def test_a_job_never_splits_the_arms_of_one_seed():
+    spec = paired_spec([0, 1, 2])
+    shuffled = spec.runs[::2] + spec.runs[1::2]  # every fixed run first, as a grid lists them
+    found = sweeps.jobs(shuffled, ("seed", "task"), PAIRED)
+    assert [[(r["seed"], "relax_steps" in r) for r in job] for job in found] == \
+        [[(0, False), (0, True), (1, False), (1, True)], [(2, False), (2, True)]]
+    # without `paired` the same runs are two jobs of different arms (how the decide scale ran them)
+    apart = sweeps.jobs(shuffled, ("seed", "task") + tuple(PAIRED))
+    assert [[("relax_steps" in r) for r in job] for job in apart] == [[False, False, False, True], [True, True]]
+
+
+def test_both_arms_of_a_seed_are_bit_identical_until_the_relax_arm_stops(tmp_path):
+    spec = paired_spec([0, 1])
+    table = sweeps.run_sweep(spec, tmp_path, experiments.run_job, batch=("seed", "task"), log=io.StringIO())
+    history = pd.read_parquet(tmp_path / "history.parquet")
+    rows = table.set_index(["seed", table["relax_steps"].notna()])
+    assert set(table["status"]) == {"finished"}
+    for seed in (0, 1):
+        fixed, relax = rows.loc[(seed, False)], rows.loc[(seed, True)]
+        assert relax["stop_reason"] == "relaxed" and relax["relaxed"] and not fixed["relaxed"]
+        stop = relax["converged_step"] + 40
+        assert relax["steps_trained"] == stop < 240  # the rule fired inside the fixed arm's budget
+        a = history[history["run_id"] == fixed["run_id"]].set_index("step")
+        b = history[history["run_id"] == relax["run_id"]].set_index("step")
+        shared = [step for step in a.index if step <= stop]
+        assert shared == list(b.index) and stop in shared
+        columns = ["train_loss", "eval_loss", "eval_accuracy", "param_norm"]
+        assert a.loc[shared, columns].equals(b.loc[shared, columns])  # exact: no tolerance
+        assert fixed["converged_step"] == relax["converged_step"]  # one filter, met at the same evaluation
+        assert fixed["device"] == relax["device"] and fixed["device"].startswith("cpu (")
+        assert a.loc[240, "param_norm"] != b.loc[stop, "param_norm"]  # the fixed arm went on training
+
+
+def test_kept_and_the_relax_trigger_are_one_filter():
+    config = TrainConfig(n=4, **experiments.FILTER_TARGETS)
+    from sensviz.training import _targets_reached
+    for loss, accuracy in [(9.99e-4, 1.0), (1e-3, 1.0), (5e-4, 0.9998), (2e-3, 1.0)]:
+        record = {"eval_loss": loss, "eval_accuracy": accuracy}
+        assert experiments.meets_filter(record, config) == _targets_reached(config, record)
+    assert experiments.meets_filter({"eval_loss": 9.99e-4, "eval_accuracy": 1.0}, config)
+    assert not experiments.meets_filter({"eval_loss": 1e-3, "eval_accuracy": 1.0}, config)  # strictly below
+
+
+def test_members_may_stop_by_their_own_steps():
+    from sensviz.models import ModelSettings
+    models = [ModelSettings(d_model=8).build(4, seed=0) for _ in range(2)]
+    configs = [TrainConfig(n=4, batch_size=32, steps=steps, eval_interval=5, lr=1e-3) for steps in (10, 20)]
+    short, long = train_many(models, "first", configs)
+    assert (short.steps, long.steps) == (10, 20)
+    assert [r["step"] for r in short.history] == [0, 5, 10] and [r["step"] for r in long.history] == [0, 5, 10, 15, 20]
+    assert short.history == long.history[:3]
+    with pytest.raises(ValueError, match="differ only in"):
+        train_many(models, "first", [configs[0], TrainConfig(n=4, batch_size=64, steps=10)])
