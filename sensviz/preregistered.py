@@ -92,6 +92,9 @@ class ClaimResult:
     power_now: float | None = None
     power_basis: str = ""
     to_resolve: str = ""
+    p_value: float | None = None  # the primary's (`stats.p_value`), with a familywise analysis
+    holm: tuple[bool, float] | None = None  # (rejected by Holm's step-down, the level its p value met or missed)
+    holm_verdict: str = ""  # the verdict after Holm: reproduced only when rejected
 
 
 @dataclass
@@ -214,28 +217,44 @@ def _test(t: _Tables, arms: dict, claim: dict, label: str, arm: str, rule: str, 
     ids = t.ids(arms[arm], claim["runs"])
     rows = t.finished(ids)
     rows = rows[_kept_by(rows, rule)] if len(rows) else rows
-    quantity = claim["quantity"]
-    if claim["estimator"] == "mean":
+    quantity, estimator = claim["quantity"], claim["estimator"]
+    if estimator == "mean":
         values = per_run(t.history, rows["run_id"], quantity, limit) if len(rows) else pd.Series(dtype=float)
         return _attempt(label, len(values), lambda: stats.mean(values)), set(values.index)
-    columns = [claim["x"], quantity] + ([covariate] if covariate else [])
-    missing = [c for c in columns if c not in rows]
+    versus = pd.DataFrame()
+    if "versus" in claim:
+        versus = t.finished(t.ids(arms[arm], claim["versus"]))
+        versus = versus[_kept_by(versus, rule)] if len(versus) else versus
+    columns = ([claim["x"]] if "x" in claim else []) + [quantity] + ([covariate] if covariate else [])
+    missing = [c for c in columns if c not in rows or len(versus) and c not in versus]
     if missing:
         return Test(label, 0, None, stats.UNRESOLVED, f"missing column(s) {missing}"), set()
     usable = rows.dropna(subset=columns)
-    x, y = usable[claim["x"]].astype(float), usable[quantity].astype(float)
+    other = versus.dropna(subset=columns) if len(versus) else versus
+    x, y = (usable[claim["x"]].astype(float) if "x" in claim else None), usable[quantity].astype(float)
 
     def fit() -> stats.Interval:
+        if estimator == "welch":
+            return stats.welch(y, other[quantity].astype(float) if len(other) else [], "seeds per group")
+        if estimator == "slope_difference":
+            if not len(other):
+                raise ValueError("no kept runs to compare with")
+            return stats.difference(stats.slope(x, y, error=error),
+                                    stats.slope(other[claim["x"]].astype(float), other[quantity].astype(float), error=error))
+        if estimator == "curvature":
+            return stats.curvature(x, y, error=error)
         if covariate:
             return stats.slope_given(x, y, usable[covariate].astype(float), error=error)
         return stats.slope(x, y, error=error)
 
-    return _attempt(label, len(usable), fit), set(usable["run_id"])
+    kept = set(usable["run_id"]) | (set(other["run_id"]) if len(other) else set())
+    return _attempt(label, len(kept), fit), kept
 
 
 def _claim(t: _Tables, spec: SweepSpec, name: str, claim: dict, standard) -> ClaimResult:
     arms = spec.analysis["arms"]
-    direction = 1 if claim["smallest_effect"] > 0 else -1
+    margin = claim.get("margin")
+    direction = 0 if margin is not None else 1 if claim["smallest_effect"] > 0 else -1
     alpha = claim["alpha"]
     primary_settings = {"arm": claim["primary_arm"], "filter": claim["filter"], "error": claim["error"],
                         "covariate": None}
@@ -243,10 +262,12 @@ def _claim(t: _Tables, spec: SweepSpec, name: str, claim: dict, standard) -> Cla
     def run(label: str, change: dict, limit: float = t.limit) -> tuple[Test, set[str]]:
         s = {**primary_settings, **change}
         test, kept = _test(t, arms, claim, label, s["arm"], s["filter"], s["error"], s["covariate"], limit)
-        return _finish(test, direction, alpha, None), kept
+        return _finish(test, direction, alpha, margin), kept
 
     primary, kept_ids = run("primary", {})
-    result = ClaimResult(name, claim["statement"], direction, alpha, primary)
+    result = ClaimResult(name, claim["statement"], direction, alpha, primary, margin=margin)
+    if primary.interval is not None:
+        result.p_value = stats.p_value(primary.interval, direction, margin)
     for change in claim["secondaries"]:
         (key, value), = change.items()
         test, _ = run(f"{key} = {value}", change)
@@ -258,11 +279,15 @@ def _claim(t: _Tables, spec: SweepSpec, name: str, claim: dict, standard) -> Cla
         test, _ = run(f"the authors' alignment: fixed-batch MSE < {AUTHORS_ALIGNMENT_MSE:g} (ours {CONVERGED_MSE:g})",
                       {}, authors)
         result.beside.append(test)
-    ids = t.ids(arms[claim["primary_arm"]], claim["runs"])
+    ids = t.ids(arms[claim["primary_arm"]], claim["runs"]) | (t.ids(arms[claim["primary_arm"]], claim["versus"])
+                                                             if "versus" in claim else set())
     result.cells = t.cells(ids, kept_ids, claim.get("x"))
-    _power(result, spec, name, claim, standard)
+    if "sized_from" in spec.analysis:
+        result.power_basis = "sized from exploratory tables: `sensviz.confirm.report`"
+    else:
+        _power(result, spec, name, claim, standard)
     if primary.interval is not None and primary.verdict == stats.UNRESOLVED:
-        units, why = stats.units_to_resolve(primary.interval, direction, alpha=alpha)
+        units, why = stats.units_to_resolve(primary.interval, direction, margin, alpha)
         result.to_resolve = f"{units} {primary.interval.unit} (now {primary.interval.units:.3g})" if units else why
     return result
 
@@ -321,6 +346,18 @@ def _flat(t: _Tables, spec: SweepSpec, name: str, entry: dict, arm: str | None, 
     return result
 
 
+def familywise(claims: list[ClaimResult], alpha: float) -> None:
+    """Holm's step-down across the claims' primaries (`stats.holm`, a missing p value counts as 1): each claim's
+    `holm` and its verdict after it, reproduced only when rejected; a claim Holm does not reject keeps "differs"
+    where its own test says so (a finding against the claim, outside the family's error control), else it is
+    not resolved."""
+    found = stats.holm({c.name: c.p_value if c.p_value is not None else math.nan for c in claims}, alpha)
+    for c in claims:
+        c.holm = found[c.name]
+        c.holm_verdict = stats.REPRODUCED if c.holm[0] else \
+            stats.DIFFERS if c.primary.verdict == stats.DIFFERS else stats.UNRESOLVED
+
+
 def decide(spec_path, scale: str | None, tables, standard=None) -> Decision:
     """Apply the spec's pre-registered analysis of `scale` and its equivalence margins to the tables in
     the folder `tables` (see the module docstring). `standard`: the tables the design's variance came
@@ -333,6 +370,8 @@ def decide(spec_path, scale: str | None, tables, standard=None) -> Decision:
     claims = []
     if spec.analysis:
         claims = [_claim(t, spec, name, claim, standard) for name, claim in spec.analysis["claims"].items()]
+        if spec.analysis.get("familywise") == "holm":
+            familywise(claims, min(c.alpha for c in claims))
     arms = spec.analysis["arms"] if spec.analysis else {None: {}}
     flat = [_flat(t, spec, name, entry, arm, picks) for name, entry in (spec.equivalence or {}).items()
             for arm, picks in arms.items()]
@@ -382,6 +421,9 @@ def claim_lines(c: ClaimResult) -> list[str]:
     lines.append("  kept/total per cell: " + "; ".join(
         f"{cell.level}: {cell.kept}/{cell.planned} (in {cell.in_table}, finished {cell.finished}; converged at {_steps(cell)})"
         for cell in c.cells))
+    if c.holm is not None:
+        p = "—" if c.p_value is None else f"{c.p_value:.3g}"
+        lines.append(f"  Holm: p {p} against {c.holm[1]:.3g} -> {c.holm_verdict}")
     if c.power_basis:
         lines.append(f"  power at the smallest effect: designed {_g(c.power_design, 2)}, with the runs kept so far "
                      f"{_g(c.power_now, 2)} ({c.power_basis})")
@@ -415,7 +457,8 @@ def to_dict(d: Decision) -> dict:
                 "beside": [_test_dict(s) for s in c.beside], "margin": c.margin, "units": c.units,
                 "equivalent_within": c.equivalent_within, "against_zero": c.against_zero,
                 "cells": [vars(cell) for cell in c.cells], "power_design": c.power_design, "power_now": c.power_now,
-                "power_basis": c.power_basis, "to_resolve": c.to_resolve}
+                "power_basis": c.power_basis, "to_resolve": c.to_resolve, "p_value": c.p_value,
+                "holm": list(c.holm) if c.holm else None, "holm_verdict": c.holm_verdict}
 
     return {"spec": d.spec, "scale": d.scale, "spec_hash": d.spec_hash, "planned": d.planned, "in_table": d.in_table,
             "finished": d.finished, "complete": d.complete, "other_spec_rows": d.other_spec_rows,

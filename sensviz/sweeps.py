@@ -78,7 +78,7 @@ import time
 import tomllib
 import traceback
 from collections.abc import Callable, Iterable
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,10 +109,13 @@ CLAIM_KEYS = {"statement": str, "primary_arm": str, "runs": dict, "filter": str,
 difference; `margin`: a flat claim, decided by two one-sided tests against ±margin, its power computed at
 `smallest_effect`, the true value assumed)."""
 OPTIONAL_CLAIM_KEYS = ("x", "versus", "margin")
-ANALYSIS_KEYS = {"arms": dict, "claims": dict, "paired": list, "familywise": str, "stop": dict}
+ANALYSIS_KEYS = {"arms": dict, "claims": dict, "paired": list, "familywise": str, "stop": dict, "rank": list,
+                 "sized_from": dict}
 """A scale's analysis: `arms` and `claims` (required); `paired`, the settings in which the arms of one seed differ
 (a job never splits them: they train as members of one run); `familywise = "holm"`, Holm's step-down across the
-primaries; `stop`, the rule for when the sweep stops (`cpu_hours`, and its `rule` in words)."""
+primaries; `stop`, the rule for when the sweep stops (`cpu_hours`, and its `rule` in words); `rank`, the claims in
+the order their runs go first; `sized_from`, the exploratory scale and tables the design was sized from
+(`sensviz.confirm`: its sizing and the sweep's order)."""
 SECONDARY_KEYS = ("arm", "filter", "error", "covariate")
 """What a secondary test may change in its claim's primary."""
 EQUIVALENCE_KEYS = {"statement": str, "runs": dict, "filter": str, "quantity": str, "x": str, "margin": float,
@@ -293,6 +296,13 @@ def check_analysis(where: str, analysis) -> None:
             raise ValueError(f"{where}.{key} must be a {kind.__name__}, got {_shown(analysis[key])}")
     if not all(isinstance(name, str) for name in analysis.get("paired", [])):
         raise ValueError(f"{where}.paired must list setting names, got {_shown(analysis['paired'])}")
+    unknown = [name for name in analysis.get("rank", []) if name not in analysis["claims"]]
+    if unknown:
+        raise ValueError(f"{where}.rank names claims it does not hold: {unknown}")
+    if "sized_from" in analysis and not (set(analysis["sized_from"]) == {"scale", "tables"}
+                                         and all(isinstance(v, str) for v in analysis["sized_from"].values())):
+        raise ValueError(f"{where}.sized_from must give the exploratory scale and its tables' folder, "
+                         f"got {_shown(analysis['sized_from'])}")
     if analysis.get("familywise", "holm") != "holm":
         raise ValueError(f"{where}.familywise must be \"holm\", got {_shown(analysis['familywise'])}")
     if "stop" in analysis and not (_is_number(analysis["stop"].get("cpu_hours")) and analysis["stop"]["cpu_hours"] > 0
@@ -622,12 +632,14 @@ def run_sweep(
     log=sys.stderr,
     batch: Iterable[str] = ("seed",),
     threads: int | None = None,
+    order: Callable[[dict], tuple] | None = None,
 ) -> pd.DataFrame:
     """Run every unfinished run of the spec and return the runs table (also written to `out`).
 
     `batch`: the settings that may differ between the runs of one job (`jobs`); `threads`: torch
     threads per local worker process (default: the CPU count divided by `workers`), and of this
-    process when it runs the jobs itself (`workers` = 1).
+    process when it runs the jobs itself (`workers` = 1); `order`: a key of a run's settings, the jobs
+    start in the order of their runs' smallest key (a sized design's rank: `sensviz.confirm.order`).
     """
     out = Path(out)
     check_folder(out, spec)
@@ -640,9 +652,12 @@ def run_sweep(
     todo = [s for s in spec.runs if run_id(s) not in done]
     paired = (spec.analysis or {}).get("paired", ())
     pending = jobs(todo, batch, paired)
+    if order is not None:
+        pending.sort(key=lambda job: min(order(s) for s in job))
     print(f"sweep {spec.name}: {len(spec.runs)} runs, {len(spec.runs) - len(todo)} already finished, "
           f"{len(todo)} to run in {len(pending)} jobs ({executor}, {workers} workers)", file=log, flush=True)
     completed = 0
+    cap = ((spec.analysis or {}).get("stop") or {}).get("cpu_hours")
 
     def collect(job: list[dict], results: list[dict], wall_s: float) -> None:
         nonlocal completed
@@ -651,13 +666,32 @@ def run_sweep(
             completed += 1
             status = f"FAILED: {result['error']}" if "error" in result else "ok"
             print(f"[{completed}/{len(todo)}] {run_id(settings)} {_short(settings)} {status}", file=log, flush=True)
-        write_tables(out, ids)  # after every job: the tables of an interrupted sweep hold what finished
+        table = write_tables(out, ids)  # after every job: the tables of an interrupted sweep hold what finished
+        if cap is not None and spent_hours(table) >= cap:
+            raise _StopRule(spent_hours(table))
 
     with _sigterm_as_exit():
+        if cap is not None and spent_hours(write_tables(out, ids)) >= cap:
+            pending = []
         run = functools.partial(_guarded, job_fn, spec.experiment, out=str(out))
-        make(executor, workers=workers, threads=threads, address=address).run_each(run, pending,
-                                                                                  lambda job, done: collect(job, *done))
-        return write_tables(out, ids)
+        with suppress(_StopRule):  # the stop rule's CPU-hours are spent: no further job starts
+            make(executor, workers=workers, threads=threads, address=address).run_each(run, pending,
+                                                                                      lambda job, done: collect(job, *done))
+        table = write_tables(out, ids)
+        if cap is not None and spent_hours(table) >= cap:
+            print(f"sweep {spec.name}: stopped by its stop rule, {spent_hours(table):.1f} CPU-hours spent "
+                  f"(at most {cap:g}): {(spec.analysis['stop'] or {}).get('rule', '')}", file=log, flush=True)
+        return table
+
+
+class _StopRule(Exception):
+    """Raised from a finished job's collection when the sweep's CPU-hours reach its stop rule's."""
+
+
+def spent_hours(table: pd.DataFrame) -> float:
+    """The CPU-hours a sweep's rows took: the sum of their `wall_s` (a job's wall time over its runs; one torch
+    thread per job, so wall time is CPU time), over 3,600."""
+    return float(table["wall_s"].sum()) / 3600 if "wall_s" in table else 0.0
 
 
 def _held(out: Path) -> tuple[set[str], set[str]]:
