@@ -633,16 +633,23 @@ def run_sweep(
     batch: Iterable[str] = ("seed",),
     threads: int | None = None,
     order: Callable[[dict], tuple] | None = None,
+    deadline: float | None = None,
+    device: str | None = None,
 ) -> pd.DataFrame:
     """Run every unfinished run of the spec and return the runs table (also written to `out`).
 
     `batch`: the settings that may differ between the runs of one job (`jobs`); `threads`: torch
     threads per local worker process (default: the CPU count divided by `workers`), and of this
     process when it runs the jobs itself (`workers` = 1); `order`: a key of a run's settings, the jobs
-    start in the order of their runs' smallest key (a sized design's rank: `sensviz.confirm.order`).
+    start in the order of their runs' smallest key (a sized design's rank: `sensviz.confirm.order`);
+    `deadline` (a `time.monotonic()` value): no job starts that would end after it, were it as long as the
+    longest so far (the first always starts); `device` (a `device` label of the rows this process will
+    write): refuse a folder whose rows were computed on another kind of device (`check_device`).
     """
     out = Path(out)
     check_folder(out, spec)
+    if device is not None:
+        check_device(out, device)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     (out / "checkpoints").mkdir(exist_ok=True)
     write_identity(out, spec)
@@ -658,9 +665,11 @@ def run_sweep(
           f"{len(todo)} to run in {len(pending)} jobs ({executor}, {workers} workers)", file=log, flush=True)
     completed = 0
     cap = ((spec.analysis or {}).get("stop") or {}).get("cpu_hours")
+    longest = 0.0
 
     def collect(job: list[dict], results: list[dict], wall_s: float) -> None:
-        nonlocal completed
+        nonlocal completed, longest
+        longest = max(longest, wall_s * len(job))
         for settings, result in zip(job, results):
             _record(out, settings, result, wall_s, spec.hash)
             completed += 1
@@ -668,6 +677,10 @@ def run_sweep(
             print(f"[{completed}/{len(todo)}] {run_id(settings)} {_short(settings)} {status}", file=log, flush=True)
         table = write_tables(out, ids)  # after every job: the tables of an interrupted sweep hold what finished
         if cap is not None and spent_hours(table) >= cap:
+            raise _StopRule(spent_hours(table))
+        if deadline is not None and time.monotonic() + longest > deadline:
+            print(f"sweep {spec.name}: stopped at its deadline (the next job, as long as the longest so far, "
+                  f"{longest:.0f} s, would end after it)", file=log, flush=True)
             raise _StopRule(spent_hours(table))
 
     with _sigterm_as_exit():
@@ -685,7 +698,30 @@ def run_sweep(
 
 
 class _StopRule(Exception):
-    """Raised from a finished job's collection when the sweep's CPU-hours reach its stop rule's."""
+    """Raised from a finished job's collection when the sweep's CPU-hours reach its stop rule's, or its deadline
+    leaves no time for another job."""
+
+
+def device_kind(label: str) -> str:
+    """What an arm may not mix (`check_device`): "cpu" for any CPU, else the device with its name ("cuda (NVIDIA
+    H100 80GB HBM3)"), without torch's version. Rows of different CPUs may share an arm: the arms of one seed are
+    paired inside one job, and seeds are independent units wherever they ran."""
+    kind, _, rest = label.partition(" (")
+    return kind if kind == "cpu" else f"{kind} ({rest.split(';')[0].rstrip(')')})"
+
+
+def check_device(out, device: str) -> None:
+    """Raise ValueError (one line) when the folder's rows were computed on another kind of device than `device`
+    (`device_kind`): an arm refuses to mix devices."""
+    path = Path(out) / "runs.parquet"
+    if not path.is_file():
+        return
+    table = pd.read_parquet(path)
+    held = {device_kind(str(label)) for label in table.get("device", pd.Series(dtype=str)).dropna()}
+    other = held - {device_kind(device)}
+    if other:
+        raise ValueError(f"{out} holds rows computed on {', '.join(sorted(other))}; this process computes on "
+                         f"{device_kind(device)}: an arm does not mix devices; give another --out")
 
 
 def spent_hours(table: pd.DataFrame) -> float:
