@@ -38,7 +38,7 @@ import pandas as pd
 from . import stats
 from .experiments import CONVERGED_MSE
 from .fidelity import _kept_by, _with_defaults, design_power, threshold
-from .sweeps import SweepSpec, load_spec, read_results, run_id
+from .sweeps import SweepSpec, load_spec, read_results, run_id, settings_key
 
 AUTHORS_ALIGNMENT_MSE = 0.01
 """The authors align training dynamics on the first step with fixed-batch MSE below 0.01 ({0,1} targets); ours: 0.001."""
@@ -274,6 +274,9 @@ def _claim(t: _Tables, spec: SweepSpec, name: str, claim: dict, standard) -> Cla
         comparable = test.interval is not None and primary.interval is not None
         test.fragile = (test.verdict != primary.verdict) if comparable else None
         result.secondaries.append(test)
+    for change in claim["secondaries"]:
+        if "arm" in change and spec.analysis.get("paired"):
+            result.beside.append(_paired(t, spec.analysis, claim, change["arm"]))
     if "@converged" in claim["quantity"]:
         authors = authors_limit(t.runs) if len(t.runs) else AUTHORS_ALIGNMENT_MSE
         test, _ = run(f"the authors' alignment: fixed-batch MSE < {AUTHORS_ALIGNMENT_MSE:g} (ours {CONVERGED_MSE:g})",
@@ -290,6 +293,35 @@ def _claim(t: _Tables, spec: SweepSpec, name: str, claim: dict, standard) -> Cla
         units, why = stats.units_to_resolve(primary.interval, direction, margin, alpha)
         result.to_resolve = f"{units} {primary.interval.unit} (now {primary.interval.units:.3g})" if units else why
     return result
+
+
+def _paired(t: _Tables, analysis: dict, claim: dict, other: str) -> Test:
+    """The two arms of each seed, paired: per seed and level kept in both arms (final evaluation meets the filter),
+    the primary arm's quantity minus the other's; with `x`, the OLS slope of that difference in x (how the arm
+    changes the claim's slope, seed by seed), else its mean. Beside the pre-registered tests, not one of them:
+    "differs" says the arms differ."""
+    arms, primary = analysis["arms"], claim["primary_arm"]
+    label = f"paired arms, {primary} − {other}, seeds kept in both"
+    quantity, x = claim["quantity"], claim.get("x")
+    missing = [c for c in [quantity] + ([x] if x else []) if c not in t.runs]
+    if missing:
+        return Test(label, 0, None, stats.UNRESOLVED, f"missing column(s) {missing}")
+    kept = {}
+    for arm in (primary, other):
+        found = t.finished(t.ids(arms[arm], claim["runs"]))
+        found = found[_kept_by(found, "converged")] if len(found) else found
+        kept[arm] = {settings_key(t.plan[rid], set(analysis["paired"])): row
+                     for rid, row in found.set_index("run_id").iterrows()}
+    shared = sorted(set(kept[primary]) & set(kept[other]))
+    diff = pd.Series([float(kept[primary][k][quantity]) - float(kept[other][k][quantity]) for k in shared], dtype=float)
+    if x is None:
+        test = _attempt(label, len(shared), lambda: stats.mean(diff))
+    else:
+        levels = pd.Series([float(kept[primary][k][x]) for k in shared], dtype=float)
+        test = _attempt(label, len(shared), lambda: stats.slope(levels, diff))
+    if test.interval is not None:
+        test.verdict, test.bounds = stats.verdict(test.interval, 0), test.interval.bounds(0.95)
+    return test
 
 
 def _power(result: ClaimResult, spec: SweepSpec, name: str, claim: dict, standard) -> None:

@@ -525,7 +525,9 @@ def load_spec(path, scale: str | None = None, max_runs: int | None = None) -> Sw
     )
 
 
-def _key(settings: dict, leave_out: set[str]) -> str:
+def settings_key(settings: dict, leave_out: set[str]) -> str:
+    """A run's settings without `leave_out`, as canonical JSON: equal for runs that differ only there (the runs of
+    one job; with the paired settings left out, the arms of one seed)."""
     return json.dumps({k: v for k, v in settings.items() if k not in leave_out}, sort_keys=True)
 
 
@@ -538,8 +540,8 @@ def jobs(runs: Iterable[dict], batch: Iterable[str] = ("seed",), paired: Iterabl
     batch, paired = set(batch) | set(paired), set(paired)
     groups: dict[str, dict[str, list[dict]]] = {}
     for settings in runs:
-        group = groups.setdefault(_key(settings, batch), {})
-        group.setdefault(_key(settings, paired), []).append(settings)
+        group = groups.setdefault(settings_key(settings, batch), {})
+        group.setdefault(settings_key(settings, paired), []).append(settings)
     found = []
     for group in groups.values():
         units = list(group.values())

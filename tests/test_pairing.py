@@ -74,3 +74,70 @@ def test_members_may_stop_by_their_own_steps():
     assert short.history == long.history[:3]
     with pytest.raises(ValueError, match="differ only in"):
         train_many(models, "first", [configs[0], TrainConfig(n=4, batch_size=64, steps=10)])
+
+
+PAIRED_SPEC = """
+experiment = "length_scaling"
+[defaults]
+d_model = 8
+[scales.t]
+[[scales.t.grid]]
+steps = [100]
+task = ["parity"]
+n = [4, 8, 12]
+seed = [0, 1, 2, 3]
+[[scales.t.grid]]
+steps = [200]
+target_accuracy = [1.0]
+target_loss = [0.001]
+relax_steps = [10]
+task = ["parity"]
+n = [4, 8, 12]
+seed = [0, 1, 2, 3]
+[scales.t.analysis]
+paired = ["steps", "target_accuracy", "target_loss", "relax_steps"]
+[scales.t.analysis.arms]
+fixed = {steps = 100}
+relax = {relax_steps = 10}
+[scales.t.analysis.claims.C]
+statement = "the quantity grows with n"
+primary_arm = "relax"
+runs = {task = "parity"}
+filter = "converged"
+quantity = "sharpness_proxy_pm1"
+x = "n"
+estimator = "ols_slope"
+error = "classical"
+alpha = 0.05
+power = 0.8
+smallest_effect = 0.01
+power_command = "-"
+secondaries = [{arm = "fixed"}]
+"""
+
+
+def test_claims_that_compare_arms_get_the_paired_difference(tmp_path):
+    from sensviz import preregistered
+
+    path = tmp_path / "spec.toml"
+    path.write_text(PAIRED_SPEC)
+    spec = sweeps.load_spec(path, "t")
+    rows = []
+    for settings in spec.runs:
+        relax, seed, n = "relax_steps" in settings, settings["seed"], settings["n"]
+        base = 0.02 * n + 0.05 * seed  # the seed's own level: shared by its two arms
+        value = base + (0.1 * n + 0.003 * (-1) ** seed if relax else 0.0)
+        kept = not (seed == 3 and n == 12 and relax)  # one pair broken: kept in one arm only
+        rows.append({"run_id": sweeps.run_id(settings), **settings, "status": "finished", "converged": kept,
+                     "stop_reason": "relaxed" if relax else "completed", "sharpness_proxy_pm1": value,
+                     "spec_hash": spec.hash, "wall_s": 1.0})
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    pd.DataFrame(rows).to_parquet(folder / "runs.parquet", index=False)
+    claim = preregistered.decide(path, "t", folder).claims[0]
+    paired = next(test for test in claim.beside if test.label.startswith("paired arms, relax − fixed"))
+    assert paired.kept == 11  # 12 seeds × levels kept in both arms, less the broken pair
+    assert paired.interval.estimate == pytest.approx(0.1, abs=1e-3) and paired.verdict == "differs"
+    # unpaired, the same difference carries each seed's own level as noise: a wider interval
+    unpaired = next(test for test in claim.secondaries if test.label == "arm = fixed")
+    assert paired.interval.se < claim.primary.interval.se and unpaired.interval is not None
