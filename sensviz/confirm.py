@@ -233,6 +233,39 @@ def report(spec_path, scale: str, root=None) -> str:
     return "\n".join(lines)
 
 
+def state(spec_path, scale: str, tables, root=None) -> pd.DataFrame:
+    """The design beside the exploratory verdicts, one row per claim: the exploratory estimate and verdict, the
+    power the exploratory tables had for half their own estimate at level alpha/m (they were not designed for
+    these claims), the power the design was sized for, the rows in so far, the estimate on them, the claim's own
+    verdict and Holm's, and the power at the units kept so far. `tables`: the sweep folder of the design's rows
+    (one that does not exist yet: no row in)."""
+    from .preregistered import decide  # the design's own analysis
+
+    spec_path = str(spec_path)
+    sizes = size(spec_path, scale, root)
+    folder = Path(tables)
+    if not (folder / "runs.parquet").is_file():
+        decision = None
+    else:
+        decision = {c.name: c for c in decide(spec_path, scale, folder).claims}
+    planned = len(load_spec(spec_path, scale).runs)
+    finished = 0 if decision is None else int(rows_in(spec_path, scale, folder)["finished"].sum())
+    rows = []
+    for s in sizes:
+        c = decision.get(s.name) if decision else None
+        units_now = c.primary.interval.units if c and c.primary.interval else 0
+        rows.append({
+            "claim": s.name, "statement": s.statement, "exploratory (decide tables)": f"{s.exploratory} {s.verdict}",
+            "power then": s.power_at(s.interval.units) if s.interval else math.nan,
+            "power designed": s.power_at(s.units) if s.units else math.nan,
+            "rows in": f"{finished} of {planned}",
+            "confirm estimate": "—" if not c or not c.primary.interval else
+            f"{c.primary.interval.estimate:.3g} ({c.primary.kept} runs) {c.primary.verdict}",
+            "after Holm": c.holm_verdict if c and c.holm else stats.UNRESOLVED,
+            "power now": s.power_at(units_now) if units_now else math.nan})
+    return pd.DataFrame(rows)
+
+
 def rows_in(spec_path, scale: str, tables) -> pd.DataFrame:
     """Per cell (task, n) and arm: the runs planned and finished so far in `tables` (a sweep folder)."""
     spec = load_spec(spec_path, scale)

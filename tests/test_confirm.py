@@ -152,3 +152,12 @@ def test_the_design_page_shows_the_report_s_output(monkeypatch):
     page = (ROOT / "docs" / "confirm.md").read_text()
     block = page.split("<!-- confirm.report -->\n```\n")[1].split("\n```\n<!-- /confirm.report -->")[0]
     assert block == confirm.report("experiments/length_scaling.toml", "confirm")
+
+
+def test_the_state_beside_the_exploratory_verdicts(tmp_path):
+    state = confirm.state(SPEC, "confirm", tmp_path / "no rows yet")
+    planned = len(sweeps.load_spec(SPEC, "confirm").runs)
+    assert list(state["claim"]) == ["L2", "L4", "L6", "L8", "L9", "R1"]
+    assert set(state["rows in"]) == {f"0 of {planned}"} and set(state["after Holm"]) == {stats.UNRESOLVED}
+    assert (state["power designed"] >= 0.8).all() and (state["power then"] < state["power designed"]).all()
+    assert state["power now"].isna().all()
