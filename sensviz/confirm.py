@@ -61,13 +61,25 @@ class ClaimSize:
     seeds: dict = field(default_factory=dict)  # (task, n) -> seeds
     reason: str = ""  # why there is no size
 
+    def _distance(self) -> tuple[float, float]:
+        """(the distance of `effect` from the bound it must clear, the t quantile of that bound)."""
+        if self.direction == 0:
+            return self.margin - abs(self.effect), 1 - self.level
+        return abs(self.effect), 1 - self.level / 2
+
     def power_at(self, units: float) -> float:
         """The power at `units` kept units (per level or per group) at `effect` and `level`."""
         if self.interval is None or self.effect is None:
             return math.nan
-        if self.direction == 0:
-            return stats.power_with(self.interval, units, self.margin - abs(self.effect), 1 - self.level)
-        return stats.power_with(self.interval, units, abs(self.effect), 1 - self.level / 2)
+        return stats.power_with(self.interval, units, *self._distance())
+
+    def sized(self) -> ClaimSize:
+        """Set `units`, the fewest for `power` at `effect` and `level` (or `reason`, why none); returns itself."""
+        distance, quantile = self._distance()
+        self.units = self.interval.fewest_units(distance, quantile, self.power) if distance > 0 else None
+        if self.units is None:
+            self.reason = "the effect cannot be powered (it sits at or beyond the margin, or needs too many runs)"
+        return self
 
 
 def _cells(spec: SweepSpec, picks: list[dict]) -> list[tuple[str, int]]:
@@ -113,13 +125,7 @@ def size(spec_path, scale: str, root=None) -> list[ClaimSize]:
                        + ([{**arms[claim["primary_arm"]], **claim["versus"]}] if "versus" in claim else []))
         result.keep = _keep_rates(t, arms[claim["primary_arm"]], claim, cells)
         if iv is not None:
-            if direction == 0:
-                distance, quantile = claim["margin"] - abs(result.effect), 1 - level
-            else:
-                distance, quantile = abs(result.effect), 1 - level / 2
-            result.units = iv.fewest_units(distance, quantile, claim["power"]) if distance > 0 else None
-            if result.units is None:
-                result.reason = "the effect cannot be powered (it sits at or beyond the margin, or needs too many runs)"
+            result.sized()
         if result.units is not None:
             result.seeds = {cell: math.ceil(result.units / rate - 1e-9) if rate > 0 else None
                             for cell, rate in result.keep.items()}
@@ -230,6 +236,54 @@ def report(spec_path, scale: str, root=None) -> str:
     lines.append("  grid (seeds per arm and cell): " + "; ".join(f"{arm} {task} n={n}: {count}"
                                                                 for (arm, task, n), count in cells.items()))
     lines.append(f"  total: {sum(cells.values())} runs, about {cpu_hours(cells, seconds, arms):.1f} CPU-hours")
+    return "\n".join(lines)
+
+
+OUTSIDE_LEVEL = 0.05 / 2
+"""T4 and S6 form their own family of two (the length-scaling family was fixed before they were sized): Holm's
+strictest step at alpha 0.05."""
+S6_STEPS = 4000
+"""S6 again at 4,000 steps (the standard scale's scratchpad runs trained 1,500)."""
+
+
+def outside(folder) -> str:
+    """T4 (the trade-off's offset growing with n) and S6 (the scratchpad's blowup flat in n at `S6_STEPS` steps),
+    sized as the confirm scale's claims are (80 % power, half the estimate, level `OUTSIDE_LEVEL`) from the standard
+    tables' fidelity claims, with their cost from those tables' recorded wall time (S6's scaled to `S6_STEPS`).
+    Not pre-registered and not run: text for the design page."""
+    from .fidelity import collect
+
+    _, claims, _, tables = collect(Path(folder), "standard")
+    by_key = {c.key: c for c in claims}
+    lines = [f"Sized from {folder}'s standard tables, level {OUTSIDE_LEVEL:g} (Holm over these two), 80 % power:"]
+    t4 = by_key["T4"]
+    size_t4 = ClaimSize("T4", t4.statement, "—", 1, None, "", t4.verdict, t4.interval, HALF * t4.interval.center,
+                        OUTSIDE_LEVEL, 0.8, None).sized()
+    runs = tables["tradeoff"].runs
+    scale = size_t4.units / t4.interval.units
+    hours = math.ceil(len(runs) * scale) * runs["wall_s"].mean() / 3600
+    lines.append(f"  T4 ({t4.statement}): standard {t4.interval.estimate:.3g} [{t4.interval.low:.3g}, "
+                 f"{t4.interval.high:.3g}] ({t4.interval.units:g} {t4.interval.unit}) -> {t4.verdict}; at half of it, "
+                 f"{size_t4.units} {t4.interval.unit} at the larger n for power {size_t4.power_at(size_t4.units):.2f}: "
+                 f"{math.ceil(len(runs) * scale)} runs of the random search (the standard scale's {len(runs)} times "
+                 f"{scale:.3g}), about {hours:.1f} CPU-hours")
+    s6 = by_key["S6"]
+    margin = s6.margin["margin"]
+    half = ClaimSize("S6", s6.statement, "—", 0, margin, "", s6.verdict, s6.interval, HALF * s6.interval.center,
+                     OUTSIDE_LEVEL, 0.8, None).sized()
+    flat = ClaimSize("S6", s6.statement, "—", 0, margin, "", s6.verdict, s6.interval, 0.0, OUTSIDE_LEVEL, 0.8,
+                     None).sized()
+    pad = tables["scratchpad"].runs
+    pad = pad[pad["arch"] == "scratchpad"]
+    per_seed = (pad.groupby("n")["wall_s"].mean() * S6_STEPS / pad.groupby("n")["steps"].mean()).sum() / 3600
+    lines.append(f"  S6 ({s6.statement}, within ±{margin:g}): standard {s6.interval.estimate:.3g} "
+                 f"[{s6.interval.low:.3g}, {s6.interval.high:.3g}] at {pad['steps'].iloc[0]:g} steps -> {s6.verdict}; "
+                 f"half of it ({half.effect:.3g}) lies {'beyond' if half.units is None else 'inside'} the margin, where "
+                 f"equivalence {'cannot be powered' if half.units is None else 'can be powered'}; if it is flat at "
+                 f"{S6_STEPS:,} steps, {flat.units} {s6.interval.unit} (n = "
+                 f"{', '.join(str(int(n)) for n in sorted(pad['n'].unique()))}) show it with power "
+                 f"{flat.power_at(flat.units):.2f}: about {flat.units * per_seed:.1f} CPU-hours "
+                 f"({per_seed:.2f} per seed at {S6_STEPS:,} steps)")
     return "\n".join(lines)
 
 

@@ -147,11 +147,15 @@ def test_a_sized_design_runs_its_ranked_claims_first():
     assert {run["n"] for job in pending[:4] for run in job} == {4, 8, 11, 14}
 
 
-def test_the_design_page_shows_the_report_s_output(monkeypatch):
+def test_the_design_page_shows_the_code_s_output(monkeypatch):
     monkeypatch.chdir(ROOT)
     page = (ROOT / "docs" / "confirm.md").read_text()
-    block = page.split("<!-- confirm.report -->\n```\n")[1].split("\n```\n<!-- /confirm.report -->")[0]
-    assert block == confirm.report("experiments/length_scaling.toml", "confirm")
+
+    def block(name):
+        return page.split(f"<!-- confirm.{name} -->\n```\n")[1].split(f"\n```\n<!-- /confirm.{name} -->")[0]
+
+    assert block("report") == confirm.report("experiments/length_scaling.toml", "confirm")
+    assert block("outside") == confirm.outside("experiments/results")
 
 
 def test_the_state_beside_the_exploratory_verdicts(tmp_path):
