@@ -82,14 +82,21 @@ class ClaimSize:
         return self
 
 
-def _cells(spec: SweepSpec, picks: list[dict]) -> list[tuple[str, int]]:
-    return sorted({(s["task"], s["n"]) for s in spec.runs for p in picks if all(s.get(k) == v for k, v in p.items())})
+def _picks(claim: dict) -> list[dict]:
+    """The settings that pick a claim's runs: its `runs`, and its `versus` runs."""
+    return [claim["runs"]] + ([claim["versus"]] if "versus" in claim else [])
 
 
-def _keep_rates(t: _Tables, arm: dict, claim: dict, cells) -> dict:
+def _cells(spec: SweepSpec, arm: dict, claim: dict) -> dict[tuple[str, int], dict]:
+    """The claim's cells (task, n) in the design's plan, each with the settings that pick its runs."""
+    return {(s["task"], s["n"]): picks for picks in _picks(claim) for s in spec.runs
+            if all(s.get(k) == v for k, v in {**arm, **picks}.items())}
+
+
+def _keep_rates(t: _Tables, arm: dict, claim: dict, cells: dict) -> dict:
     rates = {}
-    for task, n in cells:
-        rows = t.finished(t.ids(arm, {"task": task, "n": n}))
+    for (task, n), picks in sorted(cells.items()):
+        rows = t.finished(t.ids(arm, picks, {"task": task, "n": n}))
         rates[(task, n)] = float(_kept_by(rows, claim["filter"]).mean()) if len(rows) else math.nan
     return rates
 
@@ -119,11 +126,10 @@ def size(spec_path, scale: str, root=None) -> list[ClaimSize]:
         verdict = stats.decide(iv, direction, claim["alpha"], claim.get("margin")) if iv else stats.UNRESOLVED
         text = "—" if iv is None else (f"{iv.estimate:.3g} [{iv.bounds(1 - claim['alpha'])[0]:.3g}, "
                                        f"{iv.bounds(1 - claim['alpha'])[1]:.3g}] ({iv.test}, {test.kept} runs)")
+        effect = claim["smallest_effect"] if direction == 0 else None if iv is None else HALF * iv.center
         result = ClaimSize(name, claim["statement"], claim["primary_arm"], direction, claim.get("margin"), text, verdict, iv,
-                           None if iv is None else HALF * iv.center, level, claim["power"], None, reason=test.reason)
-        cells = _cells(spec, [{**arms[claim["primary_arm"]], **claim["runs"]}]
-                       + ([{**arms[claim["primary_arm"]], **claim["versus"]}] if "versus" in claim else []))
-        result.keep = _keep_rates(t, arms[claim["primary_arm"]], claim, cells)
+                           effect, level, claim["power"], None, reason=test.reason)
+        result.keep = _keep_rates(t, arms[claim["primary_arm"]], claim, _cells(spec, arms[claim["primary_arm"]], claim))
         if iv is not None:
             result.sized()
         if result.units is not None:
@@ -146,15 +152,19 @@ def grid(sizes: list[ClaimSize], arms: list[str]) -> dict[tuple[str, str, int], 
 
 
 def seconds_per_run(spec_path, scale: str, root=None) -> dict[tuple[str, str, int], float]:
-    """Mean recorded wall time of one run per (arm, task, n) in the exploratory tables (`sized_from`)."""
+    """Seconds of one run per (arm, task, n): the mean recorded wall time of the exploratory tables' runs
+    (`sized_from`) of that arm and cell that some claim's runs are, per step, times the design's steps there."""
     spec = load_spec(spec_path, scale)
     t = _tables(spec_path, spec, root)
     done = t.finished(set(t.plan))
+    claims = spec.analysis["claims"].values()
     found = {}
     for arm, picks in spec.analysis["arms"].items():
-        rows = done[done["run_id"].isin(t.ids(picks))]
-        for (task, n), group in rows.groupby(["task", "n"]):
-            found[(arm, task, int(n))] = float(group["wall_s"].mean())
+        mine = set().union(*(t.ids(picks, p) for claim in claims for p in _picks(claim)))
+        planned = pd.DataFrame([s for s in spec.runs if all(s.get(k) == v for k, v in picks.items())])
+        for (task, n), group in done[done["run_id"].isin(mine)].groupby(["task", "n"]):
+            steps = planned[(planned["task"] == task) & (planned["n"] == n)]["steps"].mean()
+            found[(arm, task, int(n))] = float((group["wall_s"] / group["steps"]).mean() * steps)
     return found
 
 
@@ -217,8 +227,8 @@ def report(spec_path, scale: str, root=None) -> str:
     seconds = seconds_per_run(spec_path, scale, root)
     spent = costs(sizes, seconds, arms, rank)
     lines = [f"{spec_path} --scale {scale}, sized from the {spec.analysis['sized_from']['scale']} tables "
-             f"({spec.analysis['sized_from']['tables']}): power at half the exploratory estimate, level alpha/m "
-             f"(m = {len(sizes)} primaries, Holm)"]
+             f"({spec.analysis['sized_from']['tables']}): power at half the exploratory estimate (a flat claim: at its "
+             f"smallest_effect), level alpha/m (m = {len(sizes)} primaries, Holm)"]
     for s in sorted(sizes, key=lambda s: rank.index(s.name) if s.name in rank else len(rank)):
         rule = f"flat within ±{s.margin:g} (two one-sided tests)" if s.direction == 0 else \
             ("directional, > 0" if s.direction > 0 else "directional, < 0")
@@ -239,52 +249,24 @@ def report(spec_path, scale: str, root=None) -> str:
     return "\n".join(lines)
 
 
-OUTSIDE_LEVEL = 0.05 / 2
-"""T4 and S6 form their own family of two (the length-scaling family was fixed before they were sized): Holm's
-strictest step at alpha 0.05."""
-S6_STEPS = 4000
-"""S6 again at 4,000 steps (the standard scale's scratchpad runs trained 1,500)."""
-
-
 def outside(folder) -> str:
-    """T4 (the trade-off's offset growing with n) and S6 (the scratchpad's blowup flat in n at `S6_STEPS` steps),
-    sized as the confirm scale's claims are (80 % power, half the estimate, level `OUTSIDE_LEVEL`) from the standard
-    tables' fidelity claims, with their cost from those tables' recorded wall time (S6's scaled to `S6_STEPS`).
-    Not pre-registered and not run: text for the design page."""
+    """T4 (the trade-off's offset growing with n), sized as the confirm scales' claims are (80 % power at half its
+    estimate, its own Holm family of one: level 0.05) from the standard tables' fidelity claim, with its cost from
+    those tables' recorded wall time. Not pre-registered and not run: text for the design page."""
     from .fidelity import collect
 
     _, claims, _, tables = collect(Path(folder), "standard")
-    by_key = {c.key: c for c in claims}
-    lines = [f"Sized from {folder}'s standard tables, level {OUTSIDE_LEVEL:g} (Holm over these two), 80 % power:"]
-    t4 = by_key["T4"]
-    size_t4 = ClaimSize("T4", t4.statement, "—", 1, None, "", t4.verdict, t4.interval, HALF * t4.interval.center,
-                        OUTSIDE_LEVEL, 0.8, None).sized()
+    t4 = next(c for c in claims if c.key == "T4")
+    sized = ClaimSize("T4", t4.statement, "—", 1, None, "", t4.verdict, t4.interval, HALF * t4.interval.center,
+                      0.05, 0.8, None).sized()
     runs = tables["tradeoff"].runs
-    scale = size_t4.units / t4.interval.units
+    scale = sized.units / t4.interval.units
     hours = math.ceil(len(runs) * scale) * runs["wall_s"].mean() / 3600
-    lines.append(f"  T4 ({t4.statement}): standard {t4.interval.estimate:.3g} [{t4.interval.low:.3g}, "
-                 f"{t4.interval.high:.3g}] ({t4.interval.units:g} {t4.interval.unit}) -> {t4.verdict}; at half of it, "
-                 f"{size_t4.units} {t4.interval.unit} at the larger n for power {size_t4.power_at(size_t4.units):.2f}: "
-                 f"{math.ceil(len(runs) * scale)} runs of the random search (the standard scale's {len(runs)} times "
-                 f"{scale:.3g}), about {hours:.1f} CPU-hours")
-    s6 = by_key["S6"]
-    margin = s6.margin["margin"]
-    half = ClaimSize("S6", s6.statement, "—", 0, margin, "", s6.verdict, s6.interval, HALF * s6.interval.center,
-                     OUTSIDE_LEVEL, 0.8, None).sized()
-    flat = ClaimSize("S6", s6.statement, "—", 0, margin, "", s6.verdict, s6.interval, 0.0, OUTSIDE_LEVEL, 0.8,
-                     None).sized()
-    pad = tables["scratchpad"].runs
-    pad = pad[pad["arch"] == "scratchpad"]
-    per_seed = (pad.groupby("n")["wall_s"].mean() * S6_STEPS / pad.groupby("n")["steps"].mean()).sum() / 3600
-    lines.append(f"  S6 ({s6.statement}, within ±{margin:g}): standard {s6.interval.estimate:.3g} "
-                 f"[{s6.interval.low:.3g}, {s6.interval.high:.3g}] at {pad['steps'].iloc[0]:g} steps -> {s6.verdict}; "
-                 f"half of it ({half.effect:.3g}) lies {'beyond' if half.units is None else 'inside'} the margin, where "
-                 f"equivalence {'cannot be powered' if half.units is None else 'can be powered'}; if it is flat at "
-                 f"{S6_STEPS:,} steps, {flat.units} {s6.interval.unit} (n = "
-                 f"{', '.join(str(int(n)) for n in sorted(pad['n'].unique()))}) show it with power "
-                 f"{flat.power_at(flat.units):.2f}: about {flat.units * per_seed:.1f} CPU-hours "
-                 f"({per_seed:.2f} per seed at {S6_STEPS:,} steps)")
-    return "\n".join(lines)
+    return (f"T4 ({t4.statement}), sized from {folder}'s standard tables: {t4.interval.estimate:.3g} "
+            f"[{t4.interval.low:.3g}, {t4.interval.high:.3g}] ({t4.interval.units:g} {t4.interval.unit}) -> "
+            f"{t4.verdict}; at half of it and level 0.05, {sized.units} {t4.interval.unit} at the larger n for power "
+            f"{sized.power_at(sized.units):.2f}: {math.ceil(len(runs) * scale)} runs of the random search (the "
+            f"standard scale's {len(runs)} times {scale:.3g}), about {hours:.1f} CPU-hours")
 
 
 def state(spec_path, scale: str, tables, root=None) -> pd.DataFrame:
@@ -309,7 +291,7 @@ def state(spec_path, scale: str, tables, root=None) -> pd.DataFrame:
         c = decision.get(s.name) if decision else None
         units_now = c.primary.interval.units if c and c.primary.interval else 0
         rows.append({
-            "claim": s.name, "statement": s.statement, "exploratory (decide tables)": f"{s.exploratory} {s.verdict}",
+            "claim": s.name, "statement": s.statement, "exploratory": f"{s.exploratory} {s.verdict}",
             "power then": s.power_at(s.interval.units) if s.interval else math.nan,
             "power designed": s.power_at(s.units) if s.units else math.nan,
             "rows in": f"{finished} of {planned}",

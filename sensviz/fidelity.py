@@ -524,32 +524,33 @@ def _confirm_analysis(spec: Path) -> set[str]:
 
 
 def confirm_section(folder) -> tuple[str, str]:
-    """(the bottom line's sentence, the section) of the second pre-registered designs: per claim the exploratory
-    verdict of the decide tables beside the design's state (`confirm.state`), and the power each had."""
+    """(the bottom line's sentences, the section) of the second pre-registered designs: per claim the exploratory
+    verdict of the tables it was sized from beside the design's state (`confirm.state`), and the power each had."""
     from . import confirm
 
     lines, parts = [], []
     for experiment, (spec, rows) in confirm_designs(folder).items():
         state = confirm.state(spec, CONFIRM, rows)
+        source = load_spec(spec, CONFIRM).analysis["sized_from"]["scale"]
         where = "/".join(rows.parts[-4:])
         lines.append(f" A second pre-registered design (`{CONFIRM}` scale of {experiment}) has {state['rows in'].iloc[0]} "
                      f"runs in ({where}).")
         parts.append(
-            f"**{experiment.replace('_', ' ').capitalize()}**, `[scales.{CONFIRM}]` (sized from the decide tables at "
-            f"80 % power for half each exploratory estimate, level α/m, Holm's step-down across its {len(state)} "
-            f"primaries; `docs/confirm.md`). Rows: `{where}`. Power at half the exploratory estimate and level α/m: "
-            "*then*, the decide tables' own kept runs (not designed for these claims); *designed*, the planned kept "
-            "runs; *now*, the runs kept so far.\n\n"
-            + table(["claim", "statement", "exploratory (decide tables)", "power then", "power designed", "rows in",
+            f"**{experiment.replace('_', ' ').capitalize()}**, `[scales.{CONFIRM}]`, sized from the `{source}` tables "
+            "at 80 % power for half each exploratory estimate (a flat claim: at its `smallest_effect`), level α/m, "
+            f"Holm's step-down across its {len(state)} primaries (`docs/confirm.md`). Rows: `{where}`. The power at "
+            f"that effect and level: *then*, of the `{source}` tables' own kept runs (not designed for these claims); "
+            "*designed*, of the planned kept runs; *now*, of the runs kept so far.\n\n"
+            + table(["claim", "statement", f"exploratory (`{source}`)", "power then", "power designed", "rows in",
                      "estimate so far", "after Holm", "power now"],
-                    [[r["claim"], r["statement"], r["exploratory (decide tables)"], num(r["power then"]),
-                      num(r["power designed"]), r["rows in"], r["confirm estimate"], f"**{r['after Holm']}**",
+                    [[r["claim"], r["statement"], r["exploratory"], num(r["power then"]), num(r["power designed"]),
+                      r["rows in"], r["confirm estimate"], f"**{r['after Holm']}**",
                       num(r["power now"]) if r["power now"] == r["power now"] else "—"]
                      for r in state.to_dict("records")]))
     if not parts:
         return "", ""
     return "".join(lines), "\n\n".join(["## A second pre-registered design (issue 37)",
-                                          "The claims the decide tables only suggest (exploratory there), tested again "
+                                          "The claims earlier tables only suggest (exploratory there), tested again "
                                           "on new seeds under an analysis written down before its first row."] + parts)
 
 

@@ -231,7 +231,7 @@ def _test(t: _Tables, arms: dict, claim: dict, label: str, arm: str, rule: str, 
         return Test(label, 0, None, stats.UNRESOLVED, f"missing column(s) {missing}"), set()
     usable = rows.dropna(subset=columns)
     other = versus.dropna(subset=columns) if len(versus) else versus
-    x, y = (usable[claim["x"]].astype(float) if "x" in claim else None), usable[quantity].astype(float)
+    x, y = (_x(usable, claim["x"], claim.get("x_scale")) if "x" in claim else None), usable[quantity].astype(float)
 
     def fit() -> stats.Interval:
         if estimator == "welch":
@@ -239,8 +239,8 @@ def _test(t: _Tables, arms: dict, claim: dict, label: str, arm: str, rule: str, 
         if estimator == "slope_difference":
             if not len(other):
                 raise ValueError("no kept runs to compare with")
-            return stats.difference(stats.slope(x, y, error=error),
-                                    stats.slope(other[claim["x"]].astype(float), other[quantity].astype(float), error=error))
+            return stats.difference(stats.slope(x, y, error=error), stats.slope(
+                _x(other, claim["x"], claim.get("x_scale")), other[quantity].astype(float), error=error))
         if estimator == "curvature":
             return stats.curvature(x, y, error=error)
         if covariate:
@@ -317,7 +317,7 @@ def _paired(t: _Tables, analysis: dict, claim: dict, other: str) -> Test:
     if x is None:
         test = _attempt(label, len(shared), lambda: stats.mean(diff))
     else:
-        levels = pd.Series([float(kept[primary][k][x]) for k in shared], dtype=float)
+        levels = _x(pd.DataFrame({x: [float(kept[primary][k][x]) for k in shared]}), x, claim.get("x_scale"))
         test = _attempt(label, len(shared), lambda: stats.slope(levels, diff))
     if test.interval is not None:
         test.verdict, test.bounds = stats.verdict(test.interval, 0), test.interval.bounds(0.95)

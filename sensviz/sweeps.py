@@ -104,11 +104,11 @@ FILTERS = {"converged": "kept at the end: the final evaluation meets the converg
            "relaxed": "kept, and relaxed: stopped relax_steps after it first met the filter (converged and relaxed)"}
 CLAIM_KEYS = {"statement": str, "primary_arm": str, "runs": dict, "filter": str, "quantity": str, "x": str,
               "estimator": str, "error": str, "alpha": float, "power": float, "smallest_effect": float,
-              "power_command": str, "secondaries": list, "versus": dict, "margin": float}
+              "power_command": str, "secondaries": list, "versus": dict, "margin": float, "x_scale": str}
 """The keys of a pre-registered claim and their types (`x` only with a slope or curvature, `versus` only with a
 difference; `margin`: a flat claim, decided by two one-sided tests against ±margin, its power computed at
-`smallest_effect`, the true value assumed)."""
-OPTIONAL_CLAIM_KEYS = ("x", "versus", "margin")
+`smallest_effect`, the true value assumed; `x_scale = "log2"`: the slope or curvature in log2 x)."""
+OPTIONAL_CLAIM_KEYS = ("x", "versus", "margin", "x_scale")
 ANALYSIS_KEYS = {"arms": dict, "claims": dict, "paired": list, "familywise": str, "stop": dict, "rank": list,
                  "sized_from": dict}
 """A scale's analysis: `arms` and `claims` (required); `paired`, the settings in which the arms of one seed differ
@@ -265,6 +265,8 @@ def _check_claim(where: str, claim, arms: dict) -> None:
         _check_settings(f"{where}.versus", claim["versus"])
     if "margin" in claim and not claim["margin"] > 0:
         raise ValueError(f"{where}.margin must be positive, got {claim['margin']}")
+    if claim.get("x_scale", "log2") != "log2":
+        raise ValueError(f"{where}.x_scale must be \"log2\" (or absent: x itself), got {_shown(claim['x_scale'])}")
     for key, allowed in (("estimator", ESTIMATORS), ("error", ERRORS), ("filter", FILTERS), ("primary_arm", arms)):
         if claim[key] not in allowed:
             raise ValueError(f"{where}.{key} must be one of {', '.join(allowed)}; got {_shown(claim[key])}")
