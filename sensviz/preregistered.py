@@ -20,6 +20,12 @@
   differs), the smallest margin its 90 % interval would pass, and the old verdict against zero;
 - how many of the planned runs are in. Rows of another spec (another `spec_hash`) are left out and counted.
 
+Estimators: `ols_slope`, `curvature` (a flat claim with a `margin`: two one-sided tests), `slope_difference` and
+`welch` (the runs against their `versus` runs), `mean` (a per-run difference). An analysis with
+`familywise = "holm"` decides its primaries together (`familywise`: reproduced only where Holm's step-down
+rejects); one with `paired` sets beside each claim that names another arm the arms' paired difference, seed by
+seed (`_paired`).
+
 Runs belong to an arm and a claim by their planned settings (the spec's runs, matched by run id), so
 columns a table leaves empty for some runs do not matter. Quantities: a column of the runs table, or
 for a per-run difference "COLUMN@WHEN - COLUMN@WHEN" (WHEN: start, converged, end) measurements of

@@ -31,8 +31,10 @@ the 1 - alpha (95 %) interval lies wholly outside ±m, else not resolved (`equiv
 an interval that excludes zero; `units_to_resolve` the units that would resolve a claim by its own
 rule (for a flat claim: against its margin), and none from 2 degrees of freedom or fewer.
 `power_at` is the probability that a planned design finds its smallest effect (`slope_power`,
-`mean_power`). `t_quantile` inverts Student's t distribution through the regularized incomplete beta
-function (continued fraction), so no scipy is needed.
+`mean_power`); `power_with` the power of a measured interval's test at another number of units. `p_value`
+is the p value `decide` compares with alpha (a flat claim's: two one-sided tests against its margin), and
+`holm` Holm's step-down across a family of them. `t_quantile` inverts Student's t distribution through the
+regularized incomplete beta function (continued fraction), so no scipy is needed.
 """
 
 from __future__ import annotations

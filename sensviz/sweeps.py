@@ -58,6 +58,11 @@ and holding the runs of the spec just run; each run's checkpoint in `OUT/checkpo
 The history table is replaced before the runs table, and `read_results` keeps only the history
 of the runs in the runs table, so the two agree however a sweep was interrupted.
 
+Pairs and stops: a scale's analysis may name `paired` settings (the arms of one seed: a job never splits
+them, `jobs`), a `stop` rule (`run_sweep` starts no job once the rows' wall time reaches its CPU-hours), and
+`run_sweep` takes an `order` of its jobs, a `deadline` and the `device` its rows will be computed on (a folder
+of another kind of device is refused, `check_device`).
+
 Stopping: SIGTERM ends a sweep as Ctrl-C does (the local pool's workers are ended with it), and
 local workers watch their parent process and exit as soon as it is gone (even after SIGKILL).
 """
