@@ -53,13 +53,13 @@ interrupted sweep loses nothing already finished. Runs that differ only in `seed
 an experiment can train those seeds together in one batched run; `run_sweep(..., batch=...)` (or
 the spec's `batch`) names more settings that may differ within a job, e.g. the learning rates of a
 random search. Results: `OUT/runs.parquet` (one row per run: settings, status, error, final
-metrics, wall time) and `OUT/history.parquet` (per-step measurements), rewritten after every job
+metrics, wall and CPU time) and `OUT/history.parquet` (per-step measurements), rewritten after every job
 and holding the runs of the spec just run; each run's checkpoint in `OUT/checkpoints/`.
 The history table is replaced before the runs table, and `read_results` keeps only the history
 of the runs in the runs table, so the two agree however a sweep was interrupted.
 
 Pairs and stops: a scale's analysis may name `paired` settings (the arms of one seed: a job never splits
-them, `jobs`), a `stop` rule (`run_sweep` starts no job once the rows' wall time reaches its CPU-hours), and
+them, `jobs`), a `stop` rule (`run_sweep` starts no job once the rows' CPU time reaches its CPU-hours), and
 `run_sweep` takes an `order` of its jobs, a `deadline` and the `device` its rows will be computed on (a folder
 of another kind of device is refused, `check_device`).
 
@@ -570,7 +570,8 @@ def jobs(runs: Iterable[dict], batch: Iterable[str] = ("seed",), paired: Iterabl
 JobFunction = Callable[[str, list[dict], str], list[dict]]
 
 
-def _record(out: Path, settings: dict, result: dict, wall_s: float, spec_hash: str | None = None) -> None:
+def _record(out: Path, settings: dict, result: dict, wall_s: float, spec_hash: str | None = None,
+            cpu_s: float | None = None) -> None:
     rid = run_id(settings)
     record = {
         "run_id": rid,
@@ -581,6 +582,7 @@ def _record(out: Path, settings: dict, result: dict, wall_s: float, spec_hash: s
         "metrics": result.get("metrics", {}),
         "history": result.get("history", []),
         "wall_s": wall_s,
+        "cpu_s": cpu_s,
         "spec_hash": spec_hash,
     }
     write_atomic(out / "runs" / f"{rid}.json", json.dumps(record, default=float).encode())
@@ -604,13 +606,15 @@ def failure(err: Exception) -> dict:
 
 
 def _guarded(job_fn: JobFunction, experiment: str, job: list[dict], out: str):
-    """Run a job in a worker; a crash becomes an error result for each of its runs."""
-    start = time.perf_counter()
+    """Run a job in a worker; a crash becomes an error result for each of its runs. Returns the results, and the
+    job's wall time and CPU time (of every thread of the process that ran it) per run."""
+    start, cpu = time.perf_counter(), time.process_time()
     try:
         results = job_fn(experiment, job, out)
     except Exception as err:  # a failing run must not stop the sweep
         results = [failure(err) for _ in job]
-    return results, (time.perf_counter() - start) / max(len(job), 1)
+    size = max(len(job), 1)
+    return results, (time.perf_counter() - start) / size, (time.process_time() - cpu) / size
 
 
 @contextmanager
@@ -676,11 +680,11 @@ def run_sweep(
     cap = ((spec.analysis or {}).get("stop") or {}).get("cpu_hours")
     longest = 0.0
 
-    def collect(job: list[dict], results: list[dict], wall_s: float) -> None:
+    def collect(job: list[dict], results: list[dict], wall_s: float, cpu_s: float) -> None:
         nonlocal completed, longest
         longest = max(longest, wall_s * len(job))
         for settings, result in zip(job, results):
-            _record(out, settings, result, wall_s, spec.hash)
+            _record(out, settings, result, wall_s, spec.hash, cpu_s)
             completed += 1
             status = f"FAILED: {result['error']}" if "error" in result else "ok"
             print(f"[{completed}/{len(todo)}] {run_id(settings)} {_short(settings)} {status}", file=log, flush=True)
@@ -734,9 +738,12 @@ def check_device(out, device: str) -> None:
 
 
 def spent_hours(table: pd.DataFrame) -> float:
-    """The CPU-hours a sweep's rows took: the sum of their `wall_s` (a job's wall time over its runs; one torch
-    thread per job, so wall time is CPU time), over 3,600."""
-    return float(table["wall_s"].sum()) / 3600 if "wall_s" in table else 0.0
+    """The CPU-hours a sweep's rows took: the sum of their `cpu_s` (a job's CPU time over its runs), over 3,600; a
+    row written before `cpu_s` was recorded counts its `wall_s` (a job's wall time over its runs)."""
+    if "wall_s" not in table:
+        return 0.0
+    seconds = table["cpu_s"].fillna(table["wall_s"]) if "cpu_s" in table else table["wall_s"]
+    return float(seconds.sum()) / 3600
 
 
 def _held(out: Path) -> tuple[set[str], set[str]]:
@@ -799,7 +806,7 @@ def restore_records(out, spec: SweepSpec) -> int:
         return 0
     history = pd.read_parquet(out / "history.parquet") if (out / "history.parquet").is_file() else pd.DataFrame()
     steps = {rid: rows.drop(columns=["run_id"]) for rid, rows in history.groupby("run_id")} if len(history) else {}
-    fixed = {"run_id", "status", "error", "wall_s", "spec_hash"}
+    fixed = {"run_id", "status", "error", "wall_s", "cpu_s", "spec_hash"}
     for row in missing.to_dict("records"):
         rid = row["run_id"]
         values = _present(row)
@@ -808,7 +815,7 @@ def restore_records(out, spec: SweepSpec) -> int:
                   "metrics": {k: v for k, v in values.items()
                               if k not in fixed and (k not in settings[rid] or v != settings[rid][k])},
                   "history": [_present(r) for r in steps[rid].to_dict("records")] if rid in steps else [],
-                  "wall_s": values.get("wall_s"), "spec_hash": values.get("spec_hash")}
+                  "wall_s": values.get("wall_s"), "cpu_s": values.get("cpu_s"), "spec_hash": values.get("spec_hash")}
         write_atomic(out / "runs" / f"{rid}.json", json.dumps(record, default=float).encode())
     return len(missing)
 
@@ -831,7 +838,7 @@ def write_tables(out, ids: set[str] | None = None) -> pd.DataFrame:
             continue
         record = json.loads(path.read_text())
         rows.append({"run_id": record["run_id"], **record["settings"], "status": record["status"],
-                     "error": record["error"], **record["metrics"], "wall_s": record["wall_s"],
+                     "error": record["error"], **record["metrics"], "wall_s": record["wall_s"], "cpu_s": record.get("cpu_s"),
                      "spec_hash": record.get("spec_hash")})
         history.extend({"run_id": record["run_id"], **step} for step in record["history"])
     runs = pd.DataFrame(rows)

@@ -122,18 +122,22 @@ def test_the_stop_rule_ends_a_sweep_once_its_cpu_hours_are_spent(tmp_path):
     import sys
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from sweep_jobs import slow_job
+    from sweep_jobs import busy_job, slow_job
 
-    runs = [{"n": n, "seed": seed, "sleep": 0.2} for n in (1, 2, 3) for seed in (0, 1)]
+    runs = [{"n": n, "seed": seed, "busy": 0.2} for n in (1, 2, 3) for seed in (0, 1)]
     analysis = {"arms": {"all": {}}, "claims": {}, "stop": {"cpu_hours": 0.3 / 3600, "rule": "stop at 0.3 s"}}
     spec = sweeps.SweepSpec("toy", runs, name="stop", scale="stop", analysis=analysis)
     log = io.StringIO()
-    table = sweeps.run_sweep(spec, tmp_path, slow_job, log=log)
-    # jobs of 2 seeds (0.4 s each): the first job's rows pass 0.3 s, so the second and third never start
-    assert len(table) == 2 and sweeps.spent_hours(table) * 3600 >= 0.3
+    table = sweeps.run_sweep(spec, tmp_path, busy_job, log=log)
+    # jobs of 2 seeds (0.4 s of CPU each): the first job's rows pass 0.3 CPU-seconds, so the others never start
+    assert len(table) == 2 and sweeps.spent_hours(table) * 3600 >= 0.3 and (table["cpu_s"] >= 0.2).all()
     assert "stopped by its stop rule" in log.getvalue()
-    again = sweeps.run_sweep(spec, tmp_path, slow_job, log=io.StringIO())  # resuming a spent sweep runs nothing
+    again = sweeps.run_sweep(spec, tmp_path, busy_job, log=io.StringIO())  # resuming a spent sweep runs nothing
     assert len(again) == 2 and len((tmp_path / "calls.jsonl").read_text().splitlines()) == 1
+    # waiting is not spending: a job that sleeps uses wall time, not CPU time
+    sleepy = sweeps.SweepSpec("toy", [{**r, "busy": 0, "sleep": 0.2} for r in runs], name="stop", scale="stop",
+                              analysis=analysis)
+    assert len(sweeps.run_sweep(sleepy, tmp_path / "sleepy", slow_job, log=io.StringIO())) == 6
 
 
 def test_a_sized_design_runs_its_ranked_claims_first():
