@@ -10,6 +10,10 @@
 3. The same seed trained alone (one model) and in a job of four: the largest weight difference after 50 steps.
 4. The same job with ATen dispatched to another instruction set (`ATEN_CPU_CAPABILITY`, a fresh process): what
    another CPU computes.
+5. The confirm scale's rows so far (its arms paired in one job): every seed's two arms against each other
+   (`paired_rows`), up to the earlier of the two stops.
+
+    python experiments/pairing_evidence.py --confirm    # part 5 alone (seconds)
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from sensviz.experiments import prepare, train_batch  # noqa: E402
 from sensviz.sweeps import load_spec  # noqa: E402
 
 TABLES = ROOT / "experiments" / "results" / "decide" / "length_scaling"
+CONFIRM = ROOT / "experiments" / "running" / "confirm" / "length_scaling"
+HISTORY = ["train_loss", "eval_loss", "eval_accuracy", "param_norm"]
 SPEC = ROOT / "experiments" / "length_scaling.toml"
 COLUMNS = ["train_loss", "eval_loss", "param_norm"]
 SEEDS = (100, 101, 102, 103)
@@ -64,6 +70,28 @@ def recorded_pairs() -> list[str]:
     return lines
 
 
+def paired_rows(folder) -> pd.DataFrame:
+    """Per seed of a paired sweep folder with both arms in (fixed: no relax_steps), the evaluations both arms
+    recorded up to the earlier stop, how many of them differ in any of `HISTORY` (exactly; step 0 has no train
+    loss), both convergence steps, both devices, and the step the relax arm stopped at."""
+    runs, history = pd.read_parquet(Path(folder) / "runs.parquet"), pd.read_parquet(Path(folder) / "history.parquet")
+    runs = arms(runs[runs["status"] == "finished"])
+    rows = []
+    for (task, n, seed), pair in runs.groupby(["task", "n", "seed"]):
+        if set(pair["arm"]) != {"fixed", "relax"}:
+            continue
+        fixed, relax = (pair[pair["arm"] == arm].iloc[0] for arm in ("fixed", "relax"))
+        a, b = (history[history["run_id"] == row["run_id"]].set_index("step") for row in (fixed, relax))
+        stop = min(fixed["steps_trained"], relax["steps_trained"])
+        shared = [step for step in a.index.intersection(b.index) if step <= stop]
+        x, y = a.loc[shared, HISTORY], b.loc[shared, HISTORY]
+        rows.append({"task": task, "n": int(n), "seed": int(seed), "shared": len(shared),
+                     "differ": int(((x != y) & ~(x.isna() & y.isna())).any(axis=1).sum()),
+                     "converged_fixed": fixed["converged_step"], "converged_relax": relax["converged_step"],
+                     "relax_stop": int(relax["steps_trained"]), "same_device": fixed["device"] == relax["device"]})
+    return pd.DataFrame(rows)
+
+
 def job(seeds, steps: int = STEPS, relax: bool = False) -> list[torch.nn.Module]:
     """Train PARITY n = 14 seeds of the decide scale's fixed (or relax) arm together for `steps` steps."""
     spec = load_spec(SPEC, "decide")
@@ -90,6 +118,13 @@ def recorded_norms() -> dict:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--norms":  # the child process of part 4
         print(json.dumps(norms_here()))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--confirm":
+        found = paired_rows(CONFIRM)
+        differ = int((found["differ"] > 0).sum()) if len(found) else 0
+        print(f"5. The confirm rows: {len(found)} seeds with both arms in, {differ} with any differing evaluation "
+              "before the earlier stop")
+        print(found.to_string(index=False) if len(found) else "(none yet)")
         return
     print("1. The decide tables, PARITY: both arms of one seed")
     print("\n".join(recorded_pairs()))

@@ -35,7 +35,7 @@ import pandas as pd
 from . import stats
 from .fidelity import _kept_by
 from .preregistered import _Tables, _test
-from .sweeps import SweepSpec, load_spec
+from .sweeps import SweepSpec, load_spec, spent_hours
 
 HALF = 0.5
 """The effect the design is powered for, as a fraction of the exploratory estimate."""
@@ -273,8 +273,9 @@ def state(spec_path, scale: str, tables, root=None) -> pd.DataFrame:
     """The design beside the exploratory verdicts, one row per claim: the exploratory estimate and verdict, the
     power the exploratory tables had for half their own estimate at level alpha/m (they were not designed for
     these claims), the power the design was sized for, the rows in so far, the estimate on them, the claim's own
-    verdict and Holm's, and the power at the units kept so far. `tables`: the sweep folder of the design's rows
-    (one that does not exist yet: no row in)."""
+    verdict and Holm's, the power at the units kept so far, and the CPU-hours of the rows of its runs so far (both
+    arms; a row two claims share counts for each). `tables`: the sweep folder of the design's rows (one that does
+    not exist yet: no row in)."""
     from .preregistered import decide  # the design's own analysis
 
     spec_path = str(spec_path)
@@ -284,8 +285,10 @@ def state(spec_path, scale: str, tables, root=None) -> pd.DataFrame:
         decision = None
     else:
         decision = {c.name: c for c in decide(spec_path, scale, folder).claims}
-    planned = len(load_spec(spec_path, scale).runs)
+    spec = load_spec(spec_path, scale)
+    planned = len(spec.runs)
     finished = 0 if decision is None else int(rows_in(spec_path, scale, folder)["finished"].sum())
+    table = _Tables(spec, folder) if decision is not None else None
     rows = []
     for s in sizes:
         c = decision.get(s.name) if decision else None
@@ -298,7 +301,9 @@ def state(spec_path, scale: str, tables, root=None) -> pd.DataFrame:
             "confirm estimate": "—" if not c or not c.primary.interval else
             f"{c.primary.interval.estimate:.3g} ({c.primary.kept} runs) {c.primary.verdict}",
             "after Holm": c.holm_verdict if c and c.holm else stats.UNRESOLVED,
-            "power now": s.power_at(units_now) if units_now else math.nan})
+            "power now": s.power_at(units_now) if units_now else math.nan,
+            "CPU-hours": 0.0 if table is None else spent_hours(table.finished(
+                set().union(*(table.ids(p) for p in _picks(spec.analysis["claims"][s.name])))))})
     return pd.DataFrame(rows)
 
 

@@ -540,12 +540,13 @@ def confirm_section(folder) -> tuple[str, str]:
             "at 80 % power for half each exploratory estimate (a flat claim: at its `smallest_effect`), level α/m, "
             f"Holm's step-down across its {len(state)} primaries (`docs/confirm.md`). Rows: `{where}`. The power at "
             f"that effect and level: *then*, of the `{source}` tables' own kept runs (not designed for these claims); "
-            "*designed*, of the planned kept runs; *now*, of the runs kept so far.\n\n"
+            "*designed*, of the planned kept runs; *now*, of the runs kept so far. CPU-hours: the rows of the claim's "
+            "runs so far (a row two claims share counts for each).\n\n"
             + table(["claim", "statement", f"exploratory (`{source}`)", "power then", "power designed", "rows in",
-                     "estimate so far", "after Holm", "power now"],
+                     "estimate so far", "after Holm", "power now", "CPU-hours"],
                     [[r["claim"], r["statement"], r["exploratory"], num(r["power then"]), num(r["power designed"]),
                       r["rows in"], r["confirm estimate"], f"**{r['after Holm']}**",
-                      num(r["power now"]) if r["power now"] == r["power now"] else "—"]
+                      num(r["power now"]) if r["power now"] == r["power now"] else "—", num(r["CPU-hours"])]
                      for r in state.to_dict("records")]))
     if not parts:
         return "", ""

@@ -178,3 +178,16 @@ def test_the_state_beside_the_exploratory_verdicts(tmp_path):
     assert set(state["rows in"]) == {f"0 of {planned}"} and set(state["after Holm"]) == {stats.UNRESOLVED}
     assert (state["power designed"] >= 0.8).all() and (state["power then"] < state["power designed"]).all()
     assert state["power now"].isna().all()
+
+
+def test_the_state_counts_each_claim_s_cpu_hours(tmp_path):
+    spec = sweeps.load_spec(SPEC, "confirm")
+    parity = [s for s in spec.runs if s["task"] == "parity"][:3]
+    first = [s for s in spec.runs if s["task"] == "first"][:1]
+    rows = [{"run_id": sweeps.run_id(s), **s, "status": "finished", "converged": False, "stop_reason": "completed",
+             "cpu_s": 1800.0, "wall_s": 9000.0, "spec_hash": spec.hash} for s in parity + first]
+    pd.DataFrame(rows).to_parquet(tmp_path / "runs.parquet", index=False)
+    state = confirm.state(SPEC, "confirm", tmp_path).set_index("claim")
+    assert state.loc["L2", "CPU-hours"] == pytest.approx(1.5)  # three PARITY rows, CPU time (not wall time)
+    assert state.loc["L6", "CPU-hours"] == pytest.approx(2.0) and state.loc["L4", "CPU-hours"] == pytest.approx(1.5)
+    assert set(state["rows in"]) == {f"4 of {len(spec.runs)}"}

@@ -141,3 +141,4 @@ def test_claims_that_compare_arms_get_the_paired_difference(tmp_path):
     # unpaired, the same difference carries each seed's own level as noise: a wider interval
     unpaired = next(test for test in claim.secondaries if test.label == "arm = fixed")
     assert paired.interval.se < claim.primary.interval.se and unpaired.interval is not None
+
