@@ -11,17 +11,22 @@ estimate, with its standard error se at its units (kept runs per level of n, or 
   one the exploratory tables suggest (they picked these claims, so their estimates are biased upwards).
 - **Units.** A directional claim: the fewest kept units k with P(estimate / se_k > t_{1 - level/2}) >= power at
   that effect, se_k = se sqrt(units / k) (`stats.Interval.fewest_units`). A flat claim, two one-sided tests
-  against ±margin (`stats.p_value`), at the true value half the exploratory estimate: the fewest k with
-  P(margin - |value| > t_{1 - level} se_k) >= power (the nearer bound decides; `stats.power_with`).
+  against ±margin (`stats.p_value`), at the true value its spec's `smallest_effect` states (half the exploratory
+  estimate where that is inside the margin): the fewest k with P(margin - |value| > t_{1 - level} se_k) >= power
+  (the nearer bound decides; `stats.power_with`).
 - **Seeds.** Per cell (task, n) of the claim: ceil(k / keep rate), the keep rate of that cell and arm in the
   exploratory tables under the claim's filter. The first arm of `arms` is the base, which every seed runs (the
   fixed budget); a claim on another arm plans its seeds there and in the base arm, as pairs (`grid`).
 - **Cost.** The two arms of a seed train as two members of one vmapped run (`docs/pairing.md`), which steps
-  until its last member stops: a pair costs twice the longer of the two arms' mean recorded wall time per run in
-  that cell, a base run alone its own (the tables' `wall_s`: a job's time over its runs, one torch thread).
-  CPU-hours per claim: alone, and what it adds to the claims ranked before it (`analysis.rank`).
+  until its last member stops: a pair costs twice the longer of the two arms' time per run in that cell, a base
+  run alone its own (`seconds_per_run`: the tables' recorded `wall_s`, a job's time over its runs, per step, times
+  the design's steps). CPU-hours per claim: alone, and what it adds to the claims ranked before it
+  (`analysis.rank`).
 - **Order.** The sweep runs a sized design's jobs by (the first ranked claim that needs the run, its seed)
   (`order`): a sweep stopped early holds whole claims, each with seeds in every cell it needs.
+
+`report` prints the design; `state` sets its rows so far beside the exploratory verdicts (the fidelity pages);
+`outside` sizes T4 the same way, without a scale.
 """
 
 from __future__ import annotations
