@@ -14,19 +14,20 @@ estimate, with its standard error se at its units (kept runs per level of n, or 
   against ±margin (`stats.p_value`), at the true value its spec's `smallest_effect` states (half the exploratory
   estimate where that is inside the margin): the fewest k with P(margin - |value| > t_{1 - level} se_k) >= power
   (the nearer bound decides; `stats.power_with`).
-- **Seeds.** Per cell (task, n) of the claim: ceil(k / keep rate), the keep rate of that cell and arm in the
-  exploratory tables under the claim's filter. The first arm of `arms` is the base, which every seed runs (the
-  fixed budget); a claim on another arm plans its seeds there and in the base arm, as pairs (`grid`).
+- **Seeds.** Per cell (task, n) of the claim: ceil(k / keep rate / draws), the keep rate of that cell and arm in
+  the exploratory tables under the claim's filter, the draws of a random search per seed (an offset difference's
+  k, the kept runs of all its tasks at the last level, is shared among that level's cells). The first arm of
+  `arms` is the base, which every seed runs (the fixed budget); a claim on another arm plans its seeds there and in
+  the base arm, as pairs (`grid`).
 - **Cost.** The two arms of a seed train as two members of one vmapped run (`docs/pairing.md`), which steps
   until its last member stops: a pair costs twice the longer of the two arms' time per run in that cell, a base
-  run alone its own (`seconds_per_run`: the tables' recorded `wall_s`, a job's time over its runs, per step, times
+  run alone its own (`seconds_per_seed`: the tables' recorded `wall_s`, a job's time over its runs, per step, times
   the design's steps). CPU-hours per claim: alone, and what it adds to the claims ranked before it
   (`analysis.rank`).
 - **Order.** The sweep runs a sized design's jobs by (the first ranked claim that needs the run, its seed)
   (`order`): a sweep stopped early holds whole claims, each with seeds in every cell it needs.
 
-`report` prints the design; `state` sets its rows so far beside the exploratory verdicts (the fidelity pages);
-`outside` sizes T4 the same way, without a scale.
+`report` prints the design; `state` sets its rows so far beside the exploratory verdicts (the fidelity pages).
 """
 
 from __future__ import annotations
@@ -106,6 +107,16 @@ def _keep_rates(t: _Tables, arm: dict, claim: dict, cells: dict) -> dict:
     return rates
 
 
+def _draws(spec: SweepSpec, arm: dict) -> int:
+    """Runs per seed in one cell of an arm: the random search's draws per grid point (1 without one)."""
+    counts: dict = {}
+    for s in spec.runs:
+        if all(s.get(k) == v for k, v in arm.items()):
+            key = (s["task"], s["n"], s["seed"])
+            counts[key] = counts.get(key, 0) + 1
+    return max(counts.values(), default=1)
+
+
 def _tables(spec_path, spec: SweepSpec, root) -> _Tables:
     """The exploratory tables a design was sized from (`sized_from`), with the exploratory scale's plan."""
     source = spec.analysis["sized_from"]
@@ -138,7 +149,11 @@ def size(spec_path, scale: str, root=None) -> list[ClaimSize]:
         if iv is not None:
             result.sized()
         if result.units is not None:
-            result.seeds = {cell: math.ceil(result.units / rate - 1e-9) if rate > 0 else None
+            per_cell, draws = result.units, _draws(spec, arms[claim["primary_arm"]])
+            if claim["estimator"] == "offset_difference":  # the units are all groups' kept runs at the last level
+                (_, (_, last)), = claim["levels"].items()
+                per_cell = result.units / sum(n == last for _, n in result.keep)
+            result.seeds = {cell: math.ceil(per_cell / rate / draws - 1e-9) if rate > 0 else None
                             for cell, rate in result.keep.items()}
         found.append(result)
     return found
@@ -156,9 +171,10 @@ def grid(sizes: list[ClaimSize], arms: list[str]) -> dict[tuple[str, str, int], 
     return dict(sorted(seeds.items()))
 
 
-def seconds_per_run(spec_path, scale: str, root=None) -> dict[tuple[str, str, int], float]:
-    """Seconds of one run per (arm, task, n): the mean recorded wall time of the exploratory tables' runs
-    (`sized_from`) of that arm and cell that some claim's runs are, per step, times the design's steps there."""
+def seconds_per_seed(spec_path, scale: str, root=None) -> dict[tuple[str, str, int], float]:
+    """Seconds of one seed's runs per (arm, task, n): the mean recorded wall time of the exploratory tables' runs
+    (`sized_from`) of that arm and cell that some claim's runs are, per step, times the design's steps there and
+    its draws per seed."""
     spec = load_spec(spec_path, scale)
     t = _tables(spec_path, spec, root)
     done = t.finished(set(t.plan))
@@ -169,7 +185,7 @@ def seconds_per_run(spec_path, scale: str, root=None) -> dict[tuple[str, str, in
         planned = pd.DataFrame([s for s in spec.runs if all(s.get(k) == v for k, v in picks.items())])
         for (task, n), group in done[done["run_id"].isin(mine)].groupby(["task", "n"]):
             steps = planned[(planned["task"] == task) & (planned["n"] == n)]["steps"].mean()
-            found[(arm, task, int(n))] = float((group["wall_s"] / group["steps"]).mean() * steps)
+            found[(arm, task, int(n))] = float((group["wall_s"] / group["steps"]).mean() * steps * _draws(spec, picks))
     return found
 
 
@@ -229,7 +245,7 @@ def report(spec_path, scale: str, root=None) -> str:
     sizes = size(spec_path, scale, root)
     spec = load_spec(spec_path, scale)
     arms, rank = list(spec.analysis["arms"]), list(spec.analysis.get("rank", []))
-    seconds = seconds_per_run(spec_path, scale, root)
+    seconds = seconds_per_seed(spec_path, scale, root)
     spent = costs(sizes, seconds, arms, rank)
     lines = [f"{spec_path} --scale {scale}, sized from the {spec.analysis['sized_from']['scale']} tables "
              f"({spec.analysis['sized_from']['tables']}): power at half the exploratory estimate (a flat claim: at its "
@@ -250,28 +266,9 @@ def report(spec_path, scale: str, root=None) -> str:
     cells = grid(sizes, arms)
     lines.append("  grid (seeds per arm and cell): " + "; ".join(f"{arm} {task} n={n}: {count}"
                                                                 for (arm, task, n), count in cells.items()))
-    lines.append(f"  total: {sum(cells.values())} runs, about {cpu_hours(cells, seconds, arms):.1f} CPU-hours")
+    runs = sum(count * _draws(spec, spec.analysis["arms"][arm]) for (arm, _, _), count in cells.items())
+    lines.append(f"  total: {runs} runs, about {cpu_hours(cells, seconds, arms):.1f} CPU-hours")
     return "\n".join(lines)
-
-
-def outside(folder) -> str:
-    """T4 (the trade-off's offset growing with n), sized as the confirm scales' claims are (80 % power at half its
-    estimate, its own Holm family of one: level 0.05) from the standard tables' fidelity claim, with its cost from
-    those tables' recorded wall time. Not pre-registered and not run: text for the design page."""
-    from .fidelity import collect
-
-    _, claims, _, tables = collect(Path(folder), "standard")
-    t4 = next(c for c in claims if c.key == "T4")
-    sized = ClaimSize("T4", t4.statement, "—", 1, None, "", t4.verdict, t4.interval, HALF * t4.interval.center,
-                      0.05, 0.8, None).sized()
-    runs = tables["tradeoff"].runs
-    scale = sized.units / t4.interval.units
-    hours = math.ceil(len(runs) * scale) * runs["wall_s"].mean() / 3600
-    return (f"T4 ({t4.statement}), sized from {folder}'s standard tables: {t4.interval.estimate:.3g} "
-            f"[{t4.interval.low:.3g}, {t4.interval.high:.3g}] ({t4.interval.units:g} {t4.interval.unit}) -> "
-            f"{t4.verdict}; at half of it and level 0.05, {sized.units} {t4.interval.unit} at the larger n for power "
-            f"{sized.power_at(sized.units):.2f}: {math.ceil(len(runs) * scale)} runs of the random search (the "
-            f"standard scale's {len(runs)} times {scale:.3g}), about {hours:.1f} CPU-hours")
 
 
 def state(spec_path, scale: str, tables, root=None) -> pd.DataFrame:

@@ -240,6 +240,15 @@ def _test(t: _Tables, arms: dict, claim: dict, label: str, arm: str, rule: str, 
     x, y = (_x(usable, claim["x"], claim.get("x_scale")) if "x" in claim else None), usable[quantity].astype(float)
 
     def fit() -> stats.Interval:
+        if estimator == "offset_difference":
+            (setting, (first, last)), = claim["levels"].items()
+            group = usable[list(claim["group"])].eq(pd.Series(claim["group"])).all(axis=1)
+
+            def offset(level):
+                at = usable[setting] == level
+                return stats.offset(x[at], y[at], group[at])
+
+            return stats.difference(offset(last), offset(first))
         if estimator == "welch":
             return stats.welch(y, other[quantity].astype(float) if len(other) else [], "seeds per group")
         if estimator == "slope_difference":

@@ -101,7 +101,9 @@ ESTIMATORS = {"ols_slope": "OLS slope of the quantity in `x` over the selected r
               "mean": "mean of one value per run (a per-seed difference), one-sample t(k - 1)",
               "curvature": "OLS quadratic term of the quantity in `x`, t(N - 3)",
               "slope_difference": "OLS slope in `x` of the runs minus that of the `versus` runs, Welch-Satterthwaite t",
-              "welch": "mean of the runs minus mean of the `versus` runs, Welch t"}
+              "welch": "mean of the runs minus mean of the `versus` runs, Welch t",
+              "offset_difference": "how far the `group` runs lie above the line of the quantity in `x` through all the "
+                                   "runs (OLS with a group indicator), at the last of two `levels` minus at the first"}
 ERRORS = {"classical": "the classical (homoscedastic) standard error", "HC3": "heteroscedasticity-robust (HC3)"}
 FILTERS = {"converged": "kept at the end: the final evaluation meets the convergence filter",
            "ever_converged": "met the convergence filter at some evaluation (converged_step is set)",
@@ -109,11 +111,13 @@ FILTERS = {"converged": "kept at the end: the final evaluation meets the converg
            "relaxed": "kept, and relaxed: stopped relax_steps after it first met the filter (converged and relaxed)"}
 CLAIM_KEYS = {"statement": str, "primary_arm": str, "runs": dict, "filter": str, "quantity": str, "x": str,
               "estimator": str, "error": str, "alpha": float, "power": float, "smallest_effect": float,
-              "power_command": str, "secondaries": list, "versus": dict, "margin": float, "x_scale": str}
+              "power_command": str, "secondaries": list, "versus": dict, "margin": float, "x_scale": str,
+              "group": dict, "levels": dict}
 """The keys of a pre-registered claim and their types (`x` only with a slope or curvature, `versus` only with a
 difference; `margin`: a flat claim, decided by two one-sided tests against ±margin, its power computed at
-`smallest_effect`, the true value assumed; `x_scale = "log2"`: the slope or curvature in log2 x)."""
-OPTIONAL_CLAIM_KEYS = ("x", "versus", "margin", "x_scale")
+`smallest_effect`, the true value assumed; `x_scale = "log2"`: the slope or curvature in log2 x; `group` and
+`levels = {SETTING = [first, last]}` with the offset difference)."""
+OPTIONAL_CLAIM_KEYS = ("x", "versus", "margin", "x_scale", "group", "levels")
 ANALYSIS_KEYS = {"arms": dict, "claims": dict, "paired": list, "familywise": str, "stop": dict, "rank": list,
                  "sized_from": dict}
 """A scale's analysis: `arms` and `claims` (required); `paired`, the settings in which the arms of one seed differ
@@ -255,10 +259,11 @@ def _check_claim(where: str, claim, arms: dict) -> None:
     unknown = sorted(set(claim) - set(CLAIM_KEYS))
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {unknown}; a claim has {', '.join(CLAIM_KEYS)}")
-    with_x, with_versus = ("ols_slope", "curvature", "slope_difference"), ("slope_difference", "welch")
+    with_x, with_versus = ("ols_slope", "curvature", "slope_difference", "offset_difference"), ("slope_difference", "welch")
     needed = [k for k in CLAIM_KEYS if k not in claim and k not in OPTIONAL_CLAIM_KEYS]
     needed += ["x"] * ("x" not in claim and claim.get("estimator") in with_x)
     needed += ["versus"] * ("versus" not in claim and claim.get("estimator") in with_versus)
+    needed += [k for k in ("group", "levels") if k not in claim and claim.get("estimator") == "offset_difference"]
     if needed:
         raise ValueError(f"{where}: missing {needed}")
     for key, kind in CLAIM_KEYS.items():
@@ -270,6 +275,9 @@ def _check_claim(where: str, claim, arms: dict) -> None:
         _check_settings(f"{where}.versus", claim["versus"])
     if "margin" in claim and not claim["margin"] > 0:
         raise ValueError(f"{where}.margin must be positive, got {claim['margin']}")
+    levels = claim.get("levels", {"n": [0, 1]})
+    if not (len(levels) == 1 and isinstance(next(iter(levels.values())), list) and len(next(iter(levels.values()))) == 2):
+        raise ValueError(f"{where}.levels must name one setting and its two levels, first and last, got {_shown(levels)}")
     if claim.get("x_scale", "log2") != "log2":
         raise ValueError(f"{where}.x_scale must be \"log2\" (or absent: x itself), got {_shown(claim['x_scale'])}")
     for key, allowed in (("estimator", ESTIMATORS), ("error", ERRORS), ("filter", FILTERS), ("primary_arm", arms)):

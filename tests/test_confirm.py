@@ -14,7 +14,8 @@ from sensviz import confirm, preregistered, stats, sweeps
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "experiments" / "length_scaling.toml"
 PAD = ROOT / "experiments" / "scratchpad.toml"
-DESIGNS = {SPEC: 1000, PAD: 3000}  # the confirm scales and their first seed
+TRADEOFF = ROOT / "experiments" / "tradeoff.toml"
+DESIGNS = {SPEC: 1000, PAD: 3000, TRADEOFF: 4000}  # the confirm scales and their first seed
 DECIDE = ROOT / "experiments" / "results" / "decide" / "length_scaling"
 
 
@@ -107,6 +108,15 @@ def test_the_sizing_reads_the_exploratory_tables_as_the_claim_says():
     assert sizes["L2"].margin == pytest.approx(round(l1 * 10 / 5 / (100 / 8), 4))
 
 
+def test_the_offset_difference_is_the_fidelity_page_s_t4():
+    from sensviz import fidelity
+
+    t4 = next(c for c in fidelity.collect(ROOT / "experiments" / "results", "standard")[1] if c.key == "T4")
+    sized = confirm.size(TRADEOFF, "confirm")[0]
+    assert sized.interval.estimate == pytest.approx(t4.interval.estimate) and sized.interval.se == pytest.approx(t4.interval.se)
+    assert sized.interval.df == pytest.approx(t4.interval.df)
+
+
 def test_the_confirm_analysis_decides_before_any_row(tmp_path):
     (tmp_path / "runs").mkdir()
     sweeps.write_tables(tmp_path)  # a sweep that has started and finished no run yet
@@ -168,7 +178,7 @@ def test_the_design_page_shows_the_code_s_output(monkeypatch):
 
     assert block("report") == confirm.report("experiments/length_scaling.toml", "confirm")
     assert block("scratchpad") == confirm.report("experiments/scratchpad.toml", "confirm")
-    assert block("outside") == confirm.outside("experiments/results")
+    assert block("tradeoff") == confirm.report("experiments/tradeoff.toml", "confirm")
 
 
 def test_the_state_beside_the_exploratory_verdicts(tmp_path):
