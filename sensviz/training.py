@@ -26,10 +26,11 @@ configs, callbacks)` trains K models of one architecture at once: their paramete
 and weight decay per model; each model gets exactly the data stream its own `train` run would,
 so both give the same weights up to float rounding (tested). Each model may also stop by its own
 rule (`PER_MEMBER_STOPPING`: its steps, targets and relaxation), so the arms of one seed (a fixed
-budget and a relaxation after convergence) train as two members of one run: their numbers are the
-same, bit for bit, until one of them stops (tested), whatever the job's size or the CPU it runs on
-(two runs of one seed in separate jobs are not: the vmapped kernels' rounding depends on the number
-of models and on the CPU's instruction set, and PARITY's training amplifies a last-bit difference).
+budget and a relaxation after convergence) train as two members of one run: the same initialisation
+and data go through the same kernels in one process, so their numbers are the same, bit for bit,
+until one of them stops (tested). Two runs of one seed in separate jobs need not be: the vmapped
+kernels' rounding depends on the number of models in the job and on the CPU's instruction set, and
+PARITY's training amplifies a last-bit difference (`docs/pairing.md`).
 
 The loop knows nothing of the UI: `Callback`s see every step and every evaluation, and may ask a
 run to stop (the result keeps the weights learned so far). A non-finite loss ends the run with the
@@ -615,13 +616,13 @@ def _run(learner, models, tasks, configs, callbacks) -> list[TrainResult]:
         own = m.state.config
         return own.relax_steps is not None and m.converged is not None and m.done >= m.converged + own.relax_steps
 
+    def running(m: _Member) -> bool:
+        return m.reason is None and m.done < m.state.config.steps  # each member stops at its own steps
+
     for m in members:
         for cb in callbacks:
             cb.on_start(m.state)
     evaluate(members)
-    def running(m: _Member) -> bool:
-        return m.reason is None and m.done < m.state.config.steps  # each member stops at its own steps
-
     for step in range(1, max(c.steps for c in configs) + 1):
         active = [m for m in members if running(m)]
         if not active:
@@ -706,10 +707,10 @@ def train_many(
     """Train K models of one architecture and config at once; each like its own `train` run.
 
     `tasks` and `configs` are one for all or one per model. Per model, the configs may differ only
-    in `PER_MODEL_FIELDS` and `PER_MEMBER_STOPPING`; tasks may differ freely. Every model gets the data stream its own
-    `train` run would, so results equal K separate runs up to float rounding. Models are trained
-    in place; a model that stops early (target accuracy, divergence, a callback) keeps its
-    weights while the others go on. Callbacks see every model (`state.member`).
+    in `PER_MODEL_FIELDS` and `PER_MEMBER_STOPPING`; tasks may differ freely. Every model gets the
+    data stream its own `train` run would, so results equal K separate runs up to float rounding.
+    Models are trained in place; a model that stops early (its own steps or targets, divergence, a
+    callback) keeps its weights while the others go on. Callbacks see every model (`state.member`).
     """
     models = list(models)
     if not models:
