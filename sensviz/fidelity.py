@@ -550,9 +550,23 @@ def confirm_section(folder) -> tuple[str, str]:
                      for r in state.to_dict("records")]))
     if not parts:
         return "", ""
+    parts.append(gpu_slice_line(folder))
     return "".join(lines), "\n\n".join(["## A second pre-registered design (issue 37)",
                                           "The claims earlier tables only suggest (exploratory there), tested again "
                                           "on new seeds under an analysis written down before its first row."] + parts)
+
+
+def gpu_slice_line(folder) -> str:
+    """Where the paper-width slice of L1 (`experiments/gpu_slice.py`) stands: its rows and their devices, or that it
+    is ready and not run."""
+    rows = Path(folder).parent / "running" / "gpu_slice" / "length_scaling" / "runs.parquet"
+    script = "`experiments/gpu_slice.py` (L1 at the authors' width, learning rate and batch, on one GPU)"
+    if not rows.is_file():
+        return f"**The paper-width slice** {script} is ready and has not run (no rows)."
+    table = pd.read_parquet(rows)
+    devices = ", ".join(sorted(set(table["device"].dropna()))) if "device" in table else "—"
+    return (f"**The paper-width slice** {script}: {int((table['status'] == 'finished').sum())} runs in "
+            f"({', '.join(str(int(n)) for n in sorted(table['n'].unique()))} as n), on {devices}.")
 
 
 def decided_line(d) -> str:
