@@ -142,3 +142,26 @@ def test_claims_that_compare_arms_get_the_paired_difference(tmp_path):
     unpaired = next(test for test in claim.secondaries if test.label == "arm = fixed")
     assert paired.interval.se < claim.primary.interval.se and unpaired.interval is not None
 
+
+
+def test_the_committed_confirm_rows_are_paired():
+    """Every seed of the confirm sweep's committed rows with both arms in: the same numbers at every evaluation
+    up to the earlier stop, on one device, and the relax arm stopped 2,000 steps after its filter was met (or at
+    its cap of 8,000 steps)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "experiments" / "pairing_evidence.py"
+    spec = importlib.util.spec_from_file_location("pairing_evidence", path)
+    evidence = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(evidence)
+    if not (evidence.CONFIRM / "runs.parquet").is_file():
+        pytest.fail(f"no committed confirm rows at {evidence.CONFIRM}")
+    found = evidence.paired_rows(evidence.CONFIRM)
+    assert len(found) >= 1 and (found["differ"] == 0).all() and found["same_device"].all()
+    assert (found["shared"] >= 2).all()
+    same = found["converged_fixed"].eq(found["converged_relax"]) | (found["converged_relax"] > 6000) \
+        | found["converged_relax"].isna()
+    assert same.all()  # one filter, met at the same evaluation while both arms trained
+    relaxed = found.dropna(subset=["converged_relax"])
+    assert ((relaxed["relax_stop"] == relaxed["converged_relax"] + 2000) | (relaxed["relax_stop"] == 8000)).all()
