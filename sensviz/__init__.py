@@ -34,8 +34,9 @@ Modules, by job (every module of the package):
   figures, fidelity sections and Lab data; the registry finds them), `sweeps` (TOML specs,
   executors, result tables), `stats` (the statistics that decide the claims), `figures`
   (paper-style figures of the result tables), `fidelity` (the fidelity pages: claims beside the
-  shipped tables), `report` (a standalone HTML report of finished sweeps), `lab` (the Lab's guided
-  chapters);
+  shipped tables), `preregistered` (a scale's pre-registered analysis applied to its tables),
+  `confirm` (a confirmatory design sized from an exploratory one), `report` (a standalone HTML
+  report of finished sweeps), `lab` (the Lab's guided chapters);
 - around them: `processes` (child processes that end with their parent), `limits` (named limits on
   everything a user controls), `text` (user text shown as text), `files` (atomic writes, the data
   folder), `tables` (tidy tables of the measurements), `charts` (Altair charts of them);

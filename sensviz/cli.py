@@ -248,10 +248,15 @@ def _sweep(args) -> dict:
         raise UsageError("--address names a Ray cluster: use it with --executor ray")
     if args.executor == "ray" and args.threads:
         raise UsageError("--threads sets the torch threads of local worker processes; Ray tasks take one CPU each")
+    order = None
+    if spec.analysis and "sized_from" in spec.analysis:  # a sized design runs its ranked claims' runs first
+        from . import confirm  # the results kit (pandas tables, the fidelity page's filters): only for this case
+
+        order = confirm.order(args.spec, args.scale)
     start = time.perf_counter()
     runs = sweeps.run_sweep(spec, args.out, experiments.run_job, executor=args.executor, workers=args.workers,
                             address=args.address, batch=spec.batch or experiments.BATCH_FIELDS[spec.experiment],
-                            threads=args.threads, log=sys.stderr)
+                            threads=args.threads, log=sys.stderr, order=order)
     failed = runs[runs["status"] == "failed"]
     return {
         "experiment": spec.experiment,

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import re
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -499,6 +500,75 @@ def decisions(folder) -> dict:
     return found
 
 
+CONFIRM = "confirm"
+"""The second pre-registered design's scale (issue 37): its rows in `folder/confirm/<experiment>` once finished,
+in `experiments/running/confirm/<experiment>` while its sweep runs."""
+
+
+def confirm_designs(folder) -> dict[str, tuple[Path, Path]]:
+    """Per experiment whose spec has a sized `[scales.confirm]` (`sensviz.confirm`): (its spec, the folder of its
+    rows: the finished one under `folder`, else the running one beside it, whether or not a row is in yet)."""
+    folder = Path(folder)
+    found = {}
+    for experiment in registry():
+        spec = folder.parent / f"{experiment}.toml"
+        if spec.is_file() and "sized_from" in _confirm_analysis(spec):
+            done = folder / CONFIRM / experiment
+            found[experiment] = (spec, done if done.is_dir() else folder.parent / "running" / CONFIRM / experiment)
+    return found
+
+
+def _confirm_analysis(spec: Path) -> set[str]:
+    """The keys of the spec's `[scales.confirm.analysis]` (none without one)."""
+    return set(tomllib.loads(spec.read_text()).get("scales", {}).get(CONFIRM, {}).get("analysis", {}))
+
+
+def confirm_section(folder) -> tuple[str, str]:
+    """(the bottom line's sentences, the section) of the second pre-registered designs: per claim the exploratory
+    verdict of the tables it was sized from beside the design's state (`confirm.state`), and the power each had."""
+    from . import confirm
+
+    lines, parts = [], []
+    for experiment, (spec, rows) in confirm_designs(folder).items():
+        state = confirm.state(spec, CONFIRM, rows)
+        source = load_spec(spec, CONFIRM).analysis["sized_from"]["scale"]
+        where = "/".join(rows.parts[-4:])
+        lines.append(f" A second pre-registered design (`{CONFIRM}` scale of {experiment}) has {state['rows in'].iloc[0]} "
+                     f"runs in ({where}).")
+        parts.append(
+            f"**{experiment.replace('_', ' ').capitalize()}**, `[scales.{CONFIRM}]`, sized from the `{source}` tables "
+            "at 80 % power for half each exploratory estimate (a flat claim: at its `smallest_effect`), level α/m, "
+            f"Holm's step-down across its {len(state)} primaries (`docs/confirm.md`). Rows: `{where}`. The power at "
+            f"that effect and level: *then*, of the `{source}` tables' own kept runs (not designed for these claims); "
+            "*designed*, of the planned kept runs; *now*, of the runs kept so far. CPU-hours: the rows of the claim's "
+            "runs so far (a row two claims share counts for each).\n\n"
+            + table(["claim", "statement", f"exploratory (`{source}`)", "power then", "power designed", "rows in",
+                     "estimate so far", "after Holm", "power now", "CPU-hours"],
+                    [[r["claim"], r["statement"], r["exploratory"], num(r["power then"]), num(r["power designed"]),
+                      r["rows in"], r["confirm estimate"], f"**{r['after Holm']}**",
+                      num(r["power now"]) if r["power now"] == r["power now"] else "—", num(r["CPU-hours"])]
+                     for r in state.to_dict("records")]))
+    if not parts:
+        return "", ""
+    parts.append(gpu_slice_line(folder))
+    return "".join(lines), "\n\n".join(["## A second pre-registered design (issue 37)",
+                                          "The claims earlier tables only suggest (exploratory there), tested again "
+                                          "on new seeds under an analysis written down before its first row."] + parts)
+
+
+def gpu_slice_line(folder) -> str:
+    """Where the paper-width slice of L1 (`experiments/gpu_slice.py`) stands: its rows and their devices, or that it
+    is ready and not run."""
+    rows = Path(folder).parent / "running" / "gpu_slice" / "length_scaling" / "runs.parquet"
+    script = "`experiments/gpu_slice.py` (L1 at the authors' width, learning rate and batch, on one GPU)"
+    if not rows.is_file():
+        return f"**The paper-width slice** {script} is ready and has not run (no rows)."
+    table = pd.read_parquet(rows)
+    devices = ", ".join(sorted(set(table["device"].dropna()))) if "device" in table else "—"
+    return (f"**The paper-width slice** {script}: {int((table['status'] == 'finished').sum())} runs in "
+            f"({', '.join(str(int(n)) for n in sorted(table['n'].unique()))} as n), on {devices}.")
+
+
 def decided_line(d) -> str:
     """A decision's claims in one line: '`decide` scale, all 17 runs in: D2 reproduced 0.636 [0.32, 0.951] ...'."""
     from . import preregistered
@@ -621,6 +691,7 @@ def build(folder, scale: str | None = None) -> tuple[str, list[Claim]]:
     sections, claims, missing, tables = collect(folder, scale)
     others = {s: {c.key: c for c in collect(folder, s)[1]} for s in present if s != scale}
     decided = decisions(folder)
+    confirm_line, confirm_part = confirm_section(folder)
     counts = tally(claims)
     paper = [c for c in claims if c.paper]
     ours = [c for c in claims if not c.paper]
@@ -635,7 +706,7 @@ def build(folder, scale: str | None = None) -> tuple[str, list[Claim]]:
         f"{sum(bool(c.fragile) for c in paper)} of the verdicts are fragile (a named secondary analysis reaches another)."
         + (f" Our own checks, not counted: {', '.join(f'{c.key} ({c.verdict})' for c in ours)}." if ours else "")
         + (f" No tables at this scale for: {', '.join(missing)}." if missing else "")
-        + "".join(f" Decided by {decided_line(d)}." for d in decided.values()),
+        + "".join(f" Decided by {decided_line(d)}." for d in decided.values()) + confirm_line,
         "\n\n".join(lead(experiment, claims, t, decided.get(experiment)) for experiment, t in tables.items()),
         "## Verdicts",
         _summary(claims, others, decided),
@@ -662,6 +733,7 @@ def build(folder, scale: str | None = None) -> tuple[str, list[Claim]]:
         METHOD,
     ]
     page += [decided_section(folder, decided)] if decided else []
+    page += [confirm_part]
     page += sections
     page += [
         "## Reproducing this page",
@@ -800,6 +872,9 @@ def _kept_by(frame: pd.DataFrame, rule: str) -> pd.Series:
         return frame["converged"].fillna(False).astype(bool)
     if rule == "ever_converged":
         return frame["converged_step"].notna()
+    if rule == "relaxed":  # kept, and stopped relax_steps after it first met the filter
+        relaxed = frame["stop_reason"] == "relaxed" if "stop_reason" in frame else False
+        return frame["converged"].fillna(False).astype(bool) & relaxed
     return frame["eval_accuracy"].fillna(0) >= 0.99
 
 

@@ -20,6 +20,12 @@
   differs), the smallest margin its 90 % interval would pass, and the old verdict against zero;
 - how many of the planned runs are in. Rows of another spec (another `spec_hash`) are left out and counted.
 
+Estimators: `ols_slope`, `curvature` (a flat claim with a `margin`: two one-sided tests), `slope_difference` and
+`welch` (the runs against their `versus` runs), `mean` (a per-run difference). An analysis with
+`familywise = "holm"` decides its primaries together (`familywise`: reproduced only where Holm's step-down
+rejects); one with `paired` sets beside each claim that names another arm the arms' paired difference, seed by
+seed (`_paired`).
+
 Runs belong to an arm and a claim by their planned settings (the spec's runs, matched by run id), so
 columns a table leaves empty for some runs do not matter. Quantities: a column of the runs table, or
 for a per-run difference "COLUMN@WHEN - COLUMN@WHEN" (WHEN: start, converged, end) measurements of
@@ -38,7 +44,7 @@ import pandas as pd
 from . import stats
 from .experiments import CONVERGED_MSE
 from .fidelity import _kept_by, _with_defaults, design_power, threshold
-from .sweeps import SweepSpec, load_spec, read_results, run_id
+from .sweeps import SweepSpec, load_spec, read_results, run_id, settings_key
 
 AUTHORS_ALIGNMENT_MSE = 0.01
 """The authors align training dynamics on the first step with fixed-batch MSE below 0.01 ({0,1} targets); ours: 0.001."""
@@ -92,6 +98,9 @@ class ClaimResult:
     power_now: float | None = None
     power_basis: str = ""
     to_resolve: str = ""
+    p_value: float | None = None  # the primary's (`stats.p_value`), with a familywise analysis
+    holm: tuple[bool, float] | None = None  # (rejected by Holm's step-down, the level its p value met or missed)
+    holm_verdict: str = ""  # the verdict after Holm: reproduced only when rejected
 
 
 @dataclass
@@ -214,28 +223,53 @@ def _test(t: _Tables, arms: dict, claim: dict, label: str, arm: str, rule: str, 
     ids = t.ids(arms[arm], claim["runs"])
     rows = t.finished(ids)
     rows = rows[_kept_by(rows, rule)] if len(rows) else rows
-    quantity = claim["quantity"]
-    if claim["estimator"] == "mean":
+    quantity, estimator = claim["quantity"], claim["estimator"]
+    if estimator == "mean":
         values = per_run(t.history, rows["run_id"], quantity, limit) if len(rows) else pd.Series(dtype=float)
         return _attempt(label, len(values), lambda: stats.mean(values)), set(values.index)
-    columns = [claim["x"], quantity] + ([covariate] if covariate else [])
-    missing = [c for c in columns if c not in rows]
+    versus = pd.DataFrame()
+    if "versus" in claim:
+        versus = t.finished(t.ids(arms[arm], claim["versus"]))
+        versus = versus[_kept_by(versus, rule)] if len(versus) else versus
+    columns = ([claim["x"]] if "x" in claim else []) + [quantity] + ([covariate] if covariate else [])
+    missing = [c for c in columns if c not in rows or len(versus) and c not in versus]
     if missing:
         return Test(label, 0, None, stats.UNRESOLVED, f"missing column(s) {missing}"), set()
     usable = rows.dropna(subset=columns)
-    x, y = usable[claim["x"]].astype(float), usable[quantity].astype(float)
+    other = versus.dropna(subset=columns) if len(versus) else versus
+    x, y = (_x(usable, claim["x"], claim.get("x_scale")) if "x" in claim else None), usable[quantity].astype(float)
 
     def fit() -> stats.Interval:
+        if estimator == "offset_difference":
+            (setting, (first, last)), = claim["levels"].items()
+            group = usable[list(claim["group"])].eq(pd.Series(claim["group"])).all(axis=1)
+
+            def offset(level):
+                at = usable[setting] == level
+                return stats.offset(x[at], y[at], group[at])
+
+            return stats.difference(offset(last), offset(first))
+        if estimator == "welch":
+            return stats.welch(y, other[quantity].astype(float) if len(other) else [], "seeds per group")
+        if estimator == "slope_difference":
+            if not len(other):
+                raise ValueError("no kept runs to compare with")
+            return stats.difference(stats.slope(x, y, error=error), stats.slope(
+                _x(other, claim["x"], claim.get("x_scale")), other[quantity].astype(float), error=error))
+        if estimator == "curvature":
+            return stats.curvature(x, y, error=error)
         if covariate:
             return stats.slope_given(x, y, usable[covariate].astype(float), error=error)
         return stats.slope(x, y, error=error)
 
-    return _attempt(label, len(usable), fit), set(usable["run_id"])
+    kept = set(usable["run_id"]) | (set(other["run_id"]) if len(other) else set())
+    return _attempt(label, len(kept), fit), kept
 
 
 def _claim(t: _Tables, spec: SweepSpec, name: str, claim: dict, standard) -> ClaimResult:
     arms = spec.analysis["arms"]
-    direction = 1 if claim["smallest_effect"] > 0 else -1
+    margin = claim.get("margin")
+    direction = 0 if margin is not None else 1 if claim["smallest_effect"] > 0 else -1
     alpha = claim["alpha"]
     primary_settings = {"arm": claim["primary_arm"], "filter": claim["filter"], "error": claim["error"],
                         "covariate": None}
@@ -243,28 +277,66 @@ def _claim(t: _Tables, spec: SweepSpec, name: str, claim: dict, standard) -> Cla
     def run(label: str, change: dict, limit: float = t.limit) -> tuple[Test, set[str]]:
         s = {**primary_settings, **change}
         test, kept = _test(t, arms, claim, label, s["arm"], s["filter"], s["error"], s["covariate"], limit)
-        return _finish(test, direction, alpha, None), kept
+        return _finish(test, direction, alpha, margin), kept
 
     primary, kept_ids = run("primary", {})
-    result = ClaimResult(name, claim["statement"], direction, alpha, primary)
+    result = ClaimResult(name, claim["statement"], direction, alpha, primary, margin=margin)
+    if primary.interval is not None:
+        result.p_value = stats.p_value(primary.interval, direction, margin)
     for change in claim["secondaries"]:
         (key, value), = change.items()
         test, _ = run(f"{key} = {value}", change)
         comparable = test.interval is not None and primary.interval is not None
         test.fragile = (test.verdict != primary.verdict) if comparable else None
         result.secondaries.append(test)
+    for change in claim["secondaries"]:
+        if "arm" in change and spec.analysis.get("paired"):
+            result.beside.append(_paired(t, spec.analysis, claim, change["arm"]))
     if "@converged" in claim["quantity"]:
         authors = authors_limit(t.runs) if len(t.runs) else AUTHORS_ALIGNMENT_MSE
         test, _ = run(f"the authors' alignment: fixed-batch MSE < {AUTHORS_ALIGNMENT_MSE:g} (ours {CONVERGED_MSE:g})",
                       {}, authors)
         result.beside.append(test)
-    ids = t.ids(arms[claim["primary_arm"]], claim["runs"])
+    ids = t.ids(arms[claim["primary_arm"]], claim["runs"]) | (t.ids(arms[claim["primary_arm"]], claim["versus"])
+                                                             if "versus" in claim else set())
     result.cells = t.cells(ids, kept_ids, claim.get("x"))
-    _power(result, spec, name, claim, standard)
+    if "sized_from" in spec.analysis:
+        result.power_basis = "sized from exploratory tables: `sensviz.confirm.report`"
+    else:
+        _power(result, spec, name, claim, standard)
     if primary.interval is not None and primary.verdict == stats.UNRESOLVED:
-        units, why = stats.units_to_resolve(primary.interval, direction, alpha=alpha)
+        units, why = stats.units_to_resolve(primary.interval, direction, margin, alpha)
         result.to_resolve = f"{units} {primary.interval.unit} (now {primary.interval.units:.3g})" if units else why
     return result
+
+
+def _paired(t: _Tables, analysis: dict, claim: dict, other: str) -> Test:
+    """The two arms of each seed, paired: per seed and level kept in both arms (final evaluation meets the filter),
+    the primary arm's quantity minus the other's; with `x`, the OLS slope of that difference in x (how the arm
+    changes the claim's slope, seed by seed), else its mean. Beside the pre-registered tests, not one of them:
+    "differs" says the arms differ."""
+    arms, primary = analysis["arms"], claim["primary_arm"]
+    label = f"paired arms, {primary} − {other}, seeds kept in both"
+    quantity, x = claim["quantity"], claim.get("x")
+    missing = [c for c in [quantity] + ([x] if x else []) if c not in t.runs]
+    if missing:
+        return Test(label, 0, None, stats.UNRESOLVED, f"missing column(s) {missing}")
+    kept = {}
+    for arm in (primary, other):
+        found = t.finished(t.ids(arms[arm], claim["runs"]))
+        found = found[_kept_by(found, "converged")] if len(found) else found
+        kept[arm] = {settings_key(t.plan[rid], set(analysis["paired"])): row
+                     for rid, row in found.set_index("run_id").iterrows()}
+    shared = sorted(set(kept[primary]) & set(kept[other]))
+    diff = pd.Series([float(kept[primary][k][quantity]) - float(kept[other][k][quantity]) for k in shared], dtype=float)
+    if x is None:
+        test = _attempt(label, len(shared), lambda: stats.mean(diff))
+    else:
+        levels = _x(pd.DataFrame({x: [float(kept[primary][k][x]) for k in shared]}), x, claim.get("x_scale"))
+        test = _attempt(label, len(shared), lambda: stats.slope(levels, diff))
+    if test.interval is not None:
+        test.verdict, test.bounds = stats.verdict(test.interval, 0), test.interval.bounds(0.95)
+    return test
 
 
 def _power(result: ClaimResult, spec: SweepSpec, name: str, claim: dict, standard) -> None:
@@ -321,6 +393,18 @@ def _flat(t: _Tables, spec: SweepSpec, name: str, entry: dict, arm: str | None, 
     return result
 
 
+def familywise(claims: list[ClaimResult], alpha: float) -> None:
+    """Holm's step-down across the claims' primaries (`stats.holm`, a missing p value counts as 1): each claim's
+    `holm` and its verdict after it, reproduced only when rejected; a claim Holm does not reject keeps "differs"
+    where its own test says so (a finding against the claim, outside the family's error control), else it is
+    not resolved."""
+    found = stats.holm({c.name: c.p_value if c.p_value is not None else math.nan for c in claims}, alpha)
+    for c in claims:
+        c.holm = found[c.name]
+        c.holm_verdict = stats.REPRODUCED if c.holm[0] else \
+            stats.DIFFERS if c.primary.verdict == stats.DIFFERS else stats.UNRESOLVED
+
+
 def decide(spec_path, scale: str | None, tables, standard=None) -> Decision:
     """Apply the spec's pre-registered analysis of `scale` and its equivalence margins to the tables in
     the folder `tables` (see the module docstring). `standard`: the tables the design's variance came
@@ -333,6 +417,8 @@ def decide(spec_path, scale: str | None, tables, standard=None) -> Decision:
     claims = []
     if spec.analysis:
         claims = [_claim(t, spec, name, claim, standard) for name, claim in spec.analysis["claims"].items()]
+        if spec.analysis.get("familywise") == "holm":
+            familywise(claims, min(c.alpha for c in claims))
     arms = spec.analysis["arms"] if spec.analysis else {None: {}}
     flat = [_flat(t, spec, name, entry, arm, picks) for name, entry in (spec.equivalence or {}).items()
             for arm, picks in arms.items()]
@@ -382,6 +468,9 @@ def claim_lines(c: ClaimResult) -> list[str]:
     lines.append("  kept/total per cell: " + "; ".join(
         f"{cell.level}: {cell.kept}/{cell.planned} (in {cell.in_table}, finished {cell.finished}; converged at {_steps(cell)})"
         for cell in c.cells))
+    if c.holm is not None:
+        p = "—" if c.p_value is None else f"{c.p_value:.3g}"
+        lines.append(f"  Holm: p {p} against {c.holm[1]:.3g} -> {c.holm_verdict}")
     if c.power_basis:
         lines.append(f"  power at the smallest effect: designed {_g(c.power_design, 2)}, with the runs kept so far "
                      f"{_g(c.power_now, 2)} ({c.power_basis})")
@@ -415,7 +504,8 @@ def to_dict(d: Decision) -> dict:
                 "beside": [_test_dict(s) for s in c.beside], "margin": c.margin, "units": c.units,
                 "equivalent_within": c.equivalent_within, "against_zero": c.against_zero,
                 "cells": [vars(cell) for cell in c.cells], "power_design": c.power_design, "power_now": c.power_now,
-                "power_basis": c.power_basis, "to_resolve": c.to_resolve}
+                "power_basis": c.power_basis, "to_resolve": c.to_resolve, "p_value": c.p_value,
+                "holm": list(c.holm) if c.holm else None, "holm_verdict": c.holm_verdict}
 
     return {"spec": d.spec, "scale": d.scale, "spec_hash": d.spec_hash, "planned": d.planned, "in_table": d.in_table,
             "finished": d.finished, "complete": d.complete, "other_spec_rows": d.other_spec_rows,

@@ -31,8 +31,10 @@ the 1 - alpha (95 %) interval lies wholly outside ±m, else not resolved (`equiv
 an interval that excludes zero; `units_to_resolve` the units that would resolve a claim by its own
 rule (for a flat claim: against its margin), and none from 2 degrees of freedom or fewer.
 `power_at` is the probability that a planned design finds its smallest effect (`slope_power`,
-`mean_power`). `t_quantile` inverts Student's t distribution through the regularized incomplete beta
-function (continued fraction), so no scipy is needed.
+`mean_power`); `power_with` the power of a measured interval's test at another number of units. `p_value`
+is the p value `decide` compares with alpha (a flat claim's: two one-sided tests against its margin), and
+`holm` Holm's step-down across a family of them. `t_quantile` inverts Student's t distribution through the
+regularized incomplete beta function (continued fraction), so no scipy is needed.
 """
 
 from __future__ import annotations
@@ -458,6 +460,54 @@ def units_to_resolve(interval: Interval, direction: int, margin: float | None = 
             return None, "the estimate sits on the margin"
         found = interval.fewest_units(abs(distance), 1 - alpha if distance > 0 else 1 - alpha / 2, power)
     return (found, "") if found else (None, f"more than {MAX_UNITS} {interval.unit}")
+
+
+# ----------------------------------------------------------------------------- a family of primary tests
+
+
+def p_value(interval: Interval, direction: int, margin: float | None = None) -> float:
+    """The p value that `decide` compares with alpha. A directional claim (+1, -1): twice the one-sided p in
+    the claimed direction, P(T >= t) with t = direction * centre / se (capped at 1), so p < alpha exactly when
+    the 1 - alpha interval excludes zero on the claimed side. A flat claim (0), two one-sided tests against
+    ±margin: max(P(T >= (centre + m) / se), P(T >= (m - centre) / se)), so p < alpha exactly when the
+    1 - 2 alpha interval lies inside ±m."""
+    if not (interval.df > 0 and math.isfinite(interval.se) and interval.se > 0 and math.isfinite(interval.center)):
+        return math.nan
+    if direction == 0:
+        if margin is None or not margin > 0:
+            raise ValueError("a flat claim's p value needs its equivalence margin")
+        edge = math.atanh(min(margin, 1 - 1e-15)) if interval.fisher else margin
+        low, high = (interval.center + edge) / interval.se, (edge - interval.center) / interval.se
+        return max(1 - t_cdf(low, interval.df), 1 - t_cdf(high, interval.df))
+    return min(1.0, 2 * (1 - t_cdf(direction * interval.center / interval.se, interval.df)))
+
+
+def holm(p_values: dict[str, float], alpha: float = 0.05) -> dict[str, tuple[bool, float]]:
+    """Holm's step-down across a family of m tests: sort the p values, p_(1) <= ... <= p_(m); reject while
+    p_(i) <= alpha / (m - i + 1) and stop at the first that is not (every later one is kept). Returns, per
+    test, (rejected, the level its p value was compared with, or would have been). A p value that is not a
+    number counts as 1. The familywise error rate is at most alpha whatever the dependence between tests."""
+    order = sorted(p_values, key=lambda name: (p_values[name] if math.isfinite(p_values[name]) else 1.0, name))
+    found, going = {}, True
+    for i, name in enumerate(order):
+        level = alpha / (len(order) - i)
+        p = p_values[name] if math.isfinite(p_values[name]) else 1.0
+        going = going and p <= level
+        found[name] = (going, level)
+    return found
+
+
+def power_with(interval: Interval, units: float, distance: float, quantile: float) -> float:
+    """The power at `units` units of a test whose standard error shrinks from the interval's as
+    se sqrt((units now - offset) / (units - offset)): P(the estimate clears t_quantile se) when the true
+    value is `distance` (on the centre's scale) from the bound, t_cdf(distance / se - t_quantile, df)."""
+    if units <= interval.offset or not (interval.se > 0 and math.isfinite(interval.se)):
+        return math.nan
+    se = interval.se * math.sqrt((interval.units - interval.offset) / (units - interval.offset))
+    df = interval._df_at(units)
+    if not df > 0:
+        return math.nan
+    return t_cdf(distance / se - t_quantile(quantile, df), df)
 
 
 # ----------------------------------------------------------------------------- dropped runs

@@ -53,10 +53,15 @@ interrupted sweep loses nothing already finished. Runs that differ only in `seed
 an experiment can train those seeds together in one batched run; `run_sweep(..., batch=...)` (or
 the spec's `batch`) names more settings that may differ within a job, e.g. the learning rates of a
 random search. Results: `OUT/runs.parquet` (one row per run: settings, status, error, final
-metrics, wall time) and `OUT/history.parquet` (per-step measurements), rewritten after every job
+metrics, wall and CPU time) and `OUT/history.parquet` (per-step measurements), rewritten after every job
 and holding the runs of the spec just run; each run's checkpoint in `OUT/checkpoints/`.
 The history table is replaced before the runs table, and `read_results` keeps only the history
 of the runs in the runs table, so the two agree however a sweep was interrupted.
+
+Pairs and stops: a scale's analysis may name `paired` settings (the arms of one seed: a job never splits
+them, `jobs`), a `stop` rule (`run_sweep` starts no job once the rows' CPU time reaches its CPU-hours), and
+`run_sweep` takes an `order` of its jobs, a `deadline` and the `device` its rows will be computed on (a folder
+of another kind of device is refused, `check_device`).
 
 Stopping: SIGTERM ends a sweep as Ctrl-C does (the local pool's workers are ended with it), and
 local workers watch their parent process and exit as soon as it is gone (even after SIGKILL).
@@ -78,7 +83,7 @@ import time
 import tomllib
 import traceback
 from collections.abc import Callable, Iterable
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,15 +98,33 @@ RANDOM_KINDS = ("uniform", "log_uniform", "int_uniform", "choice")
 SPEC_KEYS = ("experiment", "name", "description", "batch", "defaults", "grid", "random", "scales", "equivalence")
 """Every key a spec may have at its top level."""
 ESTIMATORS = {"ols_slope": "OLS slope of the quantity in `x` over the selected runs, t(N - 2)",
-              "mean": "mean of one value per run (a per-seed difference), one-sample t(k - 1)"}
+              "mean": "mean of one value per run (a per-seed difference), one-sample t(k - 1)",
+              "curvature": "OLS quadratic term of the quantity in `x`, t(N - 3)",
+              "slope_difference": "OLS slope in `x` of the runs minus that of the `versus` runs, Welch-Satterthwaite t",
+              "welch": "mean of the runs minus mean of the `versus` runs, Welch t",
+              "offset_difference": "how far the `group` runs lie above the line of the quantity in `x` through all the "
+                                   "runs (OLS with a group indicator), at the last of two `levels` minus at the first"}
 ERRORS = {"classical": "the classical (homoscedastic) standard error", "HC3": "heteroscedasticity-robust (HC3)"}
 FILTERS = {"converged": "kept at the end: the final evaluation meets the convergence filter",
            "ever_converged": "met the convergence filter at some evaluation (converged_step is set)",
-           "accuracy_0.99": "final evaluation accuracy >= 0.99"}
+           "accuracy_0.99": "final evaluation accuracy >= 0.99",
+           "relaxed": "kept, and relaxed: stopped relax_steps after it first met the filter (converged and relaxed)"}
 CLAIM_KEYS = {"statement": str, "primary_arm": str, "runs": dict, "filter": str, "quantity": str, "x": str,
               "estimator": str, "error": str, "alpha": float, "power": float, "smallest_effect": float,
-              "power_command": str, "secondaries": list}
-"""The keys of a pre-registered claim and their types (`x` only with the slope)."""
+              "power_command": str, "secondaries": list, "versus": dict, "margin": float, "x_scale": str,
+              "group": dict, "levels": dict}
+"""The keys of a pre-registered claim and their types (`x` only with a slope or curvature, `versus` only with a
+difference; `margin`: a flat claim, decided by two one-sided tests against ±margin, its power computed at
+`smallest_effect`, the true value assumed; `x_scale = "log2"`: the slope or curvature in log2 x; `group` and
+`levels = {SETTING = [first, last]}` with the offset difference)."""
+OPTIONAL_CLAIM_KEYS = ("x", "versus", "margin", "x_scale", "group", "levels")
+ANALYSIS_KEYS = {"arms": dict, "claims": dict, "paired": list, "familywise": str, "stop": dict, "rank": list,
+                 "sized_from": dict}
+"""A scale's analysis: `arms` and `claims` (required); `paired`, the settings in which the arms of one seed differ
+(a job never splits them: they train as members of one run); `familywise = "holm"`, Holm's step-down across the
+primaries; `stop`, the rule for when the sweep stops (`cpu_hours`, and its `rule` in words); `rank`, the claims in
+the order their runs go first; `sized_from`, the exploratory scale and tables the design was sized from
+(`sensviz.confirm`: its sizing and the sweep's order)."""
 SECONDARY_KEYS = ("arm", "filter", "error", "covariate")
 """What a secondary test may change in its claim's primary."""
 EQUIVALENCE_KEYS = {"statement": str, "runs": dict, "filter": str, "quantity": str, "x": str, "margin": float,
@@ -236,7 +259,11 @@ def _check_claim(where: str, claim, arms: dict) -> None:
     unknown = sorted(set(claim) - set(CLAIM_KEYS))
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {unknown}; a claim has {', '.join(CLAIM_KEYS)}")
-    needed = [k for k in CLAIM_KEYS if k not in claim and (k != "x" or claim.get("estimator") == "ols_slope")]
+    with_x, with_versus = ("ols_slope", "curvature", "slope_difference", "offset_difference"), ("slope_difference", "welch")
+    needed = [k for k in CLAIM_KEYS if k not in claim and k not in OPTIONAL_CLAIM_KEYS]
+    needed += ["x"] * ("x" not in claim and claim.get("estimator") in with_x)
+    needed += ["versus"] * ("versus" not in claim and claim.get("estimator") in with_versus)
+    needed += [k for k in ("group", "levels") if k not in claim and claim.get("estimator") == "offset_difference"]
     if needed:
         raise ValueError(f"{where}: missing {needed}")
     for key, kind in CLAIM_KEYS.items():
@@ -244,13 +271,22 @@ def _check_claim(where: str, claim, arms: dict) -> None:
         if key in claim and not (isinstance(value, kind) or kind is float and _is_number(value)):
             raise ValueError(f"{where}.{key} must be a {kind.__name__}, got {_shown(value)}")
     _check_settings(f"{where}.runs", claim["runs"])
+    if "versus" in claim:
+        _check_settings(f"{where}.versus", claim["versus"])
+    if "margin" in claim and not claim["margin"] > 0:
+        raise ValueError(f"{where}.margin must be positive, got {claim['margin']}")
+    levels = claim.get("levels", {"n": [0, 1]})
+    if not (len(levels) == 1 and isinstance(next(iter(levels.values())), list) and len(next(iter(levels.values()))) == 2):
+        raise ValueError(f"{where}.levels must name one setting and its two levels, first and last, got {_shown(levels)}")
+    if claim.get("x_scale", "log2") != "log2":
+        raise ValueError(f"{where}.x_scale must be \"log2\" (or absent: x itself), got {_shown(claim['x_scale'])}")
     for key, allowed in (("estimator", ESTIMATORS), ("error", ERRORS), ("filter", FILTERS), ("primary_arm", arms)):
         if claim[key] not in allowed:
             raise ValueError(f"{where}.{key} must be one of {', '.join(allowed)}; got {_shown(claim[key])}")
     for key in ("alpha", "power"):
         if not 0 < claim[key] < 1:
             raise ValueError(f"{where}.{key} must lie in (0, 1), got {claim[key]}")
-    if claim["smallest_effect"] == 0:
+    if claim["smallest_effect"] == 0 and "margin" not in claim:
         raise ValueError(f"{where}.smallest_effect must not be 0 (the power is computed for it)")
     for i, secondary in enumerate(claim["secondaries"]):
         here = f"{where}.secondaries[{i}]"
@@ -267,8 +303,26 @@ def _check_claim(where: str, claim, arms: dict) -> None:
 def check_analysis(where: str, analysis) -> None:
     """A scale's pre-registered analysis: `arms` (name -> the settings that pick its runs) and
     `claims` (name -> one primary test and its secondaries, `CLAIM_KEYS`). ValueError says what is wrong."""
-    if not isinstance(analysis, dict) or set(analysis) != {"arms", "claims"}:
-        raise ValueError(f"{where} must hold [{where}.arms] and [{where}.claims.NAME] tables, got {_shown(analysis)}")
+    if not isinstance(analysis, dict) or not {"arms", "claims"} <= set(analysis) <= set(ANALYSIS_KEYS):
+        raise ValueError(f"{where} must hold [{where}.arms] and [{where}.claims.NAME] tables (and optionally "
+                         f"{', '.join(list(ANALYSIS_KEYS)[2:])}), got {_shown(analysis)}")
+    for key, kind in ANALYSIS_KEYS.items():
+        if key in analysis and not isinstance(analysis[key], kind):
+            raise ValueError(f"{where}.{key} must be a {kind.__name__}, got {_shown(analysis[key])}")
+    if not all(isinstance(name, str) for name in analysis.get("paired", [])):
+        raise ValueError(f"{where}.paired must list setting names, got {_shown(analysis['paired'])}")
+    unknown = [name for name in analysis.get("rank", []) if name not in analysis["claims"]]
+    if unknown:
+        raise ValueError(f"{where}.rank names claims it does not hold: {unknown}")
+    if "sized_from" in analysis and not (set(analysis["sized_from"]) == {"scale", "tables"}
+                                         and all(isinstance(v, str) for v in analysis["sized_from"].values())):
+        raise ValueError(f"{where}.sized_from must give the exploratory scale and its tables' folder, "
+                         f"got {_shown(analysis['sized_from'])}")
+    if analysis.get("familywise", "holm") != "holm":
+        raise ValueError(f"{where}.familywise must be \"holm\", got {_shown(analysis['familywise'])}")
+    if "stop" in analysis and not (_is_number(analysis["stop"].get("cpu_hours")) and analysis["stop"]["cpu_hours"] > 0
+                                   and isinstance(analysis["stop"].get("rule"), str)):
+        raise ValueError(f"{where}.stop must give cpu_hours (positive) and its rule in words, got {_shown(analysis['stop'])}")
     arms, claims = analysis["arms"], analysis["claims"]
     if not isinstance(arms, dict) or not arms:
         raise ValueError(f"{where}.arms must name at least one arm (arm = {{setting = value}}), got {_shown(arms)}")
@@ -486,17 +540,35 @@ def load_spec(path, scale: str | None = None, max_runs: int | None = None) -> Sw
     )
 
 
-def jobs(runs: Iterable[dict], batch: Iterable[str] = ("seed",)) -> list[list[dict]]:
+def settings_key(settings: dict, leave_out: set[str]) -> str:
+    """A run's settings without `leave_out`, as canonical JSON: equal for runs that differ only there (the runs of
+    one job; with the paired settings left out, the arms of one seed)."""
+    return json.dumps({k: v for k, v in settings.items() if k not in leave_out}, sort_keys=True)
+
+
+def jobs(runs: Iterable[dict], batch: Iterable[str] = ("seed",), paired: Iterable[str] = ()) -> list[list[dict]]:
     """Runs grouped into jobs: runs whose settings differ only in the `batch` fields share a job, at
     most `batch_models` of them when the runs set it (a job is the unit that is recorded when it ends,
-    so small jobs let an interrupted sweep keep more of its work)."""
-    batch = set(batch)
-    groups: dict[str, list[dict]] = {}
+    so small jobs let an interrupted sweep keep more of its work). With `paired` (the settings in which
+    the arms of one seed differ; they must be batch fields), the runs that differ only in those sit
+    side by side in one job, never split (a pair larger than `batch_models` is a job of its own)."""
+    batch, paired = set(batch) | set(paired), set(paired)
+    groups: dict[str, dict[str, list[dict]]] = {}
     for settings in runs:
-        key = json.dumps({k: v for k, v in settings.items() if k not in batch}, sort_keys=True)
-        groups.setdefault(key, []).append(settings)
-    return [group[start : start + size] for group in groups.values()
-            for size in [group[0].get("batch_models") or len(group)] for start in range(0, len(group), size)]
+        group = groups.setdefault(settings_key(settings, batch), {})
+        group.setdefault(settings_key(settings, paired), []).append(settings)
+    found = []
+    for group in groups.values():
+        units = list(group.values())
+        size = units[0][0].get("batch_models") or sum(len(u) for u in units)
+        job: list[dict] = []
+        for unit in units:
+            if job and len(job) + len(unit) > size:
+                found.append(job)
+                job = []
+            job = job + unit
+        found.append(job)
+    return found
 
 
 # ----------------------------------------------------------------------------- execution
@@ -506,7 +578,8 @@ def jobs(runs: Iterable[dict], batch: Iterable[str] = ("seed",)) -> list[list[di
 JobFunction = Callable[[str, list[dict], str], list[dict]]
 
 
-def _record(out: Path, settings: dict, result: dict, wall_s: float, spec_hash: str | None = None) -> None:
+def _record(out: Path, settings: dict, result: dict, wall_s: float, spec_hash: str | None = None,
+            cpu_s: float | None = None) -> None:
     rid = run_id(settings)
     record = {
         "run_id": rid,
@@ -517,6 +590,7 @@ def _record(out: Path, settings: dict, result: dict, wall_s: float, spec_hash: s
         "metrics": result.get("metrics", {}),
         "history": result.get("history", []),
         "wall_s": wall_s,
+        "cpu_s": cpu_s,
         "spec_hash": spec_hash,
     }
     write_atomic(out / "runs" / f"{rid}.json", json.dumps(record, default=float).encode())
@@ -540,13 +614,15 @@ def failure(err: Exception) -> dict:
 
 
 def _guarded(job_fn: JobFunction, experiment: str, job: list[dict], out: str):
-    """Run a job in a worker; a crash becomes an error result for each of its runs."""
-    start = time.perf_counter()
+    """Run a job in a worker; a crash becomes an error result for each of its runs. Returns the results, and the
+    job's wall time and CPU time (of every thread of the process that ran it) per run."""
+    start, cpu = time.perf_counter(), time.process_time()
     try:
         results = job_fn(experiment, job, out)
     except Exception as err:  # a failing run must not stop the sweep
         results = [failure(err) for _ in job]
-    return results, (time.perf_counter() - start) / max(len(job), 1)
+    size = max(len(job), 1)
+    return results, (time.perf_counter() - start) / size, (time.process_time() - cpu) / size
 
 
 @contextmanager
@@ -577,15 +653,24 @@ def run_sweep(
     log=sys.stderr,
     batch: Iterable[str] = ("seed",),
     threads: int | None = None,
+    order: Callable[[dict], tuple] | None = None,
+    deadline: float | None = None,
+    device: str | None = None,
 ) -> pd.DataFrame:
     """Run every unfinished run of the spec and return the runs table (also written to `out`).
 
     `batch`: the settings that may differ between the runs of one job (`jobs`); `threads`: torch
     threads per local worker process (default: the CPU count divided by `workers`), and of this
-    process when it runs the jobs itself (`workers` = 1).
+    process when it runs the jobs itself (`workers` = 1); `order`: a key of a run's settings, the jobs
+    start in the order of their runs' smallest key (a sized design's rank: `sensviz.confirm.order`);
+    `deadline` (a `time.monotonic()` value): no job starts that would end after it, were it as long as the
+    longest so far (the first always starts); `device` (a `device` label of the rows this process will
+    write): refuse a folder whose rows were computed on another kind of device (`check_device`).
     """
     out = Path(out)
     check_folder(out, spec)
+    if device is not None:
+        check_device(out, device)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     (out / "checkpoints").mkdir(exist_ok=True)
     write_identity(out, spec)
@@ -593,25 +678,80 @@ def run_sweep(
     ids = {run_id(s) for s in spec.runs}
     done = finished_ids(out)
     todo = [s for s in spec.runs if run_id(s) not in done]
-    pending = jobs(todo, batch)
+    paired = (spec.analysis or {}).get("paired", ())
+    pending = jobs(todo, batch, paired)
+    if order is not None:
+        pending.sort(key=lambda job: min(order(s) for s in job))
     print(f"sweep {spec.name}: {len(spec.runs)} runs, {len(spec.runs) - len(todo)} already finished, "
           f"{len(todo)} to run in {len(pending)} jobs ({executor}, {workers} workers)", file=log, flush=True)
     completed = 0
+    cap = ((spec.analysis or {}).get("stop") or {}).get("cpu_hours")
+    longest = 0.0
 
-    def collect(job: list[dict], results: list[dict], wall_s: float) -> None:
-        nonlocal completed
+    def collect(job: list[dict], results: list[dict], wall_s: float, cpu_s: float) -> None:
+        nonlocal completed, longest
+        longest = max(longest, wall_s * len(job))
         for settings, result in zip(job, results):
-            _record(out, settings, result, wall_s, spec.hash)
+            _record(out, settings, result, wall_s, spec.hash, cpu_s)
             completed += 1
             status = f"FAILED: {result['error']}" if "error" in result else "ok"
             print(f"[{completed}/{len(todo)}] {run_id(settings)} {_short(settings)} {status}", file=log, flush=True)
-        write_tables(out, ids)  # after every job: the tables of an interrupted sweep hold what finished
+        table = write_tables(out, ids)  # after every job: the tables of an interrupted sweep hold what finished
+        if cap is not None and spent_hours(table) >= cap:
+            raise _StopRule(spent_hours(table))
+        if deadline is not None and time.monotonic() + longest > deadline:
+            print(f"sweep {spec.name}: stopped at its deadline (the next job, as long as the longest so far, "
+                  f"{longest:.0f} s, would end after it)", file=log, flush=True)
+            raise _StopRule(spent_hours(table))
 
     with _sigterm_as_exit():
+        if cap is not None and spent_hours(write_tables(out, ids)) >= cap:
+            pending = []
         run = functools.partial(_guarded, job_fn, spec.experiment, out=str(out))
-        make(executor, workers=workers, threads=threads, address=address).run_each(run, pending,
-                                                                                  lambda job, done: collect(job, *done))
-        return write_tables(out, ids)
+        with suppress(_StopRule):  # the stop rule's CPU-hours are spent: no further job starts
+            make(executor, workers=workers, threads=threads, address=address).run_each(run, pending,
+                                                                                      lambda job, done: collect(job, *done))
+        table = write_tables(out, ids)
+        if cap is not None and spent_hours(table) >= cap:
+            print(f"sweep {spec.name}: stopped by its stop rule, {spent_hours(table):.1f} CPU-hours spent "
+                  f"(at most {cap:g}): {(spec.analysis['stop'] or {}).get('rule', '')}", file=log, flush=True)
+        return table
+
+
+class _StopRule(Exception):
+    """Raised from a finished job's collection when the sweep's CPU-hours reach its stop rule's, or its deadline
+    leaves no time for another job."""
+
+
+def device_kind(label: str) -> str:
+    """What an arm may not mix (`check_device`): "cpu" for any CPU, else the device with its name ("cuda (NVIDIA
+    H100 80GB HBM3)"), without torch's version. Rows of different CPUs may share an arm: the arms of one seed are
+    paired inside one job, and seeds are independent units wherever they ran."""
+    kind, _, rest = label.partition(" (")
+    return kind if kind == "cpu" else f"{kind} ({rest.split(';')[0].rstrip(')')})"
+
+
+def check_device(out, device: str) -> None:
+    """Raise ValueError (one line) when the folder's rows were computed on another kind of device than `device`
+    (`device_kind`): an arm refuses to mix devices."""
+    path = Path(out) / "runs.parquet"
+    if not path.is_file():
+        return
+    table = pd.read_parquet(path)
+    held = {device_kind(str(label)) for label in table.get("device", pd.Series(dtype=str)).dropna()}
+    other = held - {device_kind(device)}
+    if other:
+        raise ValueError(f"{out} holds rows computed on {', '.join(sorted(other))}; this process computes on "
+                         f"{device_kind(device)}: an arm does not mix devices; give another --out")
+
+
+def spent_hours(table: pd.DataFrame) -> float:
+    """The CPU-hours a sweep's rows took: the sum of their `cpu_s` (a job's CPU time over its runs), over 3,600; a
+    row written before `cpu_s` was recorded counts its `wall_s` (a job's wall time over its runs)."""
+    if "wall_s" not in table:
+        return 0.0
+    seconds = table["cpu_s"].fillna(table["wall_s"]) if "cpu_s" in table else table["wall_s"]
+    return float(seconds.sum()) / 3600
 
 
 def _held(out: Path) -> tuple[set[str], set[str]]:
@@ -674,7 +814,7 @@ def restore_records(out, spec: SweepSpec) -> int:
         return 0
     history = pd.read_parquet(out / "history.parquet") if (out / "history.parquet").is_file() else pd.DataFrame()
     steps = {rid: rows.drop(columns=["run_id"]) for rid, rows in history.groupby("run_id")} if len(history) else {}
-    fixed = {"run_id", "status", "error", "wall_s", "spec_hash"}
+    fixed = {"run_id", "status", "error", "wall_s", "cpu_s", "spec_hash"}
     for row in missing.to_dict("records"):
         rid = row["run_id"]
         values = _present(row)
@@ -683,7 +823,7 @@ def restore_records(out, spec: SweepSpec) -> int:
                   "metrics": {k: v for k, v in values.items()
                               if k not in fixed and (k not in settings[rid] or v != settings[rid][k])},
                   "history": [_present(r) for r in steps[rid].to_dict("records")] if rid in steps else [],
-                  "wall_s": values.get("wall_s"), "spec_hash": values.get("spec_hash")}
+                  "wall_s": values.get("wall_s"), "cpu_s": values.get("cpu_s"), "spec_hash": values.get("spec_hash")}
         write_atomic(out / "runs" / f"{rid}.json", json.dumps(record, default=float).encode())
     return len(missing)
 
@@ -706,7 +846,7 @@ def write_tables(out, ids: set[str] | None = None) -> pd.DataFrame:
             continue
         record = json.loads(path.read_text())
         rows.append({"run_id": record["run_id"], **record["settings"], "status": record["status"],
-                     "error": record["error"], **record["metrics"], "wall_s": record["wall_s"],
+                     "error": record["error"], **record["metrics"], "wall_s": record["wall_s"], "cpu_s": record.get("cpu_s"),
                      "spec_hash": record.get("spec_hash")})
         history.extend({"run_id": record["run_id"], **step} for step in record["history"])
     runs = pd.DataFrame(rows)

@@ -14,14 +14,23 @@ size, sampled with replacement — the paper's generalization experiment), full-
 converged at evaluation MSE < 0.001), or, with `relax_steps`, stopping that many steps after the
 targets are first met (so that every converged run relaxes in its minimum for equally long; the
 step at which they were first met is `TrainResult.converged_step`, seen at the resolution of
-`eval_interval`).
+`eval_interval`). One definition serves both: the targets are met at an evaluation whose accuracy is at
+least `target_accuracy` and whose loss is below `target_loss` (strictly, as the paper's filter keeps a run at
+evaluation MSE < 0.001), so a run with the filter as its targets relaxes from the first evaluation the filter
+would keep.
 
 `train(model, task, config, callbacks)` trains one model in place. `train_many(models, tasks,
 configs, callbacks)` trains K models of one architecture at once: their parameters stacked
 (`torch.func.stack_module_state`), one forward and backward for all of them
 (`torch.func.functional_call` under `torch.func.vmap`), and a stacked AdamW with a learning rate
 and weight decay per model; each model gets exactly the data stream its own `train` run would,
-so both give the same weights up to float rounding (tested).
+so both give the same weights up to float rounding (tested). Each model may also stop by its own
+rule (`PER_MEMBER_STOPPING`: its steps, targets and relaxation), so the arms of one seed (a fixed
+budget and a relaxation after convergence) train as two members of one run: the same initialisation
+and data go through the same kernels in one process, so their numbers are the same, bit for bit,
+until one of them stops (tested). Two runs of one seed in separate jobs need not be: the vmapped
+kernels' rounding depends on the number of models in the job and on the CPU's instruction set, and
+PARITY's training amplifies a last-bit difference (`docs/pairing.md`).
 
 The loop knows nothing of the UI: `Callback`s see every step and every evaluation, and may ask a
 run to stop (the result keeps the weights learned so far). A non-finite loss ends the run with the
@@ -86,7 +95,7 @@ class TrainConfig:
     eval_seed: int = setting(0, "the evaluation sample", limit="seed")
     target_accuracy: float | None = setting(None, "stop early once the evaluation accuracy reaches this", positive=True,
                                             high=1.0)
-    target_loss: float | None = setting(None, "stop early once the evaluation loss is at most this (and the accuracy "
+    target_loss: float | None = setting(None, "stop early once the evaluation loss is below this (and the accuracy "
                                         "target is met)", positive=True)
     relax_steps: int | None = setting(None, "with the early-stopping targets: go on this many steps after they are "
                                       "first met, then stop (equal relaxation for every converged run)",
@@ -544,7 +553,7 @@ def _targets_reached(config: TrainConfig, record: dict) -> bool:
     if config.target_accuracy is not None:
         met.append(record["eval_accuracy"] >= config.target_accuracy)
     if config.target_loss is not None:
-        met.append(record["eval_loss"] <= config.target_loss)
+        met.append(record["eval_loss"] < config.target_loss)
     return bool(met) and all(met)
 
 
@@ -597,26 +606,31 @@ def _run(learner, models, tasks, configs, callbacks) -> list[TrainResult]:
             m.state.history.append(record)
             for cb in callbacks:
                 cb.on_eval(m.state, record)
-            if m.reason is None and m.converged is None and _targets_reached(config, record):
+            own = m.state.config
+            if m.reason is None and m.converged is None and _targets_reached(own, record):
                 m.converged = m.done
-                if config.relax_steps is None:
+                if own.relax_steps is None:
                     m.stop("early_stop")
 
     def relaxed(m: _Member) -> bool:
-        return config.relax_steps is not None and m.converged is not None and m.done >= m.converged + config.relax_steps
+        own = m.state.config
+        return own.relax_steps is not None and m.converged is not None and m.done >= m.converged + own.relax_steps
+
+    def running(m: _Member) -> bool:
+        return m.reason is None and m.done < m.state.config.steps  # each member stops at its own steps
 
     for m in members:
         for cb in callbacks:
             cb.on_start(m.state)
     evaluate(members)
-    for step in range(1, config.steps + 1):
-        active = [m for m in members if m.reason is None]
+    for step in range(1, max(c.steps for c in configs) + 1):
+        active = [m for m in members if running(m)]
         if not active:
             break
         n = lengths[(step - 1) % len(lengths)]
         bits = torch.stack([m.data.batch(n) for m in members])  # [K, batch, n]
         values = torch.stack([template.training_values(t, bits[k]) for k, t in enumerate(tasks)])  # [K, batch, ...]
-        mask = torch.tensor([m.reason is None for m in members])
+        mask = torch.tensor([running(m) for m in members])
         losses = learner.step(bits.to(device), encoding.encode(values).to(device), mask).tolist()
         for m in active:
             loss = losses[m.state.member]
@@ -631,14 +645,14 @@ def _run(learner, models, tasks, configs, callbacks) -> list[TrainResult]:
             for cb in callbacks:
                 cb.on_step(m.state)
         ending = [m for m in active if m.reason is None and relaxed(m)]
-        if step % config.eval_interval == 0 or step == config.steps:
-            evaluate([m for m in active if m.reason is None])
-        elif ending:
-            evaluate(ending)  # the relaxed weights get their own final record
+        due = [m for m in active if m.reason is None
+               and (step % config.eval_interval == 0 or step == m.state.config.steps or relaxed(m))]
+        if due:
+            evaluate(due)  # every eval_interval steps, at a member's last step, and the relaxed weights' own record
         for m in ending:
             m.stop("relaxed")
         for m in members:
-            if m.reason is None and any(cb.should_stop(m.state) for cb in callbacks):
+            if running(m) and any(cb.should_stop(m.state) for cb in callbacks):
                 m.stop("stopped by callback")
     stale = [m for m in members if m.state.history[-1]["step"] != m.done]
     if stale:
@@ -678,7 +692,10 @@ def train(model: TracedModel, task: Task | str, config: TrainConfig, callbacks: 
 
 
 PER_MODEL_FIELDS = ("seed", "lr", "weight_decay", "train_set_seed")
-"""The `TrainConfig` fields that may differ between the models of one `train_many` run."""
+"""The `TrainConfig` fields of the data and the optimizer that may differ between the models of one `train_many` run."""
+PER_MEMBER_STOPPING = ("steps", "target_accuracy", "target_loss", "relax_steps")
+"""The `TrainConfig` fields of when a model stops, which may also differ between the models of one `train_many` run:
+a model that stops by its own rule keeps its weights while the others go on (the arms of one seed, paired)."""
 
 
 def train_many(
@@ -690,10 +707,10 @@ def train_many(
     """Train K models of one architecture and config at once; each like its own `train` run.
 
     `tasks` and `configs` are one for all or one per model. Per model, the configs may differ only
-    in `PER_MODEL_FIELDS`; tasks may differ freely. Every model gets the data stream its own
-    `train` run would, so results equal K separate runs up to float rounding. Models are trained
-    in place; a model that stops early (target accuracy, divergence, a callback) keeps its
-    weights while the others go on. Callbacks see every model (`state.member`).
+    in `PER_MODEL_FIELDS` and `PER_MEMBER_STOPPING`; tasks may differ freely. Every model gets the
+    data stream its own `train` run would, so results equal K separate runs up to float rounding.
+    Models are trained in place; a model that stops early (its own steps or targets, divergence, a
+    callback) keeps its weights while the others go on. Callbacks see every model (`state.member`).
     """
     models = list(models)
     if not models:
@@ -708,11 +725,12 @@ def train_many(
         if model.arch != first.arch or model.config != first.config:
             raise ValueError("train_many trains models of one architecture and config; "
                              f"got {first.arch} {first.config} and {model.arch} {model.config}")
-    shared = [f.name for f in fields(TrainConfig) if f.name not in PER_MODEL_FIELDS]
+    shared = [f.name for f in fields(TrainConfig) if f.name not in PER_MODEL_FIELDS + PER_MEMBER_STOPPING]
     for config in configs[1:]:
         differ = [name for name in shared if getattr(config, name) != getattr(configs[0], name)]
         if differ:
-            raise ValueError(f"the configs of one train_many run may differ only in {PER_MODEL_FIELDS}; they differ in {differ}")
+            raise ValueError(f"the configs of one train_many run may differ only in {PER_MODEL_FIELDS + PER_MEMBER_STOPPING}; "
+                             f"they differ in {differ}")
     tasks = [_prepare(m, t, c) for m, t, c in zip(models, tasks, configs)]
     results = _run(_StackedLearner(models, configs), models, tasks, configs, list(callbacks))
     for model in models:

@@ -31,3 +31,13 @@ def slow_job(experiment: str, runs: list[dict], out: str) -> list[dict]:
         f.write(f"{os.getpid()}\n")
     time.sleep(sum(r.get("sleep", 0) for r in runs))
     return toy_job(experiment, runs, out)
+
+
+def busy_job(experiment: str, runs: list[dict], out: str) -> list[dict]:
+    """`toy_job` after `busy` seconds of CPU time per run (a loop, not a sleep: the CPU time is what is counted)."""
+    import time
+
+    end = time.process_time() + sum(r.get("busy", 0) for r in runs)
+    while time.process_time() < end:
+        pass
+    return toy_job(experiment, runs, out)

@@ -31,10 +31,12 @@ Metric conventions (every figure's):
   `authors_encoder_blowup` and `authors_decoder_blowup`, the same per stack over its layers' norm1
   and norm2, as the authors' Fig. 11 plots it (`log_*`: their logs).
 - `param_norm`: L2 norm of every parameter except positional encodings.
-- `converged`: the paper's filter, final evaluation MSE < 0.001 (scratchpad models: autoregressive
-  accuracy > 0.999); figures keep converged runs and say how many they dropped. `converged_step`:
-  the first evaluation that met the filter (that MSE and accuracy 1), and
-  `steps_since_converged`: the steps trained after it (with `relax_steps`, that many).
+- `converged` ("kept"): the final evaluation meets the convergence filter (`meets_filter`: MSE < 0.001
+  and, Boolean tasks, accuracy 1; scratchpad models: autoregressive accuracy > 0.999); figures keep
+  converged runs and say how many they dropped. `converged_step`: the first evaluation that met the
+  same filter, and `steps_since_converged`: the steps trained after it. `relaxed`: the run stopped
+  `relax_steps` after its early-stopping targets were first met (with `FILTER_TARGETS`, the filter).
+- `device`: where the numbers were computed (`device_label`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import importlib
 import math
 import os
 import pkgutil
+import platform
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields, replace
 from functools import cache
@@ -60,7 +63,7 @@ from ..measure import RADIUS_FRACTIONS, Measurement, MeasureSettings, columns, d
 from ..models import ModelSettings
 from ..sweeps import failure, run_id
 from ..tasks import ZERO_ONE, Task, get_task
-from ..training import PER_MODEL_FIELDS, TrainConfig, TrainResult, train_many
+from ..training import PER_MEMBER_STOPPING, PER_MODEL_FIELDS, TrainConfig, TrainResult, train_many
 
 CONVERGED_MSE = 1e-3
 """The paper's convergence filter: final evaluation MSE below this."""
@@ -104,8 +107,9 @@ SWEEP_DEFAULTS = {"steps": 2000, "batch_size": 256, "lr": 1e-3, "eval_interval":
 """Where the experiments' quick training differs from `TrainConfig`'s paper defaults (d = 32 and
 the other sizes are `ModelSettings`' own defaults)."""
 
-TRAIN_TOGETHER = ("task",) + PER_MODEL_FIELDS
-"""Settings that may differ between the models of one `train_many` run (at most `batch_models` of them)."""
+TRAIN_TOGETHER = ("task",) + PER_MODEL_FIELDS + PER_MEMBER_STOPPING
+"""Settings that may differ between the models of one `train_many` run (at most `batch_models` of them): the
+arms of one seed (their steps, targets and relaxation) train together, paired."""
 
 
 @dataclass(frozen=True)
@@ -312,16 +316,47 @@ def converged_mse(config: TrainConfig) -> float:
     return CONVERGED_MSE * 4.0 / pm1_scale(config)
 
 
+def meets_filter(record: dict, config: TrainConfig) -> bool:
+    """The convergence filter, the one definition of "kept" and of where relaxing starts: an evaluation
+    with MSE below `converged_mse` and (Boolean tasks) accuracy 1. A run is kept when its final evaluation
+    meets it; `FILTER_TARGETS` make the trainer's early-stopping targets the same rule (`relax_steps`
+    then count from the first evaluation that meets it)."""
+    accuracy = record.get("eval_accuracy")
+    return bool(record["eval_loss"] < converged_mse(config) and (accuracy is None or accuracy >= 1.0))
+
+
+FILTER_TARGETS = {"target_accuracy": 1.0, "target_loss": CONVERGED_MSE}
+"""The trainer's early-stopping targets that are `meets_filter` on {0,1} targets (a Boolean task; MEAN,
+real-valued, takes `target_loss` alone)."""
+
+
 def converged_step(result: TrainResult) -> int | None:
-    """The first evaluation step at which the run met the convergence filter: the trainer's own when it
-    trained with early-stopping targets (`relax_steps` counts from it), else the first evaluation
-    with evaluation MSE below `converged_mse` and (Boolean tasks) accuracy 1."""
-    if result.config.target_accuracy is not None or result.config.target_loss is not None:
-        return result.converged_step
-    limit = converged_mse(result.config)
-    fitted = [r["step"] for r in result.history
-              if r["eval_loss"] < limit and (r.get("eval_accuracy") is None or r["eval_accuracy"] >= 1.0)]
-    return fitted[0] if fitted else None
+    """The first evaluation step at which the run met the convergence filter (`meets_filter`)."""
+    return next((r["step"] for r in result.history if meets_filter(r, result.config)), None)
+
+
+def device_label(device: torch.device) -> str:
+    """Where a run's numbers were computed, as the runs table records it (`device`): the device type,
+    and on a CPU the instruction set torch dispatches to and the processor's name (the last bits of a
+    vmapped run differ between them), on a GPU its name; and torch's version. Two arms of one seed are
+    paired only on one device, and an arm is not pooled across devices."""
+    if device.type == "cuda":
+        where = torch.cuda.get_device_name(device)
+    else:
+        where = f"{torch.backends.cpu.get_cpu_capability()}, {processor_name()}"
+    return f"{device.type} ({where}; torch {torch.__version__})"
+
+
+@cache
+def processor_name() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux, else the platform's)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def training_metrics(result: TrainResult) -> dict:
@@ -330,7 +365,8 @@ def training_metrics(result: TrainResult) -> dict:
     step = converged_step(result)
     return {"steps_trained": result.steps, "stop_reason": result.stop_reason, "train_seconds": result.wall_time,
             "eval_loss": final["eval_loss"], "eval_accuracy": final.get("eval_accuracy"),
-            "converged": bool(final["eval_loss"] < converged_mse(result.config)),
+            "converged": meets_filter(final, result.config), "relaxed": result.stop_reason == "relaxed",
+            "device": device_label(result.model.device),
             "converged_step": step, "steps_since_converged": None if step is None else result.steps - step}
 
 
