@@ -77,7 +77,7 @@ class Assignment:
     settings: dict = field(default_factory=dict)  # model and trainer settings of every run
     measure_every: int = 500
     quantity: str = "sharpness"
-    seed_base: int = 1000  # seeds from here on: disjoint from every sweep scale's
+    seed_base: int = 20_000  # seeds from here on: disjoint from every sweep scale's (the confirm scale's 1000+ too)
 
     def cells(self) -> list[dict]:
         """The grid in dealing order: the first seed of every setting, then the second, ..."""

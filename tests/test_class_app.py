@@ -315,9 +315,10 @@ def test_the_room_is_told_the_assignment_a_stopped_run_the_removal_and_the_closi
     store.start_assignment(code, owner(teacher), "length_scaling")
     ada.run()
     told = [i.value for i in ada.info if "started the assignment" in i.value]
-    assert told and "your run is parity at n" in told[0] and "4 with seed 1000" in told[0]
+    seed = assignments.LENGTH_SCALING.seed_base
+    assert told and "your run is parity at n" in told[0] and f"4 with seed {seed}" in told[0]
     assert ada.button(key=registry.class_key("notice", "train"))  # a button to Train from any page
-    store.add_job(code, owner(ada), "job-aaaaaaaaaaaa", "parity", 4, {"task": "parity", "n": 4, "seed": 1000})
+    store.add_job(code, owner(ada), "job-aaaaaaaaaaaa", "parity", 4, {"task": "parity", "n": 4, "seed": seed})
 
 
     class Running:  # the job manager's answers for Ada's running job
@@ -347,7 +348,7 @@ def test_an_edited_assignment_run_is_labelled_before_train_and_in_the_gallery():
     assert not any("not part of the assignment" in w.value for w in ada.warning)  # the form holds the assignment's run
     ada.number_input(key=train_form.key("lr")).set_value(0.003).run()
     note = [w.value for w in ada.warning if "not part of the assignment" in w.value]
-    assert note and "seed 1000" in note[0]  # said before Train is pressed
+    assert note and f"seed {assignments.LENGTH_SCALING.seed_base}" in note[0]  # said before Train is pressed
     store = services.class_store()
     store.add_job(code, owner(ada), "job-edited000000", "parity", 4, None)  # what job_started records for it
     store.add_model(code, owner(ada), keep(owner(ada), "encoder-parity-n6"), "parity", 4, 1.0, "parity-n4-s1000",

@@ -497,3 +497,23 @@ def test_a_class_behind_one_nat_joins_at_once_within_the_rate(store):
     with pytest.raises(ClassRefused, match="class_joins_per_address_minute"):
         store.join(made.code, "one too many", "browser x", "198.51.100.1")
     assert at_once >= 60  # a class of 60 behind one NAT joins in one minute
+
+
+def test_the_assignments_seeds_are_no_sweep_scales():
+    """A class's runs never reuse a seed of a shipped or running sweep scale (the confirm scale starts at 1000)."""
+    from pathlib import Path
+
+    from sensviz import sweeps
+
+    root = Path(__file__).resolve().parents[1] / "experiments"
+    scales = {None, "standard", "paper", "decide", "confirm", "quick"}
+    used = set()
+    for path in root.glob("*.toml"):
+        for scale in scales:
+            try:
+                used |= {r["seed"] for r in sweeps.load_spec(path, scale).runs}
+            except (ValueError, KeyError):  # the spec has no such scale
+                continue
+    a = assignments.LENGTH_SCALING
+    dealt = {a.deal(seat)["seed"] for seat in range(10 * len(a.cells()))}  # ten rounds: a class of 300
+    assert len(used) > 100 and not dealt & used
