@@ -68,8 +68,14 @@ def class_chart():
     live_chart()
 
 
-for part in (class_chart, gallery) if projector else (gallery, class_chart):  # the room's screen: the chart first
-    part()
+def lab_predictions():
+    if classroom.is_instructor(found):  # counts only; the members see their own prediction, never the room's
+        st.markdown("### The class's predictions")
+        classroom.predictions_view(found.code, projector)
+
+
+for part in (class_chart, lab_predictions, gallery) if projector else (gallery, class_chart, lab_predictions):
+    part()  # the room's screen: the chart and the predictions first
 
 cell = classroom.assignment_cell(found)
 if cell is not None and not projector and not found.closed:

@@ -16,7 +16,7 @@ import streamlit as st
 from sensviz import lab
 from sensviz.text import escape_markdown
 from server import services
-from ui import cache, model_refs, nav, owner_id, page, predictions, registry, router, train_form
+from ui import cache, classroom, model_refs, nav, owner_id, page, predictions, registry, router, train_form
 
 router.require_router()
 
@@ -146,10 +146,12 @@ st.session_state[key] = predicted if predicted in chapter.predict.options else N
 
 def choose() -> None:
     made[number] = st.session_state[key]
+    classroom.vote(number, made[number])  # counted in the class's tally (the instructor sees counts only)
 
 
 def skip() -> None:
     made[number] = SKIP
+    classroom.vote(number, SKIP)
 
 
 cols = st.columns([5, 1], vertical_alignment="bottom")
@@ -223,10 +225,14 @@ if lock is not None:
     if choice != control.default:
         st.markdown(f"**What changes here.** {lab.what_changes(chapter, asked, built, choice)}")
 else:
-    st.button("Reveal the answer", key=settings.key("reveal", number), disabled=predicted is None,
+    held = classroom.reveal_held(number)
+    st.button("Reveal the answer", key=settings.key("reveal", number), disabled=predicted is None or held,
               on_click=lambda: predictions.lock(owner, number, made[number]), type="primary",
               help="Predict or skip first" if predicted is None else
+              "Your instructor reveals this chapter's answer to the class together" if held else
               "What to look for, and the answer. It locks your prediction: the first answer is the one scored.")
+    if held:
+        st.caption("Your instructor will reveal this answer to the whole class: keep your prediction until then.")
 
 if chapter.formula:
     st.markdown("**The formula**")

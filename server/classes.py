@@ -41,6 +41,7 @@ import secrets
 import shutil
 import time
 import unicodedata
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -56,6 +57,8 @@ CODE = re.compile(r"[A-Za-z0-9_-]{16,64}")  # fullmatch: a trailing newline is n
 NAME_CHARACTERS = "letters, digits, spaces and - _ . '"
 _NAME_OK = re.compile(r"^[\w .'-]+$")  # \w: any script's letters and digits, and _
 EXPERIMENT = "length_scaling"
+MAX_CHAPTER = 99  # a Lab chapter's number
+MAX_ANSWER_CHARS = 200  # a prediction is one of the chapter's options
 
 
 class ClassRefused(Exception):
@@ -115,6 +118,9 @@ class Class:
     removed: list[str] = field(default_factory=list)  # owner ids of removed members: they cannot join again (`readmit`)
     ended: bool = False  # the instructor ended the assignment: no more cells dealt, the verdict on the runs in
     address: str = ""  # the network address it was created from, signed (`ClassStore.address_key`)
+    votes: dict[str, dict[str, str]] = field(default_factory=dict)  # Lab chapter -> {member id: prediction} (`vote`)
+    held: list[int] = field(default_factory=list)  # Lab chapters whose reveal the instructor holds for the class
+    released: list[int] = field(default_factory=list)  # Lab chapters the instructor revealed to the class
 
     def member_list(self) -> list[Member]:
         return [Member(**{**m, "owners": tuple(m["owners"])}) for m in self.members]
@@ -457,6 +463,40 @@ class ClassStore:
         """The classes `owner` joined or instructs, newest first."""
         return sorted((c for c in self._all() if c.is_instructor(owner) or c.member_of(owner) is not None),
                       key=lambda c: c.created, reverse=True)
+
+    # ------------------------------------------------------------------ the Lab's predictions (peer instruction)
+
+    def vote(self, code: str, owner: str, chapter: int, answer: str) -> None:
+        """A member's current prediction for a Lab chapter (the latest counts); only counts leave the store."""
+        if not isinstance(chapter, int) or not 1 <= chapter <= MAX_CHAPTER or not isinstance(answer, str) \
+                or not 0 < len(answer) <= MAX_ANSWER_CHARS:
+            raise ClassRefused("that is not a prediction of a Lab chapter")
+
+        def change(c: Class) -> None:
+            me = c.member_of(owner)
+            if me is None:
+                raise ClassRefused("only the class's members predict for it")
+            c.votes.setdefault(str(chapter), {})[me.id] = answer
+
+        self._edit(code, owner, change, open_only=True)
+
+    def tally(self, code: str) -> dict[int, dict[str, int]]:
+        """Each chapter's predictions as counts per answer (who predicted what is never given out)."""
+        found = self.get(code)
+        if found is None:
+            return {}
+        present = set(found.names())
+        return {int(chapter): dict(Counter(a for m, a in votes.items() if m in present))
+                for chapter, votes in sorted(found.votes.items(), key=lambda kv: int(kv[0]))}
+
+    def hold(self, code: str, owner: str, chapter: int, held: bool = True) -> None:
+        """The instructor holds a chapter's reveal for the class (`held`) or reveals it to the class (False)."""
+        def change(c: Class) -> None:
+            c.held = sorted(set(c.held) | {chapter}) if held else [h for h in c.held if h != chapter]
+            if not held:
+                c.released = sorted(set(c.released) | {chapter})
+
+        self._edit(code, owner, change, instructor=True)
 
     # ------------------------------------------------------------------ models and jobs
 

@@ -24,7 +24,7 @@ from sensviz import sweeps  # noqa: E402
 from sensviz.text import escape_markdown  # noqa: E402
 from server import assignments, services  # noqa: E402
 from server.jobs import JobStatus  # noqa: E402
-from ui import classroom, registry, train_form  # noqa: E402
+from ui import cache, classroom, registry, train_form  # noqa: E402
 
 APP = str(ROOT / "app.py")
 CEILING_S = 600
@@ -354,3 +354,32 @@ def test_an_edited_assignment_run_is_labelled_before_train_and_in_the_gallery():
     store.add_model(code, owner(ada), keep(owner(ada), "encoder-parity-n6"), "parity", 4, 1.0, "parity-n4-s1000",
                     job="job-edited000000")
     assert list(classroom.gallery_rows(store.get(code))["model"]) == ["parity-n4-s1000 (not part of the assignment)"]
+
+
+def test_peer_instruction_counts_the_rooms_predictions_holds_the_reveal_and_shows_the_share():
+    from sensviz import lab
+
+    code, teacher = new_class()
+    chapter = lab.CHAPTERS[0]
+    options = list(chapter.predict.options)
+    students = [join(code, name) for name in ("Ada", "Bob", "Cy")]
+    for at, answer in zip(students, (options[0], options[0], options[-1])):
+        at.switch_page("pages/lab.py").run()
+        at.radio(key=f"sv_w_lab_predict_{chapter.number}").set_value(answer).run()
+    teacher.switch_page("pages/class.py").run()
+    table = classroom.predictions_table(services.class_store().get(code))
+    counts = dict(zip(table["answer"], table["count"]))
+    assert counts[options[0]] == 2 and counts[options[-1]] == 1 and table["right"].isna().all()  # not revealed yet
+    assert not any("Right:" in m.value for m in teacher.markdown)
+    teacher.button(key=registry.class_key("hold", str(chapter.number))).click().run()
+    students[2].run()
+    reveal = next(b for b in students[2].button if b.label == "Reveal the answer")
+    assert reveal.disabled and any("reveal this answer to the whole class" in c.value for c in students[2].caption)
+    teacher.button(key=registry.class_key("hold", str(chapter.number))).click().run()  # revealed to the class
+    right = [m.value for m in teacher.markdown if m.value.startswith("Right:")]
+    correct = cache.lab_chapter(chapter.number, chapter.control.default).correct
+    expected = sum(1 for a in (options[0], options[0], options[-1]) if a == correct)
+    assert right == [f"Right: **{expected} of 3** ({expected / 3:.0%})."]
+    students[2].run()
+    assert not next(b for b in students[2].button if b.label == "Reveal the answer").disabled
+    assert not any("predictions" in m.value.lower() and "###" in m.value for m in students[0].markdown)  # never the room's

@@ -216,3 +216,25 @@ def test_an_open_page_is_told_the_assignment_and_the_removal_without_a_reload(se
     print(f"the assignment reached the open page {told_s:.1f} s after the click")
     for context in (ada_context, teacher.context):
         context.close()
+
+
+@pytest.mark.browser
+def test_the_instructors_histogram_fills_as_the_room_predicts(server, browser):
+    from sensviz import lab
+
+    chapter = lab.CHAPTERS[0]
+    teacher = browser.new_context(viewport=SCREEN).new_page()
+    code = create_class(teacher, server, "Predicting lab")
+    members = [join(browser, server, code, name) for name in ("Ada", "Bob")]
+    teacher.goto(f"{server}/class?class={code}", wait_until="domcontentloaded")
+    wait_until_done(teacher)
+    teacher.get_by_text("No predictions yet").wait_for(timeout=LIVE_MS)
+    for k, (_, page) in enumerate(members, start=1):
+        page.goto(f"{server}/lab?class={code}&chapter={chapter.number}", wait_until="domcontentloaded")
+        wait_until_done(page)
+        page.get_by_role("radio", name=chapter.predict.options[0]).check(force=True)
+        wait_until_done(page)
+        teacher.get_by_text(f"({k} prediction{'s' if k > 1 else ''})").wait_for(timeout=LIVE_MS)  # live, no reload
+    for context, _ in members:
+        context.close()
+    teacher.context.close()

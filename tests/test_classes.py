@@ -517,3 +517,26 @@ def test_the_assignments_seeds_are_no_sweep_scales():
     a = assignments.LENGTH_SCALING
     dealt = {a.deal(seat)["seed"] for seat in range(10 * len(a.cells()))}  # ten rounds: a class of 300
     assert len(used) > 100 and not dealt & used
+
+
+def test_the_class_tally_counts_the_members_latest_predictions_and_names_nobody(store):
+    made = store.create("Lab", "teacher")
+    ada, _ = store.join(made.code, "Ada", "s1")
+    store.join(made.code, "Bob", "s2")
+    store.vote(made.code, "s1", 1, "yes")
+    store.vote(made.code, "s1", 1, "no")  # changed before the reveal: the latest counts
+    store.vote(made.code, "s2", 1, "no")
+    store.vote(made.code, "s2", 3, "skip")
+    assert store.tally(made.code) == {1: {"no": 2}, 3: {"skip": 1}}
+    with pytest.raises(ClassRefused, match="members"):
+        store.vote(made.code, "stranger", 1, "yes")
+    with pytest.raises(ClassRefused, match="prediction"):
+        store.vote(made.code, "s1", 0, "yes")
+    store.remove(made.code, "teacher", ada.id)
+    assert store.tally(made.code) == {1: {"no": 1}, 3: {"skip": 1}}  # a removed member's vote no longer counts
+    with pytest.raises(ClassRefused, match="instructor"):
+        store.hold(made.code, "s2", 1)
+    store.hold(made.code, "teacher", 1)
+    assert store.get(made.code).held == [1] and store.get(made.code).released == []
+    store.hold(made.code, "teacher", 1, held=False)
+    assert store.get(made.code).held == [] and store.get(made.code).released == [1]

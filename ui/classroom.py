@@ -19,7 +19,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from sensviz import stats
+from sensviz import lab, stats
 from sensviz.configs import settings_of
 from sensviz.models import ModelSettings
 from sensviz.sweeps import read_results
@@ -320,6 +320,71 @@ def upload_kept(ref) -> None:
         store().add_model(found.code, owner_id.owner(), ref.key, facts["task"] or "?", facts["default_n"], None, ref.name)
     except ClassRefused as err:
         st.warning(quoted(err, 200))
+
+
+# ----------------------------------------------------------------------------- the Lab's predictions (peer instruction)
+
+
+def vote(chapter: int, answer: str) -> None:
+    """The Lab's prediction of a member of an open class counts in the class's tally (`ClassStore.vote`)."""
+    found = visible()
+    if found is not None and not found.closed and member(found) is not None:
+        store().vote(found.code, owner_id.owner(), chapter, answer)
+
+
+def reveal_held(chapter: int) -> bool:
+    """Whether the instructor holds this chapter's reveal for the session's class (a member waits for it)."""
+    found = visible()
+    return found is not None and member(found) is not None and chapter in found.held
+
+
+def predictions_table(found: Class) -> pd.DataFrame:
+    """The class's predictions as counts: chapter, question, answer, count, and whether it is the right one once
+    the instructor revealed the chapter to the class (before that the column is empty: the room's screen shows it)."""
+    rows = []
+    for number, counts in store().tally(found.code).items():
+        chapter = next((ch for ch in lab.CHAPTERS if ch.number == number), None)
+        if chapter is None:
+            continue
+        right = cache.lab_chapter(number, chapter.control.default).correct if number in found.released else None
+        for answer in (*chapter.predict.options, *(a for a in counts if a not in chapter.predict.options)):
+            rows.append({"chapter": number, "question": chapter.question, "answer": answer,
+                         "count": counts.get(answer, 0), "right": None if right is None else answer == right})
+    return pd.DataFrame(rows, columns=["chapter", "question", "answer", "count", "right"])
+
+
+@st.fragment(run_every=GALLERY_EVERY_S)
+def predictions_view(code: str, projector: bool = False) -> None:
+    """The instructor's live histogram of the class's Lab predictions per chapter (counts only: nobody's answer),
+    Hold/Reveal for the class, and the share right once a chapter is revealed; the counts as a table to download."""
+    found = store().get(code)
+    table = predictions_table(found) if found is not None else pd.DataFrame()
+    if table.empty:
+        st.caption("No predictions yet: each member's Lab prediction is counted here, per chapter, before the reveal.")
+        return
+    for number, rows in table.groupby("chapter", sort=True):
+        total = int(rows["count"].sum())
+        st.markdown(f"**Chapter {number}.** {escape_markdown(rows['question'].iloc[0])} ({total} prediction"
+                    f"{'s' if total != 1 else ''})")
+        bars = alt.Chart(rows).mark_bar().encode(
+            y=alt.Y("answer:N", sort=list(rows["answer"]), title=None, axis=alt.Axis(labelFontSize=16 if projector else 12,
+                                                                                   labelLimit=400)),
+            x=alt.X("count:Q", title="predictions", axis=alt.Axis(tickMinStep=1, labelFontSize=16 if projector else 12)),
+            color=alt.condition("datum.right", alt.value("#009E73"), alt.value("#56B4E9")))
+        st.altair_chart(bars.properties(height=36 * len(rows)))
+        if number in found.released:
+            right = int(rows.loc[rows["right"].fillna(False).astype(bool), "count"].sum())
+            st.markdown(f"Right: **{right} of {total}** ({right / total:.0%})." if total else "")
+        if not projector and is_instructor(found):
+            held = number in found.held
+            label = "Reveal to the class" if held else "Hold the reveal for the class"
+            st.button(label, key=registry.class_key("hold", str(number)),  # changed before the run that draws it
+                      on_click=store().hold, args=(code, owner_id.owner(), number), kwargs={"held": not held},
+                      help="Members cannot reveal this chapter's answer until you do" if not held else
+                      "Every member may reveal the answer now; the share right appears here")
+    if not projector:
+        st.download_button("Download the counts (CSV)", table.to_csv(index=False).encode(), file_name="predictions.csv",
+                           key=registry.class_key("download", "predictions"))
 
 
 # ----------------------------------------------------------------------------- the assignment
