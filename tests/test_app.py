@@ -303,7 +303,7 @@ def test_train_a_tiny_model_it_is_selected_kept_and_linkable():
 
 def test_one_job_per_user_and_stop_keeps_the_last_measurement():
     at = open_url("train")
-    at.number_input(key="sv_w_train_steps").set_value(100_000)
+    at.number_input(key="sv_w_train_steps").set_value(20_000)  # runs long enough to be stopped, far under the budget
     at.number_input(key="sv_w_train_measure_every").set_value(20)
     at.number_input(key="sv_w_train_d_model").set_value(8)
     at.checkbox(key="sv_w_train_early_stop").uncheck()
