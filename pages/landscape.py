@@ -4,6 +4,7 @@ and the line to a second model on demand. In compare mode both models on the sam
 import streamlit as st
 
 from sensviz import charts
+from sensviz.text import escape_markdown
 from ui import cache, page, router
 from ui.model_refs import ModelRef
 
@@ -114,7 +115,8 @@ if settings.flag("change"):
         with page.guarded("The function-preserving change"), st.spinner("Changing the model and measuring both…"):
             changed, largest = cache.symmetry_change(ref, n, float(kappa), radius(ref), directions, min(inputs, 256), seed)
             st.dataframe(changed, hide_index=True)
-            st.caption(f"{ref.label} and a copy changed by every exact map of `sensviz.symmetries` at once (per head "
+            st.caption(f"{escape_markdown(ref.label)} and a copy changed by every exact map of `sensviz.symmetries` "
+                       "at once (per head "
                        "W_Q → AᵀW_Q, W_K → A⁻¹W_K, W_V → BᵀW_V, W_O → W_O B⁻ᵀ; each ReLU unit rescaled; the last "
                        f"LayerNorm against the head; biases before a LayerNorm shifted), each factor of condition "
                        f"number ≤ {kappa}, seed {seed}, the same directions for both. The outputs' largest change: "
