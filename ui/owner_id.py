@@ -29,7 +29,7 @@ def owner() -> str:
 
 def client_address() -> str:
     """The address this session connects from (`st.context.ip_address`; "local" for localhost), which
-    the job queue takes turns by. Behind a proxy it is what the README's class-server paragraph says."""
+    the job queue takes turns by. Behind a proxy it is what docs/explorer.md's class-server paragraph says."""
     return network_address() or "local"
 
 
