@@ -1,7 +1,15 @@
 """Shared fixtures: small seeded models of both architectures; a Ray that starts and stops without
 leaving its signal handlers behind; Chromium and the served app of the browser tests; the markers
-that say what a test needs (each one also `slow`)."""
+that say what a test needs (each one also `slow`); and the rule of the layers.
 
+The tests live by layer: `tests/core` (the science library: no Streamlit, no other process, no
+server, no training beyond `CORE_MAX_STEPS` steps, nothing slow; `python -m pytest tests/core` is the
+unit run), `tests/server` (the class server, its job processes, locks and Ray), `tests/app` (the
+explorer under AppTest or served, and the command line as a process), `tests/browser` (the served
+app in Chromium). What they share is in `tests/helpers/`; no test file imports another.
+"""
+
+import ast
 import multiprocessing
 import os
 import shutil
@@ -30,12 +38,77 @@ NEEDS = ("browser", "ray", "server")
 so `pytest -m "not slow"` is the fast subset of unit and AppTest tests."""
 
 
+LAYERS = ("core", "server", "app", "browser")
+CORE_MAX_STEPS = 500
+"""The most training steps a core test's run may take (a few hundred: a unit test, not an experiment)."""
+CORE_FORBIDDEN = ("streamlit", "server", "ui", "subprocess", "multiprocessing", "concurrent", "playwright", "ray")
+"""What a core test module may not import: the app, the class server, other processes, a browser."""
+
+
+def layer(item) -> str | None:
+    """The layer a test belongs to: the folder under tests/ its file is in."""
+    parts = Path(item.fspath).relative_to(ROOT / "tests").parts
+    return parts[0] if len(parts) > 1 and parts[0] in LAYERS else None
+
+
+def core_breaches(path: Path) -> list[str]:
+    """The core rule's breaches visible in a test module's source: forbidden imports, slow markers."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        found += [f"imports {name}" for name in names if name.split(".")[0] in CORE_FORBIDDEN]
+        if isinstance(node, ast.Attribute) and node.attr in ("slow", *NEEDS) and \
+                isinstance(node.value, ast.Attribute) and node.value.attr == "mark":
+            found.append(f"is marked {node.attr}")
+    return found
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
-    """Before `-m` selects: a test marked with one of `NEEDS` is also marked `slow`."""
+    """Before `-m` selects: a test marked with one of `NEEDS` is also marked `slow`; every test is in a
+    layer, and a core test module keeps the core rule (else the run stops, naming the breach)."""
+    checked: dict[Path, list[str]] = {}
     for item in items:
         if any(item.get_closest_marker(name) for name in NEEDS) and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
+        where = layer(item)
+        if where is None:
+            raise pytest.UsageError(f"{item.nodeid}: a test belongs in one of tests/{{{','.join(LAYERS)}}}")
+        path = Path(item.fspath)
+        if where == "core" and path not in checked:
+            checked[path] = core_breaches(path)
+            if checked[path]:
+                raise pytest.UsageError(f"{path.relative_to(ROOT)} breaks the core rule: {', '.join(checked[path])}")
+
+
+@pytest.fixture(autouse=True)
+def core_rule(request, monkeypatch):
+    """While a core test runs: no process is started, and no training run goes past `CORE_MAX_STEPS`."""
+    if layer(request.node) != "core":
+        yield
+        return
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a core test starts no process (tests/server or tests/app hold those)")
+
+    import subprocess
+
+    from sensviz import training
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
+    monkeypatch.setattr(os, "fork", refuse)
+    run = training._run
+
+    def bounded(*args, **kwargs):
+        results = run(*args, **kwargs)
+        steps = max(r.steps for r in results)
+        assert steps <= CORE_MAX_STEPS, f"a core test trained {steps} steps (at most {CORE_MAX_STEPS})"
+        return results
+
+    monkeypatch.setattr(training, "_run", bounded)
+    yield
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,0 +1,292 @@
+"""Hostile input: every malformed file and argument is rejected with one line, cheaply; a fuzz of
+mutated zoo checkpoints; other people's files; `python -m sensviz`.
+
+The cases are built in code (tests/hostile_cases.py) and measured in a child process: the peak
+memory of each call above the memory before it, and the CPU time of each call (CPU seconds, not
+wall-clock, so that a busy machine does not fail the test; benchmarks/hostile.py prints both).
+"""
+
+import json
+import random
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import hostile_cases
+import pytest
+import safetensors.torch
+import torch
+from reference import AuthorsModel
+
+import sensviz as sv
+from sensviz import cube
+from sensviz.checkpoints import CheckpointError, load_checkpoint, read_metadata, shape_model
+from sensviz.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+CPU_SECONDS = 2.0
+EXTRA_MB = 300
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    cases = hostile_cases.cases()
+    return cases, hostile_cases.measure(cases, tmp_path_factory.mktemp("hostile"))
+
+
+def test_every_hostile_file_and_argument_is_rejected_cleanly_and_cheaply(measured):
+    cases, rows = measured
+    assert len(rows) == len(cases) >= 100
+    families = {row["family"] for row in rows}
+    assert {"metadata bomb (sensviz)", "metadata bomb (authors)", "header", "invalid value", "weights", "argument"} <= families
+    wrong = [(r["family"], r["name"], r["outcome"], r["message"]) for r in rows if r["outcome"] != "rejected"]
+    assert not wrong
+    escaped = [(r["name"], r["read_metadata"]) for r in rows if r["read_metadata"] not in ("read", "rejected")]
+    assert not escaped  # read_metadata (the app's zoo listing) raises only CheckpointError too
+    for row in rows:
+        assert "\n" not in row["message"] and len(row["message"]) < 400, row
+        assert row["cpu_s"] < CPU_SECONDS, row
+        assert row["extra_mb"] < EXTRA_MB, row
+
+
+def test_the_limits_are_named_in_the_bombs_messages(measured):
+    _, rows = measured
+    for row in rows:
+        if row["family"].startswith("metadata bomb") and "heads" not in row["name"] and "embedding" not in row["name"]:
+            assert "(limit '" in row["message"], row
+
+
+def test_the_cli_answers_every_hostile_file_with_exit_2_and_one_line(measured, capsys, tmp_path):
+    cases, _ = measured
+    path = tmp_path / "case.safetensors"
+    for family, name, data, kwargs in cases:
+        if family == "argument":
+            continue
+        path.write_bytes(data)
+        argv = ["inspect", str(path)] + (["--n-heads", str(kwargs["n_heads"])] if "n_heads" in kwargs else [])
+        assert main(argv) == 2, name
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and err.startswith("sensviz inspect: error: "), (name, err)
+
+
+@pytest.mark.slow
+def test_the_cli_process_exits_2_with_one_line_and_no_traceback(tmp_path):
+    cases = {name: data for _, name, data, _ in hostile_cases.cases()}
+    for name in ("nested 100000 deep in a tensor entry", "encoder: d_model 4096 x 8 layers", "encoders.layers.999999.x",
+                 "metadata: task sparse_parity k=9 > n=6"):
+        path = tmp_path / "bad.safetensors"
+        path.write_bytes(cases[name])
+        proc = subprocess.run([sys.executable, "-m", "sensviz", "inspect", str(path), "--n-heads", "2"],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=600)
+        assert proc.returncode == 2 and proc.stdout == "", (name, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, (name, proc.stderr)
+
+
+# ----------------------------------------------------------------------------- the loader's own checks
+
+
+@pytest.mark.parametrize("arch,fields", [("encoder", dict(d_model=24, n_layers=3, n_heads=3, max_len=11, d_ff=40)),
+                                         ("formal", dict(d_model=8, n_layers=2, n_heads=3, max_len=7, d_ff=5)),
+                                         ("scratchpad", dict(d_model=16, n_layers=2, n_heads=4, max_len=9))])
+def test_the_meta_model_has_the_real_models_names_and_shapes(arch, fields):
+    real = sv.build_model(arch, **fields)
+    meta = shape_model(arch, real.config)
+    assert {k: v.shape for k, v in meta.state_dict().items()} == {k: v.shape for k, v in real.state_dict().items()}
+    assert all(p.device.type == "meta" for p in meta.parameters())
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_tensors_read_from_the_header_equal_safetensors_own_reading(dtype, encoder_model):
+    state = {k: v.to(dtype).contiguous() for k, v in encoder_model.state_dict().items()}
+    data = safetensors.torch.save(state, sv.checkpoints.checkpoint_metadata(encoder_model, task="parity", n=6))
+    ck = load_checkpoint(data)
+    theirs = safetensors.torch.load(data)
+    ours = ck.model.state_dict()
+    assert all(ours[k].dtype == torch.float32 and torch.equal(ours[k], theirs[k].to(torch.float32)) for k in theirs)
+
+
+def test_a_file_whose_tensors_do_not_fit_its_config_is_rejected_from_the_header(encoder_model):
+    """The data section is NaN everywhere, yet the answer is about shapes: the tensors were never read."""
+    data = hostile_cases.set_tensor(sv.checkpoint_bytes(encoder_model, task="parity", n=6), "embedding.weight", float("nan"))
+    data = hostile_cases.with_config(data, d_model=32)
+    with pytest.raises(CheckpointError, match="do not fit the encoder model of this config: wrong shapes"):
+        load_checkpoint(data)
+
+
+def test_loading_does_not_touch_the_global_random_stream(encoder_model):
+    data = sv.checkpoint_bytes(encoder_model, task="parity", n=6)
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    load_checkpoint(data)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_a_loaded_model_trains(encoder_model):
+    """Assigned tensors are ordinary parameters: gradients flow and an optimizer step changes them."""
+    ck = load_checkpoint(sv.checkpoint_bytes(encoder_model, task="parity", n=6))
+    params = list(ck.model.parameters())
+    assert all(isinstance(p, torch.nn.Parameter) and p.requires_grad for p in params)
+    before = [p.detach().clone() for p in params]
+    ck.model(cube.vertices(6)).sum().backward()
+    torch.optim.SGD(params, lr=0.1).step()
+    assert any(not torch.equal(a, p) for a, p in zip(before, params))
+
+
+# ----------------------------------------------------------------------------- fuzz
+
+
+def _mutations(data: bytes, rng: random.Random) -> bytes:
+    (length,) = struct.unpack("<Q", data[:8])
+    kind = rng.choice(["flip", "flip", "flips", "truncate", "header", "header", "splice"])
+    if kind in ("flip", "flips"):
+        out = bytearray(data)
+        for _ in range(1 if kind == "flip" else rng.randint(2, 64)):
+            i = rng.randrange(len(out))
+            out[i] ^= 1 << rng.randrange(8)
+        return bytes(out)
+    if kind == "truncate":
+        return data[: rng.randrange(len(data))]
+    if kind == "splice":  # a run of random bytes somewhere (header or data)
+        i = rng.randrange(len(data))
+        return data[:i] + bytes(rng.randrange(256) for _ in range(rng.randint(1, 32))) + data[i + 32:]
+    header = json.loads(data[8 : 8 + length])
+    body = data[8 + length :]
+    meta = header.get("__metadata__", {})
+    key = rng.choice(sorted(header))
+    edit = rng.randrange(9)
+    big = rng.choice([0, -1, 1, 2, 3, 7, 10**6, 10**12, 2**63, 1.5, True, None, "x", [], {}])
+    if edit == 0 and key != "__metadata__":
+        header[key]["shape"] = [big] + header[key]["shape"][1:]
+    elif edit == 1 and key != "__metadata__":
+        header[key]["dtype"] = rng.choice(["F16", "BF16", "F64", "I8", "U8", "BOOL", "F8_E4M3", 5])
+    elif edit == 2 and key != "__metadata__":
+        header[key]["data_offsets"][rng.randrange(2)] = big
+    elif edit == 3 and key != "__metadata__":
+        header[rng.choice(["x", key + "x", "encoders.layers.999.x"])] = header.pop(key)
+    elif edit == 4:
+        config = json.loads(meta["config"])
+        config[rng.choice(sorted(config) + ["width"])] = big
+        meta["config"] = json.dumps(config)
+    elif edit == 5:
+        meta[rng.choice(sorted(meta))] = rng.choice(["", "{}", "[]", "1e999", "null", "\"parity\"", "0", "9" * 30, "{" * 5000])
+    elif edit == 6:
+        meta.pop(rng.choice(sorted(meta)))
+    elif edit == 7:
+        meta["task"] = json.dumps(rng.choice([{"name": "sparse_parity", "k": big, "seed": 0}, {"name": "random", "seed": big},
+                                              {"name": "table", "bits": "01"}, {"name": "first"}, {"name": big}]))
+    else:
+        meta["n"] = str(big)
+    return hostile_cases.raw_file(header, body)
+
+
+@pytest.mark.slow
+def test_fuzz_mutated_zoo_checkpoints_only_load_finite_models_or_raise_checkpoint_error():
+    files = sorted((ROOT / "checkpoints").glob("*.safetensors"))
+    originals = [p.read_bytes() for p in files]
+    rng = random.Random(12)
+    outcomes = {"rejected": 0, "loaded": 0}
+    for i in range(1000):
+        data = _mutations(originals[i % len(originals)], rng)
+        try:
+            ck = load_checkpoint(data)
+        except CheckpointError as err:
+            assert "\n" not in str(err)
+            outcomes["rejected"] += 1
+            continue
+        n = ck.n or min(ck.config.max_len, 8)
+        bits, _ = cube.measurement_inputs(n, 512, seed=1)
+        with torch.no_grad():
+            assert torch.isfinite(ck.model.training_outputs(bits)).all(), i
+        outcomes["loaded"] += 1
+    print(f"fuzz outcomes: {outcomes}")
+    assert outcomes["rejected"] > 100 and outcomes["loaded"] > 100  # both outcomes are exercised
+
+
+# ----------------------------------------------------------------------------- other people's files
+
+
+@pytest.fixture
+def foreign_file(tmp_path):
+    """A state dict in the authors' layout saved with plain-string metadata, as anyone writes it."""
+    torch.manual_seed(3)
+    model = AuthorsModel(32, 2, 2, max_len=10).eval()
+    path = tmp_path / "theirs.safetensors"
+    safetensors.torch.save_file({k: v.contiguous() for k, v in model.state_dict().items()}, path,
+                                metadata={"task": "parity", "hidden_dim": "32", "num_layers": "2"})
+    return model, path
+
+
+def test_a_foreign_file_loads_with_its_plain_string_task(foreign_file):
+    reference, path = foreign_file
+    ck = load_checkpoint(path, n_heads=2)
+    assert ck.layout == "authors" and ck.task == sv.get_task("parity")
+    assert ck.n == 10 and ck.n_inferred and any("inferred from the positional table" in note for note in ck.notes)
+    assert ck.metadata == {"task": "parity", "hidden_dim": "32", "num_layers": "2"}  # kept as strings, not parsed
+    with torch.no_grad():
+        assert torch.allclose(ck.model(cube.vertices(10)), reference(cube.vertices(10)), atol=1e-5)
+    assert read_metadata(path) == ck.metadata
+    with pytest.raises(CheckpointError, match="number of attention heads"):
+        load_checkpoint(path)
+
+
+def test_arguments_override_a_foreign_files_metadata(foreign_file):
+    _, path = foreign_file
+    ck = load_checkpoint(path, n_heads=2, task="first", n=6)
+    assert ck.task == sv.get_task("first") and ck.n == 6 and not ck.n_inferred and ck.notes == []
+
+
+def test_heads_and_n_are_read_from_a_foreign_files_strings_and_bad_ones_ignored(tmp_path):
+    state = {k: v.contiguous() for k, v in AuthorsModel(16, 4, 1, max_len=12).state_dict().items()}
+    path = tmp_path / "f.safetensors"
+    safetensors.torch.save_file(state, path, metadata={"num_attn_heads": "4", "n": "7", "task": "classification"})
+    ck = load_checkpoint(path)
+    assert ck.config.n_heads == 4 and ck.n == 7 and not ck.n_inferred and ck.task is None
+    assert ck.notes == ["the metadata's task 'classification' is not a sensviz task label; ignored"]
+    assert load_checkpoint(path, n_heads=2).config.n_heads == 2  # the argument wins
+    safetensors.torch.save_file(state, path, metadata={"nhead": "two", "n": "1e9"})
+    ck = load_checkpoint(path, n_heads=4)
+    assert ck.n == 12 and ck.n_inferred and len(ck.notes) == 3
+
+
+def test_inspect_a_foreign_file_with_and_without_flags(foreign_file, capsys):
+    _, path = foreign_file
+    assert main(["inspect", str(path)]) == 2
+    _, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "--n-heads" in err
+    assert main(["inspect", str(path), "--n-heads", "2", "--measure-inputs", "64", "--directions", "4"]) == 0
+    out, err = capsys.readouterr()
+    result = json.loads(out)
+    assert result["layout"] == "authors" and result["task"] == "parity" and result["n"] == 10
+    assert "note: n=10 was inferred from the positional table's length" in err
+    assert main(["inspect", str(path), "--n-heads", "2", "--task", "first", "--n", "5", "--measure-inputs", "32",
+                 "--directions", "4"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["task"] == "first" and json.loads(out)["n"] == 5 and err == ""
+
+
+def test_python_dash_m_sensviz():
+    proc = subprocess.run([sys.executable, "-m", "sensviz", "--help"], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: sensviz") and "inspect" in proc.stdout
+
+
+def test_pyproject_declares_every_runtime_import():
+    import ast
+    import tomllib
+
+    declared = {d.split("=")[0].split(">")[0].split("<")[0].split("[")[0].strip().lower().replace("-", "_")
+                for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]}
+    module_of = {"vl_convert_python": "vl_convert"}
+    declared = {module_of.get(d, d) for d in declared}
+    imported = set()
+    for path in (ROOT / "sensviz").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                imported.add(node.module.split(".")[0])
+    third_party = {m for m in imported if m not in sys.stdlib_module_names} - {"sensviz", "ray"}  # ray: --executor ray only
+    assert third_party <= declared | {"pyarrow"}, third_party - declared
+    assert "pyarrow" in declared  # pandas' parquet engine, imported by pandas itself

@@ -1,0 +1,33 @@
+"""The Before training page: opens cold, restores its view from the URL, and shows the verdict the core computes."""
+
+from helpers.app import notices, open_url
+
+from sensviz.init_claim import decide_init_claim
+from sensviz.init_study import init_studies
+from sensviz.models import ModelSettings
+from ui import nav
+
+
+def test_the_page_opens_cold_with_its_defaults():
+    at = open_url("init")
+    assert [t.value for t in at.title] == ["Before training"] and not notices(at)
+    assert [m.label for m in at.metric] == ["verdict"]
+    assert "init" in [p.key for p in nav.PAGES]
+
+
+def test_a_link_restores_the_view_and_the_verdict_is_the_cores():
+    view = {"arch": "formal", "d": "8", "layers": "1", "length": "5", "inits": "32", "target": "first"}
+    at = open_url("init", **view)
+    assert not notices(at), notices(at)
+    assert dict(at.query_params) == view  # the URL keeps the view (no defaults added)
+    assert at.segmented_control(key="sv_w_init_arch").value == "formal"
+    assert at.select_slider(key="sv_w_init_length").value == 5
+    studies = init_studies(ModelSettings(arch="formal", d_model=8, n_layers=1, n_heads=2), 5, 32, task="first")
+    assert at.metric[0].value == decide_init_claim(studies).verdict
+    shown = at.dataframe[0].value
+    assert shown["init_scale"].tolist() == [0.5, 1.0, 2.0] and shown["n"].tolist() == [5, 5, 5]
+
+
+def test_a_bad_parameter_is_a_notice():
+    at = open_url("init", length="99", inits="7")
+    assert len(notices(at)) == 2 and at.select_slider(key="sv_w_init_length").value == 8

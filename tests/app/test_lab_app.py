@@ -1,0 +1,143 @@
+"""The Lab page as a student meets it: the question and a prediction first, the answer only after the
+reveal, the prediction kept in the URL, the try-it control redrawing the chapter, and a fast first render
+from the data shipped beside the zoo. One chapter per test."""
+
+import time
+
+import pytest
+from helpers.app import open_url, selected
+
+from sensviz import lab
+from ui import cache
+
+
+def charts(at) -> list[str]:
+    return [c.proto.spec for c in at.get("vega_lite_chart")]
+
+
+def chart_data(at) -> list[bytes]:
+    """The data of each chart as Streamlit sends it (Arrow bytes, strings in UTF-8)."""
+    return [b"".join([d.data.data for d in c.proto.datasets] + [c.proto.data.data]) for c in at.get("vega_lite_chart")]
+
+
+def shown_text(at) -> str:
+    return " ".join([m.value for m in at.markdown] + [s.value for s in at.success] + [i.value for i in at.info])
+
+
+def test_a_prediction_hides_the_answer_until_it_is_made_and_the_reveal_shows_it():
+    start = time.perf_counter()
+    at = open_url("lab", chapter="4")
+    print(f"chapter 4, a fresh session: {time.perf_counter() - start:.2f} s")
+    built = cache.lab_chapter(4, 1.0)
+    assert [s.value for s in at.subheader] == ["4. The landscape: sharp and flat minima"]
+    assert any(lab.chapter(4).question in m.value for m in at.markdown)
+    assert charts(at) == [] and len([i for i in at.info if "prediction" in i.value]) == 2  # both charts wait
+    assert built.look_for not in shown_text(at) and built.answer not in shown_text(at)
+    assert at.button(key="sv_w_lab_reveal_4").disabled
+    at.radio(key="sv_w_lab_predict_4").set_value("FIRST's").run()
+    assert not at.exception and len(charts(at)) == 2 and at.query_params["predict"] == "first-s"
+    assert built.look_for not in shown_text(at) and built.answer not in shown_text(at)
+    at.button(key="sv_w_lab_reveal_4").click().run()
+    assert built.look_for in shown_text(at) and built.answer in shown_text(at)
+    assert any(s.value.startswith(f"**Answer: {built.correct}.** You predicted") for s in at.success)
+
+
+def test_skipping_shows_the_charts_and_a_blind_chart_leaves_out_the_asked_quantity():
+    at = open_url("lab", chapter="6")
+    before = chart_data(at)
+    assert len(before) == 1 and lab.LEARNED.encode() not in before[0]  # the strip without the learned function
+    assert lab.TARGET.encode() in before[0]
+    at.button(key="sv_w_lab_skip_6").click().run()
+    after = chart_data(at)
+    assert at.query_params["predict"] == "skip" and len(after) == 2 and lab.LEARNED.encode() in after[0]
+
+
+def test_a_prediction_in_the_url_is_restored_and_a_bad_one_is_a_notice():
+    at = open_url("lab", chapter="2", predict="it-rises")
+    assert at.radio(key="sv_w_lab_predict_2").value == "it rises" and len(charts(at)) == 2
+    assert not at.button(key="sv_w_lab_reveal_2").disabled
+    bad = open_url("lab", chapter="2", predict="maybe")
+    assert any("predict=maybe" in w.value for w in bad.warning) and bad.radio(key="sv_w_lab_predict_2").value is None
+
+
+def test_try_it_redraws_the_chapter_from_the_shipped_data():
+    at = open_url("lab", chapter="1", predict="skip")
+    before = charts(at)
+    start = time.perf_counter()
+    at.segmented_control(key="sv_w_lab_try_1").set_value(4).run()
+    print(f"chapter 1, n = 4: {time.perf_counter() - start:.2f} s")
+    assert not at.exception and charts(at) != before and at.query_params["try"] == "4"
+    assert any("under all 4 flips" in m.value for m in at.markdown) is False  # the answer still waits for the reveal
+
+
+def test_setup_next_turns_to_the_top_and_a_bad_chapter():
+    at = open_url("lab", chapter="1")
+    at.button(key="sv_w_lab_setup_1").click().run()
+    assert not at.exception and selected(at).name.startswith("encoder-parity-n8")
+    assert at.query_params["model"].startswith("encoder-parity-n8~") and at.query_params["compare"].startswith(
+        "encoder-first-n8~")
+    at.radio(key="sv_w_lab_predict_1").set_value("about one").run()
+    at.button(key="sv_w_lab_next").click().run()
+    assert "2. Training PARITY: degree n takes over" in [h.value for h in at.subheader]
+    assert at.query_params["chapter"] == "2" and "predict" not in at.query_params  # chapter 2 has its own
+    assert any("scrollTop = 0" in h.proto.body for h in at.get("html"))
+    at.button(key="sv_w_lab_previous").click().run()
+    assert "chapter" not in at.query_params and at.query_params["predict"] == "about-one"  # chapter 1's, kept
+    bad = open_url("lab", chapter="9")
+    assert not bad.exception and any("chapter=9" in w.value for w in bad.warning)
+    assert "1. Sensitivity on the cube" in [h.value for h in bad.subheader]
+
+
+def test_lab_try_it_yourself_opens_the_train_form_with_its_preset():
+    at = open_url("lab", chapter="6")
+    at.button(key="sv_w_lab_train_6").click().run()
+    assert not at.exception
+    assert at.selectbox(key="sv_w_train_task").value == "random"
+    assert at.number_input(key="sv_w_train_train_size").value == 64
+
+
+@pytest.mark.parametrize("number", [3, 5])
+def test_a_chapter_opens_from_the_shipped_data_without_measuring(number, monkeypatch):
+    def measure(*args):
+        raise AssertionError("measured: the shipped data was not used")
+
+    monkeypatch.setattr(lab.chapter(number), "measure", measure)
+    start = time.perf_counter()
+    at = open_url("lab", chapter=str(number), predict="skip")
+    print(f"chapter {number}, a fresh session: {time.perf_counter() - start:.2f} s")
+    assert not at.exception and charts(at)
+
+
+def test_loading_a_chapters_models_reads_their_shipped_summaries(monkeypatch):
+    def measure(*args, **kwargs):
+        raise AssertionError("measured: the shipped summary was not used")
+
+    monkeypatch.setattr(cache, "measure", measure)
+    at = open_url("lab", chapter="4", predict="first-s")  # predicted: the summary's numbers are shown
+    at.button(key="sv_w_lab_setup_4").click().run()
+    assert not at.exception and not at.error and selected(at).name.startswith("encoder-parity-n16")
+    shipped = lab.read_summaries(lab.zoo_dir())["encoder-parity-n16"]["summary"]
+    assert f"as_n model: {shipped['avg_sensitivity']:.3f}" in [f"{m.label}: {m.value}" for m in at.metric]
+
+
+def test_each_chart_is_converted_once_for_every_session_as_st_altair_chart_converts_it():
+    default = lab.chapter(1).control.default  # chapter 1: a blind chart and none
+    built, specs = cache.lab_chapter(1, default), cache.lab_specs(1, default)
+    assert cache.lab_specs(1, default) is specs  # kept, not converted again
+    assert list(specs) == [cache.vega_lite(f.chart) for f in built.figures]
+    blind = cache.lab_specs(1, default, blind=True)
+    assert [s is None for s in blind] == [f.blind is None for f in built.figures] and any(blind)
+    assert [s for s in blind if s] == [cache.vega_lite(f.blind) for f in built.figures if f.blind is not None]
+    at = open_url("lab", chapter="1", predict="skip")  # the page draws the kept specs
+    assert not at.exception and len(charts(at)) == len(specs)
+
+
+def test_the_answer_stays_the_questions_at_another_try_it_setting():
+    at = open_url("lab", chapter="3", predict="the-parity-model")
+    at.button(key="sv_w_lab_reveal_3").click().run()
+    asked = cache.lab_chapter(3, 12)
+    at.segmented_control(key="sv_w_lab_try_3").set_value(8).run()
+    here = cache.lab_chapter(3, 8)
+    assert here.correct != asked.correct  # at n = 8 the charts do not show it: the page says so
+    assert any(s.value.startswith(f"**Answer: {asked.correct}.** Your prediction was right.") for s in at.success)
+    assert any(m.value.startswith("**What changes here.**") and "not visible" in m.value for m in at.markdown)

@@ -1,0 +1,108 @@
+"""The Lab walked as a student, in headless Chromium at 1024×768 against the served app: in each chapter the
+question and the first chart (or its placeholder) above the fold, the answer not on the page until revealed,
+the prediction kept in the URL, the try-it control redrawing a chart, after the reveal every chart at least
+100 px tall and inside the window and no text cut short, and the next chapter opening at its top.
+Screenshots of each chapter before and after the reveal go to artifacts/screenshots/ (lab-<k>-before.png,
+lab-<k>-after.png); the times it measured are printed (`-s`; `benchmarks/lab_render.py` measures a
+chapter's first and cached renders on a fresh server)."""
+
+import time
+
+import pytest
+from helpers.browser import SHOTS, misfits, wait_until_done
+
+from sensviz import lab
+
+FOLD = 768
+pytestmark = pytest.mark.xdist_group("e2e")  # conftest's server, the one test_e2e uses
+
+
+def main_scroll(page) -> float:
+    return page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollTop")
+
+
+def chart_signature(page) -> str:
+    """What the charts draw now (their canvases' pixels, or their SVG), to tell a redraw."""
+    return page.evaluate("""() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')].map(c => {
+        const canvas = c.querySelector('canvas'); return canvas ? canvas.toDataURL() : c.innerHTML; }).join('|')""")
+
+
+def caption_contrast(page) -> list[tuple[str, float]]:
+    """Each caption's text and its colour's contrast against the white page (WCAG's relative luminance)."""
+    found = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stCaptionContainer"] p')].map(
+        p => [p.innerText.slice(0, 40), getComputedStyle(p).color])""")
+
+    def luminance(css: str) -> float:  # rgb(...) or rgba(...), an alpha blended over white
+        values = [float(v) for v in css[css.index("(") + 1:css.index(")")].split(",")]
+        alpha = values[3] if len(values) == 4 else 1.0
+        r, g, b = (alpha * v / 255 + 1 - alpha for v in values[:3])
+        return sum(w * (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4)
+                   for w, c in zip((0.2126, 0.7152, 0.0722), (r, g, b)))
+
+    return [(text, 1.05 / (luminance(colour) + 0.05)) for text, colour in found]
+
+
+def top_of(locator) -> float:
+    return locator.first.bounding_box()["y"]
+
+
+@pytest.mark.browser
+def test_a_student_walks_every_chapter(server, browser):
+    page = browser.new_page(viewport={"width": 1024, "height": FOLD})
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    page.goto(f"{server}/lab?chapter=1")
+    times, wrong = [], {}
+    for number in range(1, len(lab.CHAPTERS) + 1):
+        ch = lab.chapter(number)
+        wait_until_done(page)
+        first = time.perf_counter() - start
+        built = ch.present(lab.stored(ch, lab.Sources.shipped()), ch.control.default)
+        question = page.get_by_text(ch.question, exact=False)
+        question.first.wait_for(timeout=60_000)  # the page's script state can read "done" before its run starts
+        assert question.first.is_visible() and top_of(question) < FOLD, number
+        shown = page.locator('[data-testid="stVegaLiteChart"], [data-testid="stAlertContentInfo"]')
+        shown.first.wait_for(timeout=60_000)
+        wait_until_done(page)
+        assert top_of(shown) < FOLD, f"chapter {number}: no chart above the fold"
+        assert page.get_by_text(built.answer[:60]).count() == 0 and page.get_by_text(built.look_for[:60]).count() == 0
+        assert main_scroll(page) == 0, f"chapter {number} did not open at its top"
+        page.screenshot(path=str(SHOTS / f"lab-{number}-before.png"))
+
+        option = ch.predict.options[0]
+        page.locator('[data-testid="stRadio"]').get_by_text(option, exact=True).click()
+        page.wait_for_function("() => location.search.includes('predict=')", timeout=60_000)  # kept in the URL
+        wait_until_done(page)
+        before = chart_signature(page)
+        other = next(o for o in ch.control.options if o != ch.control.default)
+        clicked = time.perf_counter()
+        page.locator('[data-testid="stButtonGroup"]').last.get_by_text(ch.control.fmt(other), exact=True).click()
+        page.wait_for_function("() => location.search.includes('try=')", timeout=60_000)
+        wait_until_done(page)
+        page.wait_for_timeout(300)  # Vega draws after the run ends
+        tried = time.perf_counter() - clicked
+        assert chart_signature(page) != before, f"chapter {number}: the try-it control changed no chart"
+
+        page.get_by_role("button", name="Reveal the answer").click()
+        page.get_by_text("What to look for").first.wait_for(timeout=60_000)
+        wait_until_done(page)
+        built = ch.present(lab.stored(ch, lab.Sources.shipped()), ch.control.default)  # the question's own setting
+        assert page.get_by_text(built.answer[:60]).first.is_visible()
+        assert page.get_by_text("What changes here.").first.is_visible()  # the try-it setting is another
+        page.screenshot(path=str(SHOTS / f"lab-{number}-after.png"))
+        wrong[number] = misfits(page)
+        low = [(text, ratio) for text, ratio in caption_contrast(page) if ratio < 4.5]
+        assert not low, f"chapter {number}: captions below 4.5:1 against white: {low}"
+        times.append((number, first, tried))
+
+        if number < len(lab.CHAPTERS):
+            page.get_by_role("button", name=f"Chapter {number + 1} →").scroll_into_view_if_needed()
+            start = time.perf_counter()
+            page.get_by_role("button", name=f"Chapter {number + 1} →").click()
+            page.wait_for_function("() => document.querySelector('[data-testid=\"stMain\"]').scrollTop === 0",
+                                   timeout=60_000)
+    page.close()
+    print("\nchapter | first render (s) | try-it (s)")
+    for number, first, tried in times:
+        print(f"{number} | {first:.2f} | {tried:.2f}")
+    assert not {number: bad for number, bad in wrong.items() if bad}, wrong

@@ -1,0 +1,532 @@
+"""The Lab: the shipped data is current, every claim a chapter makes is recomputed from its chart's own data
+with the test's own rule, and the same chapter built on altered data, where the claim is false, says something
+else. One chapter per test, from the data shipped beside the zoo (`sensviz lab-data`)."""
+
+import copy
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import offline
+from pdf_fill import page_fill
+
+from sensviz import charts, fidelity, glossary, handout, lab
+from sensviz.checkpoints import file_hash, read_metadata
+from sensviz.mathml import mathml
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "experiments" / "results"
+SOURCES = lab.Sources.shipped(ROOT / "checkpoints", RESULTS)
+
+
+def data(number: int) -> lab.Data:
+    found = lab.stored(lab.chapter(number), SOURCES)
+    assert found is not None, f"chapter {number}: checkpoints/lab-data.json is stale: run `sensviz lab-data`"
+    return found
+
+
+def altered(number: int, table: str, change) -> lab.Data:
+    """The chapter's data with one table changed by `change(frame) -> frame`."""
+    d = copy.deepcopy(data(number))
+    d.tables[table] = change(d.tables[table].copy())
+    return d
+
+
+def views(chart) -> list[tuple[str, pd.DataFrame]]:
+    """Every (title, data) of a chart's spec: the data a reader of the chart sees."""
+    spec = chart.to_dict()
+    sets = {name: pd.DataFrame(rows) for name, rows in spec.get("datasets", {}).items()}
+    found = []
+
+    def walk(node, title=""):
+        if isinstance(node, dict):
+            title = node.get("title", title) if isinstance(node.get("title", title), str) else title
+            if isinstance(node.get("data"), dict) and node["data"].get("name") in sets:
+                found.append((title, sets[node["data"]["name"]]))
+            for value in node.values():
+                walk(value, title)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value, title)
+
+    walk(spec)
+    return found
+
+
+def by_title(chart) -> dict[str, pd.DataFrame]:
+    """The first data of each titled view."""
+    found = {}
+    for title, frame in views(chart):
+        found.setdefault(title, frame)
+    return found
+
+
+def text(built: lab.Built) -> str:
+    return built.look_for + " " + built.answer
+
+
+# ----------------------------------------------------------------------------- shipped data
+
+
+def test_the_shipped_data_is_current_for_every_chapter_and_stale_data_is_measured_again(tmp_path):
+    store = lab.read_store(SOURCES.checkpoints)
+    assert all(lab.stored(ch, SOURCES, store) is not None for ch in lab.CHAPTERS)
+    # a copy of the zoo where chapter 2's model has other bytes than the data was measured from
+    shutil.copy(ROOT / "checkpoints" / "encoder-parity-n8.safetensors", tmp_path)
+    raw = json.loads((ROOT / "checkpoints" / lab.DATA_FILE).read_text())
+    raw["chapters"]["2"]["inputs"]["encoder-parity-n8.safetensors"] = "0" * 64
+    (tmp_path / lab.DATA_FILE).write_text(json.dumps(raw))
+    copy_ = lab.Sources.shipped(tmp_path, RESULTS)
+    assert lab.stored(lab.chapter(2), copy_) is None
+    said = []
+    built = lab.chapter(2).build(copy_, progress=said.append)
+    assert said and "measuring" in said[0] and "encoder-parity-n8" in said[0]
+    assert built.numbers == pytest.approx(lab.chapter(2).present(data(2), lab.SHARPNESS).numbers, rel=1e-12)
+
+
+def test_write_data_measures_only_what_changed_and_leaves_the_checkpoints_alone(tmp_path):
+    shutil.copy(ROOT / "checkpoints" / "encoder-parity-n8.safetensors", tmp_path)
+    before = (tmp_path / "encoder-parity-n8.safetensors").read_bytes()
+    raw = json.loads((ROOT / "checkpoints" / lab.DATA_FILE).read_text())
+    only = {"2": raw["chapters"]["2"]}
+    saved = lab.CHAPTERS
+    try:
+        lab.CHAPTERS = (lab.chapter(2),)
+        (tmp_path / lab.DATA_FILE).write_text(json.dumps({**raw, "chapters": only}))
+        assert lab.write_data(tmp_path, RESULTS)["measured"] == []
+        (tmp_path / lab.DATA_FILE).unlink()
+        assert lab.write_data(tmp_path, RESULTS)["measured"] == [2]
+    finally:
+        lab.CHAPTERS = saved
+    assert (tmp_path / "encoder-parity-n8.safetensors").read_bytes() == before
+    assert json.loads((tmp_path / lab.DATA_FILE).read_text())["chapters"]["2"] == raw["chapters"]["2"]
+
+
+MEASURED_REL = 1e-5
+"""A fresh float32 measurement against the shipped one: another CPU's kernels sum in another order (on
+the machines here they differ by up to 1.2e-6 of the quantity's scale); a stale entry (another model,
+other settings) differs by far more. The scale: the number itself, or a table column's largest value
+(a model output near 0 carries the rounding of the O(1) sums it came from)."""
+
+
+def same_measurement(fresh, shipped, scale: float | None = None) -> bool:
+    """The same JSON structure, text and integers equal, floats within `MEASURED_REL` of their scale."""
+    if isinstance(fresh, dict) and {"columns", "data"} <= fresh.keys():  # a table: compare column by column
+        if not (isinstance(shipped, dict) and fresh["columns"] == shipped["columns"]
+                and len(fresh["data"]) == len(shipped["data"])):
+            return False
+        for j in range(len(fresh["columns"])):
+            values = [row[j] for row in shipped["data"]]
+            numbers = [abs(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+            top = max(numbers, default=0.0)
+            if not all(same_measurement(row[j], v, top) for row, v in zip(fresh["data"], values)):
+                return False
+        return True
+    if isinstance(fresh, dict):
+        return isinstance(shipped, dict) and fresh.keys() == shipped.keys() and all(
+            same_measurement(fresh[k], shipped[k]) for k in fresh)
+    if isinstance(fresh, list):
+        return isinstance(shipped, list) and len(fresh) == len(shipped) and all(
+            same_measurement(a, b) for a, b in zip(fresh, shipped))
+    if isinstance(fresh, float) and isinstance(shipped, (int, float)):
+        return fresh == pytest.approx(shipped, rel=MEASURED_REL, abs=MEASURED_REL * (scale or 0.0), nan_ok=True)
+    return fresh == shipped
+
+
+def test_a_fresh_measurement_is_the_shipped_one_within_float32_order_only():
+    summary = lab.read_summaries(SOURCES.checkpoints)["encoder-first-n8"]["summary"]
+    assert same_measurement(summary, json.loads(json.dumps(summary)))
+    nudged = {k: v * (1 + 1e-8) if isinstance(v, float) else v for k, v in summary.items()}
+    assert same_measurement(nudged, summary)
+    key = next(k for k, v in summary.items() if isinstance(v, float) and v)
+    assert not same_measurement({**summary, key: summary[key] * (1 + 1e-3)}, summary)
+    assert not same_measurement({**summary, "extra": 1.0}, summary)
+    cube = lab.read_store(SOURCES.checkpoints)["1"]["data"]["tables"]["cube"]
+    column = cube["columns"].index("output")
+    near_zero = min(range(len(cube["data"])), key=lambda i: abs(cube["data"][i][column]))
+    rounded = {**cube, "data": [row[:column] + [row[column] + 2e-7] + row[column + 1:] if i == near_zero else row
+                                for i, row in enumerate(cube["data"])]}
+    assert same_measurement(rounded, cube)  # float32 rounding of a near-zero output, as another CPU gives it
+    wrong = {**cube, "data": [row[:column] + [row[column] + 1e-3] + row[column + 1:] if i == near_zero else row
+                              for i, row in enumerate(cube["data"])]}
+    assert not same_measurement(wrong, cube)
+
+
+def test_the_shipped_summaries_of_the_setups_models_are_current_and_a_fresh_measurement():
+    summaries = lab.read_summaries(SOURCES.checkpoints)
+    assert set(summaries) == set(lab.summary_models()) and "encoder-parity-n16" in summaries
+    for name, entry in summaries.items():
+        path = ROOT / "checkpoints" / f"{name}.safetensors"
+        assert entry["sha256"] == file_hash(path) and entry["n"] == int(read_metadata(path)["n"])
+        assert lab.stored_summary(summaries, name, entry["sha256"], entry["n"]) == entry["summary"]
+    assert lab.stored_summary(summaries, "encoder-first-n8", "0" * 64, 8) is None  # other bytes: measure again
+    assert lab.stored_summary(summaries, "encoder-first-n8", summaries["encoder-first-n8"]["sha256"], 6) is None
+    assert same_measurement(lab.measure_summary(SOURCES.load("encoder-first-n8")), summaries["encoder-first-n8"]["summary"])
+
+
+@pytest.mark.slow
+def test_every_chapters_shipped_data_and_summary_equals_a_fresh_measurement():
+    """`sensviz lab-data` run now would write what is shipped (no chapter or summary measured stale)."""
+    store, summaries = lab.read_store(SOURCES.checkpoints), lab.read_summaries(SOURCES.checkpoints)
+    for ch in lab.CHAPTERS:
+        assert same_measurement(ch.measure(SOURCES, None).to_json(), store[str(ch.number)]["data"]), f"chapter {ch.number}"
+    for name in lab.summary_models():
+        assert same_measurement(lab.measure_summary(SOURCES.load(name)), summaries[name]["summary"]), name
+
+
+# ----------------------------------------------------------------------------- chapter 1
+
+
+def test_chapter_1_says_where_parity_is_sensitive_by_its_cube():
+    built = lab.chapter(1).present(data(1), 8)
+    parity = by_title(built.figures[0].chart)["PARITY"]
+    share = float((parity["s_model"].round() == 8).mean())
+    assert share == 1.0 and "under all 8 flips at every input" in built.look_for
+    assert built.correct == "all n of them"
+    # a PARITY model that misses a flip at a tenth of its inputs is no longer "at every input"
+    wrong = altered(1, "cube", lambda t: t.assign(s_model=np.where(
+        (t["model"] == "PARITY") & (t["n"] == 8) & (t["vertex"] % 10 == 0), 7, t["s_model"])))
+    again = lab.chapter(1).present(wrong, 8)
+    share = float((by_title(again.figures[0].chart)["PARITY"]["s_model"] == 8).mean())
+    assert "at every input" not in again.claims["parity_where"] and f"at {share:.0%} of the inputs" in again.look_for
+    half = altered(1, "cube", lambda t: t.assign(s_model=np.where(t["model"] == "PARITY", t["n"] / 2, t["s_model"])))
+    assert lab.chapter(1).present(half, 8).correct == "about half of them"
+
+
+def test_chapter_1s_control_draws_another_n():
+    small = lab.chapter(1).present(data(1), 4)
+    assert small.numbers["n"] == 4 and len(by_title(small.figures[0].chart)["PARITY"]) == 16
+
+
+# ----------------------------------------------------------------------------- chapter 2
+
+
+def test_chapter_2_takes_its_takeover_step_and_sharpness_change_from_its_charts():
+    built = lab.chapter(2).present(data(2), lab.SHARPNESS)
+    history = views(built.figures[0].chart)[0][1]
+    top = history[history["degree"] == 8].sort_values("step")
+    step = int(top[top["weight"] >= 0.5]["step"].iloc[0])
+    assert f"takes over by step {step}" in built.look_for
+    before = history[history["step"] < step]
+    low = before.groupby("degree")["weight"].mean().idxmax()
+    assert f"sits mostly at degree {low}" in built.look_for  # not "almost nowhere": the weight is at degree {low}
+    curves = pd.concat(frame for _, frame in views(built.figures[1].chart))
+    sharp = curves[curves["metric"] == lab.SHARPNESS]
+    ratio = sharp[sharp["step"] >= step]["value"].mean() / sharp[sharp["step"] < step]["value"].mean()
+    assert ratio > 1.5 and f"rises {ratio:.2g}-fold" in built.look_for and built.correct == "it rises"
+    flat = altered(2, "curves", lambda t: t.assign(value=np.where(t["metric"] == lab.SHARPNESS, 0.02, t["value"])))
+    again = lab.chapter(2).present(flat, lab.SHARPNESS)
+    assert "stays about the same" in again.look_for and again.correct == "it stays about the same"
+    never = altered(2, "history", lambda t: t.assign(weight=np.where(t["degree"] == 8, 0.1, t["weight"])))
+    assert "does not take over" in lab.chapter(2).present(never, lab.SHARPNESS).look_for
+
+
+# ----------------------------------------------------------------------------- chapter 3
+
+
+def test_chapter_3_asks_about_n_and_its_chart_shows_n():
+    built = lab.chapter(3).present(data(3), 12)
+    factors = pd.concat(frame for _, frame in views(built.figures[0].chart))
+    means = factors[factors["statistic"] == "mean of N"].groupby("model")["N"].mean()
+    ratio = means["PARITY"] / means["FIRST"]
+    assert ratio > 1.2 and f"{ratio:.2g}× larger" in built.look_for and built.correct == "the PARITY model"
+    assert "Blowup" in " ".join(lab.chapter(3).definitions())
+    swapped = altered(3, "layers", lambda t: t.assign(mean_N=np.where(t["model"] == "PARITY", 1.0, 3.0)))
+    again = lab.chapter(3).present(swapped, 12)
+    assert "smaller" in again.claims["factors"] and again.correct == "the FIRST model"
+
+
+# ----------------------------------------------------------------------------- chapter 4
+
+
+def test_chapter_4_states_the_charted_quantity_and_compares_by_error_bars():
+    built = lab.chapter(4).present(data(4), 1.0)
+    curve = views(built.figures[0].chart)[0][1]
+    at = curve[curve["fraction"] == 1.0].set_index("model")
+    p, f = at.loc["PARITY"], at.loc["FIRST"]
+    assert p["value"] - p["stderr"] > f["value"] + f["stderr"]
+    assert f"{p['value'] / f['value']:.2g}× sharper" in built.look_for and built.correct == "PARITY's"
+    assert f"L_ρ/ρ² = {p['ratio']:.3g}" in built.look_for  # the chart's own quantity, named as such
+    close = altered(4, "radius", lambda t: t.assign(value=np.where(t["model"] == "FIRST", t["value"].max(), t["value"])))
+    again = lab.chapter(4).present(close, 1.0)
+    assert "not clearly sharper" in again.look_for and again.correct == "about the same"
+
+
+def test_chapter_4_shows_the_landscape_pages_number():
+    from ui import cache, model_refs
+
+    built = lab.chapter(4).present(data(4), 1.0)
+    ref = model_refs.zoo_ref("encoder-parity-n16")
+    assert lab.LANDSCAPE.directions == cache.LANDSCAPE_DIRECTIONS
+    assert lab.LANDSCAPE.measure_inputs == cache.LANDSCAPE_INPUTS
+    page, _, _ = cache.sharpness(ref, 16, cache.paper_rho(ref), cache.LANDSCAPE_DIRECTIONS, cache.LANDSCAPE_INPUTS, 0)
+    assert built.numbers["sharp_parity"] == pytest.approx(page.value, rel=MEASURED_REL)
+    assert built.numbers["stderr_parity"] == pytest.approx(page.stderr, rel=MEASURED_REL)
+
+
+# ----------------------------------------------------------------------------- chapter 5
+
+
+def fidelitys_slope() -> tuple[float, float, float, str, int | None]:
+    """L1 as the fidelity page decides it: by the finished pre-registered sweep where there is one (its
+    primary test), else at the page's scale: (estimate, low, high, verdict, kept runs or None)."""
+    decided = fidelity.decisions(RESULTS).get("length_scaling")
+    if decided is not None:
+        primary = decided.claims[0].primary
+        return (primary.interval.estimate, *primary.bounds, primary.verdict, primary.kept)
+    _, claims = fidelity.build(RESULTS)
+    slope = next(c for c in claims if c.experiment == "length_scaling" and "grows with n" in c.statement)
+    return slope.interval.estimate, slope.interval.low, slope.interval.high, slope.verdict, None
+
+
+def test_chapter_5_reads_fidelitys_verdict_and_describes_its_own_points():
+    built = lab.chapter(5).present(data(5), "PARITY and FIRST")
+    estimate, low, high, verdict, kept = fidelitys_slope()
+    assert built.numbers["slope"] == pytest.approx(estimate)
+    assert (built.numbers["slope_low"], built.numbers["slope_high"]) == pytest.approx((low, high))
+    assert built.numbers["verdict"] == verdict
+    points = views(built.figures[0].chart)[0][1]
+    parity = points[points["task"] == "parity"].sort_values("n")
+    # the slope over the kept runs is the count-weighted slope of the per-n means the chart draws
+    weighted = np.polyfit(parity["n"], parity["mean"], 1, w=np.sqrt(parity["count"]))[0]
+    assert weighted == pytest.approx(built.numbers["slope"], rel=1e-6)
+    assert kept is None or parity["count"].sum() == kept  # the points are the runs the decision rests on
+    rising = bool(np.all(np.diff(parity["mean"]) > 0))
+    assert ("rises with n at every step" in built.look_for) == rising
+    assert all(f"{int(c)} at n = {int(n)}" in built.look_for for n, c in zip(parity["n"], parity["count"]))
+    if low <= 0 <= high:
+        assert built.correct == "these runs cannot tell" and "not shown to grow" in built.answer
+        assert "sharper as n grows" not in text(built)
+    grows = copy.deepcopy(data(5))
+    grows.numbers.update(slope_low=0.01, slope_high=0.05)
+    grows.tables["points"] = grows.tables["points"].assign(mean=lambda t: t["n"] * 0.01)
+    again = lab.chapter(5).present(grows, "PARITY and FIRST")
+    assert again.correct == "yes, it grows" and "grows with n" in again.answer and "rises with n at every step" in again.look_for
+
+
+# ----------------------------------------------------------------------------- chapter 6
+
+
+def test_chapter_6_counts_the_more_sensitive_functions_on_its_chart():
+    built = lab.chapter(6).present(data(6), lab.FEW_COMPARE[0])
+    strip = views(built.figures[0].chart)[0][1]
+    learned = strip[strip["function"] == lab.LEARNED]["as_n"].iloc[0]
+    others = strip[strip["function"] == lab.FEW_COMPARE[0]]["as_n"]
+    share = (others > learned).mean()
+    assert share >= 0.95 and "almost all" in built.claims["below"] and f"{share:.0%}" in built.look_for
+    assert lab.LEARNED not in set(views(built.figures[0].blind)[0][1]["function"])  # the blind chart hides it
+    high = altered(6, "functions", lambda t: t.assign(as_n=np.where(t["function"] == lab.LEARNED, 8.0, t["as_n"])))
+    again = lab.chapter(6).present(high, lab.FEW_COMPARE[0])
+    assert again.claims["below"] == "not less sensitive than most of them" and again.correct == "more sensitive than most"
+
+
+# ----------------------------------------------------------------------------- words, formulas, chapters
+
+
+def test_every_chapter_defines_its_terms_from_the_glossary():
+    needed = {"PARITY", "FIRST", "MAJORITY", "MEAN", "sensitivity", "average sensitivity", "Fourier degree",
+              "LayerNorm factor", "Blowup", "sharpness", "radius", "sharpness proxy", "convergence filter"}
+    used = {t for ch in lab.CHAPTERS for t in ch.terms}
+    assert needed <= used
+    for ch in lab.CHAPTERS:
+        assert all(line.split(":")[0] in {t.name for t in glossary.TERMS} or "(" in line for line in ch.definitions())
+    with pytest.raises(KeyError, match="no glossary term"):
+        glossary.term("entropy")
+
+
+def test_the_question_and_prediction_do_not_hold_the_answer():
+    for ch in lab.CHAPTERS:
+        built = ch.present(data(ch.number), ch.control.default)
+        before = " ".join([ch.question, ch.predict.prompt, *ch.definitions(), *(f.title for f in built.figures)])
+        settings = {f"{built.numbers['rho']:.3g}"} if "rho" in built.numbers else set()  # the radius is a setting
+        numbers = set(re.findall(r"\d+\.\d+", built.look_for)) - settings
+        assert not any(number in before for number in numbers), ch.slug
+        assert built.correct in ch.predict.options
+
+
+def test_formulas_are_mathml():
+    out = mathml(r"\frac{1}{\sqrt{\sigma^2+\varepsilon}}")
+    assert "<mfrac><mn>1</mn><msqrt>" in out and "σ" in out and "ε" in out
+    assert "<msubsup><mi>N</mi><mi>i</mi>" in mathml(r"N_i^{(k)}")
+    for ch in lab.CHAPTERS:
+        assert all("\\" not in mathml(line) for line in ch.formula), ch.slug
+
+
+def test_chapter_numbers_are_checked():
+    assert lab.chapter(3).slug == "blowup"
+    for bad in (0, 7, "2", True):
+        with pytest.raises(ValueError, match="chapters 1..6"):
+            lab.chapter(bad)
+
+
+# ----------------------------------------------------------------------------- the handout
+
+
+def test_the_handout_from_another_folder_student_and_instructor(tmp_path, monkeypatch, capsys):
+    """The student's handout by the command, in a fresh process; the instructor's by the same command
+    in this one (a second interpreter would only load torch again). Both from another folder."""
+    from sensviz.cli import main
+
+    for name in ("SENSVIZ_CHECKPOINT_DIR", "SENSVIZ_RESULTS_DIRS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "sensviz", "lab", "--out", "student.html"],
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert main(["lab", "--out", "teacher.html", "--answers"]) == 0, capsys.readouterr().err
+    print(f"two handouts in {time.perf_counter() - start:.1f} s")
+    student, teacher = (tmp_path / "student.html").read_text(), (tmp_path / "teacher.html").read_text()
+    definitions = sum(len(ch.formula) for ch in lab.CHAPTERS)
+    theorems = sum(len(ch.theorem) for ch in lab.CHAPTERS)
+    for page in (student, teacher):  # the theorems: in the student's back section, in place for the instructor
+        assert page.count("<math") == definitions + theorems and "@media print" in page
+        assert 'href="/lab?chapter=6"' in page and "localhost" not in page  # no --url: the chapter's path only
+        assert all(o in page for o in lab.chapter(1).predict.options)
+    assert student.count("<section") == 7 and teacher.count("<section") == 6  # the student's back section
+    back = student.index('class="back"')
+    assert student.index("answer-chart") > back and student.index(mathml(lab.chapter(3).theorem[0])) > back
+    assert student.count('class="box"') == 6 and "<b>Answer.</b>" not in student and "What to look for" not in student
+    assert teacher.count("<b>Answer.</b>") == 6 and 'class="box"' not in teacher
+
+
+@pytest.mark.browser
+def test_the_student_handout_prints_the_answers_behind_the_questions(tmp_path, browser):
+    """Printed to PDF by Chromium: no page under a quarter full, every answer-bearing chart in the back section
+    (which starts on a page of its own), answer boxes of eight lines kept with their question, offline, 14 px text."""
+    out = tmp_path / "lab.html"
+    assert handout.write_handout(out, checkpoints=ROOT / "checkpoints", results=RESULTS)["chapters"] == 6
+    page = browser.new_page(viewport={"width": 1024, "height": 768})
+    remote = offline(page)
+    page.goto(out.as_uri())
+    count = out.read_text().count('class="chart ')
+    page.wait_for_function(f"document.querySelectorAll('.chart svg').length >= {count}", timeout=120_000)
+    page.emulate_media(media="print")
+    layout = page.evaluate("""() => {
+        const back = document.querySelector('.back');
+        const charts = [...document.querySelectorAll('.answer-chart')];
+        return {inBack: charts.filter(c => back.contains(c)).length, answerCharts: charts.length,
+                blindOutside: [...document.querySelectorAll('.blind-chart')].filter(c => !back.contains(c)).length,
+                beforeBack: charts.filter(c => c.getBoundingClientRect().top < back.getBoundingClientRect().top).length,
+                breaks: getComputedStyle(back).breakBefore,
+                boxes: [...document.querySelectorAll('.box')].map(b => b.getBoundingClientRect().height
+                                                                 / parseFloat(getComputedStyle(b).lineHeight)),
+                kept: [...document.querySelectorAll('.respond')].map(r => getComputedStyle(r).breakInside),
+                fonts: [...document.querySelectorAll('.chart svg text')].map(e => parseFloat(getComputedStyle(e).fontSize))};
+    }""")
+    pdf = page.pdf(format="A4")
+    page.context.close()
+    fills = page_fill(pdf)
+    print(f"\nstudent handout: {len(fills)} A4 pages, filled " + ", ".join(f"{f:.0%}" for f in fills))
+    assert remote == []
+    assert layout["answerCharts"] == layout["inBack"] > 0 and layout["beforeBack"] == 0 and layout["breaks"] == "page"
+    assert layout["blindOutside"] > 0  # the blind charts stay with their questions
+    assert len(layout["boxes"]) == 6 and min(layout["boxes"]) >= 8 and set(layout["kept"]) == {"avoid"}
+    assert min(layout["fonts"]) >= charts.READABLE_PX == 14
+    assert 6 <= len(fills) <= 16 and min(fills) >= 0.25, fills
+
+
+def test_the_page_fill_of_a_pdf_is_measured_from_its_marks():
+    """pdf_fill on PDFs built here: a mark at a known depth, a white fill and a clip that do not count."""
+    def pdf(content: bytes) -> bytes:
+        stream = zlib.compress(content)
+        return (b"%PDF-1.4\n1 0 obj\n<</Type /Page\n/MediaBox [0 0 600 800]\n/Contents 2 0 R>>\nendobj\n"
+                + f"2 0 obj\n<</Filter /FlateDecode /Length {len(stream)}>> stream\n".encode() + stream
+                + b"\nendstream\nendobj\n")
+
+    flip = b"1 0 0 -1 0 800 cm\n"
+    assert page_fill(pdf(flip + b"0 0 0 rg 10 100 50 100 re f")) == pytest.approx([0.25])
+    assert page_fill(pdf(flip + b"1 1 1 rg 0 0 600 800 re f 0 0 0 rg 10 10 5 5 re f")) == pytest.approx([15 / 800])
+    assert page_fill(pdf(flip + b"0 0 600 800 re W n q 1 0 0 1 0 400 cm BT 1 0 0 -1 0 0 Tm ET Q")) == pytest.approx([0.5])
+
+
+def test_chapter_2_draws_the_students_run_over_the_zoos():
+    ck = lab.zoo_loader(ROOT / "checkpoints")("encoder-parity-n8")
+    records = ck.metadata["extra"]["measurements"][:3]  # a run three measurements in
+    fig = lab.your_run(data(2), lab.SHARPNESS, records)
+    drawn = pd.concat(frame for _, frame in views(fig.chart))
+    assert set(drawn["run"]) == {lab.ZOO_RUN, lab.YOUR_RUN} and set(drawn["metric"]) == {"accuracy", lab.SHARPNESS}
+    assert drawn[drawn["run"] == lab.YOUR_RUN]["step"].nunique() == 3 and "3 measurements" in fig.caption
+
+
+# ----------------------------------------------------------------------------- words and settings
+
+INTERNAL = ("decide-scale", "decide scale", "relax arm", "pre-registered", "preregistered", "sensviz.", "zoo",
+            "kept runs", "shipped", "fidelity", "arm:")
+"""Words a student does not have: the project's own (its scales, arms, modules, the 'zoo')."""
+
+
+def test_no_chapter_speaks_the_projects_own_words():
+    for ch in lab.CHAPTERS:
+        fixed = [ch.title, ch.question, ch.predict.prompt, *ch.predict.options, ch.try_it, *ch.definitions(),
+                 *ch.symbols, *ch.theorem_symbols, ch.control.label, *(ch.control.fmt(o) for o in ch.control.options)]
+        for choice in ch.control.options:
+            built = ch.present(data(ch.number), choice)
+            shown = [*fixed, built.look_for, built.answer, *built.claims.values()]
+            shown += [f"{f.title} {f.blind_title} {f.caption} {json.dumps(f.chart.to_dict(), ensure_ascii=False)}"
+                      for f in built.figures]
+            found = [w for w in INTERNAL for line in shown if w in line.lower()]
+            assert not found, (ch.number, choice, found)
+
+
+def test_chapter_2s_try_it_options_each_draw_the_curve_they_name():
+    labels = {lab.SHARPNESS: "sharpness", "as_n(model)": "as_n", "loss": "loss", "param_norm": "θ", "Blowup": "Blowup"}
+    assert set(lab.chapter(2).control.options) == set(labels)
+    for option, word in labels.items():
+        fig = lab.chapter(2).present(data(2), option).figures[1]
+        drawn = set(pd.concat(frame for _, frame in views(fig.chart))["metric"])
+        assert drawn == {"accuracy", lab.CURVES[option]} and word in fig.title, option
+
+
+def test_the_answer_is_decided_at_the_questions_setting_and_other_settings_say_what_they_show():
+    ch = lab.chapter(3)
+    asked = ch.present(data(3), ch.control.default)
+    for n in ch.control.options:
+        here = ch.present(data(3), n)
+        said = lab.what_changes(ch, asked, here, n)
+        assert here.look_for in said and f"n = {n}" in said
+        assert ("not visible" in said) == (here.correct != asked.correct), n
+    # the rule on altered data: factors as large at n = 8 as at 12 show the same answer there
+    same = altered(3, "layers", lambda t: t.assign(mean_N=np.where(t["model"] == "PARITY", 3.0, 1.0)))
+    assert "the same answer" in lab.what_changes(ch, asked, ch.present(same, 8), 8)
+
+
+def test_the_models_and_tasks_of_every_chart_differ_in_dash_and_shape_not_only_colour():
+    """On a greyscale print PARITY and FIRST are two greys: every line, step or bar coloured by model or task is
+    also dashed by it, and its points shaped by it, each with its own dash and shape."""
+    checked = 0
+    for ch in lab.CHAPTERS:
+        for fig in ch.present(data(ch.number), ch.control.default).figures:
+            stack = [fig.chart.to_dict()]
+            while stack:
+                node = stack.pop()
+                if isinstance(node, list):
+                    stack += node
+                    continue
+                if not isinstance(node, dict):
+                    continue
+                stack += list(node.values())
+                mark = node.get("mark", {})
+                mark = mark.get("type") if isinstance(mark, dict) else mark
+                colour = node.get("encoding", {}).get("color", {})
+                if mark not in ("line", "bar") or colour.get("field") not in ("model", "task"):
+                    continue
+                dash = node["encoding"].get("strokeDash", {})
+                assert dash.get("field") == colour["field"], (ch.number, fig.key)
+                assert len({str(d) for d in dash["scale"]["range"]}) == len(dash["scale"]["domain"]), (ch.number, fig.key)
+                if mark == "line":
+                    shape = node["encoding"]["shape"]
+                    assert shape["field"] == colour["field"]
+                    assert len(set(shape["scale"]["range"])) == len(shape["scale"]["domain"])
+                checked += 1
+    assert checked >= 5  # chapters 1, 3, 4 (two), 5

@@ -1,0 +1,542 @@
+"""Classes (`server.classes`), their signing (`server.owners`) and the length-scaling assignment
+(`server.assignments`): library only, no Streamlit, no training (a job manager's answers are
+given as `JobStatus` values)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from conftest import in_processes
+from helpers.core import HOSTILE as HOSTILE_TEXT
+
+from sensviz import stats
+from server import assignments, owners
+from server.classes import ClassRefused, ClassStore, check_display_name
+from server.jobs import JobStatus
+from server.kept import KeptRefused, KeptStore
+
+SECRET = b"k" * 32
+
+
+@pytest.fixture
+def store(tmp_path):
+    return ClassStore(tmp_path / "classes", SECRET)
+
+
+def test_owner_signing_moved_to_the_library(tmp_path):
+    secret = owners.owner_secret(tmp_path)
+    assert owners.owner_secret(tmp_path) == secret and (tmp_path / "owner_secret").stat().st_mode & 0o777 == 0o600
+    minted = owners.mint_owner(secret)
+    assert owners.verified_owner(minted, secret) == minted
+    assert owners.verified_owner(owners.mint_owner(b"other"), secret) is None
+    signed = owners.sign(secret, "instructor", "abc")
+    assert owners.verify(secret, "instructor", "abc", signed)
+    assert not owners.verify(secret, "rejoin", "abc", signed)  # one purpose's signature is not another's
+    assert not owners.verify(secret, "instructor", "abd", signed)
+
+
+def test_create_join_rejoin_and_survive_a_restart(store, tmp_path):
+    made = store.create("Lab 3 — Tuesday", "teacher")
+    private = store.instructor_code(made.code, "teacher")
+    assert len(made.code) >= 16 and made.code not in private and private not in json.dumps(store.get(made.code).__dict__)
+    member, rejoin = store.join(made.code, "  Ada   Lovelace ", "browser-1")
+    assert member.name == "Ada Lovelace" and member.seat == 0
+    with pytest.raises(ClassRefused, match="taken"):
+        store.join(made.code, "ada lovelace", "browser-2")  # unique ignoring case
+    with pytest.raises(ClassRefused, match="already"):
+        store.join(made.code, "Someone", "browser-1")
+    again = ClassStore(tmp_path / "classes", SECRET)  # a restarted server
+    assert again.rejoin(made.code, rejoin, "browser-3").id == member.id
+    assert again.view(made.code, "browser-3").member_of("browser-3").name == "Ada Lovelace"
+    with pytest.raises(ClassRefused):
+        again.rejoin(made.code, "x" * 16, "browser-4")
+    assert again.get(made.code).name == "Lab 3 — Tuesday"
+
+
+def test_members_joined_from_two_processes_at_once_are_all_kept(store):
+    """Two web servers on one data folder join students at the same moment: no join overwrites another's."""
+    made = store.create("Lab", "teacher")
+    joins = 40
+    in_processes(lambda i: [ClassStore(store.root, SECRET).join(made.code, f"s{i} {k}", f"browser-{i}-{k}")
+                            for k in range(joins)])
+    members = store.get(made.code).member_list()
+    assert sorted(m.seat for m in members) == list(range(2 * joins)) and len({m.name for m in members}) == 2 * joins
+
+
+def test_the_instructor_code_is_exchanged_once_checked(store):
+    made = store.create("Lab", "teacher")
+    assert store.get(made.code).is_instructor("teacher")  # the creator, with no code ever made
+    with pytest.raises(ClassRefused, match="instructor"):
+        store.instructor_code(made.code, "student")  # only an instructor makes one
+    private = store.instructor_code(made.code, "teacher")
+    assert not store.claim_instructor(made.code, "wrong-code-but-well-formed", "phone")
+    assert not store.claim_instructor(made.code, made.code, "phone")  # the class code is not the instructor's
+    assert store.claim_instructor(made.code, private, "phone")
+    assert store.get(made.code).is_instructor("phone")
+    assert not store.claim_instructor(made.code, private, "thief")  # exchanged once: then dead
+    assert not store.get(made.code).is_instructor("thief")
+
+
+def test_a_new_instructor_code_kills_the_old_and_instructors_revoke_each_other(store):
+    made = store.create("Lab", "teacher")
+    old = store.instructor_code(made.code, "teacher")
+    new = store.instructor_code(made.code, None)  # the server's operator (`python -m server instructor-link`)
+    assert not store.claim_instructor(made.code, old, "laptop") and store.claim_instructor(made.code, new, "laptop")
+    with pytest.raises(ClassRefused, match="own"):
+        store.revoke_instructor(made.code, "teacher", "teacher")
+    store.revoke_instructor(made.code, "teacher", "laptop")
+    assert store.get(made.code).instructors == ["teacher"]
+
+
+def test_a_removed_member_cannot_join_again_until_let_back_and_rejoin_codes_renew(store):
+    made = store.create("Lab", "teacher")
+    ada, first = store.join(made.code, "Ada", "s1")
+    second = store.new_rejoin_code(made.code, "s1")
+    with pytest.raises(ClassRefused):
+        store.rejoin(made.code, first, "s1-phone")  # the code before is dead
+    assert store.rejoin(made.code, second, "s1-phone").id == ada.id
+    store.remove(made.code, "teacher", ada.id)
+    for browser in ("s1", "s1-phone"):
+        with pytest.raises(ClassRefused, match="removed you"):
+            store.join(made.code, "Another name", browser)
+    store.readmit(made.code, "teacher")
+    assert store.join(made.code, "Ada again", "s1")[0].name == "Ada again"
+
+
+@pytest.mark.parametrize("name", HOSTILE_TEXT)
+def test_hostile_display_names_are_refused_or_kept_as_text(store, name):
+    made = store.create("Lab", "teacher")
+    try:
+        member, _ = store.join(made.code, name, "student")
+    except (ValueError, ClassRefused) as err:
+        assert "\n" not in str(err)
+        return
+    assert member.name == check_display_name(name) and len(member.name) <= 40
+
+
+def test_display_name_rules():
+    assert check_display_name("Zoë O'Neil-Smith") == "Zoë O'Neil-Smith"
+    assert check_display_name("line\n\tbreak ") == "line break"  # whitespace runs become one space
+    for bad in ("", "   ", "[x](http://e.vil)", "<b>x</b>", "a" * 41, ":red[x]", "a\x00b", None):
+        with pytest.raises(ValueError):
+            check_display_name(bad)
+
+
+def test_instructor_renames_removes_closes_deletes(store):
+    made = store.create("Lab", "teacher")
+    a, _ = store.join(made.code, "Ada", "s1")
+    b, _ = store.join(made.code, "Bob", "s2")
+    with pytest.raises(ClassRefused, match="instructor"):
+        store.rename(made.code, "s1", b.id, "Bobby")
+    with pytest.raises(ClassRefused, match="taken"):
+        store.rename(made.code, "teacher", b.id, "ADA")
+    store.rename(made.code, "teacher", b.id, "Bobby")
+    store.add_model(made.code, "s2", "tok-bob-aaaaaaaaaaaa", "parity", 8, 1.0, "run")
+    store.remove(made.code, "teacher", b.id)
+    c = store.get(made.code)
+    assert [m.name for m in c.member_list()] == ["Ada"] and c.models == []
+    store.close(made.code, "teacher")
+    with pytest.raises(ClassRefused, match="closed"):
+        store.join(made.code, "Cy", "s3")
+    with pytest.raises(ClassRefused):
+        store.delete(made.code, "s1")
+    store.delete(made.code, "teacher")
+    assert store.get(made.code) is None and store.view(made.code, "s1") is None
+
+
+def test_isolation_between_classes_and_from_non_members(store):
+    one = store.create("One", "t1")
+    two = store.create("Two", "t2")
+    store.join(one.code, "Ada", "s1")
+    store.join(two.code, "Bob", "s2")
+    store.add_model(one.code, "s1", "tok-one-aaaaaaaaaaaa", "parity", 8, 1.0, "run")
+    assert store.view(one.code, "s2") is None and store.view(two.code, "s1") is None
+    assert store.view(one.code, "stranger") is None
+    assert [c.name for c in store.classes_of("s1")] == ["One"] and store.classes_of("stranger") == []
+    with pytest.raises(ClassRefused):
+        store.add_model(two.code, "s1", "tok-x-aaaaaaaaaaaaaa", "parity", 8, 1.0, "run")  # not a member there
+    with pytest.raises(ClassRefused):
+        store.rename(one.code, "t2", store.get(one.code).member_list()[0].id, "Eve")  # another class's instructor
+    assert store.get("../../etc") is None and store.get("x") is None
+
+
+def test_open_class_models_are_neither_evicted_nor_expired(tmp_path, store):
+    made = store.create("Lab", "teacher")
+    store.join(made.code, "Ada", "owner")
+    clock = [1000.0]
+    kept = KeptStore(tmp_path / "kept", cap=10_000, quota=2_000, ttl_s=100, clock=lambda: clock[0])
+    kept.pinned = store.pinned
+    first = kept.keep("trained", "a", b"a" * 700, "owner")
+    store.add_model(made.code, "owner", first.token, "parity", 8, 1.0, "a")
+    clock[0] += 1
+    second = kept.keep("trained", "b", b"b" * 700, "owner")
+    clock[0] += 1
+    kept.keep("trained", "c", b"c" * 700, "owner")  # over the quota: evicts b, not the class's a
+    assert kept.info(first.token) is not None and kept.info(second.token) is None
+    clock[0] += 500  # past the TTL: a stays while the class is open
+    assert kept.info(first.token) is not None
+    with pytest.raises(KeptRefused):  # only pinned models left to evict: refused, nothing evicted
+        kept.keep("trained", "d", b"d" * 1500, "owner")
+    store.close(made.code, "teacher")
+    assert kept.info(first.token) is None  # closed: it expires like any other
+
+
+def test_the_deal_covers_the_grid_before_repeating():
+    a = assignments.LENGTH_SCALING
+    cells = a.cells()
+    assert len(cells) == 30
+    first_six = {(c["task"], c["n"]) for c in cells[:4]}
+    assert first_six == {(t, n) for t in a.tasks for n in a.lengths}
+    assert len({(c["task"], c["n"], c["seed"]) for c in cells}) == 30
+    assert a.deal(30) != a.deal(0) and (a.deal(30)["task"], a.deal(30)["n"]) == (cells[0]["task"], cells[0]["n"])
+
+
+@pytest.mark.parametrize("tables", [assignments.TABLES, assignments.TABLES[:1]], ids=["both tables", "standard"])
+def test_the_plan_fits_15_minutes_with_80_percent_power(tables):
+    found = assignments.plan(folders=tables)  # the decide table grows while its sweep runs: the rule, not the digits
+    assert found["runs"] == 30
+    assert found["seconds"] <= found["limit_s"] == 900
+    assert found["power"] >= 0.8
+
+
+def _runs(a, parity_slope: float, count: dict | None = None, noise: float = 0.002) -> pd.DataFrame:
+    rows = []
+    for i, cell in enumerate(a.cells()):
+        if count is not None and count.get((cell["task"], cell["n"]), 0) <= 0:
+            continue
+        if count is not None:
+            count[(cell["task"], cell["n"])] -= 1
+        slope = parity_slope if cell["task"] == "parity" else 0.0
+        value = 0.01 + slope * cell["n"] + noise * ((i * 7919) % 11 - 5) / 5
+        rows.append({**a.run_settings(cell), "status": "finished", "converged": True, a.quantity: value})
+    return pd.DataFrame(rows)
+
+
+def test_the_class_verdict_uses_the_fidelity_rule():
+    a = assignments.LENGTH_SCALING
+    done = assignments.verdict(a, _runs(a, 0.01))
+    assert done.verdict == stats.REPRODUCED and done.text == "the class reproduced the paper's claim"
+    assert done.interval.low > 0
+    partial = assignments.verdict(a, _runs(a, 0.01, {("parity", 4): 5, ("parity", 8): 11, ("first", 4): 4,
+                                                       ("first", 8): 4}))
+    assert partial.text == "not yet resolved: 6 more runs at n = 4" and partial.verdict == stats.UNRESOLVED
+    flat = assignments.verdict(a, _runs(a, 0.0, noise=0.01))
+    assert flat.verdict == stats.UNRESOLVED and flat.text.startswith("not yet resolved")
+    empty = assignments.verdict(a, pd.DataFrame())
+    assert empty.text == "not yet resolved: 30 more runs at n = 4 and 8" and empty.interval is None
+
+
+class _Manager:
+    """The job manager's answers for the class's jobs (its interface: status, records, stop)."""
+
+    def __init__(self):
+        self.statuses: dict[str, JobStatus] = {}
+        self.stopped: list[tuple[str, str]] = []
+
+    def status(self, job_id):
+        return self.statuses.get(job_id)
+
+    def records(self, job_id):
+        return [{"step": 0, "sharpness": 0.02, "accuracy": 0.5, "loss": 0.25},
+                {"step": 1200, "sharpness": 0.05, "accuracy": 1.0, "loss": 1e-5}]
+
+    def stop(self, job_id, owner):
+        self.stopped.append((job_id, owner))
+        return True
+
+
+def test_sync_fills_the_gallery_and_the_sweep_folder(store):
+    from sensviz.sweeps import read_results
+
+    made = store.create("Lab", "teacher")
+    store.join(made.code, "Ada", "s1")
+    store.start_assignment(made.code, "teacher", "length_scaling")
+    cell = assignments.LENGTH_SCALING.deal(0)
+    store.add_job(made.code, "s1", "job-aaaaaaaaaaaa", cell["task"], cell["n"], cell)
+    manager = _Manager()
+    manager.statuses["job-aaaaaaaaaaaa"] = JobStatus("job-aaaaaaaaaaaa", "s1", "parity-n4", "running", 0.0)
+    assert store.sync(made.code, manager) == 0
+    assert store.job_rows(made.code, manager)[0]["state"] == "running"
+    with pytest.raises(ClassRefused):
+        store.stop(made.code, "s1", "job-aaaaaaaaaaaa", manager)
+    assert store.stop(made.code, "teacher", "job-aaaaaaaaaaaa", manager) and manager.stopped == [("job-aaaaaaaaaaaa", "s1")]
+    manager.statuses["job-aaaaaaaaaaaa"] = JobStatus("job-aaaaaaaaaaaa", "s1", "parity-n4", "finished", 0.0,
+                                                     kept="tok-aaaaaaaaaaaaaaaa", steps=1200, seconds=20.0)
+    assert store.sync(made.code, manager) == 1 and store.sync(made.code, manager) == 0
+    model = store.get(made.code).model_list()[0]
+    assert (model.token, model.task, model.n, model.accuracy) == ("tok-aaaaaaaaaaaaaaaa", "parity", 4, 1.0)
+    runs, history, spec = read_results(store.sweep_folder(made.code))
+    assert runs.loc[0, "sharpness"] == 0.05 and bool(runs.loc[0, "converged"]) and runs.loc[0, "seed"] == cell["seed"]
+    assert runs.loc[0, "steps_trained"] == 1200 and runs.loc[0, "loss"] == 1e-5
+    assert len(history) == 2 and spec["experiment"] == "length_scaling"
+
+
+def test_a_stopped_run_is_not_finished_and_a_rerun_replaces_no_row(store):
+    """A stopped run is recorded as failed; each job is its own row; the verdict counts a cell's latest finished run once."""
+    from sensviz.sweeps import read_results
+
+    made = store.create("Lab", "teacher")
+    store.join(made.code, "Ada", "s1")
+    store.start_assignment(made.code, "teacher", "length_scaling")
+    cell = assignments.LENGTH_SCALING.deal(0)
+    manager = _Manager()
+    for job_id, state in (("job-aaaaaaaaaaaa", "finished"), ("job-bbbbbbbbbbbb", "stopped"),
+                          ("job-cccccccccccc", "finished")):
+        store.add_job(made.code, "s1", job_id, cell["task"], cell["n"], cell)
+        manager.statuses[job_id] = JobStatus(job_id, "s1", "parity-n4", state, 0.0, steps=1200, seconds=20.0)
+        assert store.sync(made.code, manager) == 1
+    runs, _, _ = read_results(store.sweep_folder(made.code))
+    assert len(runs) == 3 and runs["run_id"].nunique() == 3
+    assert sorted(runs["status"]) == ["failed", "finished", "finished"]
+    assert "stopped" in runs.loc[runs["status"] == "failed", "error"].iloc[0]
+    assert "member" not in assignments.record(assignments.LENGTH_SCALING, cell, [{"step": 1, "loss": 0.1, "member": 0}],
+                                              "finished", None, 1, 1.0)["metrics"]
+    counted = assignments.counted(runs)
+    assert len(counted) == 1 and counted["ended_at"].iloc[0] == runs["ended_at"].max()
+    missing = assignments.missing_runs(assignments.LENGTH_SCALING, runs)
+    assert missing[(cell["task"], cell["n"])] == assignments.LENGTH_SCALING.seeds[cell["task"]] - 1
+
+
+def test_the_fidelity_page_refuses_a_class_table_in_one_line(store, tmp_path, capsys):
+    from sensviz import cli, sweeps
+
+    made = store.create("Lab", "teacher")
+    store.start_assignment(made.code, "teacher", "length_scaling")
+    a = assignments.LENGTH_SCALING
+    for i, cell in enumerate(a.cells()[:4]):
+        store._write_run(made.code, f"job-{i}", a, {"settings": a.run_settings(cell), "status": "finished", "error": None,
+                                                   "metrics": {"sharpness": 0.01 * cell["n"], "converged": True},
+                                                   "history": [], "wall_s": 1.0})
+    sweeps.write_tables(store.sweep_folder(made.code))
+    folder = store.sweep_folder(made.code).parents[1]
+    assert cli.main(["fidelity", str(folder), "--scale", "class", "--out", str(tmp_path / "page.md")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "lack the column 'sharpness_proxy_pm1'" in err and "Traceback" not in err
+    assert not (tmp_path / "page.md").exists()
+
+
+@pytest.mark.parametrize("lookalike", ["\u0410lice", "\u0391lice", "\u1d00lice", "A1ice", "ALICE", "Alice\u3164", "Al\u200bice"])
+def test_a_name_that_looks_like_a_members_or_hides_a_character_is_refused(store, lookalike):
+    made = store.create("Lab", "teacher")
+    store.join(made.code, "Alice", "s1")
+    with pytest.raises((ClassRefused, ValueError)) as refused:
+        store.join(made.code, lookalike, "s2")
+    assert "\n" not in str(refused.value) and ("looks like" in str(refused.value) or "invisible" in str(refused.value))
+    bob, _ = store.join(made.code, "Bob", "s3")
+    with pytest.raises((ClassRefused, ValueError), match="looks like|invisible"):  # a rename is checked the same way
+        store.rename(made.code, "teacher", bob.id, lookalike)
+    assert [m.name for m in store.get(made.code).member_list()] == ["Alice", "Bob"]
+
+
+@pytest.mark.parametrize("name", ["\u3164", "\u115f\u1160", "\u200b", "\u202eecilA"])
+def test_a_name_made_of_invisible_characters_is_refused(store, name):
+    made = store.create("Lab", "teacher")
+    with pytest.raises(ValueError, match="invisible"):
+        store.join(made.code, name, "s1")
+    with pytest.raises(ValueError, match="invisible"):
+        store.create(f"Lab {name}", "teacher")
+
+
+def test_class_names_are_unique_on_the_server_by_how_they_look(store):
+    store.create("Physics 101", "teacher")
+    with pytest.raises(ClassRefused, match="looks like"):
+        store.create("Phy\u0455ics 101", "another teacher")  # a Cyrillic dze for the s
+    assert store.create("Physics 102", "another teacher").name == "Physics 102"  # the check can pass
+
+
+def _finish(store, manager, code, member_owner, job_id, cell, state="finished"):
+    """A member trains their cell: the job is added, runs, ends in `state` and is collected."""
+    store.add_job(code, member_owner, job_id, cell["task"], cell["n"], cell)
+    manager.statuses[job_id] = JobStatus(job_id, member_owner, "run", state, 0.0, steps=1200, seconds=20.0)
+    store.record_ended(job_id, manager)
+
+
+def test_a_class_of_twelve_completes_the_thirty_run_design(store):
+    """Each member who finishes takes the next unclaimed run: 12 members, 30 cells, three rounds."""
+    made = store.create("Lab", "teacher")
+    students = [f"s{k}" for k in range(12)]
+    ids = {s: store.join(made.code, f"student {k}", s)[0].id for k, s in enumerate(students)}
+    store.start_assignment(made.code, "teacher", "length_scaling")
+    manager, a, jobs = _Manager(), assignments.LENGTH_SCALING, 0
+    while assignments.missing_runs(a, _class_table(store, made.code)):
+        dealt = store.deal(made.code, manager)
+        assert len({(c["task"], c["n"], c["seed"]) for c in dealt.values()}) == len(students)  # nobody shares a cell
+        for s in students:
+            jobs += 1
+            _finish(store, manager, made.code, s, f"job-{jobs:012d}", dealt[ids[s]])
+        assert jobs <= 36, "the design never completed"
+    runs = _class_table(store, made.code)
+    assert set(zip(runs["task"], runs["n"], runs["seed"])) >= {(c["task"], c["n"], c["seed"]) for c in a.cells()}
+    assert assignments.missing_runs(a, runs) == {} and jobs == 36  # three rounds of 12: the 30 cells and 6 new seeds
+    assert set(runs["member_name"]) == {f"student {k}" for k in range(12)}  # each row names its member
+
+
+def _class_table(store, code) -> pd.DataFrame:
+    from sensviz.sweeps import read_results
+
+    try:
+        return read_results(store.sweep_folder(code))[0]
+    except ValueError:
+        return pd.DataFrame()
+
+
+def test_a_removed_members_running_cell_is_dealt_again_and_their_run_counts_for_nothing(store):
+    made = store.create("Lab", "teacher")
+    ada, _ = store.join(made.code, "Ada", "s1")
+    bob, _ = store.join(made.code, "Bob", "s2")
+    store.start_assignment(made.code, "teacher", "length_scaling")
+    manager = _Manager()
+    first = store.deal(made.code, manager)
+    store.add_job(made.code, "s1", "job-aaaaaaaaaaaa", first[ada.id]["task"], first[ada.id]["n"], first[ada.id])
+    manager.statuses["job-aaaaaaaaaaaa"] = JobStatus("job-aaaaaaaaaaaa", "s1", "run", "running", 0.0)
+    assert store.deal(made.code, manager)[ada.id] == first[ada.id]  # a running member keeps their cell
+    store.remove(made.code, "teacher", ada.id)
+    assert store.deal(made.code, manager)[bob.id] == first[ada.id]  # the removed member's cell goes to the next who asks
+    manager.statuses["job-aaaaaaaaaaaa"] = JobStatus("job-aaaaaaaaaaaa", "s1", "run", "finished", 0.0, steps=1200)
+    store.record_ended("job-aaaaaaaaaaaa", manager)
+    assert _class_table(store, made.code).empty  # it ended after the removal: no row, no verdict
+    assert store.deal(made.code, manager)[bob.id] == first[ada.id]
+
+
+def test_a_run_is_recorded_when_its_job_ends_not_when_a_page_looks(store):
+    made = store.create("Lab", "teacher")
+    ada, _ = store.join(made.code, "Ada", "s1")
+    store.start_assignment(made.code, "teacher", "length_scaling")
+    manager = _Manager()
+    _finish(store, manager, made.code, "s1", "job-aaaaaaaaaaaa", store.deal(made.code, manager)[ada.id])
+    runs = _class_table(store, made.code)
+    assert list(runs["member"]) == [ada.id] and list(runs["member_name"]) == ["Ada"]
+    store.record_ended("job-unknownjob00", manager)  # another server's, or no class's: nothing happens
+    assert len(_class_table(store, made.code)) == 1
+
+
+def test_the_operators_command_issues_a_new_instructor_link(tmp_path, monkeypatch, capsys):
+    from urllib.parse import parse_qs, urlsplit
+
+    from server.__main__ import main
+
+    monkeypatch.setenv("SENSVIZ_DATA_DIR", str(tmp_path))
+    store = ClassStore(tmp_path / "classes", owners.owner_secret(tmp_path))
+    made = store.create("Physics 101", "lost teacher")
+    assert main(["instructor-link", "Physics 101", "--base", "https://lab.example.org/"]) == 0
+    link = capsys.readouterr().out.strip()
+    query = parse_qs(urlsplit(link).query)
+    assert link.startswith("https://lab.example.org/class?") and query["class"] == [made.code]
+    assert store.claim_instructor(made.code, query["instructor"][0], "new browser")
+    assert main(["instructor-link", "No such class"]) == 2 and "no class" in capsys.readouterr().err
+
+
+def test_an_ended_assignment_is_decided_on_the_runs_in_with_the_power_fixed_in_advance(store):
+    a = assignments.LENGTH_SCALING
+    few = _runs(a, 0.01, {("parity", 4): 3, ("parity", 8): 3, ("first", 4): 2, ("first", 8): 1})
+    short = assignments.verdict(a, few, ended=True)
+    assert short.verdict == stats.UNRESOLVED and short.text == "not resolved: fewer than 2 converged runs of first at n = 8"
+    assert assignments.verdict(a, few).text.startswith("not yet resolved: ")  # not ended: runs still to come
+    enough = _runs(a, 0.01, {("parity", 4): 3, ("parity", 8): 3, ("first", 4): 2, ("first", 8): 2})
+    ended = assignments.verdict(a, enough, ended=True)
+    counts = {(t, n): len(enough[(enough["task"] == t) & (enough["n"] == n)]) for t in a.tasks for n in a.lengths}
+    power = assignments.design_power(a, counts)
+    assert ended.verdict == stats.REPRODUCED and f"the design had {power:.0%} power at the effect fixed in advance" in ended.text
+    flat = assignments.verdict(a, _runs(a, 0.0, {("parity", 4): 3, ("parity", 8): 3, ("first", 4): 2, ("first", 8): 2}),
+                               ended=True)
+    assert f"{power:.0%} power" in flat.text  # the same design, the same power: never computed from the runs' effect
+    assert 0 < power < assignments.plan(a)["power"]  # fewer runs than planned: less power than the plan's
+    made = store.create("Lab", "teacher")
+    store.join(made.code, "Ada", "s1")
+    store.start_assignment(made.code, "teacher", "length_scaling")
+    store.end_assignment(made.code, "teacher")
+    assert store.get(made.code).ended and store.deal(made.code, _Manager()) == {}  # nobody is dealt another run
+
+
+def test_a_change_never_changes_a_class_another_thread_is_reading(store):
+    """`get` hands out one object per class to every reader; a change works on a copy (a thread iterating over
+    the class's jobs while the job manager's thread recorded one failed with 'dictionary changed size')."""
+    made = store.create("Lab", "teacher")
+    reading = store.get(made.code)
+    store.join(made.code, "Ada", "s1")
+    store.add_job(made.code, "s1", "job-aaaaaaaaaaaa", "parity", 4, None)
+    assert reading.members == [] and reading.jobs == {}
+    assert [m.name for m in store.get(made.code).member_list()] == ["Ada"]
+
+
+def test_one_address_creates_and_joins_only_so_much(store, monkeypatch):
+    """An owner id costs nothing (a browser without a cookie is a new one); a network address does."""
+    from sensviz.limits import LIMITS, Limit
+
+    clock = [1000.0]
+    store.clock = lambda: clock[0]
+    per_hour = int(LIMITS["classes_per_address_hour"].high)
+    for k in range(per_hour):
+        store.create(f"Lab {k}", f"sybil {k}", "10.0.0.7")
+    with pytest.raises(ClassRefused, match="classes_per_address_hour"):
+        store.create("Lab more", "another sybil", "10.0.0.7")
+    assert store.create("Honest lab", "teacher", "10.0.0.8").name == "Honest lab"  # another address is not held up
+    clock[0] += 3601
+    assert store.create("Lab later", "sybil", "10.0.0.7").name == "Lab later"  # an hour later
+    made = store.create("Big lab", "teacher", "10.0.0.9")
+    monkeypatch.setitem(LIMITS, "class_members_per_address", Limit("class_members_per_address", 1, 3, "test"))
+    for k in range(3):
+        store.join(made.code, f"student {k}", f"browser {k}", "192.0.2.1")
+        clock[0] += 61  # one a minute: under the rate
+    with pytest.raises(ClassRefused, match="class_members_per_address"):
+        store.join(made.code, "a fourth", "browser 4", "192.0.2.1")
+    assert store.join(made.code, "from home", "browser 5", "192.0.2.2")[0].name == "from home"
+    address_file = (store.root / made.code / "class.json").read_text()
+    assert "192.0.2" not in address_file  # the files name no one's address
+
+
+def test_a_class_behind_one_nat_joins_at_once_within_the_rate(store):
+    from sensviz.limits import LIMITS
+
+    made = store.create("Lab", "teacher", "10.0.0.1")
+    at_once = int(LIMITS["class_joins_per_address_minute"].high)
+    for k in range(at_once):
+        store.join(made.code, f"student {k}", f"browser {k}", "198.51.100.1")
+    with pytest.raises(ClassRefused, match="class_joins_per_address_minute"):
+        store.join(made.code, "one too many", "browser x", "198.51.100.1")
+    assert at_once >= 60  # a class of 60 behind one NAT joins in one minute
+
+
+def test_the_assignments_seeds_are_no_sweep_scales():
+    """A class's runs never reuse a seed of a shipped or running sweep scale (the confirm scale starts at 1000)."""
+    from pathlib import Path
+
+    from sensviz import sweeps
+
+    root = Path(__file__).resolve().parents[2] / "experiments"
+    scales = {None, "standard", "paper", "decide", "confirm", "quick"}
+    used = set()
+    for path in root.glob("*.toml"):
+        for scale in scales:
+            try:
+                used |= {r["seed"] for r in sweeps.load_spec(path, scale).runs}
+            except (ValueError, KeyError):  # the spec has no such scale
+                continue
+    a = assignments.LENGTH_SCALING
+    dealt = {a.deal(seat)["seed"] for seat in range(10 * len(a.cells()))}  # ten rounds: a class of 300
+    assert len(used) > 100 and not dealt & used
+
+
+def test_the_class_tally_counts_the_members_latest_predictions_and_names_nobody(store):
+    made = store.create("Lab", "teacher")
+    ada, _ = store.join(made.code, "Ada", "s1")
+    store.join(made.code, "Bob", "s2")
+    store.vote(made.code, "s1", 1, "yes")
+    store.vote(made.code, "s1", 1, "no")  # changed before the reveal: the latest counts
+    store.vote(made.code, "s2", 1, "no")
+    store.vote(made.code, "s2", 3, "skip")
+    assert store.tally(made.code) == {1: {"no": 2}, 3: {"skip": 1}}
+    with pytest.raises(ClassRefused, match="members"):
+        store.vote(made.code, "stranger", 1, "yes")
+    with pytest.raises(ClassRefused, match="prediction"):
+        store.vote(made.code, "s1", 0, "yes")
+    store.remove(made.code, "teacher", ada.id)
+    assert store.tally(made.code) == {1: {"no": 1}, 3: {"skip": 1}}  # a removed member's vote no longer counts
+    with pytest.raises(ClassRefused, match="instructor"):
+        store.hold(made.code, "s2", 1)
+    store.hold(made.code, "teacher", 1)
+    assert store.get(made.code).held == [1] and store.get(made.code).released == []
+    store.hold(made.code, "teacher", 1, held=False)
+    assert store.get(made.code).held == [] and store.get(made.code).released == [1]

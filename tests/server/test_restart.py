@@ -1,0 +1,178 @@
+"""Restarts are routine: a server that stopped (SIGTERM, SIGKILL, a crash) while a run trained starts
+again at once, keeps that run's last measurement, and never blocks on recovering it."""
+
+import asyncio
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import load  # noqa: E402
+
+import sensviz as sv  # noqa: E402
+from server import assignments, owners  # noqa: E402
+from server.classes import ClassStore  # noqa: E402
+from server.kept import KeptStore  # noqa: E402
+
+CEILING_S = 120  # generous: the machine is shared; a deadlock never ends
+
+
+def interrupted_run(data: Path, owner: str = "alice", job_id: str = "runningjob000000") -> Path:
+    """A data folder as a server leaves it when it stops mid-run: `owner` already holds a kept model,
+    and their job's folder says "running", with a measurement and its weights."""
+    model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=24, seed=0)
+    KeptStore(data / "kept", cap=50 * 2**20).keep("trained", "earlier", sv.checkpoint_bytes(model, task="parity", n=4), owner)
+    folder = data / "jobs" / job_id
+    folder.mkdir(parents=True)
+    (folder / "last.safetensors").write_bytes(sv.checkpoint_bytes(model, task="first", n=4))
+    (folder / "records.jsonl").write_text(json.dumps({"step": 75}) + "\n")
+    (folder / "progress.json").write_text(json.dumps({"step": 90, "steps": 100}))
+    (folder / "state.json").write_text(json.dumps({"id": job_id, "owner": owner, "name": "m", "state": "running",
+                                                   "created": 0.0}))
+    return folder
+
+
+def test_the_servers_job_manager_starts_when_the_interrupted_runs_owner_holds_a_kept_model(tmp_path):
+    """The explorer's singletons (`server.services`) built as a starting server builds them: keeping the
+    interrupted run's weights asks the class store whether the owner's models are pinned. With one
+    lock held across the job manager's build, that call deadlocked the start for good."""
+    folder = interrupted_run(tmp_path)
+    script = textwrap.dedent("""
+        import time
+        from server import services
+        manager = services.job_manager()
+        deadline = time.monotonic() + 60
+        while manager.status("runningjob000000").state == "running" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        status = manager.status("runningjob000000")
+        print(status.state, status.kept is not None, flush=True)
+        manager.close()
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=CEILING_S,
+                          env={**os.environ, "SENSVIZ_DATA_DIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["stopped", "True"]
+    assert not (folder / "last.safetensors").exists()  # moved into the store, not counted twice
+
+
+def test_the_manager_answers_before_it_recovers_an_earlier_servers_run(tmp_path, monkeypatch):
+    """Recovery waits for the store (whose lock another replica may hold); the manager answers meanwhile."""
+    from sensviz.executors import LocalExecutor
+    from server.jobs import JobManager
+
+    monkeypatch.setattr(LocalExecutor, "warm", lambda self: None)  # starts no process
+    interrupted_run(tmp_path)
+    store = KeptStore(tmp_path / "kept", cap=50 * 2**20)
+    release, keep = threading.Event(), store.keep
+    monkeypatch.setattr(store, "keep", lambda *args, **kw: (release.wait(CEILING_S), keep(*args, **kw))[1])
+    manager = JobManager(tmp_path / "jobs", store, capacity=1)
+    try:
+        assert manager.status("runningjob000000").state == "running" and not manager.recovered.is_set()
+        release.set()
+        assert manager.recovered.wait(CEILING_S)
+        status = manager.status("runningjob000000")
+        assert status.state == "stopped" and status.kept and "step 75" in status.reason
+    finally:
+        release.set()
+        manager.close()
+
+
+def _train_a_class_run(base: str, data: Path) -> tuple[str, str, str]:
+    """A class whose member (holding a kept model already) presses Train on the assignment, and a second
+    member whose run waits behind it (one run at a time); returns the class code, the running job's id
+    once it has its first measurement, and the queued job's id."""
+    secret = owners.owner_secret(data)
+    store = ClassStore(data / "classes", secret)
+    found = store.create("Physics 101", "instructor")
+    store.start_assignment(found.code, "instructor", assignments.LENGTH_SCALING.name)
+    cookies = [owners.mint_owner(secret) for _ in range(2)]
+    for name, cookie in zip(("alice", "bob"), cookies):
+        store.join(found.code, name, cookie)
+    model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=24, seed=0)
+    KeptStore(data / "kept", cap=1024 * 2**20).keep("trained", "earlier", sv.checkpoint_bytes(model, task="parity", n=4),
+                                                   cookies[0])
+
+    async def press(cookie: str) -> str:
+        async with load.Session(base, cookies={"sensviz_owner": cookie}) as session:
+            opened = await session.open(f"train?class={found.code}")
+            pressed = await session.press(opened.buttons["Train"])
+            return parse_qs(pressed.query_string)["job"][0]
+
+    job = asyncio.run(press(cookies[0]))
+    queued = asyncio.run(press(cookies[1]))
+    deadline = time.monotonic() + CEILING_S
+    while not (data / "jobs" / job / "records.jsonl").is_file() or not (data / "jobs" / job / "last.safetensors").is_file():
+        assert time.monotonic() < deadline, "the run never measured"
+        time.sleep(0.2)
+    return found.code, job, queued
+
+
+class _NoneRunning:
+    """The job manager's answer after the restart: no run of the class is queued or running."""
+
+    def status(self, job_id):
+        return None
+
+
+def _unlocked(data: Path) -> bool:
+    """Whether every lock on the data folder is free (a server that ended released them)."""
+    for name in ("jobs", "kept", "classes"):
+        with open(data / name / ".lock", "a") as file:
+            try:
+                fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return False
+    return True
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
+def test_a_server_stopped_while_a_class_run_trains_starts_again_and_keeps_the_run(tmp_path, stop):
+    log_path = ROOT / "artifacts" / f"streamlit-restart-{stop.name}.log"
+    env = {"SENSVIZ_DATA_DIR": str(tmp_path), "SENSVIZ_MAX_JOBS": "1"}
+    with load.served(log_path, env=env) as (base, process):
+        code, job, queued = _train_a_class_run(base, tmp_path)
+        stopped = time.monotonic()
+        process.send_signal(stop)
+        process.wait(timeout=CEILING_S)
+        ended_s = time.monotonic() - stopped
+    log = log_path.read_text()
+    assert "Traceback" not in log, log[-3000:]
+    if stop == signal.SIGTERM:
+        assert process.returncode == 0 and "SIGTERM received, the server stops now" in log
+        assert ended_s < 10, ended_s
+    assert _unlocked(tmp_path)
+    started = time.monotonic()
+    with load.served(log_path.with_suffix(".again.log"), env=env) as (base, _):
+        ready_s = time.monotonic() - started
+        deadline = time.monotonic() + CEILING_S
+        while (status := json.loads((tmp_path / "jobs" / job / "state.json").read_text()))["state"] == "running":
+            assert time.monotonic() < deadline, status
+            time.sleep(0.2)
+        assert status["state"] == "stopped" and "the server stopped during this run" in status["reason"], status
+        assert status["kept"] and KeptStore(tmp_path / "kept", cap=1024 * 2**20).data(status["kept"])
+        store = ClassStore(tmp_path / "classes", owners.owner_secret(tmp_path))
+        while not store.get(code).jobs[queued]["recorded"]:  # recorded in the class when the restart ended it
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        found = store.get(code)
+        assert [m.get("name") for m in found.members] == ["alice", "bob"] and {job, queued} <= set(found.jobs)
+        assert json.loads((tmp_path / "jobs" / queued / "state.json").read_text())["state"] == "cancelled"
+        dealt = store.deal(code, _NoneRunning())
+        cells = sorted(tuple(c.values()) for c in dealt.values())
+        assert cells == sorted(tuple(found.jobs[j]["assignment"].values()) for j in (job, queued))  # dealt again
+        opened = asyncio.run(load.open_once(base, f"class?class={code}"))[0]
+        assert opened.ok, (opened.status, opened.exceptions)
+    print(f"{stop.name}: ended in {ended_s:.1f} s, ready again in {ready_s:.1f} s")
