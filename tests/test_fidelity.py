@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sensviz import cli, fidelity, preregistered, stats
+from sensviz import claims, cli, fidelity, preregistered, stats
 
 ROOT = Path(__file__).resolve().parents[1]
 RHO = 2.0  # rho_proxy of the fixed tables
@@ -182,8 +182,8 @@ def interval(center: float, se: float, df: float = 20) -> stats.Interval:
     return stats.Interval(center, center - half, center + half, f"t({df})", df + 2, "seeds per n", center, se, df, 1, 2)
 
 
-def flat(center: float, se: float, **extra) -> fidelity.Claim:
-    return fidelity.Claim("length_scaling", "stays flat", "slope", 0, interval(center, se), key="L3",
+def flat(center: float, se: float, **extra) -> claims.Claim:
+    return claims.Claim("length_scaling", "stays flat", "slope", 0, interval(center, se), key="L3",
                           margin={"margin": 0.005, "units": "per n", "reason": "a third of L1's effect"}, **extra)
 
 
@@ -195,14 +195,14 @@ def test_a_flat_claim_is_decided_against_its_margin():
     assert across.verdict == stats.UNRESOLVED
     half, most = (stats.units_to_resolve(across.interval, 0, 0.005, power=p)[0] for p in (0.5, 0.8))
     assert half > 22 and across.needed() == f"{half} seeds per n (now 22; {most} for 80 % power)"
-    few = fidelity.Claim("dynamics", "rises", "difference", +1, interval(0.4, 0.3, df=1), key="D2")
+    few = claims.Claim("dynamics", "rises", "difference", +1, interval(0.4, 0.3, df=1), key="D2")
     assert few.verdict == stats.UNRESOLVED and few.needed().startswith("1 degrees of freedom")  # never from df <= 2
 
 
 def test_a_secondary_that_reaches_another_verdict_marks_the_claim_fragile():
-    agrees = fidelity.Secondary("HC3 errors", interval(0.003, 0.0011))
-    disagrees = fidelity.Secondary("accuracy ≥ 0.99 filter", interval(0.009, 0.001))
-    missing = fidelity.Secondary("every run that ever converged", None, "no runs")
+    agrees = claims.Secondary("HC3 errors", interval(0.003, 0.0011))
+    disagrees = claims.Secondary("accuracy ≥ 0.99 filter", interval(0.009, 0.001))
+    missing = claims.Secondary("every run that ever converged", None, "no runs")
     c = flat(0.003, 0.001, secondaries=[agrees, disagrees, missing])
     assert c.fragile == ["accuracy ≥ 0.99 filter"]  # a secondary without an interval marks nothing
     text = c.secondaries_text()
@@ -218,11 +218,11 @@ def test_the_shipped_pages_keep_each_claim_key_and_count_only_the_papers_claims(
     assert statements[0].keys() == statements[1].keys()  # the same claims, by the same keys, on both pages
     differ = {k for k in statements[0] if statements[0][k] != statements[1][k]}
     assert differ <= {"G1", "G2"}, differ  # only the training-set sizes named in G1 and G2 differ between scales
-    for claims in pages.values():
-        ours = {c.key for c in claims if not c.paper}
-        assert ours == {"R1", "R2"} and not {"S4", "S5"} & {c.key for c in claims}  # S4/S5: S2's and S3's secondaries
-        counts = fidelity.tally(claims)
-        assert sum(counts.values()) == len(claims) - len(ours)
+    for found in pages.values():
+        ours = {c.key for c in found if not c.paper}
+        assert ours == {"R1", "R2"} and not {"S4", "S5"} & {c.key for c in found}  # S4/S5: S2's and S3's secondaries
+        counts = fidelity.tally(found)
+        assert sum(counts.values()) == len(found) - len(ours)
     page = (ROOT / "docs" / "fidelity.md").read_text(encoding="utf-8")
     assert "at the quick scale" in page and page.index("**Bottom line.**") < page.index("## How each claim is decided")
 
@@ -263,5 +263,5 @@ def test_convergence_steps_take_a_recorded_step_else_the_historys_and_none_for_t
                          "task": "parity"})
     history = pd.DataFrame({"run_id": ["old", "old", "new", "pad"], "step": [250, 500, 250, 250],
                             "eval_loss": [0.1, 1e-4, 1e-4, 1e-4], "eval_accuracy": [0.9, 1.0, 1.0, 1.0]})
-    t = fidelity.Tables("scratchpad", runs, history, None)
+    t = claims.Tables("scratchpad", runs, history, None)
     assert t.convergence_steps(t.kept()).to_dict() == {"old": 500, "new": 750}

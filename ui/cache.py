@@ -38,7 +38,7 @@ import streamlit as st
 import torch
 
 import sensviz as sv
-from sensviz import analysis, fidelity, figures, init_charts, losses, report, sweeps, symmetries, tables
+from sensviz import analysis, fidelity, init_charts, losses, report, results, sweeps, symmetries, tables
 from sensviz.checkpoints import SIZE_CAP, read_metadata
 from sensviz.init_claim import decide_init_claim
 from sensviz.init_study import init_studies
@@ -658,7 +658,7 @@ def _experiment_figures(folder: str, mtime: float) -> list:
     runs, history, spec = _read_results(folder, mtime)
     if not spec.get("experiment"):
         raise ValueError("this sweep folder's spec.json is missing or names no experiment")
-    return figures.figures(spec["experiment"], runs, history)
+    return results.figures(spec["experiment"], runs, history)
 
 
 def experiment_figures(folder: Path) -> list:

@@ -16,8 +16,7 @@ import altair as alt
 import pandas as pd
 
 from .. import stats
-from ..configs import check, setting
-from ..fidelity import (
+from ..claims import (
     PROXY,
     Claim,
     Tables,
@@ -33,6 +32,7 @@ from ..fidelity import (
     table,
     threshold,
 )
+from ..configs import check, setting
 from ..figures import COLUMNS, MSE_RULE, NOTHING, PANEL, VALUE, ExperimentFigure, colour, keep, long_form, placeholder, thin
 from ..monitor import MeasurementCallback
 from ..training import TrainResult

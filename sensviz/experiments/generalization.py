@@ -16,8 +16,7 @@ import torch
 
 from .. import cube, stats
 from ..analysis import cube_outputs
-from ..configs import check, setting
-from ..fidelity import (
+from ..claims import (
     PROXY,
     Claim,
     Tables,
@@ -33,6 +32,7 @@ from ..fidelity import (
     table,
     threshold,
 )
+from ..configs import check, setting
 from ..figures import (
     COLORS,
     ERROR,

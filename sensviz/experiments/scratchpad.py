@@ -14,7 +14,7 @@ import pandas as pd
 
 from .. import stats
 from ..blowup import STACKS
-from ..fidelity import (
+from ..claims import (
     PROXY,
     Claim,
     Tables,

@@ -12,7 +12,7 @@ import altair as alt
 import pandas as pd
 
 from .. import stats
-from ..fidelity import (
+from ..claims import (
     Claim,
     Tables,
     attempt,
