@@ -2,22 +2,24 @@
 
 `render(folder, scale)` reads the sweep tables under `folder/<scale>/<experiment>/` (as
 `experiments/results/` ships them) and returns the whole page as markdown; `write_page` writes it
-(`sensviz fidelity experiments/results --out docs/fidelity.md --scale standard`). Each experiment
-writes its own sections (`Experiment.sections`, in its module of `sensviz.experiments`) with the
-helpers here: numbers as text, claims and their tables, the setup and runs lines. Every number on
-the page is computed in code: from the runs and history tables, from the specs' `paper` scale (the
-paper's setup, `experiments/<experiment>.toml`), their `[equivalence]` margins and the experiments'
-constants. Each claim has a key that is the same at every scale (L1, ...; our own checks, R1 and R2,
-are kept out of the tally) and is decided by one test of `sensviz.stats` (`judge`: `stats.verdict`,
-a flat claim with a margin by `stats.equivalence`); beside it the runs the filter kept per cell, its
-named secondary analyses (fragile where their verdict differs) and, where the tables cannot decide
-it, the units that would (`stats.units_to_resolve`). The page opens with its bottom line and five
-lines per experiment (`lead`), and sets the other scales' verdicts beside each claim.
+(`sensviz fidelity experiments/results --out docs/fidelity.md --scale standard`). Every number on the page
+is computed in code: from the runs and history tables, from the specs' `paper` scale (the paper's setup,
+`experiments/<experiment>.toml`), their `[equivalence]` margins and the experiments' constants.
+
+The page opens with the one story every page tells (`sensviz.findings`): the bottom line (the scales behind
+the verdicts against the paper's, then one tally), the scale behind each verdict, five lines per experiment
+and one row per claim, each with its one verdict and the other tables' verdicts as history. Below them, the
+scale's own sections: each experiment writes them (`Experiment.sections`, in its module of
+`sensviz.experiments`) with the claims and helpers of `sensviz.claims`; each claim has a key that is the same
+at every scale (L1, ...; our own checks, R1 and R2, are kept out of the tally) and is decided by one test of
+`sensviz.stats`, beside it the runs the filter kept per cell, its named secondary analyses (fragile where
+their verdict differs) and, where the tables cannot decide it, the units that would
+(`stats.units_to_resolve`).
 
 A finished pre-registered sweep (`folder/decide/<experiment>`: a spec's `[scales.decide]`, run to the
 end) is not one of the page's scales: its tables are decided by the analysis written down in the spec
-(`sensviz.preregistered`), and the page sets that decision first in the experiment's lines, in the
-bottom line, beside each claim it decides and in a section of its own (`decisions`).
+(`sensviz.preregistered`), and its decision stands for the claims it decides; the page prints it in a
+section of its own (`decided_section`), and the second design's state beside it (`confirm_section`).
 
 Columns read beyond those every table has (`sensviz.experiments` writes them): the length-scaling
 runs may carry L_rho at fractions f of the proxy's radius rho_proxy = proxy_eps sqrt(P),
@@ -115,7 +117,8 @@ def distance(t: Tables) -> str:
     if t.paper is None:
         return "the spec has no paper scale"
     parts = [f"{label} {setting_text(t.runs, column)} against {setting_text(t.paper, column)}"
-             for column, label in SETTING_LABELS.items() if column in ("d_model", "lr", "batch_size", "n", "seed", "steps", "train_size")
+             for column, label in SETTING_LABELS.items()
+             if column in ("d_model", "lr", "batch_size", "n", "seed", "steps", "train_size")
              and column in t.runs and column in t.paper and setting_text(t.runs, column) != setting_text(t.paper, column)]
     kept = t.kept()
     if {"proxy_rho", "param_norm"} <= set(kept) and len(kept):

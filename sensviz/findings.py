@@ -1,14 +1,33 @@
 """The findings: one verdict per claim across every table that tests it, and where each comes from.
 
-Above the analyses (`sensviz.preregistered`, `sensviz.confirm`) and the results loading (`sensviz.results`);
-the fidelity page (`sensviz.fidelity`), the app's Experiments page, `sensviz fidelity` and the Lab read its
-one table.
+Every table that tests a claim is evidence (`Evidence`): a scale's tables as the fidelity page's sections test
+them (`collect`), a finished pre-registered design's primary test (`decisions`; a flat claim: one per arm), a
+pre-registered design's tables tested afterwards by a later analysis written from them (`sensviz.confirm`'s
+`sized_from`: exploratory there), and the state of a design whose rows are still coming in. Each claim's one
+verdict (`Finding`, `findings`):
+
+- the pre-registered one where a finished design decides it (the later of two designs stands; the page says
+  which and why when they disagree; a flat claim whose arms disagree is not resolved);
+- else the evidence with the most kept runs for the claim, named on the page (exploratory where it is a
+  design's tables tested afterwards);
+- a flat claim judged by a margin fixed after its data counts as not resolved, whichever way it read: each
+  margin records when it was fixed (`[equivalence.KEY].fixed`: commit, date and `seen`, the scales whose
+  tables it had seen), and a verdict on a seen scale's tables is set aside (`POST_HOC`). Each flat claim shows
+  its relative change over the range beside the margin (`relative_change`).
+
+The bottom line (`bottom_line`: first the scales behind the verdicts against the paper's, `headline`, then one
+tally), the table under it, the five lines per experiment (`lead`), the fragility and "what would resolve the
+rest" (`resolve`) are computed from that one table; the fidelity page, `sensviz fidelity`, the app's Experiments
+page and the Lab read it. `story` computes it once per content of its inputs in a process (`digest`), `stored`
+once per content across processes (a file in a cache folder). Above the analyses (`sensviz.preregistered`,
+`sensviz.confirm`) and the results loading (`sensviz.results`).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -452,22 +471,22 @@ def story(folder) -> Story:
     return _story(str(Path(folder).resolve()), digest(folder))
 
 
-def stored_table(folder, cache_dir) -> pd.DataFrame:
-    """The one table (`table`) of a results folder, computed once per content of its inputs: kept in `cache_dir`
-    as `findings-<digest>.parquet` (read back by every later process and page view; a file of another digest is
-    another version and is removed)."""
+def stored(folder, cache_dir) -> tuple[str, pd.DataFrame]:
+    """The bottom line and the one table (`Story`) of a results folder, computed once per content of its inputs:
+    kept in `cache_dir` as `findings-<digest>.json` (read back by every later process and page view; a file of
+    another digest is another version and is removed)."""
     key = digest(folder)
     cache_dir = Path(cache_dir)
-    path = cache_dir / f"findings-{key[:32]}.parquet"
+    path = cache_dir / f"findings-{key[:32]}.json"
     if path.is_file():
-        return pd.read_parquet(path)
-    found = story(folder).table()
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    for old in cache_dir.glob("findings-*.parquet"):
+        found = json.loads(path.read_text(encoding="utf-8"))
+        return found["bottom_line"], pd.DataFrame(**found["table"])
+    told = story(folder)
+    line, frame = told.bottom_line(), told.table()
+    for old in cache_dir.glob("findings-*.json"):
         old.unlink(missing_ok=True)
-    write_atomic(path, lambda file: found.to_parquet(file, index=False))
-    return found
-
+    write_atomic(path, json.dumps({"bottom_line": line, "table": frame.to_dict("split")}).encode())
+    return line, frame
 
 # ----------------------------------------------------------------------------- the Lab's chapter 5
 

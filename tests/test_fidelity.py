@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sensviz import claims, cli, fidelity, preregistered, stats
+from sensviz import claims, cli, fidelity, findings, preregistered, stats
 
 ROOT = Path(__file__).resolve().parents[1]
 RHO = 2.0  # rho_proxy of the fixed tables
@@ -221,10 +221,9 @@ def test_the_shipped_pages_keep_each_claim_key_and_count_only_the_papers_claims(
     for found in pages.values():
         ours = {c.key for c in found if not c.paper}
         assert ours == {"R1", "R2"} and not {"S4", "S5"} & {c.key for c in found}  # S4/S5: S2's and S3's secondaries
-        counts = fidelity.tally(found)
-        assert sum(counts.values()) == len(found) - len(ours)
+        assert len([c for c in found if c.paper]) == len(found) - len(ours) == 28
     page = (ROOT / "docs" / "fidelity.md").read_text(encoding="utf-8")
-    assert "at the quick scale" in page and page.index("**Bottom line.**") < page.index("## How each claim is decided")
+    assert "; quick: " in page and page.index("**Bottom line.**") < page.index("## How each claim is decided")
 
 
 HEADINGS = {"length_scaling": ("**Length scaling.**", "**Tradeoff.**"), "dynamics": ("**Dynamics.**", "**Scratchpad.**")}
@@ -237,22 +236,21 @@ def test_a_finished_pre_registered_sweep_is_decided_beside_the_claims_not_as_a_s
     decided = fidelity.decisions(results)
     assert sorted(decided) == sorted(HEADINGS) and all(d.complete for d in decided.values())
     page = (ROOT / "docs" / "fidelity.md").read_text(encoding="utf-8")  # the generated page (test above)
-    bottom = page[page.index("**Bottom line.**"):page.index("**Length scaling.**")]
-    table = fidelity.verdict_table(fidelity.collect(results, "standard")[1], {}, decided).set_index("#")
+    found = {f.key: f for f in findings.story(results).findings}
     for experiment, (heading, after) in HEADINGS.items():
         assert (results / fidelity.DECIDE / experiment / "runs.parquet").is_file()
         direct = preregistered.decide(ROOT / "experiments" / f"{experiment}.toml", "decide",
                                       results / "decide" / experiment, results / "standard")
         assert preregistered.to_dict(decided[experiment]) == {**preregistered.to_dict(direct),
                                                               "spec": f"experiments/{experiment}.toml"}
-        line = fidelity.decided_line(direct)
-        assert f"Decided by {line}." in bottom
-        assert page[page.index(heading):page.index(after)].splitlines()[1] == f"- Decided by {line}."  # first line
         assert preregistered.text(decided[experiment]).rstrip() in page
-        for c in direct.claims:
-            assert table.loc[c.name, "pre-registered (decide)"] == \
-                f"{preregistered.estimate_text(c.primary)} {c.primary.verdict}"
-    assert table.loc["L2", "pre-registered (decide)"] == "—"  # a claim the decide scales do not test
+        holds = page[page.index(heading):page.index(after)].splitlines()[1]
+        for c in direct.claims:  # the claim stands on its design: the one verdict, in the experiment's lines
+            f = found[c.name]
+            assert (f.stands.source, f.stands.kind, f.verdict) == (fidelity.DECIDE, findings.PREREGISTERED,
+                                                                   c.primary.verdict)
+            assert f"{c.name} {f.statement} ({fidelity.DECIDE}: {preregistered.estimate_text(c.primary)})" in holds
+    assert found["L2"].stands.source == "decide tables"  # a claim the decide design does not test: exploratory there
 
 
 def test_convergence_steps_take_a_recorded_step_else_the_historys_and_none_for_the_scratchpad():
