@@ -6,8 +6,8 @@ is one quantity with a 95 % interval (`sensviz.stats`), the claimed sign or, for
 margin of its spec (`[equivalence.KEY]`), decided by `judge`; `Tables` is one experiment's sweep at one scale
 (read by `sensviz.results.load`). Nothing here reads the experiment registry or the training code.
 
-The convergence filter's threshold is written here once (`CONVERGED_MSE`, the paper's: final evaluation MSE
-below 0.001 on {0,1} targets): the sweeps' `meets_filter` and the pages' `threshold` read it.
+The convergence filter's threshold is `sensviz.convergence.CONVERGED_MSE` (written once): the sweeps'
+`meets_filter` and the pages' `threshold` read it.
 """
 
 from __future__ import annotations
@@ -20,10 +20,9 @@ import numpy as np
 import pandas as pd
 
 from . import stats
+from .convergence import CONVERGED_MSE
 from .figures import TASK_COLORS
 
-CONVERGED_MSE = 1e-3
-"""The paper's convergence filter: final evaluation MSE below this ({0,1} targets)."""
 TASK_ORDER = tuple(TASK_COLORS)
 TASK_NAMES = {"parity": "PARITY", "majority": "MAJORITY", "first": "FIRST", "mean": "MEAN"}
 

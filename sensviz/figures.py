@@ -97,7 +97,6 @@ def keep(runs: pd.DataFrame, by: list[str], rule: str, column: str = "converged"
     return kept, note + "."
 
 
-MSE_RULE = "final evaluation MSE < 0.001, the paper's filter"
 NOTHING = "No run passed the convergence filter: nothing to draw (see the note)."
 
 

@@ -321,19 +321,25 @@ def reached(runs: pd.DataFrame, paper: pd.DataFrame) -> pd.Series:
 
 
 def headline(found: list[Finding], papers: dict[str, pd.DataFrame]) -> str:
-    """The bottom line's first sentence: the range of scales behind the verdicts against the paper's, and how many
-    of those runs reached the paper's scale."""
+    """The bottom line's first sentence: the range of scales behind the verdicts against the paper's (the specs'
+    `paper` scales), and how many of those runs reached the paper's scale."""
     behind = {}
     for f in found:
         if f.stands.runs is not None:
             behind[(f.experiment, f.stands.source.split(",")[0])] = (f.experiment, f.stands.runs)
+    if not behind:
+        return "No verdict here rests on runs."
     ours = pd.concat([runs for _, runs in behind.values()], ignore_index=True)
-    theirs = pd.concat([papers[e] for e in dict(behind.values()) if e in papers], ignore_index=True)
+    known = [papers[e] for e in dict(behind.values()) if e in papers]
+    theirs = pd.concat(known, ignore_index=True) if known else pd.DataFrame(columns=list(SCALE_COLUMNS))
     at = sum(int(reached(runs, papers[e]).sum()) for e, runs in behind.values() if e in papers)
-    ranges = ", ".join(f"{label} = {span(ours[c])} (the paper: {span(theirs[c])})" for c, label in SCALE_COLUMNS.items())
+    ranges = ", ".join(f"{label} = {span(ours[c]) if c in ours else '—'} (the paper: "
+                       f"{span(theirs[c]) if c in theirs else '—'})" for c, label in SCALE_COLUMNS.items())
+    measured = sum(len(runs) for e, runs in behind.values() if e in papers)
     return (f"The verdicts below rest on {len(ours)} runs at {ranges}; {at if at else 'no'} run"
-            f"{'' if at == 1 else 's'} reached the paper's scale ({at} of {len(ours)} had at least its width, batch "
-            "and steps at a learning rate within its range).")
+            f"{'' if at == 1 else 's'} reached the paper's scale ({at} of {measured} had at least its width, batch "
+            "and steps at a learning rate within its range"
+            + (f"; {len(ours) - measured} have no paper scale in their spec" if measured < len(ours) else "") + ").")
 
 
 def bottom_line(found: list[Finding], papers: dict[str, pd.DataFrame]) -> str:

@@ -42,7 +42,8 @@ import numpy as np
 import pandas as pd
 
 from . import stats
-from .claims import CONVERGED_MSE, kept_by, threshold
+from .claims import kept_by, threshold
+from .convergence import CONVERGED_MSE
 from .results import with_defaults
 from .sizing import design_power
 from .sweeps import SweepSpec, load_spec, read_results, run_id, settings_key

@@ -128,7 +128,7 @@ def test_the_library_has_no_import_cycle():
 
 
 RESULTS_LAYERS = (
-    ("the claims and figure primitives", {"sensviz.stats", "sensviz.claims", "sensviz.figures"}),
+    ("the claims and figure primitives", {"sensviz.stats", "sensviz.convergence", "sensviz.claims", "sensviz.figures"}),
     ("the experiment registry", {"sensviz.experiments"}),  # and its modules
     ("the results loading, analyses and pages", {"sensviz.results", "sensviz.sizing", "sensviz.preregistered",
                                                  "sensviz.confirm", "sensviz.findings", "sensviz.fidelity",
@@ -154,4 +154,4 @@ def test_the_results_kit_never_imports_back_up_a_layer():
 
 
 def test_claims_and_figure_primitives_load_without_torch():
-    assert not torch_loaded_by("import sensviz.claims, sensviz.figures, sensviz.stats")
+    assert not torch_loaded_by("import sensviz.claims, sensviz.convergence, sensviz.figures, sensviz.stats")

@@ -58,17 +58,14 @@ from sensviz.files import data_dir
 
 from ..base import TracedModel
 from ..blowup import STACKS
-from ..claims import CONVERGED_MSE
 from ..configs import build as build_settings
 from ..configs import check, setting, split
+from ..convergence import CONVERGED_AUTOREGRESSIVE, CONVERGED_MSE
 from ..measure import RADIUS_FRACTIONS, Measurement, MeasureSettings, columns, default_quantities, measure
 from ..models import ModelSettings
 from ..sweeps import failure, run_id
 from ..tasks import ZERO_ONE, Task, get_task
 from ..training import PER_MEMBER_STOPPING, PER_MODEL_FIELDS, TrainConfig, TrainResult, train_many
-
-CONVERGED_AUTOREGRESSIVE = 0.999
-"""The scratchpad figure's filter: autoregressive accuracy above this."""
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 

@@ -33,7 +33,8 @@ from ..claims import (
     threshold,
 )
 from ..configs import check, setting
-from ..figures import COLUMNS, MSE_RULE, NOTHING, PANEL, VALUE, ExperimentFigure, colour, keep, long_form, placeholder, thin
+from ..convergence import MSE_RULE
+from ..figures import COLUMNS, NOTHING, PANEL, VALUE, ExperimentFigure, colour, keep, long_form, placeholder, thin
 from ..monitor import MeasurementCallback
 from ..training import TrainResult
 from . import Experiment, Run, alone, pm1_scale, quantities, save_checkpoint, train_batch, training_metrics

@@ -37,7 +37,8 @@ from ..claims import (
     task_name,
     tasks_in,
 )
-from ..figures import MSE_RULE, NOTHING, ExperimentFigure, keep, panels, placeholder, summarise, task_colour
+from ..convergence import MSE_RULE
+from ..figures import NOTHING, ExperimentFigure, keep, panels, placeholder, summarise, task_colour
 from ..models import build_model
 from . import Experiment, LabData, train_and_measure
 

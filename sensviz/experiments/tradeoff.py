@@ -28,9 +28,9 @@ from ..claims import (
     task_name,
     tasks_in,
 )
+from ..convergence import MSE_RULE
 from ..figures import (
     FIT_X,
-    MSE_RULE,
     NOTHING,
     PANEL,
     SINGLE,
