@@ -147,7 +147,7 @@ def build(folder, scale: str | None = None) -> tuple[str, list[Claim]]:
     page = [
         MARKER.format(scale=scale),
         f"# Fidelity: the paper's claims beside the shipped `{scale}`-scale runs",
-        told.bottom_line() + (f" No tables at the `{scale}` scale for: {', '.join(missing)}." if missing else "")
+        told.bottom_line() + (f" No tables at this scale for: {', '.join(missing)}." if missing else "")
         + confirm_line,
         "**The scale behind each verdict** (the runs of the tables it stands on):\n\n"
         + table(["#", "verdict", "stands on", *findings.SCALE_COLUMNS.values(), "runs kept"],
