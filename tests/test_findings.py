@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sensviz import claims, findings, results, stats
+from sensviz import claims, findings, results, stats, sweeps
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "experiments" / "results"
@@ -235,3 +235,13 @@ def test_the_digest_follows_the_contents_of_the_tables(tmp_path):
     assert findings.digest(folder) != first
     table.write_bytes(b"one")
     assert findings.digest(folder) == first  # the same content, the same findings
+
+
+def test_a_margins_record_is_checked_with_the_spec_and_stays_outside_its_hash():
+    entry = {"statement": "flat", "runs": {"task": "majority"}, "filter": "converged", "quantity": "q", "x": "n",
+             "margin": 0.5, "units": "q per n", "reason": "why"}
+    fixed = {"commit": "d26977c", "date": "2026-12-02T06:33:00Z", "seen": ["standard"]}
+    sweeps.check_equivalence({"F1": {**entry, "fixed": fixed}})  # accepted
+    for bad in ({"commit": "d26977c"}, {**fixed, "seen": "standard"}, "d26977c"):
+        with pytest.raises(ValueError, match=re.escape("equivalence.F1.fixed must be {commit")):
+            sweeps.check_equivalence({"F1": {**entry, "fixed": bad}})
