@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RHO = 2.0  # rho_proxy of the fixed tables
 
 
+@pytest.mark.xdist_group("findings")  # the shipped findings, computed once with test_findings
 def test_the_committed_pages_are_the_pages_the_tables_give():
     results = ROOT / "experiments" / "results"
     present = fidelity.scales(results)
@@ -230,6 +231,7 @@ HEADINGS = {"length_scaling": ("**Length scaling.**", "**Tradeoff.**"), "dynamic
 """Where each experiment's lines sit on the generated page: its heading and the next one."""
 
 
+@pytest.mark.xdist_group("findings")
 def test_a_finished_pre_registered_sweep_is_decided_beside_the_claims_not_as_a_scale():
     results = ROOT / "experiments" / "results"
     assert fidelity.DECIDE not in fidelity.scales(results)

@@ -17,6 +17,7 @@ from sensviz import claims, findings, results, stats, sweeps
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "experiments" / "results"
 PAGE = ROOT / "docs" / "fidelity.md"  # regenerated and compared by test_fidelity
+pytestmark = pytest.mark.xdist_group("findings")  # one worker computes the shipped findings once (test_fidelity's too)
 
 
 @pytest.fixture(scope="module")
