@@ -20,12 +20,12 @@ PAGE = ROOT / "docs" / "fidelity.md"  # regenerated and compared by test_fidelit
 pytestmark = pytest.mark.xdist_group("findings")  # one worker computes the shipped findings once (test_fidelity's too)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def told() -> findings.Story:
     return findings.story(RESULTS)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def by_key(told) -> dict[str, findings.Finding]:
     return {f.key: f for f in told.findings}
 
