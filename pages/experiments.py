@@ -1,12 +1,13 @@
-"""Experiments: the paper's experiments as sweeps — the shipped results (quick and standard scale) or a sweep folder
-of your own."""
+"""Experiments: the paper's experiments as sweeps — the shipped results (every scale, and the pre-registered
+designs) or a sweep folder of your own — with the claims' one table (`sensviz.findings`)."""
 
 import streamlit as st
 
-from sensviz import fidelity
+from sensviz import findings, results
 from sensviz.text import escape_markdown, quoted
 from server import services
 from ui import cache, page, registry, router
+from ui import findings as told
 
 router.require_router()
 
@@ -25,12 +26,14 @@ PAGE = {  # read by ui.nav without running this file
 st.markdown(
     "The paper's five experiments — **length scaling**, the **norm/blowup trade-off**, **training dynamics**, "
     "the **scratchpad** and **low-sensitivity generalization** — run as declarative sweeps "
-    "(`sensviz sweep experiments/<name>.toml --out DIR`). Two scales are shipped: **quick** (small models, a few "
-    "minutes each on two CPU cores) and **standard** (the same widths with the seeds and lengths that decide each "
-    "claim, hours on two cores; its verdicts are in `docs/fidelity.md`, the quick scale's in "
-    "`docs/fidelity-quick.md`); `--scale paper` runs the paper's sizes. Every figure keeps the runs "
-    "that pass the paper's convergence filter and says how many it dropped; sharpness is on the ±1 scale "
-    "(×4 for MSE on {0,1} targets) and error bars are ± one standard error over seeds."
+    "(`sensviz sweep experiments/<name>.toml --out DIR`), at several scales: **quick** (small models, minutes "
+    "each on two CPU cores), **standard** (the same widths with more seeds and lengths, hours on two cores), "
+    "**decide** (a pre-registered design: its analysis written into the spec before its first run) and, while "
+    "its rows come in, **confirm** (a second pre-registered design, `experiments/running/confirm`). Each claim has "
+    "one verdict across all of them (`docs/fidelity.md`): the pre-registered one where a finished design decides "
+    "it, else the one of the tables with the most kept runs for it. Every figure keeps the runs that pass the "
+    "paper's convergence filter and says how many it dropped; sharpness is on the ±1 scale (×4 for MSE on {0,1} "
+    "targets) and error bars are ± one standard error over seeds."
 )
 
 settings = page.Settings("experiments")
@@ -44,7 +47,7 @@ if source == SHIPPED:
                 "`sensviz sweep experiments/length_scaling.toml --out experiments/results/quick/length_scaling`.")
         st.stop()
     cols = st.columns(2)
-    scale = settings.choice("scale", list(shipped), where=cols[0],
+    scale = settings.choice("scale", list(shipped), default=results.default_scale(list(shipped)), where=cols[0],
                             help="quick: minutes on two CPU cores; standard: sized to decide each claim (hours); decide: a "
                             "pre-registered design, its analysis written down before it ran")
     name = settings.choice("experiment", list(shipped[scale]), where=cols[1], variant=scale,
@@ -76,20 +79,19 @@ about = [f"**{escape_markdown(spec.get('experiment'))}**", quoted(spec.get("desc
          f"scale {quoted(spec['scale'])}" if spec.get("scale") else None]
 st.caption(" · ".join(part for part in about if part))
 if source == SHIPPED:
-    st.subheader("The claims, as the fidelity page decides them")
-    if scale == fidelity.DECIDE:
-        st.caption("As the analysis written into the spec before the first run decides them (its primary test per "
-                   "claim; fragile: a pre-registered secondary reaches another verdict), as `docs/fidelity.md` sets "
-                   "them beside the claims.")
-    else:
-        st.caption(f"As `{fidelity.page_path(scale, list(shipped))}` decides them: a "
-                   "directional claim by its 95 % interval against zero, a flat claim by equivalence against its "
-                   "margin; fragile: a named secondary analysis reaches another verdict; (ours): our own check, not "
-                   "one of the paper's claims.")
+    st.subheader("The claims: one verdict each")
+    st.caption("Every table that tests a claim, read as one: its verdict stands on the pre-registered design where a "
+               "finished one decides it, else on the tables with the most kept runs for it (exploratory where those are "
+               "a design's tables tested afterwards); a flat claim judged on tables its margin had seen counts as not "
+               f"resolved ({findings.POST_HOC}). The other tables' verdicts are its history; the width, learning rate, "
+               "batch, n and steps are those of the runs it stands on.")
     try:
-        st.dataframe(cache.claim_verdicts(folder), hide_index=True)
+        line, claims = told.experiment_claims(folder)
     except ValueError as err:
         st.warning(quoted(err, 300))
+    else:
+        st.markdown(line)
+        st.dataframe(claims, hide_index=True)
 try:
     found = cache.experiment_figures(folder)
 except ValueError as err:  # e.g. no run finished yet: the runs and their errors below still show

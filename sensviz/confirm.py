@@ -39,8 +39,8 @@ from pathlib import Path
 import pandas as pd
 
 from . import stats
-from .fidelity import _kept_by
-from .preregistered import _Tables, _test
+from .claims import kept_by
+from .preregistered import _Tables, _test, decide
 from .sweeps import SweepSpec, load_spec, spent_hours
 
 HALF = 0.5
@@ -66,6 +66,7 @@ class ClaimSize:
     keep: dict = field(default_factory=dict)  # (task, n) -> keep rate in the exploratory tables
     seeds: dict = field(default_factory=dict)  # (task, n) -> seeds
     reason: str = ""  # why there is no size
+    kept: int = 0  # the runs the exploratory test kept
 
     def _distance(self) -> tuple[float, float]:
         """(the distance of `effect` from the bound it must clear, the t quantile of that bound)."""
@@ -103,7 +104,7 @@ def _keep_rates(t: _Tables, arm: dict, claim: dict, cells: dict) -> dict:
     rates = {}
     for (task, n), picks in sorted(cells.items()):
         rows = t.finished(t.ids(arm, picks, {"task": task, "n": n}))
-        rates[(task, n)] = float(_kept_by(rows, claim["filter"]).mean()) if len(rows) else math.nan
+        rates[(task, n)] = float(kept_by(rows, claim["filter"]).mean()) if len(rows) else math.nan
     return rates
 
 
@@ -144,7 +145,7 @@ def size(spec_path, scale: str, root=None) -> list[ClaimSize]:
                                        f"{iv.bounds(1 - claim['alpha'])[1]:.3g}] ({iv.test}, {test.kept} runs)")
         effect = claim["smallest_effect"] if direction == 0 else None if iv is None else HALF * iv.center
         result = ClaimSize(name, claim["statement"], claim["primary_arm"], direction, claim.get("margin"), text, verdict, iv,
-                           effect, level, claim["power"], None, reason=test.reason)
+                           effect, level, claim["power"], None, reason=test.reason, kept=test.kept)
         result.keep = _keep_rates(t, arms[claim["primary_arm"]], claim, _cells(spec, arms[claim["primary_arm"]], claim))
         if iv is not None:
             result.sized()
@@ -278,8 +279,6 @@ def state(spec_path, scale: str, tables, root=None) -> pd.DataFrame:
     verdict and Holm's, the power at the units kept so far, and the CPU-hours of the rows of its runs so far (both
     arms; a row two claims share counts for each). `tables`: the sweep folder of the design's rows (one that does
     not exist yet: no row in)."""
-    from .preregistered import decide  # the design's own analysis
-
     spec_path = str(spec_path)
     sizes = size(spec_path, scale, root)
     folder = Path(tables)

@@ -2,9 +2,9 @@
 
 Each experiment draws its own figures (`Experiment.figures`, in its module of `sensviz.experiments`)
 with what this module shares: run selection and the filter's note (`keep`), summaries, colours and
-panels. `figures(experiment, runs, history)` calls them by name. An experiment's figures take the
-tables of its sweep (`sensviz.sweeps.read_results`: one row per run with settings and final
-metrics, and the per-step history) and return `ExperimentFigure`s: the chart, a title, a short
+panels; `sensviz.results.figures(experiment, runs, history)` calls them by name (this module reads
+no registry). An experiment's figures take the tables of its sweep (`sensviz.sweeps.read_results`: one
+row per run with settings and final metrics, and the per-step history) and return `ExperimentFigure`s: the chart, a title, a short
 explanation of the paper's claim and how to read the chart, the small aggregated table behind it,
 and a note saying which runs it kept. Every figure applies the paper's
 convergence filter (final evaluation MSE < 0.001; scratchpad models: autoregressive accuracy
@@ -26,9 +26,6 @@ from dataclasses import dataclass
 
 import altair as alt
 import pandas as pd
-
-from .experiments import defaults as experiment_defaults
-from .experiments import registry
 
 MAX_ROWS = 5000
 """Altair's default row limit: longer per-step tables are thinned to fewer steps."""
@@ -100,7 +97,6 @@ def keep(runs: pd.DataFrame, by: list[str], rule: str, column: str = "converged"
     return kept, note + "."
 
 
-MSE_RULE = "final evaluation MSE < 0.001, the paper's filter"
 NOTHING = "No run passed the convergence filter: nothing to draw (see the note)."
 
 
@@ -196,16 +192,3 @@ def thin(history: pd.DataFrame, per_row: int) -> pd.DataFrame:
         return history
     stride = math.ceil(rows / MAX_ROWS)
     return history[history["step"].isin(steps[::stride] + steps[-1:])]
-
-
-def figures(experiment: str, runs: pd.DataFrame, history: pd.DataFrame) -> list[ExperimentFigure]:
-    """Every figure of an experiment's results; ValueError for an unknown experiment or no finished run.
-
-    Settings the spec left at the experiment's defaults (absent from the runs table) are filled in."""
-    known = registry()
-    if experiment not in known:
-        raise ValueError(f"no figures for experiment '{experiment}'; known: {', '.join(known)}")
-    if finished(runs).empty:
-        raise ValueError(f"this {experiment} sweep has no finished runs yet")
-    defaults = {k: v for k, v in experiment_defaults(experiment).items() if v is not None and k not in runs}
-    return known[experiment].figures(runs.assign(**defaults), history)

@@ -11,7 +11,7 @@
   the survivorship per cell (runs planned, in the table, finished, kept, and the convergence steps of
   the kept runs); the power the design had at its smallest effect (`stats.slope_power` /
   `stats.mean_power` at the kept runs it was sized for, with the standard tables' variance, as
-  `fidelity.design_power`) and the power of the kept runs so far; the units that would resolve an
+  `sizing.design_power`) and the power of the kept runs so far; the units that would resolve an
   unresolved primary (`stats.units_to_resolve`); and, for a quantity measured at convergence, the
   same test under the authors' alignment (the first step with fixed-batch loss below 0.01 instead of
   our 0.001: `AUTHORS_ALIGNMENT_MSE`), beside the pre-registered tests, not one of them;
@@ -42,8 +42,10 @@ import numpy as np
 import pandas as pd
 
 from . import stats
-from .experiments import CONVERGED_MSE
-from .fidelity import _kept_by, _with_defaults, design_power, threshold
+from .claims import kept_by, threshold
+from .convergence import CONVERGED_MSE
+from .results import with_defaults
+from .sizing import design_power
 from .sweeps import SweepSpec, load_spec, read_results, run_id, settings_key
 
 AUTHORS_ALIGNMENT_MSE = 0.01
@@ -125,7 +127,7 @@ class Decision:
 
 def authors_limit(runs: pd.DataFrame) -> float:
     """The fixed-batch loss below which the authors' alignment counts a run as converged, on the runs'
-    loss scale (`fidelity.threshold` is ours, 0.001 on {0,1} targets; theirs is 0.01)."""
+    loss scale (`claims.threshold` is ours, 0.001 on {0,1} targets; theirs is 0.01)."""
     return threshold(runs) * AUTHORS_ALIGNMENT_MSE / CONVERGED_MSE
 
 
@@ -187,7 +189,7 @@ class _Tables:
             self.other, runs = int(other.sum()), runs[~other]
         self.plan = {run_id(s): s for s in spec.runs}
         runs = runs[runs["run_id"].isin(set(self.plan))]
-        self.runs = _with_defaults(spec.experiment, runs).reset_index(drop=True)
+        self.runs = with_defaults(spec.experiment, runs).reset_index(drop=True)
         self.limit = threshold(self.runs) if len(self.runs) else CONVERGED_MSE
 
     def ids(self, *picks: dict) -> set[str]:
@@ -222,7 +224,7 @@ def _test(t: _Tables, arms: dict, claim: dict, label: str, arm: str, rule: str, 
     """One test of a pre-registered claim under the given arm, filter, error type and covariate."""
     ids = t.ids(arms[arm], claim["runs"])
     rows = t.finished(ids)
-    rows = rows[_kept_by(rows, rule)] if len(rows) else rows
+    rows = rows[kept_by(rows, rule)] if len(rows) else rows
     quantity, estimator = claim["quantity"], claim["estimator"]
     if estimator == "mean":
         values = per_run(t.history, rows["run_id"], quantity, limit) if len(rows) else pd.Series(dtype=float)
@@ -230,7 +232,7 @@ def _test(t: _Tables, arms: dict, claim: dict, label: str, arm: str, rule: str, 
     versus = pd.DataFrame()
     if "versus" in claim:
         versus = t.finished(t.ids(arms[arm], claim["versus"]))
-        versus = versus[_kept_by(versus, rule)] if len(versus) else versus
+        versus = versus[kept_by(versus, rule)] if len(versus) else versus
     columns = ([claim["x"]] if "x" in claim else []) + [quantity] + ([covariate] if covariate else [])
     missing = [c for c in columns if c not in rows or len(versus) and c not in versus]
     if missing:
@@ -324,7 +326,7 @@ def _paired(t: _Tables, analysis: dict, claim: dict, other: str) -> Test:
     kept = {}
     for arm in (primary, other):
         found = t.finished(t.ids(arms[arm], claim["runs"]))
-        found = found[_kept_by(found, "converged")] if len(found) else found
+        found = found[kept_by(found, "converged")] if len(found) else found
         kept[arm] = {settings_key(t.plan[rid], set(analysis["paired"])): row
                      for rid, row in found.set_index("run_id").iterrows()}
     shared = sorted(set(kept[primary]) & set(kept[other]))
@@ -369,7 +371,7 @@ def _flat(t: _Tables, spec: SweepSpec, name: str, entry: dict, arm: str | None, 
     alpha, margin = 0.05, float(entry["margin"])
     ids = t.ids(picks, entry["runs"])
     rows = t.finished(ids)
-    rows = rows[_kept_by(rows, entry["filter"])] if len(rows) else rows
+    rows = rows[kept_by(rows, entry["filter"])] if len(rows) else rows
     label = "primary" if arm is None else f"arm {arm}"
     if entry["quantity"] not in rows or entry["x"] not in rows:
         test = Test(label, 0, None, stats.UNRESOLVED, f"missing column(s) {[entry['quantity'], entry['x']]}")

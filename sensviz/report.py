@@ -17,13 +17,11 @@ from pathlib import Path
 
 import altair as alt
 
-from . import figures
 from .experiments import registry
+from .figures import finished
 from .files import write_atomic
+from .results import SCALES, figures
 from .sweeps import read_results
-
-SCALES = ("quick", "standard", "paper")
-"""The named scales of the shipped results (`experiments/results/<scale>/<experiment>/`), in the order shown."""
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 1180px; margin: 2em auto;
@@ -77,7 +75,7 @@ def _section(index: int, folder: Path, charts: list) -> tuple[str, str]:
     """One sweep's HTML (its charts' specs appended to `charts`) and its experiment's name."""
     runs, history, spec = read_results(folder)
     experiment = spec.get("experiment", folder.name)
-    done = figures.finished(runs)
+    done = finished(runs)
     wall = runs["wall_s"].sum() if "wall_s" in runs else float("nan")
     parts = [
         f'<section id="sweep-{index}"><h2>{html.escape(str(experiment))}: '
@@ -87,7 +85,7 @@ def _section(index: int, folder: Path, charts: list) -> tuple[str, str]:
         f"{wall:,.0f} s of run time in all; folder <code>{html.escape(str(folder))}</code>.</p>",
     ]
     try:
-        found = figures.figures(experiment, runs, history)
+        found = figures(experiment, runs, history)
     except ValueError as err:
         parts.append(f'<p class="note">{html.escape(str(err))}</p>')
         found = []

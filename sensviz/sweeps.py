@@ -129,7 +129,11 @@ SECONDARY_KEYS = ("arm", "filter", "error", "covariate")
 """What a secondary test may change in its claim's primary."""
 EQUIVALENCE_KEYS = {"statement": str, "runs": dict, "filter": str, "quantity": str, "x": str, "margin": float,
                     "units": str, "reason": str}
-"""The keys of a flat claim's equivalence margin (`[equivalence.NAME]`), each required; `x_scale` ("log2") is optional."""
+"""The keys of a flat claim's equivalence margin (`[equivalence.NAME]`), each required; `x_scale` ("log2") and `fixed`
+are optional (`fixed`: when the margin was written, {commit, date, seen}: the scales whose tables of its runs held
+two or more levels of x by then, on which its verdicts come after the data: `sensviz.findings`)."""
+FIXED_KEYS = {"commit": str, "date": str, "seen": list}
+"""The keys of a margin's `fixed` record."""
 
 
 @dataclass
@@ -344,11 +348,16 @@ def check_equivalence(table) -> None:
         where = f"equivalence.{name}"
         if not isinstance(entry, dict):
             raise ValueError(f"{where} must be a table ([{where}]), got {_shown(entry)}")
-        unknown = sorted(set(entry) - set(EQUIVALENCE_KEYS) - {"x_scale"})
+        unknown = sorted(set(entry) - set(EQUIVALENCE_KEYS) - {"x_scale", "fixed"})
         missing = [k for k in EQUIVALENCE_KEYS if k not in entry]
         if unknown or missing:
             raise ValueError(f"{where}: unknown {unknown}, missing {missing}; it has {', '.join(EQUIVALENCE_KEYS)} "
-                             "and optionally x_scale")
+                             "and optionally x_scale and fixed")
+        fixed = entry.get("fixed", {})
+        if not isinstance(fixed, dict) or fixed and (set(fixed) != set(FIXED_KEYS) or not all(
+                isinstance(fixed[k], kind) for k, kind in FIXED_KEYS.items())):
+            raise ValueError(f"{where}.fixed must be {{commit = \"...\", date = \"...\", seen = [scales]}}, "
+                             f"got {_shown(fixed)}")
         for key, kind in EQUIVALENCE_KEYS.items():
             value = entry[key]
             if not (isinstance(value, kind) and not isinstance(value, bool) or kind is float and _is_number(value)):

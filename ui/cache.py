@@ -38,7 +38,7 @@ import streamlit as st
 import torch
 
 import sensviz as sv
-from sensviz import analysis, fidelity, figures, init_charts, losses, report, sweeps, symmetries, tables
+from sensviz import analysis, init_charts, losses, report, results, sweeps, symmetries, tables
 from sensviz.checkpoints import SIZE_CAP, read_metadata
 from sensviz.init_claim import decide_init_claim
 from sensviz.init_study import init_studies
@@ -658,27 +658,12 @@ def _experiment_figures(folder: str, mtime: float) -> list:
     runs, history, spec = _read_results(folder, mtime)
     if not spec.get("experiment"):
         raise ValueError("this sweep folder's spec.json is missing or names no experiment")
-    return figures.figures(spec["experiment"], runs, history)
+    return results.figures(spec["experiment"], runs, history)
 
 
 def experiment_figures(folder: Path) -> list:
     """The paper-style figures of a sweep folder (`sensviz.figures.ExperimentFigure`), cached per table version."""
     return _experiment_figures(str(folder), _results_mtime(folder))
-
-
-@memo
-def _verdicts(results: str, scale: str, mtime: float) -> pd.DataFrame:
-    return fidelity.verdicts(results, scale)
-
-
-def claim_verdicts(folder: Path) -> pd.DataFrame:
-    """The claims of a shipped sweep folder's experiment as the fidelity page of its scale decides them
-    (`sensviz.fidelity.verdicts`), cached per version of the shipped tables."""
-    folder = Path(folder)
-    results = folder.parent.parent
-    mtime = max(_results_mtime(f) for f in results.glob("*/*") if any(f.glob("*.parquet")))
-    found = _verdicts(str(results), folder.parent.name, mtime)
-    return found[found["experiment"] == folder.name].drop(columns="experiment")
 
 
 # ----------------------------------------------------------------------------- training

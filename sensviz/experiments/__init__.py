@@ -10,8 +10,9 @@ are invalid fails alone; the others go on.
 Each experiment is one module of this package and its TOML in experiments/: the module's
 `EXPERIMENT` (an `Experiment`) holds its job function, batch fields, defaults and own settings, its
 figures (drawn with the primitives of `sensviz.figures`), its fidelity sections (written with the
-helpers of `sensviz.fidelity`) and, where a Lab chapter reads its shipped results, that chapter's
-data (`LabData`). `registry()` finds the modules the first time it is asked, in their `order`;
+claims and helpers of `sensviz.claims`) and, where a Lab chapter reads its shipped results, that chapter's
+data (`LabData`). Nothing here imports the results loading or the pages above it (`sensviz.results`,
+`sensviz.fidelity`, ...): they read this registry. `registry()` finds the modules the first time it is asked, in their `order`;
 nothing else lists them. Adding an experiment is adding a module `<name>.py` with `EXPERIMENT` and
 `experiments/<name>.toml`. The experiments (paper/experiments.md): `length_scaling` (Fig. 1, 5-8),
 `tradeoff` (Fig. 2, 9, 10), `dynamics` (Fig. 3, 12-14), `scratchpad` (Fig. 11) and
@@ -59,16 +60,12 @@ from ..base import TracedModel
 from ..blowup import STACKS
 from ..configs import build as build_settings
 from ..configs import check, setting, split
+from ..convergence import CONVERGED_AUTOREGRESSIVE, CONVERGED_MSE
 from ..measure import RADIUS_FRACTIONS, Measurement, MeasureSettings, columns, default_quantities, measure
 from ..models import ModelSettings
 from ..sweeps import failure, run_id
 from ..tasks import ZERO_ONE, Task, get_task
 from ..training import PER_MEMBER_STOPPING, PER_MODEL_FIELDS, TrainConfig, TrainResult, train_many
-
-CONVERGED_MSE = 1e-3
-"""The paper's convergence filter: final evaluation MSE below this."""
-CONVERGED_AUTOREGRESSIVE = 0.999
-"""The scratchpad figure's filter: autoregressive accuracy above this."""
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
@@ -114,12 +111,25 @@ arms of one seed (their steps, targets and relaxation) train together, paired.""
 
 @dataclass(frozen=True)
 class LabData:
-    """What a Lab chapter takes from an experiment's shipped results: the sweep folder it reads
-    (`folder(results)` -> (folder, scale), cheap: the Lab hashes its runs table) and the numbers and
-    tables it draws from them (`measure(results)` -> (numbers, tables))."""
+    """What a Lab chapter takes from an experiment's shipped results, as two functions named "module:function"
+    (they read the results with the analyses above this registry, which it never imports): `folder(results)`
+    -> (the sweep folder it reads, its scale; cheap: the Lab hashes its runs table) and `measure(results)` ->
+    (numbers, tables) it draws."""
 
-    folder: Callable[[Path], tuple[Path, str]]
-    measure: Callable[[Path], tuple[dict, dict]]
+    folder_of: str
+    measure_of: str
+
+    def folder(self, results: Path) -> tuple[Path, str]:
+        return _named(self.folder_of)(results)
+
+    def measure(self, results: Path) -> tuple[dict, dict]:
+        return _named(self.measure_of)(results)
+
+
+def _named(name: str) -> Callable:
+    """The function a "module:function" name names."""
+    module, _, function = name.partition(":")
+    return getattr(importlib.import_module(module), function)
 
 
 @dataclass(frozen=True)
@@ -132,7 +142,7 @@ class Experiment:
       picks a run's task label from its sweep and training settings (None: every run names its task);
     - as the results are read: `figures(runs, history)` -> `sensviz.figures.ExperimentFigure`s,
       `sections`, each `section(tables)` -> (markdown, claims) of the fidelity page
-      (`sensviz.fidelity.Tables`), and `lab`, the data a Lab chapter takes from its results, if any;
+      (`sensviz.claims.Tables`), and `lab`, the data a Lab chapter takes from its results, if any;
     - `order`: where it comes in the README, the app, the report and the fidelity page."""
 
     name: str
@@ -168,7 +178,7 @@ def registry() -> dict[str, Experiment]:
 def __getattr__(name: str):
     """`REGISTRY`, `EXPERIMENTS` (the names, in order) and `BATCH_FIELDS` (per experiment, the settings
     that may differ between the runs of one sweep job): views of `registry()`, read when first used
-    (so that the experiment modules may import `sensviz.figures` and `sensviz.fidelity`, which import this)."""
+    (the experiment modules are imported by `registry()`, not by this module)."""
     if name == "REGISTRY":
         return registry()
     if name == "EXPERIMENTS":

@@ -16,8 +16,7 @@ import altair as alt
 import pandas as pd
 
 from .. import stats
-from ..configs import check, setting
-from ..fidelity import (
+from ..claims import (
     PROXY,
     Claim,
     Tables,
@@ -33,7 +32,9 @@ from ..fidelity import (
     table,
     threshold,
 )
-from ..figures import COLUMNS, MSE_RULE, NOTHING, PANEL, VALUE, ExperimentFigure, colour, keep, long_form, placeholder, thin
+from ..configs import check, setting
+from ..convergence import MSE_RULE
+from ..figures import COLUMNS, NOTHING, PANEL, VALUE, ExperimentFigure, colour, keep, long_form, placeholder, thin
 from ..monitor import MeasurementCallback
 from ..training import TrainResult
 from . import Experiment, Run, alone, pm1_scale, quantities, save_checkpoint, train_batch, training_metrics

@@ -16,8 +16,7 @@ import torch
 
 from .. import cube, stats
 from ..analysis import cube_outputs
-from ..configs import check, setting
-from ..fidelity import (
+from ..claims import (
     PROXY,
     Claim,
     Tables,
@@ -33,6 +32,8 @@ from ..fidelity import (
     table,
     threshold,
 )
+from ..configs import check, setting
+from ..convergence import CONVERGED_MSE
 from ..figures import (
     COLORS,
     ERROR,
@@ -51,7 +52,7 @@ from ..figures import (
 )
 from ..tasks import Task, TruthTable
 from ..training import TrainConfig, TrainingData, TrainResult, _stream_seed
-from . import CONVERGED_MSE, Experiment, Run, SweepSettings, alone, measure_run, save_checkpoint, train_batch, training_metrics
+from . import Experiment, Run, SweepSettings, alone, measure_run, save_checkpoint, train_batch, training_metrics
 
 # ----------------------------------------------------------------------------- the settings
 
@@ -164,7 +165,7 @@ def _add_retrained(found: dict, kind: str, again: Run, result: TrainResult, out:
 
 def figures(runs: pd.DataFrame, history: pd.DataFrame) -> list[ExperimentFigure]:
     """as_n of the learned function beside the other fits; sharpness after retraining against as_n."""
-    kept, note = keep(runs, ["train_size"], "the training set fitted: MSE < 0.001 on it")
+    kept, note = keep(runs, ["train_size"], f"the training set fitted: MSE < {CONVERGED_MSE:g} on it")
     n = int(kept["n"].iloc[0]) if len(kept) and "n" in kept else None
     compare = summarise(kept, ["train_size"], {"as_learned": "learned by the transformer",
                                                "as_completion_mean": "random completions of the same data",
@@ -205,7 +206,7 @@ def figures(runs: pd.DataFrame, history: pd.DataFrame) -> list[ExperimentFigure]
     functions = {"learned": COLORS[0], "random completion": COLORS[1]}
     total = 2 * len(finished(runs))
     retrain_note = (f"{len(points)} of {total} retrained models kept (fitted the whole cube: "
-                    f"MSE < 0.001); the learned table of every finished run and one random completion of its data.")
+                    f"MSE < {CONVERGED_MSE:g}); the learned table of every finished run and one random completion of its data.")
     sharp_chart = (
         alt.Chart(points)
         .mark_point(filled=True, size=70)

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
 import pandas as pd
 
 from .. import stats
-from ..fidelity import (
-    DECIDE,
+from ..claims import (
     LIMIT,
     PROXY,
     Claim,
@@ -26,27 +24,22 @@ from ..fidelity import (
     cell,
     claim,
     claims_table,
-    decisions,
-    default_scale,
     interval_text,
     listing,
-    load,
     mean_sd,
     num,
     paper_lengths,
     rows_where,
     runs_line,
-    scales,
     setup_table,
     span,
     table,
     task_name,
     tasks_in,
-    threshold,
 )
-from ..figures import MSE_RULE, NOTHING, ExperimentFigure, keep, panels, placeholder, summarise, task_colour
+from ..convergence import MSE_RULE
+from ..figures import NOTHING, ExperimentFigure, keep, panels, placeholder, summarise, task_colour
 from ..models import build_model
-from ..sweeps import load_spec
 from . import Experiment, LabData, train_and_measure
 
 # ----------------------------------------------------------------------------- the figure
@@ -323,66 +316,7 @@ def _separation(separate: dict, last) -> str:
             "the limit is reported as its first-order part.") if parts else ""
 
 
-# ----------------------------------------------------------------------------- the Lab's chapter 5
-
-
-def results_folder(results: Path) -> tuple[Path, str]:
-    """The length-scaling folder chapter 5 reads, and its scale: the finished pre-registered sweep
-    (`results/decide/length_scaling`, whose analysis decides L1 on the fidelity page), else the folder
-    `sensviz.fidelity` reads by default (the largest scale present)."""
-    decided = Path(results) / DECIDE / "length_scaling"
-    if (decided / "runs.parquet").is_file():
-        return decided, DECIDE
-    present = [s for s in scales(results) if (Path(results) / s / "length_scaling" / "runs.parquet").is_file()]
-    if not present:
-        raise ValueError(f"{results}: no length-scaling results (run the length_scaling sweep)")
-    scale = default_scale(present)
-    return Path(results) / scale / "length_scaling", scale
-
-
-def points(kept: pd.DataFrame) -> pd.DataFrame:
-    """Kept runs' sharpness proxy ×4, mean and standard error per task and n, and how many runs."""
-    grouped = kept.groupby(["task", "n"])["sharpness_proxy_pm1"]
-    found = pd.DataFrame({"mean": grouped.mean(), "stderr": grouped.sem(), "count": grouped.size()}).reset_index()
-    return found.assign(low=found["mean"] - found["stderr"].fillna(0), high=found["mean"] + found["stderr"].fillna(0))
-
-
-def lab_data(results: Path) -> tuple[dict, dict[str, pd.DataFrame]]:
-    """What chapter 5 draws from the shipped runs: their counts, the filter's threshold, the slope of
-    PARITY's proxy in n with the fidelity page's verdict on it (its claim L1), and the kept runs' `points`.
-    From the pre-registered sweep (`results_folder`): L1 as its analysis decides it (the primary test),
-    and the points of every task from the kept runs of that test's arm (PARITY's: the runs it kept)."""
-    folder, scale = results_folder(results)
-    if scale == DECIDE:
-        return _decided_lab_data(results, folder)
-    t = load(folder.parent, "length_scaling")
-    _, claims = section(t)
-    slope = claims[0]  # "PARITY's sharpness grows with n": the slope of the proxy in n
-    kept = t.kept()
-    numbers = {"scale": scale, "runs": len(t.runs), "kept": len(kept), "threshold": threshold(t.runs),
-               "slope": slope.interval.estimate, "slope_low": slope.interval.low, "slope_high": slope.interval.high,
-               "verdict": slope.verdict, "level": stats.LEVEL}
-    return numbers, {"points": points(kept)}
-
-
-def _decided_lab_data(results: Path, folder: Path) -> tuple[dict, dict[str, pd.DataFrame]]:
-    l1 = decisions(results)["length_scaling"].claims[0]  # "PARITY's sharpness grows with n"
-    analysis = load_spec(Path(results).parent / "length_scaling.toml", DECIDE).analysis
-    primary_arm = analysis["claims"][l1.name]["primary_arm"]
-    arm = analysis["arms"][primary_arm]
-    t = load(folder.parent, "length_scaling")
-    shown = rows_where(t.kept(), **arm)
-    low, high = l1.primary.bounds
-    numbers = {"scale": DECIDE, "runs": sum(c.planned for c in l1.cells), "kept": l1.primary.kept,
-               "threshold": threshold(t.runs), "slope": l1.primary.interval.estimate, "slope_low": low,
-               "slope_high": high, "verdict": l1.primary.verdict, "level": 1 - l1.alpha,
-               "arm": f"{primary_arm} arm: " + (f"every run trains {arm['relax_steps']:,} steps after it first meets the filter"
-                                                if set(arm) == {"relax_steps"} else
-                                                ", ".join(f"{k} = {v:,}" for k, v in arm.items()))}
-    return numbers, {"points": points(shown)}
-
-
 # ----------------------------------------------------------------------------- the registration
 
 EXPERIMENT = Experiment("length_scaling", 1, train_and_measure, ("seed", "task"), figures, (section, right_radius),
-                        lab=LabData(results_folder, lab_data))
+                        lab=LabData("sensviz.findings:lab_folder", "sensviz.findings:lab_data"))

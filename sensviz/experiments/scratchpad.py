@@ -14,7 +14,7 @@ import pandas as pd
 
 from .. import stats
 from ..blowup import STACKS
-from ..fidelity import (
+from ..claims import (
     PROXY,
     Claim,
     Tables,
@@ -30,8 +30,9 @@ from ..fidelity import (
     table,
     threshold,
 )
+from ..convergence import CONVERGED_AUTOREGRESSIVE, CONVERGED_MSE
 from ..figures import COLORS, NOTHING, TASK_COLORS, ExperimentFigure, colour, keep, panels, placeholder, summarise
-from . import CONVERGED_AUTOREGRESSIVE, Experiment, train_and_measure
+from . import Experiment, train_and_measure
 
 # ----------------------------------------------------------------------------- the figure
 
@@ -45,7 +46,7 @@ METRICS = {
     "authors_decoder_blowup": "Blowup, decoder stack (authors')",
     "param_norm": "param_norm",
 }
-RULE = "MSE < 0.001 for the encoder, autoregressive accuracy > 0.999 with a scratchpad"
+RULE = f"MSE < {CONVERGED_MSE:g} for the encoder, autoregressive accuracy > {CONVERGED_AUTOREGRESSIVE:g} with a scratchpad"
 
 
 def figures(runs: pd.DataFrame, history: pd.DataFrame) -> list[ExperimentFigure]:

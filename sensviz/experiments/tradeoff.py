@@ -12,7 +12,7 @@ import altair as alt
 import pandas as pd
 
 from .. import stats
-from ..fidelity import (
+from ..claims import (
     Claim,
     Tables,
     attempt,
@@ -28,9 +28,9 @@ from ..fidelity import (
     task_name,
     tasks_in,
 )
+from ..convergence import MSE_RULE
 from ..figures import (
     FIT_X,
-    MSE_RULE,
     NOTHING,
     PANEL,
     SINGLE,

@@ -68,3 +68,90 @@ def test_the_class_server_imports_neither_streamlit_nor_the_app():
     assert {"sensviz"} <= set().union(*imports.values())  # the check can fail: it read the server's imports
     banned = {"ui", "streamlit", "pages"}
     assert {module: tops & banned for module, tops in imports.items() if tops & banned} == {}
+
+
+def module_imports(package: str) -> dict[str, set[str]]:
+    """Each module of `package` (dotted names) and the modules of the package it imports, at any depth (a
+    function's import counts too; an `import_module` by name does not: the registry finds its experiments so)."""
+    root = ROOT / package
+    names = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    found = {}
+    for name, path in names.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                base = ".".join(here.split(".")[: len(here.split(".")) - node.level + 1]) if node.level else ""
+                target = ".".join(p for p in (base, node.module or "") if p)
+                deps |= {f"{target}.{a.name}" if f"{target}.{a.name}" in names else target for a in node.names}
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names}
+        found[name] = {d for d in deps if d in names and d != name}
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while not part or part[-1] != v:
+                part.append(stack.pop())
+                on.discard(part[-1])
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_library_has_no_import_cycle():
+    graph = module_imports("sensviz")
+    assert cycles(graph) == []
+    assert cycles({**graph, "sensviz.claims": graph["sensviz.claims"] | {"sensviz.findings"}})  # the check can fail
+
+
+RESULTS_LAYERS = (
+    ("the claims and figure primitives", {"sensviz.stats", "sensviz.convergence", "sensviz.claims", "sensviz.figures"}),
+    ("the experiment registry", {"sensviz.experiments"}),  # and its modules
+    ("the results loading, analyses and pages", {"sensviz.results", "sensviz.sizing", "sensviz.preregistered",
+                                                 "sensviz.confirm", "sensviz.findings", "sensviz.fidelity",
+                                                 "sensviz.report"}),
+)
+"""The results kit, bottom up: a module imports its own layer and those below, never one above."""
+
+
+def layer_of(module: str) -> int | None:
+    for i, (_, members) in enumerate(RESULTS_LAYERS):
+        if module in members or any(module.startswith(m + ".") for m in members):
+            return i
+    return None
+
+
+def test_the_results_kit_never_imports_back_up_a_layer():
+    graph = module_imports("sensviz")
+    assert {"sensviz.experiments.length_scaling", "sensviz.findings"} <= set(graph)  # it read the kit
+    upward = {(m, d) for m, deps in graph.items() for d in deps
+              if layer_of(m) is not None and layer_of(d) is not None and layer_of(d) > layer_of(m)}
+    assert upward == set()
+    assert layer_of("sensviz.experiments.dynamics") == 1 and layer_of("sensviz.fidelity") == 2
+
+
+def test_claims_and_figure_primitives_load_without_torch():
+    assert not torch_loaded_by("import sensviz.claims, sensviz.convergence, sensviz.figures, sensviz.stats")

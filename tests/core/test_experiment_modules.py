@@ -6,13 +6,14 @@ import sys
 
 import pytest
 
-from sensviz import experiments, fidelity, figures, report, sweeps
+from sensviz import experiments, fidelity, report, sweeps
+from sensviz import results as loading
 
 TOY_MODULE = '''"""A toy experiment: no training, each run's value is its seed plus a seeded wobble."""
 
 from sensviz import stats
 from sensviz.experiments import Experiment
-from sensviz.fidelity import claim, claims_table, runs_line
+from sensviz.claims import claim, claims_table, runs_line
 from sensviz.figures import ExperimentFigure, keep, placeholder, summarise
 
 
@@ -73,7 +74,7 @@ def test_a_new_experiment_is_one_module_and_its_toml(toy):
     runs = sweeps.run_sweep(spec, out, experiments.run_job, batch=experiments.BATCH_FIELDS["toy"], log=io.StringIO())
     assert set(runs["status"]) == {"finished"}
     assert sorted(runs["value"]) == pytest.approx([s + 0.1 * (-1) ** s for s in range(4)])  # its own job ran
-    (fig,) = figures.figures("toy", *sweeps.read_results(out)[:2])
+    (fig,) = loading.figures("toy", *sweeps.read_results(out)[:2])
     assert fig.key == "toy" and list(fig.data["mean"]) == pytest.approx(sorted(runs["value"]))
     page, claims = fidelity.build(results, "quick")
     assert "## 6. Toy" in page and [c.key for c in claims] == ["Y1"]

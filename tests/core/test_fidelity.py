@@ -8,12 +8,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sensviz import cli, fidelity, preregistered, stats
+from sensviz import claims, cli, fidelity, findings, preregistered, stats
 
 ROOT = Path(__file__).resolve().parents[2]
 RHO = 2.0  # rho_proxy of the fixed tables
 
 
+@pytest.mark.xdist_group("findings")  # the shipped findings, computed once with test_findings
 def test_the_committed_pages_are_the_pages_the_tables_give():
     results = ROOT / "experiments" / "results"
     present = fidelity.scales(results)
@@ -182,8 +183,8 @@ def interval(center: float, se: float, df: float = 20) -> stats.Interval:
     return stats.Interval(center, center - half, center + half, f"t({df})", df + 2, "seeds per n", center, se, df, 1, 2)
 
 
-def flat(center: float, se: float, **extra) -> fidelity.Claim:
-    return fidelity.Claim("length_scaling", "stays flat", "slope", 0, interval(center, se), key="L3",
+def flat(center: float, se: float, **extra) -> claims.Claim:
+    return claims.Claim("length_scaling", "stays flat", "slope", 0, interval(center, se), key="L3",
                           margin={"margin": 0.005, "units": "per n", "reason": "a third of L1's effect"}, **extra)
 
 
@@ -195,14 +196,14 @@ def test_a_flat_claim_is_decided_against_its_margin():
     assert across.verdict == stats.UNRESOLVED
     half, most = (stats.units_to_resolve(across.interval, 0, 0.005, power=p)[0] for p in (0.5, 0.8))
     assert half > 22 and across.needed() == f"{half} seeds per n (now 22; {most} for 80 % power)"
-    few = fidelity.Claim("dynamics", "rises", "difference", +1, interval(0.4, 0.3, df=1), key="D2")
+    few = claims.Claim("dynamics", "rises", "difference", +1, interval(0.4, 0.3, df=1), key="D2")
     assert few.verdict == stats.UNRESOLVED and few.needed().startswith("1 degrees of freedom")  # never from df <= 2
 
 
 def test_a_secondary_that_reaches_another_verdict_marks_the_claim_fragile():
-    agrees = fidelity.Secondary("HC3 errors", interval(0.003, 0.0011))
-    disagrees = fidelity.Secondary("accuracy ≥ 0.99 filter", interval(0.009, 0.001))
-    missing = fidelity.Secondary("every run that ever converged", None, "no runs")
+    agrees = claims.Secondary("HC3 errors", interval(0.003, 0.0011))
+    disagrees = claims.Secondary("accuracy ≥ 0.99 filter", interval(0.009, 0.001))
+    missing = claims.Secondary("every run that ever converged", None, "no runs")
     c = flat(0.003, 0.001, secondaries=[agrees, disagrees, missing])
     assert c.fragile == ["accuracy ≥ 0.99 filter"]  # a secondary without an interval marks nothing
     text = c.secondaries_text()
@@ -218,41 +219,40 @@ def test_the_shipped_pages_keep_each_claim_key_and_count_only_the_papers_claims(
     assert statements[0].keys() == statements[1].keys()  # the same claims, by the same keys, on both pages
     differ = {k for k in statements[0] if statements[0][k] != statements[1][k]}
     assert differ <= {"G1", "G2"}, differ  # only the training-set sizes named in G1 and G2 differ between scales
-    for claims in pages.values():
-        ours = {c.key for c in claims if not c.paper}
-        assert ours == {"R1", "R2"} and not {"S4", "S5"} & {c.key for c in claims}  # S4/S5: S2's and S3's secondaries
-        counts = fidelity.tally(claims)
-        assert sum(counts.values()) == len(claims) - len(ours)
+    for found in pages.values():
+        ours = {c.key for c in found if not c.paper}
+        assert ours == {"R1", "R2"} and not {"S4", "S5"} & {c.key for c in found}  # S4/S5: S2's and S3's secondaries
+        assert len([c for c in found if c.paper]) == len(found) - len(ours) == 28
     page = (ROOT / "docs" / "fidelity.md").read_text(encoding="utf-8")
-    assert "at the quick scale" in page and page.index("**Bottom line.**") < page.index("## How each claim is decided")
+    assert "; quick: " in page and page.index("**Bottom line.**") < page.index("## How each claim is decided")
 
 
 HEADINGS = {"length_scaling": ("**Length scaling.**", "**Tradeoff.**"), "dynamics": ("**Dynamics.**", "**Scratchpad.**")}
 """Where each experiment's lines sit on the generated page: its heading and the next one."""
 
 
+@pytest.mark.xdist_group("findings")
 def test_a_finished_pre_registered_sweep_is_decided_beside_the_claims_not_as_a_scale():
     results = ROOT / "experiments" / "results"
     assert fidelity.DECIDE not in fidelity.scales(results)
     decided = fidelity.decisions(results)
     assert sorted(decided) == sorted(HEADINGS) and all(d.complete for d in decided.values())
     page = (ROOT / "docs" / "fidelity.md").read_text(encoding="utf-8")  # the generated page (test above)
-    bottom = page[page.index("**Bottom line.**"):page.index("**Length scaling.**")]
-    table = fidelity.verdict_table(fidelity.collect(results, "standard")[1], {}, decided).set_index("#")
+    found = {f.key: f for f in findings.story(results).findings}
     for experiment, (heading, after) in HEADINGS.items():
         assert (results / fidelity.DECIDE / experiment / "runs.parquet").is_file()
         direct = preregistered.decide(ROOT / "experiments" / f"{experiment}.toml", "decide",
                                       results / "decide" / experiment, results / "standard")
         assert preregistered.to_dict(decided[experiment]) == {**preregistered.to_dict(direct),
                                                               "spec": f"experiments/{experiment}.toml"}
-        line = fidelity.decided_line(direct)
-        assert f"Decided by {line}." in bottom
-        assert page[page.index(heading):page.index(after)].splitlines()[1] == f"- Decided by {line}."  # first line
         assert preregistered.text(decided[experiment]).rstrip() in page
-        for c in direct.claims:
-            assert table.loc[c.name, "pre-registered (decide)"] == \
-                f"{preregistered.estimate_text(c.primary)} {c.primary.verdict}"
-    assert table.loc["L2", "pre-registered (decide)"] == "—"  # a claim the decide scales do not test
+        holds = page[page.index(heading):page.index(after)].splitlines()[1]
+        for c in direct.claims:  # the claim stands on its design: the one verdict, in the experiment's lines
+            f = found[c.name]
+            assert (f.stands.source, f.stands.kind, f.verdict) == (fidelity.DECIDE, findings.PREREGISTERED,
+                                                                   c.primary.verdict)
+            assert f"{c.name} {f.statement} ({fidelity.DECIDE}: {preregistered.estimate_text(c.primary)})" in holds
+    assert found["L2"].stands.source == "decide tables"  # a claim the decide design does not test: exploratory there
 
 
 def test_convergence_steps_take_a_recorded_step_else_the_historys_and_none_for_the_scratchpad():
@@ -263,5 +263,5 @@ def test_convergence_steps_take_a_recorded_step_else_the_historys_and_none_for_t
                          "task": "parity"})
     history = pd.DataFrame({"run_id": ["old", "old", "new", "pad"], "step": [250, 500, 250, 250],
                             "eval_loss": [0.1, 1e-4, 1e-4, 1e-4], "eval_accuracy": [0.9, 1.0, 1.0, 1.0]})
-    t = fidelity.Tables("scratchpad", runs, history, None)
+    t = claims.Tables("scratchpad", runs, history, None)
     assert t.convergence_steps(t.kept()).to_dict() == {"old": 500, "new": 750}

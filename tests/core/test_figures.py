@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from helpers.core import length_runs, walk
 
-from sensviz import figures
+from sensviz import figures, results
 from sensviz.experiments import dynamics, length_scaling, scratchpad
 
 
@@ -17,7 +17,7 @@ def chart_data(chart) -> list[dict]:
 
 
 def test_length_scaling_means_over_converged_seeds_and_the_note():
-    (fig,) = figures.figures("length_scaling", length_runs(), pd.DataFrame())
+    (fig,) = results.figures("length_scaling", length_runs(), pd.DataFrame())
     table = fig.data
     assert set(table["metric"]) == set(length_scaling.METRICS.values())
     proxy = table[table["metric"] == length_scaling.METRICS["sharpness_proxy_pm1"]].set_index(["task", "n"])
@@ -35,7 +35,7 @@ def test_length_scaling_means_over_converged_seeds_and_the_note():
 
 
 def test_tradeoff_points_per_converged_run_and_the_bound():
-    scatter, bound = figures.figures("tradeoff", length_runs(), pd.DataFrame())
+    scatter, bound = results.figures("tradeoff", length_runs(), pd.DataFrame())
     assert len(scatter.data) == 2 * 7  # two blowup definitions per kept run
     assert set(scatter.data["blowup"]) == {"ours: log E[Blowup(x)²]", "published code: log mean Π max 1/std"}
     ours = scatter.data[scatter.data["blowup"].str.startswith("ours")].set_index("run_id")
@@ -56,7 +56,7 @@ def test_dynamics_lines_per_run_and_thinning():
     history = pd.DataFrame([{"run_id": r, "step": s, "loss": 10.0 ** (-s / 250), "sharpness_proxy_pm1": s / 1000,
                              "sharpness_limit_pm1": 0.1, "log_authors_blowup": 1.0, "log_blowup_mean": 2.0,
                              "param_norm": 30 - s / 100} for r in "ab" for s in steps])
-    (fig,) = figures.figures("dynamics", runs, history)
+    (fig,) = results.figures("dynamics", runs, history)
     loss = fig.data[fig.data["metric"] == dynamics.METRICS["log10_loss"]]
     assert loss[loss["step"] == 500]["value"].tolist() == pytest.approx([-2.0, -2.0])
     assert len(fig.data) == 2 * len(steps) * 6 and len(fig.data) < figures.MAX_ROWS
@@ -71,17 +71,17 @@ def test_dynamics_lines_per_run_and_thinning():
 def test_dynamics_fills_settings_left_at_their_defaults():
     runs = pd.DataFrame({"run_id": ["a"], "status": "finished", "converged": [True]})  # no seed, no weight_decay
     history = pd.DataFrame({"run_id": ["a", "a"], "step": [0, 10], "loss": [0.3, 0.1], "param_norm": [3.0, 2.0]})
-    (fig,) = figures.figures("dynamics", runs, history)
+    (fig,) = results.figures("dynamics", runs, history)
     assert set(fig.data["weight_decay"]) == {0.1} and set(fig.data["seed"]) == {0}
     with pytest.raises(ValueError, match="no per-step measurements"):
-        figures.figures("dynamics", runs, pd.DataFrame())
+        results.figures("dynamics", runs, pd.DataFrame())
 
 
 def test_scratchpad_labels_and_log_x():
     runs = pd.DataFrame([{"run_id": f"{a}{n}", "arch": a, "n": n, "status": "finished", "converged": True,
                           "sharpness_proxy_pm1": 0.1 if a == "scratchpad" else 0.05 * n, "param_norm": 10.0}
                          for a in ("scratchpad", "encoder") for n in (4, 8, 16)])
-    (fig,) = figures.figures("scratchpad", runs, pd.DataFrame())
+    (fig,) = results.figures("scratchpad", runs, pd.DataFrame())
     assert set(fig.data["model"]) == {"with scratchpad", "without (encoder)"}
     spec = fig.chart.to_dict()
     assert spec["spec"]["layer"][0]["encoding"]["x"]["scale"] == {"type": "log", "base": 2}
@@ -99,7 +99,7 @@ def test_generalization_compares_learned_with_completions_and_plots_sharpness():
                          "learned_converged": seed == 0, "completion_converged": True,
                          "learned_sharpness_proxy_pm1": 0.05, "completion_sharpness_proxy_pm1": 0.2,
                          "learned_sharpness_limit_pm1": 0.01, "completion_sharpness_limit_pm1": 0.02})
-    compare, sharp = figures.figures("generalization", pd.DataFrame(rows), pd.DataFrame())
+    compare, sharp = results.figures("generalization", pd.DataFrame(rows), pd.DataFrame())
     means = compare.data.set_index(["train_size", "metric"])["mean"]
     assert means[(32, "learned by the transformer")] == pytest.approx(2.5)
     assert means[(128, "random completions of the same data")] == pytest.approx(4.0)
@@ -114,16 +114,16 @@ def test_generalization_compares_learned_with_completions_and_plots_sharpness():
 
 def test_nothing_converged_gives_a_message_instead_of_an_empty_chart():
     runs = length_runs().assign(converged=False)
-    (fig,) = figures.figures("length_scaling", runs, pd.DataFrame())
+    (fig,) = results.figures("length_scaling", runs, pd.DataFrame())
     assert fig.data.empty and "0 of 8 finished runs kept" in fig.note
     assert chart_data(fig.chart) == [{"message": figures.NOTHING}]
 
 
 def test_errors():
     with pytest.raises(ValueError, match="no figures for experiment 'toy'"):
-        figures.figures("toy", length_runs(), pd.DataFrame())
+        results.figures("toy", length_runs(), pd.DataFrame())
     with pytest.raises(ValueError, match="no finished runs"):
-        figures.figures("length_scaling", length_runs().assign(status="failed"), pd.DataFrame())
+        results.figures("length_scaling", length_runs().assign(status="failed"), pd.DataFrame())
 
 
 def test_summarise_skips_missing_values():
@@ -151,10 +151,10 @@ def every_figure() -> list:
                              "learned_sharpness_proxy_pm1": 0.05, "completion_sharpness_proxy_pm1": 0.2,
                              "learned_sharpness_limit_pm1": 0.01, "completion_sharpness_limit_pm1": 0.02}
                             for size in (32, 64)])
-    return (figures.figures("length_scaling", runs, pd.DataFrame()) + figures.figures("tradeoff", runs, pd.DataFrame())
-            + figures.figures("dynamics", runs[runs["task"] == "parity"], history)
-            + figures.figures("scratchpad", scratch, pd.DataFrame())
-            + figures.figures("generalization", general, pd.DataFrame()))
+    return (results.figures("length_scaling", runs, pd.DataFrame()) + results.figures("tradeoff", runs, pd.DataFrame())
+            + results.figures("dynamics", runs[runs["task"] == "parity"], history)
+            + results.figures("scratchpad", scratch, pd.DataFrame())
+            + results.figures("generalization", general, pd.DataFrame()))
 
 
 def luminance(colour: str) -> float:
@@ -169,11 +169,11 @@ def test_tasks_have_fixed_distinct_colours_with_parity_the_strongest():
     assert list(figures.TASK_COLORS)[0] == "parity" and len(set(colours)) == len(colours)
     assert min(figures.TASK_COLORS, key=lambda t: luminance(figures.TASK_COLORS[t])) == "parity"
     assert all(1.05 / (luminance(c) + 0.05) >= 3 for c in colours + list(figures.COLORS))  # readable on white
-    (fig,) = figures.figures("length_scaling", length_runs(), pd.DataFrame())
+    (fig,) = results.figures("length_scaling", length_runs(), pd.DataFrame())
     scale = fig.chart.to_dict()["spec"]["layer"][0]["encoding"]["color"]["scale"]
     assert scale == {"domain": ["parity", "first"],
                      "range": [figures.TASK_COLORS["parity"], figures.TASK_COLORS["first"]]}
-    scatter, bound = figures.figures("tradeoff", length_runs(), pd.DataFrame())
+    scatter, bound = results.figures("tradeoff", length_runs(), pd.DataFrame())
     for chart in (scatter.chart.to_dict()["spec"], bound.chart.to_dict()):
         assert chart["encoding"]["color"]["scale"]["domain"][0] == "parity"
 
@@ -210,7 +210,7 @@ def test_every_figure_fits_the_apps_column_and_is_tall_enough():
 
 
 def test_panels_come_two_wide_with_one_panel_per_metric():
-    (fig,) = figures.figures("length_scaling", length_runs(), pd.DataFrame())
+    (fig,) = results.figures("length_scaling", length_runs(), pd.DataFrame())
     spec = fig.chart.to_dict()
     assert spec["columns"] == 2 and len({row["metric"] for row in chart_data(fig.chart)}) == 6
     scratch = [fig for fig in every_figure() if fig.key == "scratchpad"][0]

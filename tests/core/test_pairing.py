@@ -143,7 +143,6 @@ def test_claims_that_compare_arms_get_the_paired_difference(tmp_path):
     assert paired.interval.se < claim.primary.interval.se and unpaired.interval is not None
 
 
-
 def test_the_committed_confirm_rows_are_paired():
     """Every seed of the confirm sweep's committed rows with both arms in: the same numbers at every evaluation
     up to the earlier stop, on one device, and the relax arm stopped 2,000 steps after its filter was met (or at

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sensviz import fidelity, preregistered, stats, sweeps
+from sensviz import claims, preregistered, results, stats, sweeps
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -204,11 +204,11 @@ def test_a_mean_design_uses_the_first_step_below_each_alignment(tmp_path):
 
 
 def test_per_run_differences_agree_with_the_fidelity_page():
-    t = fidelity.load(ROOT / "experiments" / "results" / "standard", "dynamics")
+    t = results.load(ROOT / "experiments" / "results" / "standard", "dynamics")
     kept = t.kept()
     for quantity in ("sharpness_proxy_pm1@converged - sharpness_proxy_pm1@start", "param_norm@end - param_norm@converged"):
-        ours = preregistered.per_run(t.history, kept["run_id"], quantity, fidelity.threshold(t.runs))
-        theirs = fidelity._per_run(t, kept, quantity)
+        ours = preregistered.per_run(t.history, kept["run_id"], quantity, claims.threshold(t.runs))
+        theirs = claims.phase_difference(t, kept, quantity)
         assert len(ours) == len(theirs) >= 5
         assert sorted(ours.to_numpy()) == pytest.approx(sorted(theirs.to_numpy()), rel=1e-12)
     with pytest.raises(ValueError, match="COLUMN@WHEN"):

@@ -26,13 +26,10 @@ CEILING_S = 600  # training in the tests: a generous ceiling for a busy machine
 APP = str(ROOT / "app.py")
 
 
-
 ZOO = "encoder-majority-n6"
 
 
-
 PAGE = {p.key: p for p in nav.PAGES}
-
 
 
 def open_url(page: str = "home", timeout: float = 300, **params) -> AppTest:
@@ -45,12 +42,10 @@ def open_url(page: str = "home", timeout: float = 300, **params) -> AppTest:
     return at
 
 
-
 def goto(at: AppTest, page: str) -> AppTest:
     at.switch_page(PAGE[page].file).run()
     assert not at.exception, (page, at.exception)
     return at
-
 
 
 def plain(markdown: str) -> str:
@@ -59,15 +54,12 @@ def plain(markdown: str) -> str:
     return re.sub(r"\\([" + re.escape(string.punctuation) + "])", r"\1", markdown).replace(WORD_JOINER, "")
 
 
-
 def notices(at: AppTest) -> list[str]:
     return [plain(w.value) for w in at.warning]
 
 
-
 def selected(at: AppTest) -> model_refs.ModelRef | None:
     return at.session_state.get(registry.SELECTED)
-
 
 
 def wait_until(at: AppTest, condition, ceiling: float = CEILING_S) -> AppTest:
@@ -78,7 +70,6 @@ def wait_until(at: AppTest, condition, ceiling: float = CEILING_S) -> AppTest:
         at.run()
         assert not at.exception, at.exception
     return at
-
 
 
 def train_tiny(at: AppTest, steps: int = 40) -> AppTest:
@@ -93,7 +84,6 @@ def train_tiny(at: AppTest, steps: int = 40) -> AppTest:
     at.button(key=registry.TRAIN_BUTTON).click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     return at
-
 
 
 def upload(at: AppTest, name: str, data: bytes) -> AppTest:

@@ -29,7 +29,6 @@ def wait_until_done(page, timeout_ms: int = 240_000) -> None:
     )
 
 
-
 def screenshot(page, name: str) -> None:
     """The whole page at the window's width: Streamlit scrolls inside the page, so the window is made as
     tall as its content for the picture, then put back."""
@@ -43,7 +42,6 @@ def screenshot(page, name: str) -> None:
         page.wait_for_timeout(300)  # one frame for Vega to redraw at the new size
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
     page.set_viewport_size(size)
-
 
 
 def chart_boxes(page) -> list[dict]:
@@ -61,7 +59,6 @@ def chart_boxes(page) -> list[dict]:
                })""")
 
 
-
 def cut_short(page) -> list[str]:
     """Texts shown cut short with an ellipsis (a label, a metric's value, a select box's choice)."""
     return page.evaluate(
@@ -71,12 +68,10 @@ def cut_short(page) -> list[str]:
              .map(e => e.innerText.trim().slice(0, 80))""")
 
 
-
 def misfits(page) -> list:
     """Charts under 100 px tall or outside the window's width, and texts cut short."""
     bad = [b for b in chart_boxes(page) if b["height"] < 100 or b["left"] < 0 or b["right"] > PROJECTOR["width"]]
     return bad + [f"cut short: {text}" for text in cut_short(page)]
-
 
 
 def choose_upload(page, path: Path | dict) -> None:

@@ -32,10 +32,8 @@ TINY = {"d_model": 8, "n": 4, "steps": 20, "eval_interval": 10, "measure_inputs"
         "directions": 4}
 
 
-
 def spec(experiment, runs):
     return sweeps.SweepSpec(experiment, runs, name=f"tiny-{experiment}")
-
 
 
 def sweep(experiment, runs, out, **kwargs):
@@ -65,7 +63,6 @@ def length_runs() -> pd.DataFrame:
 def leftovers(folder) -> list[str]:
     """Every name in `folder` (temporary files of a writer start with a dot)."""
     return sorted(p.name for p in folder.iterdir())
-
 
 
 def _set_immutable(folder, on: bool) -> bool:
@@ -131,12 +128,10 @@ steps = 1000
 """
 
 
-
 def write_spec(tmp_path, text=SWEEP_SPEC):
     path = tmp_path / "spec.toml"
     path.write_text(text)
     return path
-
 
 
 def calls(out):

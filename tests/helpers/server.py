@@ -33,7 +33,6 @@ def children_of(pid: int) -> set[int]:
     return found
 
 
-
 def alive(pid: int) -> bool:
     from pathlib import Path
 

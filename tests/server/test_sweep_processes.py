@@ -26,7 +26,6 @@ def test_local_sweep_end_to_end_and_resume(tmp_path, workers):
     assert again.sort_values("run_id")["value"].tolist() == runs.sort_values("run_id")["value"].tolist()
 
 
-
 @pytest.mark.ray
 def test_ray_executor_runs_a_tiny_sweep_on_a_local_instance(tmp_path, ray):
     spec = sweeps.load_spec(write_spec(tmp_path))
@@ -34,7 +33,6 @@ def test_ray_executor_runs_a_tiny_sweep_on_a_local_instance(tmp_path, ray):
     assert len(runs) == 4 and set(runs["status"]) == {"finished"}
     assert sorted(runs["value"]) == [40, 41, 60, 61]
     assert not ray.is_initialized()  # the local instance it started is shut down
-
 
 
 @pytest.mark.ray
@@ -53,7 +51,6 @@ def test_a_local_ray_sweep_starts_its_own_instance_beside_a_running_cluster(tmp_
     assert set(runs["status"]) == {"finished"}
 
 
-
 KILL_SPEC = """
 experiment = "toy"
 [[grid]]
@@ -68,14 +65,12 @@ sleep = [600.0]
 """Two quick jobs, then jobs of 10 minutes: workers still there a minute after the kill were left behind."""
 
 
-
 SWEEP_PROCESS = """
 import sys
 from sensviz import sweeps
 from sweep_jobs import slow_job
 sweeps.run_sweep(sweeps.load_spec(sys.argv[1]), sys.argv[2], slow_job, workers=2, threads=1)
 """
-
 
 
 def _wait_for(condition, ceiling_s: float = 180.0) -> bool:
@@ -87,7 +82,6 @@ def _wait_for(condition, ceiling_s: float = 180.0) -> bool:
             return True
         time.sleep(0.1)
     return condition()
-
 
 
 @pytest.mark.slow
