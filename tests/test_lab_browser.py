@@ -42,6 +42,35 @@ def caption_contrast(page) -> list[tuple[str, float]]:
     return [(text, 1.05 / (luminance(colour) + 0.05)) for text, colour in found]
 
 
+LOW_CONTRAST = """() => {
+  const rgba = css => { const v = css.match(/[\\d.]+/g).map(Number); return [v[0], v[1], v[2], v.length > 3 ? v[3] : 1]; };
+  const over = (top, under) => top.slice(0, 3).map((c, i) => top[3] * c + (1 - top[3]) * under[i]);
+  const lum = rgb => rgb.map(c => c / 255).map(c => c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4)
+                       .reduce((s, c, i) => s + c * [0.2126, 0.7152, 0.0722][i], 0);
+  const background = el => {  // the colours behind el, innermost last, blended over white
+    const layers = [];
+    for (let e = el; e; e = e.parentElement) {
+      const c = rgba(getComputedStyle(e).backgroundColor); if (c[3] > 0) layers.push(c);
+    }
+    return layers.reverse().reduce((under, top) => over(top, under), [255, 255, 255]);
+  };
+  const low = [];
+  const main = document.querySelector('[data-testid="stMain"]');
+  for (const el of main.querySelectorAll('*')) {
+    const own = [...el.childNodes].filter(n => n.nodeType === 3 && n.textContent.trim()).map(n => n.textContent.trim()).join(' ');
+    const style = getComputedStyle(el);
+    if (!own || style.visibility === 'hidden' || style.display === 'none' || !el.getClientRects().length) continue;
+    const under = background(el), ink = over(rgba(style.color), under);
+    const [a, b] = [lum(ink), lum(under)].sort((x, y) => y - x);
+    const ratio = (a + 0.05) / (b + 0.05);
+    if (ratio < 4.5) low.push([own.slice(0, 40), Math.round(ratio * 100) / 100]);
+  }
+  return low;
+}"""
+"""Every element of the page's main part with text of its own whose colour, over the backgrounds behind it, is
+below 4.5:1 (WCAG's contrast ratio): [text, ratio]."""
+
+
 def top_of(locator) -> float:
     return locator.first.bounding_box()["y"]
 
@@ -93,6 +122,8 @@ def test_a_student_walks_every_chapter(server, browser):
         wrong[number] = misfits(page)
         low = [(text, ratio) for text, ratio in caption_contrast(page) if ratio < 4.5]
         assert not low, f"chapter {number}: captions below 4.5:1 against white: {low}"
+        low = page.evaluate(LOW_CONTRAST)
+        assert not low, f"chapter {number}: text below 4.5:1 against its background: {low}"
         times.append((number, first, tried))
 
         if number < len(lab.CHAPTERS):
