@@ -945,7 +945,8 @@ def _init_present(data: Data, scale) -> Built:
                 f"{p['stderr']:.2g} and {f['value']:.3g} ± {f['stderr']:.2g}: PARITY's minimum stays {claims['orbit']}.")
     answer = (f"{upper_first(correct)}: a transformer with random weights already computes a simple function (mean "
               f"as_n {numbers['as_init']:.3g} of a possible {n}), its Fourier weight on few bits. Training starts there: "
-              f"FIRST (as_n = 1) is near, PARITY (as_n = {n}) is as far away as a function can be. And PARITY's sharp "
+              f"FIRST's as_n = 1 is {abs(numbers['as_init'] - 1):.2g} from that mean, PARITY's as_n = {n} is "
+              f"{n - numbers['as_init']:.2g} from it, the most any function can be. And PARITY's sharp "
               "minimum is not an accident of how its weights are written: among the weights that compute the very same "
               f"function, the least sharp stays {claims['orbit']} than FIRST's.")
     shown = pd.concat([here.assign(function=INITS).rename(columns={"avg_sensitivity": "as_n"})[["function", "as_n"]],
@@ -1110,11 +1111,15 @@ CHAPTERS: tuple[Chapter, ...] = (
         Control("init scale", INIT_SCALES, 1.0, lambda s: f"scale {s:g}"),
         "Open the Before training page: other widths, depths, lengths and targets, and the claim across them.",
         _init_measure, _init_present,
-        symbols=("x: one input, a string of n bits; T(x): the transformer's raw output at x; f(x): its answer read "
+        symbols=("n: the input length; x: one input, a string of n bits; Boolean function: one that answers −1 or +1 "
+                 "(no or yes) at every input",
+                 "T(x): the transformer's raw output at x; f(x): its answer read "
                  "as ±1; median: the middle of its 2^n outputs, so f is +1 on half of the inputs and −1 on the other",
                  "E_x: the mean over all inputs x; s(f,x): how many single-bit flips change f's answer at x",
                  "n/2: the average sensitivity of a uniformly random Boolean function (each flip changes it with "
                  "probability ½)",
+                 "λ_P: the Fourier coefficient of f on the product of the bits in the set P; d_k: λ_P² added up over "
+                 "all sets P of k bits",
                  "θ: all the model's parameters; g θ: θ after a function-preserving change g; ρ: the paper's radius; "
                  "L_ρ: the sharpness at radius ρ; L^sym_ρ: the least L_ρ found over the changes tried"),
         depends=(("model", dataclasses.asdict(INIT_MODEL)), ("n", INIT_N), ("inits", INIT_COUNT),

@@ -1,7 +1,8 @@
 """The Lab walked as a student, in headless Chromium at 1024×768 against the served app: in each chapter the
-question and the first chart (or its placeholder) above the fold, the answer not on the page until revealed,
-the prediction kept in the URL, the try-it control redrawing a chart, after the reveal every chart at least
-100 px tall and inside the window and no text cut short, and the next chapter opening at its top.
+question and the prediction above the fold, the chapter's words and symbols before its first chart (or
+placeholder), the answer not on the page until revealed, the prediction kept in the URL, the try-it control
+redrawing a chart, after the reveal every chart at least 100 px tall and inside the window, no text cut short
+and every text at least 4.5:1 against its background, and the next chapter opening at its top.
 Screenshots of each chapter before and after the reveal go to artifacts/screenshots/ (lab-<k>-before.png,
 lab-<k>-after.png); the times it measured are printed (`-s`; `benchmarks/lab_render.py` measures a
 chapter's first and cached renders on a fresh server)."""
@@ -93,7 +94,10 @@ def test_a_student_walks_every_chapter(server, browser):
         shown = page.locator('[data-testid="stVegaLiteChart"], [data-testid="stAlertContentInfo"]')
         shown.first.wait_for(timeout=60_000)
         wait_until_done(page)
-        assert top_of(shown) < FOLD, f"chapter {number}: no chart above the fold"
+        # the prediction above the fold; the chapter's words and symbols visible under it, before the first chart
+        assert top_of(page.locator('[data-testid="stRadio"]')) < FOLD, f"chapter {number}: no prediction above the fold"
+        words = page.get_by_text("Words and symbols of this chapter")
+        assert words.first.is_visible() and top_of(words) < top_of(shown), number
         assert page.get_by_text(built.answer[:60]).count() == 0 and page.get_by_text(built.look_for[:60]).count() == 0
         assert main_scroll(page) == 0, f"chapter {number} did not open at its top"
         page.screenshot(path=str(SHOTS / f"lab-{number}-before.png"))
