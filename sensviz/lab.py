@@ -866,19 +866,31 @@ INIT_OPTIONS = ("well below n/2", "about n/2", "above n/2")
 
 
 def _init_measure(src: Sources, progress: Progress = None) -> Data:
-    """Random transformers (`sensviz.init_study`, at every init scale) and the trained models read the same way
-    (f = sign(T − median T)), 64 uniformly random functions, and the trained models' L_ρ beside its least value
-    over their function-preserving changes (`sensviz.orbit_sharpness`)."""
+    """Random transformers (`sensviz.init_study`, at every init scale), 64 uniformly random functions, and the
+    trained models (`trained_models`)."""
     _say(progress, f"{INIT_COUNT} random transformers at init scales {', '.join(f'{s:g}' for s in INIT_SCALES)}, "
                    f"on all 2^{INIT_N} inputs")
     studies = init_studies(INIT_MODEL, INIT_N, INIT_COUNT, INIT_SCALES, INIT_SEED)
     profiles = [{"model": INITS, "init_scale": s.init_scale, "degree": k, "weight": w}
                 for s in studies for k, w in enumerate(s.degree_profile.mean(dim=0).tolist())]
     uniform = torch.randint(0, 2, (64, 2**INIT_N), generator=torch.Generator().manual_seed(0)).float()
-    functions = [{"function": UNIFORM, "as_n": as_n(t)} for t in uniform]
-    orbit = []
+    functions = pd.DataFrame([{"function": UNIFORM, "as_n": as_n(t)} for t in uniform])
+    numbers, trained = trained_models(src, progress)
+    return Data({"n": INIT_N, "count": INIT_COUNT, **numbers},
+                {"inits": init_charts.study_table(studies),
+                 "profiles": pd.concat([pd.DataFrame(profiles), trained["profiles"]], ignore_index=True),
+                 "functions": pd.concat([functions, trained["functions"]], ignore_index=True),
+                 "orbit": trained["orbit"]})
+
+
+def trained_models(src: Sources, progress: Progress = None) -> tuple[dict, dict[str, pd.DataFrame]]:
+    """Chapter 7's trained models read as the random transformers are (f = sign(T − median T): as_n and the
+    degree profile), and their L_ρ beside its least value over their function-preserving changes
+    (`sensviz.orbit_sharpness`): the numbers (`rho`, `orbit_points`) and the tables `functions`, `profiles`, `orbit`."""
+    functions, profiles, orbit = [], [], []
     for name in ORBIT_MODELS:
-        _say(progress, f"{name} read as f = sign(T − median T), and L_ρ over 7 of its function-preserving changes")
+        _say(progress, f"{name} read as f = sign(T − median T), and L_ρ at the least sharp of its function-preserving "
+                       "changes tried")
         ck = src.load(name)
         label = f"trained {_task_name(ck)} model"
         view = scale_free_view(ck.model, ck.n)
@@ -888,9 +900,8 @@ def _init_measure(src: Sources, progress: Progress = None) -> Data:
         found = measure(ck.model, ck.task, ck.n, SETTINGS, ("sharpness", "orbit"), ck.encoding)
         for quantity, est in zip(ORBIT, (found.sharpness, found.orbit)):
             orbit.append({"model": _task_name(ck), "quantity": quantity, "value": est.value, "stderr": est.stderr})
-    return Data({"n": INIT_N, "count": INIT_COUNT, "orbit_points": found.orbit.n_orbit + 1, "rho": found.rho},
-                {"inits": init_charts.study_table(studies), "profiles": pd.DataFrame(profiles),
-                 "functions": pd.DataFrame(functions), "orbit": pd.DataFrame(orbit)})
+    return ({"orbit_points": found.orbit.n_orbit + 1, "rho": found.rho},
+            {"functions": pd.DataFrame(functions), "profiles": pd.DataFrame(profiles), "orbit": pd.DataFrame(orbit)})
 
 
 def init_words(low: float, high: float) -> str:
