@@ -904,6 +904,15 @@ def trained_models(src: Sources, progress: Progress = None) -> tuple[dict, dict[
             {"functions": pd.DataFrame(functions), "profiles": pd.DataFrame(profiles), "orbit": pd.DataFrame(orbit)})
 
 
+def labels_at_least(chart, px: int):
+    """The layered chart with its text marks (the values written beside bars) at least `px` tall: the handout and a
+    projector need 14 px, where `charts.sharpness_at_radius` writes them at 13."""
+    for layer in chart.layer:
+        if getattr(layer.mark, "type", None) == "text" and (layer.mark.fontSize or 0) < px:
+            layer.mark.fontSize = px
+    return chart
+
+
 def init_words(low: float, high: float) -> str:
     """as_n/n of the random transformers against 1/2 by the claim's interval (`init_claim`: of mean as_n/n − 0.4):
     'well below n/2' when it lies below 0 (the claim's rule), 'above n/2' when it lies above 0.1, else 'about n/2'."""
@@ -978,7 +987,7 @@ def _init_present(data: Data, scale) -> Built:
                blind=charts.degree_profiles(degrees[degrees["model"] != INITS].reset_index(drop=True)),
                blind_title="Fourier degree profile d_k of the trained models"),
         Figure("orbit", "L_ρ of the trained models: as trained, and the least over function-preserving changes",
-               charts.sharpness_at_radius(bars), bars,
+               labels_at_least(charts.sharpness_at_radius(bars), charts.READABLE_PX), bars,
                f"ρ = {numbers['rho']:.3g}, the paper's radius; ±1 standard error over {SETTINGS.directions} seeded "
                f"directions, the same for every change; {numbers['orbit_points']} changes tried per model."),
     ]

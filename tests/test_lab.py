@@ -495,8 +495,9 @@ def contrast(colour: str, background: str = "#ffffff") -> float:
 
 
 def test_every_charts_text_is_14_px_or_more_and_dark_enough():
-    """Tick labels, axis and legend titles at least 14 px and at least 4.5:1 against white, in every chapter's charts
-    and blind charts (a size or colour set on one axis or legend overrides the chart's own)."""
+    """Tick labels, axis and legend titles and text marks at least 14 px, and labels and titles at least 4.5:1 against
+    white, in every chapter's charts and blind charts (a size or colour set on one axis, legend or mark overrides the
+    chart's own)."""
     assert contrast("#333333") > 12 and contrast("#888888") < 4.5
     for ch in lab.CHAPTERS:
         for fig in ch.present(data(ch.number), ch.control.default).figures:
@@ -514,7 +515,7 @@ def test_every_charts_text_is_14_px_or_more_and_dark_enough():
                         stack += node
                     elif isinstance(node, dict):
                         for key, value in node.items():
-                            if key in ("labelFontSize", "titleFontSize"):
+                            if key in ("labelFontSize", "titleFontSize") or key == "fontSize" and node.get("type") == "text":
                                 assert value >= 14, (ch.number, fig.key, key, value)
                             if key in ("labelColor", "titleColor") and isinstance(value, str):
                                 assert contrast(value) >= 4.5, (ch.number, fig.key, key, value)
