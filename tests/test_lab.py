@@ -394,7 +394,9 @@ def test_chapter_7_decides_the_random_transformers_by_the_claims_rule_on_its_cha
         built = ch.present(data(7), scale)
         strip = views(built.figures[0].chart)[0][1]
         inits = strip[strip["function"] == lab.INITS]["as_n"] / built.numbers["n"]
-        assert len(inits) == built.numbers["count"] == 128
+        assert len(inits) == built.numbers["count"] == 128 and f"init scale {scale:g}" in built.figures[0].title
+        shipped = data(7).tables["inits"]  # the try-it option draws the scale it names
+        assert sorted(inits * built.numbers["n"]) == sorted(shipped[shipped["init_scale"] == scale]["avg_sensitivity"])
         low, high = t_interval(inits)
         assert (built.numbers["ratio_low"], built.numbers["ratio_high"]) == pytest.approx((low, high), rel=1e-9)
         expected = "well below n/2" if high < 0.4 else "above n/2" if low > 0.5 else "about n/2"
