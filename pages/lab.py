@@ -31,7 +31,7 @@ PAGE = {  # read by ui.nav without running this file
         "try": {"label": "Try it", "widget": "segmented_control"},  # the chapter's control
         "answers": {"label": "My answers", "widget": "page"},  # a signed token of every locked chapter
     },
-    "shows": ("the paper's story in six guided chapters for a class: each with its question, one-click setup, "
+    "shows": ("the paper's story in seven guided chapters for a class: each with its question, one-click setup, "
               "the few charts that make the point, a question to answer and the formula; an offline handout"),
 }
 
@@ -46,9 +46,13 @@ TRY_IT = {
     6: ("train", "few examples: a random function from 64 of 256 inputs"),
 }
 # chapters whose "try it yourself" opens an analysis page with their models
-EXPLORE = {1: "sensitivity", 3: "layernorm", 4: "landscape"}
-# the Lab's small text (captions) in a dark grey: 9.7:1 against white, where Streamlit's translucent grey is 3.7:1
-INK = '<style>[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p { color: #444 !important; }</style>'
+EXPLORE = {1: "sensitivity", 3: "layernorm", 4: "landscape", 7: "init"}
+# text Streamlit draws below 4.5:1 (tests/test_lab_browser.py measures every text): captions (its translucent grey,
+# 3.7:1), a locked prediction's disabled radio and buttons (2.3:1) in a dark grey, #444: 9.7:1 against white; the
+# selected chapter and try-it option (its red on pink, 4.5:1 less a hair) in a dark red, #8c1d2c: 7.8:1 on that pink
+INK = ('<style>[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p, '
+       '[data-testid="stRadio"] p, button:disabled p { color: #444 !important; } '
+       '[data-testid="stButtonGroup"] button[aria-checked="true"] p { color: #8c1d2c !important; }</style>')
 # scrolls the app to its top (a page turned): Streamlit keeps the scroll position across reruns
 TO_TOP = """<script>
 for (const sel of ['[data-testid="stMain"]', '[data-testid="stAppViewContainer"]', 'section.main']) {
@@ -80,7 +84,8 @@ def turn(k: int) -> None:
     st.session_state[registry.LAB_TOP] = True
 
 
-SHORT = {1: "Sensitivity", 2: "Training", 3: "LayerNorm", 4: "Landscape", 5: "Length", 6: "Few examples"}
+SHORT = {1: "Sensitivity", 2: "Training", 3: "LayerNorm", 4: "Landscape", 5: "Length", 6: "Few examples",
+         7: "Before training"}
 number = settings.choice("chapter", NUMBERS, selection_mode="single", format_func=lambda k: f"{k} {SHORT[k]}",
                          label_visibility="collapsed", on_change=lambda: st.session_state.__setitem__(registry.LAB_TOP, True))
 chapter = lab.chapter(number)
@@ -163,6 +168,10 @@ if lock is not None:
     st.caption(f"Your answer “{escape_markdown(lock['answer'])}” was locked when you revealed the answer "
                f"({lock['revealed']} UTC): the first answer is the one scored.")
 
+# the words and symbols the charts and formulas use, visible before them (a projector or a tablet shows no hover)
+st.markdown("**Words and symbols of this chapter**\n\n"
+            + "\n".join(f"- {escape_markdown(line)}" for line in (*chapter.definitions(), *chapter.symbols)))
+
 # ---------------------------------------------------------------- show
 
 selection = st.session_state.get(registry.CURRENT)
@@ -238,8 +247,6 @@ if chapter.formula:
     st.markdown("**The formula**")
     for line in chapter.formula:
         st.latex(line)
-st.markdown("**Words and symbols of this chapter**\n\n"
-            + "\n".join(f"- {escape_markdown(line)}" for line in (*chapter.definitions(), *chapter.symbols)))
 
 
 def setup() -> None:

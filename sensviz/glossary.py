@@ -47,6 +47,13 @@ TERMS: tuple[Term, ...] = (
     Term("sharpness proxy", "proxy ×4", "the paper's estimate of sharpness: the output's mean squared change "
          "under Gaussian noise of 0.02 per parameter; ×4 puts a model trained on 0/1 targets on the ±1 scale "
          "((2y − 1)² = 4y² for a change y).", "Experiments; Lab chapter 5"),
+    Term("initialisation", "θ₀", "the random parameters a model starts training from (PyTorch's default draw, "
+         "seeded): before any training.", "Before training; Lab chapter 7"),
+    Term("init scale", "s", "a factor on every initial parameter except the LayerNorms' (1: PyTorch's default).",
+         "Before training; Lab chapter 7"),
+    Term("function-preserving change", "g θ", "a change of the parameters that leaves the output the same at every "
+         "input, e.g. one layer's weights ×2 and the next one's ÷2; it can change the sharpness, not the function.",
+         "Lab chapter 7"),
     Term("convergence filter", "converged", "the paper keeps only runs whose final evaluation MSE is below "
          "0.001 (on 0/1 targets): the model fits its task.", "Experiments; Lab chapter 5"),
 )

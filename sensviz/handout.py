@@ -131,7 +131,7 @@ def handout(sources: Sources, answers: bool = False, url: str | None = None) -> 
     return offline_page(
         "sensviz lab: why sensitive functions are hard for transformers" + (" (with answers)" if answers else ""),
         STYLE,
-        ["<h1>Why are sensitive functions hard for transformers? A lab in six chapters</h1>",
+        [f"<h1>Why are sensitive functions hard for transformers? A lab in {len(CHAPTERS)} chapters</h1>",
          "<p>Hahn &amp; Rofin (ACL 2024), with models trained by sensviz. In each chapter, read the question and "
          "tick a prediction <i>before</i> you look at the charts. Every number is computed from the models shown."
          + (" This is the instructor's copy: the answers are included." if answers else

@@ -1,13 +1,16 @@
 """The Lab: the paper's story as guided chapters, for the app's Lab page and the printable handout.
 
-Six chapters (`CHAPTERS`) tell why sensitive functions are hard for transformers:
+Seven chapters (`CHAPTERS`) tell why sensitive functions are hard for transformers:
 
 1. sensitivity on the cube: PARITY beside FIRST, and the Fourier degree profile;
 2. training PARITY: degree n takes over and sharpness rises;
 3. how a transformer can be sensitive at all: the LayerNorm factors N and Blowup;
 4. the landscape: a PARITY minimum beside a FIRST minimum, at the radius the Landscape page measures;
-5. length scaling: the sharpness proxy against n from the shipped results, with `sensviz.fidelity`'s verdict;
-6. few examples: a random function fitted on a handful of inputs extrapolates with low sensitivity.
+5. length scaling: the sharpness proxy against n from the shipped results, with the findings' verdict (`sensviz.findings`);
+6. few examples: a random function fitted on a handful of inputs extrapolates with low sensitivity;
+7. before training: random transformers compute low-sensitivity functions (`sensviz.init_study`, decided by
+   `sensviz.init_claim`'s rule), and PARITY's minimum stays sharper than FIRST's at the least sharp of its
+   function-preserving changes (`sensviz.orbit_sharpness`).
 
 A lesson asks before it shows. A chapter holds its question, the prediction the student makes
 (`Prediction`), the glossary terms it uses, the zoo models its one-click setup loads, its formula,
@@ -28,24 +31,28 @@ so "Load this chapter's models" measures nothing either.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import torch
 
-from . import charts, cube, glossary, tables
+from . import charts, cube, glossary, init_charts, init_claim, results, tables
 from .analysis import cube_outputs, sensitivity_report
 from .blowup import blowup_summary
 from .checkpoints import Checkpoint, file_hash, load_checkpoint
 from .experiments import get_experiment, results_dir
 from .experiments.generalization import as_n, completions
+from .init_study import INIT_SCALES, init_studies, scale_free_view
 from .losses import loss_for, targets
 from .measure import RADIUS_FRACTIONS, MeasureSettings, measure
+from .models import ModelSettings
 from .report import write_text
 from .slices import loss_slice, random_directions
 from .training import TrainingData
@@ -184,6 +191,7 @@ class Chapter:
     theorem: tuple[str, ...] = ()  # LaTeX: the paper's result that predicts the answer, shown with the answer
     symbols: tuple[str, ...] = ()  # each symbol of the formula and the charts, in words, shown beside them
     theorem_symbols: tuple[str, ...] = ()  # each symbol the theorem adds, shown with it
+    depends: tuple[tuple[str, object], ...] = ()  # what `measure` computes besides the files: its settings, its tables
 
     def inputs(self, sources: Sources) -> dict[str, Path]:
         """The files the chapter's data depends on, by name."""
@@ -204,12 +212,15 @@ class Chapter:
 
 def what_changes(ch: Chapter, asked: Built, here: Built, choice) -> str:
     """At a try-it setting other than the question's own (`ch.control.default`, where the Answer is decided):
-    whether the charts there show the same answer, and what they show, from that setting's own data."""
+    whether the charts there show the same answer ("not visible at this setting" where they do not), and what
+    they show, from that setting's own data. It gives no reason why: no chapter has a claim, with a stated rule
+    and an altered-data test, that explains the difference."""
     at = ch.control.fmt(choice)
     if here.correct == asked.correct:
         return f"At {at} the charts show the same answer (“{here.correct}”). {here.look_for}"
-    return (f"At {at} the answer is not visible: by the chapter's own rule the charts here say “{here.correct}”, not "
-            f"“{asked.correct}” as at the question's setting ({ch.control.fmt(ch.control.default)}). {here.look_for}")
+    return (f"The answer is not visible at this setting ({at}): by the chapter's own rule the charts here say "
+            f"“{here.correct}”, not “{asked.correct}” as at the question's setting "
+            f"({ch.control.fmt(ch.control.default)}). {here.look_for}")
 
 
 def zoo_loader(directory: str | Path) -> Loader:
@@ -234,12 +245,14 @@ def _say(progress: Progress, text: str) -> None:
 
 
 def hashes(chapter_: Chapter, sources: Sources) -> dict[str, str]:
-    """The sha256 of every file the chapter reads (ValueError naming a missing one)."""
+    """The sha256 of every file the chapter reads (ValueError naming a missing one), and of its `depends`."""
     found = {}
     for name, path in chapter_.inputs(sources).items():
         if not path.is_file():
             raise ValueError(f"{path}: no such file (set SENSVIZ_CHECKPOINT_DIR or SENSVIZ_RESULTS_DIRS)")
         found[name] = file_hash(path)
+    if chapter_.depends:  # measured with other settings (or into other tables): measured again
+        found["settings"] = hashlib.sha256(json.dumps(chapter_.depends, sort_keys=True).encode()).hexdigest()
     return found
 
 
@@ -368,6 +381,16 @@ def compare_words(ratio: float, larger: str = "larger", smaller: str = "smaller"
 def separated(a: float, a_err: float, b: float, b_err: float) -> int:
     """+1 when a's error bar lies wholly above b's, -1 when wholly below, 0 when they overlap."""
     return 1 if a - a_err > b + b_err else -1 if a + a_err < b - b_err else 0
+
+
+def sharper_words(side: int, ratio: float) -> str:
+    """PARITY's minimum against FIRST's (`side` from `separated`, `ratio` = PARITY's L_ρ / FIRST's): 'k× sharper'
+    when its error bar lies wholly above, 'k× flatter' wholly below, else not clearly sharper."""
+    if side > 0:
+        return f"{ratio:.2g}× sharper"
+    if side < 0:
+        return f"{1 / ratio:.2g}× flatter"
+    return "not clearly sharper: the error bars overlap"
 
 
 def trend_words(ns, means) -> str:
@@ -638,8 +661,7 @@ def _landscape_present(data: Data, fraction) -> Built:
                "sharp_parity": p["value"], "stderr_parity": p["stderr"], "sharp_first": f["value"],
                "stderr_first": f["stderr"], "ratio_parity": p["ratio"], "ratio_first": f["ratio"],
                "sharp_ratio": ratio, "limit_parity": p["limit"], "limit_first": f["limit"], "limit_ratio": limit_ratio}
-    claims = {"sharper": (f"{ratio:.2g}× sharper" if side > 0 else f"{1 / ratio:.2g}× flatter" if side < 0
-                          else "not clearly sharper: the error bars overlap"),
+    claims = {"sharper": sharper_words(side, ratio),
               "limit": ("tells the same story" if limit_ratio > 1.5 else
                         "does not separate them (ratio within 1.5)" if limit_ratio > 1 / 1.5 else
                         "points the other way")}
@@ -685,11 +707,39 @@ def _length_measure(src: Sources, progress: Progress = None) -> Data:
     _, scale = lab.folder(src.results)
     _say(progress, f"the {scale}-scale length-scaling runs and sensviz.fidelity's verdict on them")
     numbers, found = lab.measure(src.results)
+    folder, _ = lab.folder(src.results)
+    found["after_filter"] = after_filter(folder)
     zoo = []
     for name in LENGTH_MODELS:
         _say(progress, f"the sharpness proxy of {name}")
         zoo.append(zoo_point(src.load(name), "zoo PARITY model"))
     return Data(numbers, {**found, "zoo": pd.DataFrame(zoo)})
+
+
+def after_filter(folder: Path) -> pd.DataFrame:
+    """The PARITY runs of chapter 5's line (kept by the convergence filter; where runs were asked to train on for
+    `relax_steps` after first meeting it, those runs): n, the steps each trained after it first met the filter
+    (`steps_since_converged`), its step limit (`steps`) and `relax_steps` (0 where not asked)."""
+    kept = results.load(folder.parent, folder.name).kept()
+    rows = kept[kept["task"] == "parity"]
+    if "relax_steps" in rows:
+        rows = rows[rows["relax_steps"].notna()] if rows["relax_steps"].notna().any() else rows
+    columns = ["n", "steps", "steps_since_converged", "relax_steps"]
+    return rows.reindex(columns=columns).fillna({"relax_steps": 0}).reset_index(drop=True)
+
+
+def after_filter_words(table: pd.DataFrame) -> str:
+    """How long the runs trained after the filter, counted: 'all k runs trained m steps after ...' or 'j of k runs
+    ...; the other i stopped at their step limit first' (runs asked for m steps after first meeting it)."""
+    asked = table[table["relax_steps"] > 0]
+    if asked.empty:
+        return ""
+    relax, limit = int(asked["relax_steps"].max()), int(asked["steps"].max())
+    done = int((table["steps_since_converged"] >= table["relax_steps"]).sum())
+    if done == len(table):
+        return f"all {len(table)} runs trained {relax:,} steps after they first met the filter"
+    return (f"{done} of {len(table)} runs trained {relax:,} steps after they first met the filter; the other "
+            f"{len(table) - done} reached the limit of {limit:,} steps first")
 
 
 def slope_words(low: float, high: float) -> str:
@@ -709,14 +759,16 @@ def _length_present(data: Data, tasks, yours: pd.DataFrame | None = None) -> Bui
     pretrained = data.tables["zoo"].assign(model=PRETRAINED)
     mine = pd.concat([pretrained] + ([yours] if yours is not None and len(yours) else []), ignore_index=True)
     claims = {"slope": slope_words(num["slope_low"], num["slope_high"]),
-              "trend": trend_words(parity["n"], parity["mean"])}
+              "trend": trend_words(parity["n"], parity["mean"]),
+              "after_filter": after_filter_words(data.tables["after_filter"])}
     counts = ", ".join(f"{int(c)} at n = {int(n)}" for n, c in zip(parity["n"], parity["count"]))
     correct = ("yes, it grows" if num["slope_low"] > 0 else "no, it stays flat or falls" if num["slope_high"] < 0
                else "these runs cannot tell")
     numbers = {**num, "counts": counts}
     look_for = (f"Follow PARITY's line: its mean sharpness proxy ×4 {claims['trend']}. Each point is the mean over the "
                 f"runs at that n that learned their task ({counts}); the convergence filter kept {num['kept']} of "
-                f"{num['runs']} runs. A straight line through all those PARITY runs "
+                f"{num['runs']} runs{'' if not claims['after_filter'] else '. Of those, ' + claims['after_filter']}. "
+                "A straight line through all those PARITY runs "
                 f"{'rises' if num['slope'] >= 0 else 'falls'} by "
                 f"{abs(num['slope']):.3g} per extra bit (its slope {num['slope']:.3g}), with a "
                 f"{num['level']:.0%} interval from {num['slope_low']:.3g} to {num['slope_high']:.3g}.")
@@ -802,6 +854,146 @@ def _few_present(data: Data, compare) -> Built:
     return Built(num, claims, figures, correct, look_for, answer)
 
 
+# ----------------------------------------------------------------------------- chapter 7
+
+INIT_MODEL = ModelSettings(arch="encoder", d_model=32, n_layers=2, n_heads=2)
+"""The architecture of the zoo's n = 8 encoders, initialised at random: the models chapter 7 starts from."""
+INIT_N, INIT_COUNT, INIT_SEED = 8, 128, 0
+ORBIT_MODELS = ("encoder-parity-n8", "encoder-first-n8")
+INITS, UNIFORM = "random transformers, before training", "uniformly random functions"
+ORBIT = ("L_ρ as trained", "least L_ρ over function-preserving changes")
+INIT_OPTIONS = ("well below n/2", "about n/2", "above n/2")
+
+
+def _init_measure(src: Sources, progress: Progress = None) -> Data:
+    """Random transformers (`sensviz.init_study`, at every init scale), 64 uniformly random functions, and the
+    trained models (`trained_models`)."""
+    _say(progress, f"{INIT_COUNT} random transformers at init scales {', '.join(f'{s:g}' for s in INIT_SCALES)}, "
+                   f"on all 2^{INIT_N} inputs")
+    studies = init_studies(INIT_MODEL, INIT_N, INIT_COUNT, INIT_SCALES, INIT_SEED)
+    profiles = [{"model": INITS, "init_scale": s.init_scale, "degree": k, "weight": w}
+                for s in studies for k, w in enumerate(s.degree_profile.mean(dim=0).tolist())]
+    uniform = torch.randint(0, 2, (64, 2**INIT_N), generator=torch.Generator().manual_seed(0)).float()
+    functions = pd.DataFrame([{"function": UNIFORM, "as_n": as_n(t)} for t in uniform])
+    numbers, trained = trained_models(src, progress)
+    return Data({"n": INIT_N, "count": INIT_COUNT, **numbers},
+                {"inits": init_charts.study_table(studies),
+                 "profiles": pd.concat([pd.DataFrame(profiles), trained["profiles"]], ignore_index=True),
+                 "functions": pd.concat([functions, trained["functions"]], ignore_index=True),
+                 "orbit": trained["orbit"]})
+
+
+def trained_models(src: Sources, progress: Progress = None) -> tuple[dict, dict[str, pd.DataFrame]]:
+    """Chapter 7's trained models read as the random transformers are (f = sign(T − median T): as_n and the
+    degree profile), and their L_ρ beside its least value over their function-preserving changes
+    (`sensviz.orbit_sharpness`): the numbers (`rho`, `orbit_points`) and the tables `functions`, `profiles`, `orbit`."""
+    functions, profiles, orbit = [], [], []
+    for name in ORBIT_MODELS:
+        _say(progress, f"{name} read as f = sign(T − median T), and L_ρ at the least sharp of its function-preserving "
+                       "changes tried")
+        ck = src.load(name)
+        label = f"trained {_task_name(ck)} model"
+        view = scale_free_view(ck.model, ck.n)
+        functions.append({"function": label, "as_n": view.avg_sensitivity})
+        profiles += [{"model": label, "init_scale": None, "degree": k, "weight": w}
+                     for k, w in enumerate(view.degree_profile.tolist())]
+        found = measure(ck.model, ck.task, ck.n, SETTINGS, ("sharpness", "orbit"), ck.encoding)
+        for quantity, est in zip(ORBIT, (found.sharpness, found.orbit)):
+            orbit.append({"model": _task_name(ck), "quantity": quantity, "value": est.value, "stderr": est.stderr})
+    return ({"orbit_points": found.orbit.n_orbit + 1, "rho": found.rho},
+            {"functions": pd.DataFrame(functions), "profiles": pd.DataFrame(profiles), "orbit": pd.DataFrame(orbit)})
+
+
+def labels_at_least(chart, px: int):
+    """The layered chart with its text marks (the values written beside bars) at least `px` tall: the handout and a
+    projector need 14 px, where `charts.sharpness_at_radius` writes them at 13."""
+    for layer in chart.layer:
+        if getattr(layer.mark, "type", None) == "text" and (layer.mark.fontSize or 0) < px:
+            layer.mark.fontSize = px
+    return chart
+
+
+def init_words(low: float, high: float) -> str:
+    """as_n/n of the random transformers against 1/2 by the claim's interval (`init_claim`: of mean as_n/n − 0.4):
+    'well below n/2' when it lies below 0 (the claim's rule), 'above n/2' when it lies above 0.1, else 'about n/2'."""
+    margin = init_claim.MARGIN
+    if high < 0:
+        return INIT_OPTIONS[0]
+    if low > margin:
+        return INIT_OPTIONS[2]
+    return INIT_OPTIONS[1]
+
+
+def _init_present(data: Data, scale) -> Built:
+    n, count = int(data.numbers["n"]), int(data.numbers["count"])
+    inits = data.tables["inits"]
+    scale = scale if scale in set(inits["init_scale"]) else 1.0
+    here = inits[inits["init_scale"] == scale]
+    values = torch.tensor(here["avg_sensitivity"].to_numpy(), dtype=torch.float64)
+    cell = init_claim.decide_cell(SimpleNamespace(arch=INIT_MODEL.arch, n=n, init_scale=scale, n_inits=len(here),
+                                                  avg_sensitivity=values))  # the claim's own rule
+    functions, orbit = data.tables["functions"], data.tables["orbit"].set_index(["model", "quantity"])
+    profiles = data.tables["profiles"]
+    mean_profile = profiles[(profiles["model"] == INITS) & (profiles["init_scale"] == scale)]
+    trained = dict(zip(functions["function"], functions["as_n"]))
+    q05, q95 = np.quantile(here["avg_sensitivity"], [0.05, 0.95])
+    numbers = {"n": n, "scale": scale, "count": count, "as_init": float(values.mean()), "q05": float(q05),
+               "q95": float(q95), "ratio": cell.mean_ratio, "ratio_low": cell.low + 0.5 - init_claim.MARGIN,
+               "ratio_high": cell.high + 0.5 - init_claim.MARGIN, "verdict": cell.verdict,
+               "low_share": float(mean_profile[mean_profile["degree"] <= 2]["weight"].sum()),
+               "top_init": float(mean_profile[mean_profile["degree"] == n]["weight"].sum()),
+               "as_uniform": float(functions[functions["function"] == UNIFORM]["as_n"].mean()),
+               "as_parity": float(trained["trained PARITY model"]), "as_first": float(trained["trained FIRST model"]),
+               "rho": data.numbers["rho"], "orbit_points": int(data.numbers["orbit_points"])}
+    p, f = orbit.loc[("PARITY", ORBIT[1])], orbit.loc[("FIRST", ORBIT[1])]
+    p0, f0 = orbit.loc[("PARITY", ORBIT[0])], orbit.loc[("FIRST", ORBIT[0])]
+    numbers.update(orbit_parity=p["value"], orbit_first=f["value"], sharp_parity=p0["value"], sharp_first=f0["value"])
+    claims = {"init": init_words(cell.low, cell.high),
+              "orbit": sharper_words(separated(p["value"], p["stderr"], f["value"], f["stderr"]),
+                                     p["value"] / f["value"])}
+    correct = claims["init"]
+    look_for = (f"At init scale {scale:g} the {count} random transformers have as_n from {q05:.2g} to {q95:.2g} "
+                f"(5 to 95 %), mean {numbers['as_init']:.3g}: {claims['init']} = {n / 2:g}, where the uniformly random "
+                f"functions sit (their mean {numbers['as_uniform']:.3g}). The rule: the 95 % interval of their mean "
+                f"as_n/n, {numbers['ratio_low']:.3f} to {numbers['ratio_high']:.3f}, lies wholly below 0.4 for “well "
+                "below”, above 0.5 for “above”. Their mean Fourier weight sits at low degrees "
+                f"({numbers['low_share']:.0%} on degrees 0 to 2, {numbers['top_init']:.2g} at degree {n}, PARITY's only "
+                f"degree). Training takes the PARITY model to as_n = {numbers['as_parity']:.3g} and the FIRST model to "
+                f"{numbers['as_first']:.3g}. Sharpness: L_ρ as trained is {p0['value']:.3g} ± {p0['stderr']:.2g} for "
+                f"PARITY and {f0['value']:.3g} ± {f0['stderr']:.2g} for FIRST; at the least sharp of "
+                f"{numbers['orbit_points']} function-preserving changes of each it is {p['value']:.3g} ± "
+                f"{p['stderr']:.2g} and {f['value']:.3g} ± {f['stderr']:.2g}: PARITY's minimum stays {claims['orbit']}.")
+    answer = (f"{upper_first(correct)}: a transformer with random weights already computes a simple function (mean "
+              f"as_n {numbers['as_init']:.3g} of a possible {n}), its Fourier weight on few bits. Training starts there: "
+              f"FIRST's as_n = 1 is {abs(numbers['as_init'] - 1):.2g} from that mean, PARITY's as_n = {n} is "
+              f"{n - numbers['as_init']:.2g} from it, the most any function can be. And PARITY's sharp "
+              "minimum is not an accident of how its weights are written: among the weights that compute the very same "
+              f"function, the least sharp stays {claims['orbit']} than FIRST's.")
+    shown = pd.concat([here.assign(function=INITS).rename(columns={"avg_sensitivity": "as_n"})[["function", "as_n"]],
+                       functions], ignore_index=True)
+    degrees = profiles[(profiles["model"] != INITS) | (profiles["init_scale"] == scale)].drop(columns="init_scale")
+    degrees = degrees.reset_index(drop=True)
+    bars = orbit.reset_index().assign(low=lambda t: t["value"] - t["stderr"], high=lambda t: t["value"] + t["stderr"])
+    bars = bars.assign(label=[f"{v:.3g} ± {e:.2g}" for v, e in zip(bars["value"], bars["stderr"])])
+    figures = [
+        Figure("init_as", f"as_n of {count} random transformers (init scale {scale:g}) beside uniformly random "
+                          "functions and the trained models", charts.sensitivity_strip(shown), shown,
+               "Each mark one function, read as f(x) = sign(T(x) − median T): +1 above the middle output, else −1.",
+               blind=charts.sensitivity_strip(shown[shown["function"] != INITS]),
+               blind_title="where uniformly random functions and the trained models sit (as_n from 0 to n)"),
+        Figure("init_degrees", "Fourier degree profile d_k: the mean over the random transformers, and the trained "
+                               "models'", charts.degree_profiles(degrees), degrees,
+               "d_k: the share of the function's weight on products of exactly k bits.",
+               blind=charts.degree_profiles(degrees[degrees["model"] != INITS].reset_index(drop=True)),
+               blind_title="Fourier degree profile d_k of the trained models"),
+        Figure("orbit", "L_ρ of the trained models: as trained, and the least over function-preserving changes",
+               labels_at_least(charts.sharpness_at_radius(bars), charts.READABLE_PX), bars,
+               f"ρ = {numbers['rho']:.3g}, the paper's radius; ±1 standard error over {SETTINGS.directions} seeded "
+               f"directions, the same for every change; {numbers['orbit_points']} changes tried per model."),
+    ]
+    return Built(numbers, claims, figures, correct, look_for, answer)
+
+
 # ----------------------------------------------------------------------------- the chapters
 
 CHAPTERS: tuple[Chapter, ...] = (
@@ -819,12 +1011,13 @@ CHAPTERS: tuple[Chapter, ...] = (
         Control("input length n", SENSITIVITY_NS, 8, lambda n: f"n = {n}"),
         "Open the Sensitivity page with both models and click any cell to see which flips change the output.",
         _sensitivity_measure, _sensitivity_present,
-        symbols=("x: one input, a string of n bits; the cube is the set of all 2^n inputs, and two inputs are "
-                 "neighbours when they differ in one bit",
-                 "x^(⊕i): the input x with bit i flipped; f(x): the model's answer at x",
+        symbols=("n: the input length; x: one input, a string of n bits; cube: the set of all 2^n inputs, two "
+                 "of them neighbours when they differ in one bit",
+                 "i: a position, 1 to n; x^(⊕i): the input x with bit i flipped; f(x): the model's answer at x; "
+                 "E_x: the mean over all inputs x",
                  "Gray order: the rows and columns of the map are ordered so that neighbouring cells differ in one bit",
-                 "λ_P: the Fourier coefficient of f on the product of the bits in the set P; d_k adds up λ_P² over all "
-                 "sets P of k bits")),
+                 "λ_P: the Fourier coefficient of f on the product of the bits in the set P; d_k: λ_P² added up over "
+                 "all sets P of k bits")),
     Chapter(
         2, "training", "Training PARITY: degree n takes over",
         "What happens inside a transformer while it learns PARITY, and what happens to the sharpness of its "
@@ -838,7 +1031,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         "Train it yourself: the Train page's PARITY, n = 8 preset measures the same curves.",
         _training_measure, _training_present,
         symbols=("θ: all the model's parameters; T_θ(x): its output at input x",
-                 "Δ: a random step in parameter space of length ρ; E_x: the mean over the inputs x",
+                 "Δ: a random step in parameter space of length ρ; E_x: the mean over the inputs x; n: the input length",
                  "step: one update of gradient descent during training")),
     Chapter(
         3, "blowup", "How can a transformer be sensitive? LayerNorm blowup",
@@ -854,11 +1047,13 @@ CHAPTERS: tuple[Chapter, ...] = (
         "Pick an input on the LayerNorm page and compare N_i^(k) of both models position by position.",
         _blowup_measure, _blowup_present,
         theorem=(r"C \mathbb{E}[\mathrm{Blowup}^2] \ge \frac{\mathrm{as}_n(f)}{\sqrt{n\log n}} - \frac{H}{n}",),
-        symbols=("Y_i^(k): the vector that LayerNorm k normalises at position i; σ²: the variance of its d entries",
+        symbols=("x: one input; i: a position; Y_i^(k): the vector that LayerNorm k normalises at position i; σ²: the "
+                 "variance of its d entries",
                  "ε: a small constant LayerNorm adds so that it never divides by zero",
                  "max_i: the largest over the positions i; Π_k: the product over the LayerNorms k"),
         theorem_symbols=("C: a constant that grows with the size of the model's weights (the paper's parameter bound)",
-                         "H: the number of attention heads; n: the input length; E: the mean over all inputs"),
+                         "H: the number of attention heads; n: the input length; E: the mean over all inputs",
+                         "f: the function the model computes; as_n(f): its average sensitivity"),
     ),
     Chapter(
         4, "landscape", "The landscape: sharp and flat minima",
@@ -874,12 +1069,14 @@ CHAPTERS: tuple[Chapter, ...] = (
         _landscape_measure, _landscape_present,
         theorem=(r"\lim_{\rho\to0} \liminf_{n\to\infty} L_{\rho,n}(T) \ge \liminf_{n\to\infty} \frac{\mathrm{as}_n(T)}{2n}"
                  r" - L e^{-\Omega(d)}",),
-        symbols=("θ: all the model's parameters; T_θ(x): its output at input x; Δ: a random step of length ρ",
+        symbols=("θ: all the model's parameters; T_θ(x): its output at input x; Δ: a random step of length ρ; "
+                 "n: the input length",
                  "L_ρ/ρ²: the sharpness divided by the squared radius, so that all radii share one scale",
                  "E‖∇T‖²/P: the small-ρ limit of L_ρ/ρ², from the gradient; P: the number of parameters"),
         theorem_symbols=("liminf: the smallest value the sequence keeps coming back to as n grows",
                          "L: the number of layers; d: the width of the vector at each position",
-                         "Ω(d): a quantity that grows at least in proportion to d, so L e^{−Ω(d)} vanishes for wide models"),
+                         "Ω(d): a quantity that grows at least in proportion to d, so L e^{−Ω(d)} vanishes for wide models",
+                         "e: Euler's number, 2.718…"),
     ),
     Chapter(
         5, "length", "Length scaling",
@@ -892,12 +1089,13 @@ CHAPTERS: tuple[Chapter, ...] = (
          r"\mathrm{as}_n(\mathrm{PARITY}) = n, \quad \mathrm{as}_n(\mathrm{FIRST}) = 1"),
         Control("tasks", tuple(LENGTH_TASKS), "PARITY and FIRST"),
         "Train a model on the Train page and select it: it joins this chart as a point.",
-        _length_measure, _length_present, results="length_scaling",
+        _length_measure, _length_present, results="length_scaling", depends=(("tables", ("points", "after_filter")),),
         theorem=(r"\mathrm{as}_n(\mathrm{PARITY}) = n \Rightarrow \liminf_{n} L_{\rho,n} \ge \frac{1}{2}",
                  r"\mathrm{as}_n(\mathrm{FIRST}) = 1 \Rightarrow \mathrm{bound} \to 0"),
-        symbols=("n: the input length; s(f,x): how many single-bit flips change f's answer at input x",
+        symbols=("n: the input length; x: one input; s(f,x): how many single-bit flips change f's answer at input x; "
+                 "E_x: the mean over all inputs x",
                  "slope: how much the mean sharpness proxy changes per extra input bit, from a straight-line fit"),
-        theorem_symbols=("L_ρ,n: the sharpness at radius ρ for inputs of length n",
+        theorem_symbols=("L_ρ,n: the sharpness at radius ρ for inputs of length n; ρ: the radius",
                          "liminf: the smallest value the sequence keeps coming back to as n grows"),
     ),
     Chapter(
@@ -912,10 +1110,40 @@ CHAPTERS: tuple[Chapter, ...] = (
         "Train one yourself with fewer or more examples (the Train page's restricted training set).",
         _few_measure, _few_present,
         theorem=(r"\mathrm{as}_n(\hat{f}) \ll \mathbb{E}_{g} \mathrm{as}_n(g)",),
-        symbols=("x: one input, a string of n bits; s(f,x): how many single-bit flips change f's answer at x",
+        symbols=("n: the input length; x: one input, a string of n bits; s(f,x): how many single-bit flips change "
+                 "f's answer at x",
                  "completion: a function that agrees with the target on every training input and is random elsewhere"),
         theorem_symbols=("f̂: the function the trained model computes; g: one of the functions compared with it",
                          "E_g: the mean over those functions; ≪: much smaller than"),
+    ),
+    Chapter(
+        7, "before-training", "Before training: where learning starts",
+        "Before any training, a transformer's weights are random. Does a random transformer compute a random-looking "
+        "Boolean function, or a simple one?",
+        Prediction("A random transformer's answer f(x) (its output above or below its middle value) has average "
+                   "sensitivity as_n…", INIT_OPTIONS),
+        ("average sensitivity", "Fourier degree", "initialisation", "init scale", "sharpness",
+         "function-preserving change"),
+        ORBIT_MODELS, ORBIT_MODELS,
+        (r"f(x) = \mathrm{sign}\big(T(x) - \mathrm{median}_{x'} T(x')\big)",
+         r"\mathrm{as}_n(f) = \mathbb{E}_x s(f,x), \quad \mathbb{E}_{f \text{ uniform}} \mathrm{as}_n(f) = n/2",
+         r"L^{\mathrm{sym}}_\rho = \min_{g} L_\rho(g\theta)"),
+        Control("init scale", INIT_SCALES, 1.0, lambda s: f"scale {s:g}"),
+        "Open the Before training page: other widths, depths, lengths and targets, and the claim across them.",
+        _init_measure, _init_present,
+        symbols=("n: the input length; x: one input, a string of n bits; Boolean function: one that answers −1 or +1 "
+                 "(no or yes) at every input",
+                 "T(x): the transformer's raw output at x; f(x): its answer read "
+                 "as ±1; median: the middle of its 2^n outputs, so f is +1 on half of the inputs and −1 on the other",
+                 "E_x: the mean over all inputs x; s(f,x): how many single-bit flips change f's answer at x",
+                 "n/2: the average sensitivity of a uniformly random Boolean function (each flip changes it with "
+                 "probability ½)",
+                 "λ_P: the Fourier coefficient of f on the product of the bits in the set P; d_k: λ_P² added up over "
+                 "all sets P of k bits",
+                 "θ: all the model's parameters; g θ: θ after a function-preserving change g; ρ: the paper's radius; "
+                 "L_ρ: the sharpness at radius ρ; L^sym_ρ: the least L_ρ found over the changes tried"),
+        depends=(("model", dataclasses.asdict(INIT_MODEL)), ("n", INIT_N), ("inits", INIT_COUNT),
+                 ("scales", INIT_SCALES), ("seed", INIT_SEED), ("directions", SETTINGS.directions)),
     ),
 )
 """The Lab's chapters, in order."""

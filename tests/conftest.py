@@ -21,8 +21,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.core import probe_value
 
 import sensviz as sv
+import sensviz.measure
 
 # One thread: the tests' models are tiny, and torch's second thread costs more than it gives on them
 # (on a busy machine, many times more); the training worker makes the same choice for small runs.
@@ -51,12 +53,16 @@ def layer(item) -> str | None:
     return parts[0] if len(parts) > 1 and parts[0] in LAYERS else None
 
 
-def core_breaches(path: Path) -> list[str]:
-    """The core rule's breaches visible in a test module's source: forbidden imports, slow markers."""
+def breaches(path: Path, core: bool) -> list[str]:
+    """The rules' breaches visible in a test module's source: an import of another test module (every
+    layer); in core, forbidden imports and slow markers."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                  else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        found += [f"imports the test module {name}" for name in names if name.startswith("test_")]
+        if not core:
+            continue
         found += [f"imports {name}" for name in names if name.split(".")[0] in CORE_FORBIDDEN]
         if isinstance(node, ast.Attribute) and node.attr in ("slow", *NEEDS) and \
                 isinstance(node.value, ast.Attribute) and node.value.attr == "mark":
@@ -76,10 +82,11 @@ def pytest_collection_modifyitems(items):
         if where is None:
             raise pytest.UsageError(f"{item.nodeid}: a test belongs in one of tests/{{{','.join(LAYERS)}}}")
         path = Path(item.fspath)
-        if where == "core" and path not in checked:
-            checked[path] = core_breaches(path)
+        if path not in checked:
+            checked[path] = breaches(path, core=where == "core")
             if checked[path]:
-                raise pytest.UsageError(f"{path.relative_to(ROOT)} breaks the core rule: {', '.join(checked[path])}")
+                raise pytest.UsageError(f"{path.relative_to(ROOT)} breaks the rule of the layers: "
+                                        f"{', '.join(checked[path])}")
 
 
 @pytest.fixture(autouse=True)
@@ -268,3 +275,14 @@ def restore_main_module():
     afterwards, or a process spawned later (a sweep's workers) would re-run the app on import."""
     yield
     sys.modules["__main__"] = _MAIN
+
+
+@pytest.fixture
+def probe():
+    """The quantity `probe` (instant, in the default set), registered for one test only."""
+    assert "probe" not in sv.measure.QUANTITIES
+    sv.measure.quantity("probe", lambda value: {"probe_value": value}, cost="instant")(lambda ctx: probe_value(ctx.model))
+    try:
+        yield
+    finally:
+        del sv.measure.QUANTITIES["probe"]

@@ -420,7 +420,7 @@ def test_experiments_page_with_a_sweep_whose_runs_all_failed(tmp_path, monkeypat
 def test_the_train_form_follows_the_task_registry_and_the_settings():
     """A task defined in a test file, and every field of ModelSettings and TrainConfig, appear in the
     form without touching it."""
-    from test_tasks import Threshold
+    from helpers.core import Threshold
 
     from sensviz.configs import field_names
     from sensviz.models import ModelSettings

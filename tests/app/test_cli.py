@@ -1,6 +1,7 @@
 """The `sensviz` command: JSON on stdout, readable errors on stderr, non-zero exit."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -150,7 +151,8 @@ def test_train_bad_arguments_exit_2_with_a_clear_message(capsys, argv, message):
 
 
 def test_zoo_verify_and_build(capsys, tmp_path, monkeypatch):
-    from test_zoo import CHECKPOINTS, TINY
+    from helpers.core import CHECKPOINTS
+    from helpers.core import TINY_ZOO as TINY
 
     from sensviz import zoo
 
@@ -521,3 +523,18 @@ def test_the_old_spellings_are_gone_by_their_version():
     as_tuple = lambda text: tuple(int(part) for part in text.split(".")[:3])  # noqa: E731
     assert as_tuple(version) < as_tuple(RENAMED_UNTIL), (
         f"sensviz is {version}: remove the old flag spellings (sensviz.cli.RENAMED) and this test")
+
+
+@pytest.mark.slow
+def test_the_cli_decides_the_shipped_dynamics_tables(capsys):
+    from sensviz.cli import main
+
+    folder = ROOT / "experiments" / "results" / "decide" / "dynamics"
+    assert main(["decide", str(ROOT / "experiments" / "dynamics.toml"), "--scale", "decide", "--tables", str(folder),
+                 "--standard", str(ROOT / "experiments" / "results" / "standard")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["planned"] == 17 and result["other_spec_rows"] == 0
+    for claim in result["claims"]:
+        assert claim["power_design"] >= 0.8  # the seeds were sized for 80 % at the smallest effect
+        assert claim["primary"]["test"].startswith("one-sample t")
+        assert not math.isnan(claim["primary"]["estimate"])

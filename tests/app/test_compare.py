@@ -213,9 +213,9 @@ def test_a_pytorch_file_is_refused_unopened_with_the_way_to_convert_it(monkeypat
 
 
 def test_an_authors_file_without_heads_names_the_apps_field(tmp_path):
-    from test_checkpoints import _authors_file
+    from helpers.core import authors_file
 
-    _, path = _authors_file(tmp_path)
+    _, path = authors_file(tmp_path)
     at = upload(open_url("home", model=ZOO), "authors.safetensors", path.read_bytes())
     (error,) = [plain(e.value) for e in at.sidebar.error]
     assert "authors.safetensors" in error and "Attention heads" in error and "--n-heads" not in error

@@ -30,21 +30,23 @@ SECRETS = {  # per chapter: the numbers and claims that carry the answer
          "limit_parity", "limit_first", "limit_ratio"), ("sharper", "limit")),
     5: (("slope", "slope_low", "slope_high"), ("slope", "trend")),
     6: (("as_learned", "more_sensitive"), ("below",)),
+    7: (("as_init", "q05", "q95", "ratio", "ratio_low", "ratio_high", "low_share", "top_init"), ("init",)),
 }
 WORDS = {  # per chapter: the answer in symbols or words that no claim holds (a formula stating it)
     3: (r"\mathbb{E}[\mathrm{Blowup}^2] \ge",), 4: (r"\liminf_{n\to\infty} L_{\rho,n}(T) \ge",),
     6: (r"\ll", "≪", "low-sensitivity"),
 }
-HIDDEN = {  # per chapter: data columns, and values of a `metric` or `function` column, no chart may carry before
+HIDDEN = {  # per chapter: data columns, and values of a `metric`, `function` or `model` column, no chart may carry before
     1: {"s_model", "s_target", "s_difference"},
     2: {lab.SHARPNESS},
     3: {"mean_N", "max_N", "blowup", "log10_start"},
     4: {"value", "ratio", "limit", "loss"},
     5: {"mean", "slope"},
     6: {lab.LEARNED},
+    7: {"avg_sensitivity", lab.INITS},
 }
 FORMATS = (".2g", ".3g", ".4g", ".2f", ".3f")  # the page's (page.figure: .4g; the sidebar's as_n: .3f)
-SHARES = {"more_sensitive", "all_parity", "one_first"}  # printed as percentages
+SHARES = {"more_sensitive", "all_parity", "one_first", "low_share"}  # printed as percentages
 
 
 def settings(ch: lab.Chapter, built: lab.Built) -> set[str]:
@@ -138,7 +140,7 @@ def carried(data: list[pd.DataFrame], hidden: set[str], built: lab.Built, keys) 
     values = [float(built.numbers[k]) for k in keys if float(built.numbers[k]) != round(float(built.numbers[k]))]
     for frame in data:
         found += [f"column {c}" for c in frame.columns if c in hidden]
-        for column in ("metric", "function"):
+        for column in ("metric", "function", "model"):
             if column in frame.columns:
                 found += [f"{column} {v}" for v in set(frame[column]) & hidden]
         numeric = frame.select_dtypes("number").to_numpy().ravel()

@@ -1,7 +1,8 @@
 """The Lab walked as a student, in headless Chromium at 1024×768 against the served app: in each chapter the
-question and the first chart (or its placeholder) above the fold, the answer not on the page until revealed,
-the prediction kept in the URL, the try-it control redrawing a chart, after the reveal every chart at least
-100 px tall and inside the window and no text cut short, and the next chapter opening at its top.
+question and the prediction above the fold, the chapter's words and symbols before its first chart (or
+placeholder), the answer not on the page until revealed, the prediction kept in the URL, the try-it control
+redrawing a chart, after the reveal every chart at least 100 px tall and inside the window, no text cut short
+and every text at least 4.5:1 against its background, and the next chapter opening at its top.
 Screenshots of each chapter before and after the reveal go to artifacts/screenshots/ (lab-<k>-before.png,
 lab-<k>-after.png); the times it measured are printed (`-s`; `benchmarks/lab_render.py` measures a
 chapter's first and cached renders on a fresh server)."""
@@ -42,6 +43,35 @@ def caption_contrast(page) -> list[tuple[str, float]]:
     return [(text, 1.05 / (luminance(colour) + 0.05)) for text, colour in found]
 
 
+LOW_CONTRAST = """() => {
+  const rgba = css => { const v = css.match(/[\\d.]+/g).map(Number); return [v[0], v[1], v[2], v.length > 3 ? v[3] : 1]; };
+  const over = (top, under) => top.slice(0, 3).map((c, i) => top[3] * c + (1 - top[3]) * under[i]);
+  const lum = rgb => rgb.map(c => c / 255).map(c => c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4)
+                       .reduce((s, c, i) => s + c * [0.2126, 0.7152, 0.0722][i], 0);
+  const background = el => {  // the colours behind el, innermost last, blended over white
+    const layers = [];
+    for (let e = el; e; e = e.parentElement) {
+      const c = rgba(getComputedStyle(e).backgroundColor); if (c[3] > 0) layers.push(c);
+    }
+    return layers.reverse().reduce((under, top) => over(top, under), [255, 255, 255]);
+  };
+  const low = [];
+  const main = document.querySelector('[data-testid="stMain"]');
+  for (const el of main.querySelectorAll('*')) {
+    const own = [...el.childNodes].filter(n => n.nodeType === 3 && n.textContent.trim()).map(n => n.textContent.trim()).join(' ');
+    const style = getComputedStyle(el);
+    if (!own || style.visibility === 'hidden' || style.display === 'none' || !el.getClientRects().length) continue;
+    const under = background(el), ink = over(rgba(style.color), under);
+    const [a, b] = [lum(ink), lum(under)].sort((x, y) => y - x);
+    const ratio = (a + 0.05) / (b + 0.05);
+    if (ratio < 4.5) low.push([own.slice(0, 40), Math.round(ratio * 100) / 100]);
+  }
+  return low;
+}"""
+"""Every element of the page's main part with text of its own whose colour, over the backgrounds behind it, is
+below 4.5:1 (WCAG's contrast ratio): [text, ratio]."""
+
+
 def top_of(locator) -> float:
     return locator.first.bounding_box()["y"]
 
@@ -64,7 +94,10 @@ def test_a_student_walks_every_chapter(server, browser):
         shown = page.locator('[data-testid="stVegaLiteChart"], [data-testid="stAlertContentInfo"]')
         shown.first.wait_for(timeout=60_000)
         wait_until_done(page)
-        assert top_of(shown) < FOLD, f"chapter {number}: no chart above the fold"
+        # the prediction above the fold; the chapter's words and symbols visible under it, before the first chart
+        assert top_of(page.locator('[data-testid="stRadio"]')) < FOLD, f"chapter {number}: no prediction above the fold"
+        words = page.get_by_text("Words and symbols of this chapter")
+        assert words.first.is_visible() and top_of(words) < top_of(shown), number
         assert page.get_by_text(built.answer[:60]).count() == 0 and page.get_by_text(built.look_for[:60]).count() == 0
         assert main_scroll(page) == 0, f"chapter {number} did not open at its top"
         page.screenshot(path=str(SHOTS / f"lab-{number}-before.png"))
@@ -93,6 +126,8 @@ def test_a_student_walks_every_chapter(server, browser):
         wrong[number] = misfits(page)
         low = [(text, ratio) for text, ratio in caption_contrast(page) if ratio < 4.5]
         assert not low, f"chapter {number}: captions below 4.5:1 against white: {low}"
+        low = page.evaluate(LOW_CONTRAST)
+        assert not low, f"chapter {number}: text below 4.5:1 against its background: {low}"
         times.append((number, first, tried))
 
         if number < len(lab.CHAPTERS):

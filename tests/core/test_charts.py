@@ -3,9 +3,7 @@ model and two models on one colour scale, fixed and fitted colour domains, bit p
 axes, readable legends and titles, and every chart inside the app's main column at a 1024-px
 window and at least 100 px tall."""
 
-import inspect
 import re
-import threading
 from pathlib import Path
 
 import pandas as pd
@@ -77,27 +75,6 @@ def colour_scales(spec: dict) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------- the cube
-
-
-def test_one_cube_grid_function_for_the_page_and_the_lab(monkeypatch):
-    from test_app import open_url
-
-    from sensviz import lab
-
-    assert not hasattr(charts, "cube_grid")  # unified: cube_grids draws one model or several
-    callers = []  # (thread, file) of every caller of charts.cube_grids
-    cube_grids = charts.cube_grids
-
-    def spy(*args, **kwargs):
-        callers.append((threading.current_thread(), Path(inspect.stack()[1].filename).name))
-        return cube_grids(*args, **kwargs)
-
-    monkeypatch.setattr(charts, "cube_grids", spy)
-    chapter = lab.chapter(1).build(lab.Sources.shipped(ROOT / "checkpoints", ROOT / "experiments" / "results"))
-    here = [name for thread, name in callers if thread is threading.current_thread()]  # not a warm-up thread's
-    assert here == ["lab.py", "lab.py"] and chapter.figures[0].blind is not None  # the cube and its blind twin
-    open_url("sensitivity", model=MODELS[0])
-    assert "sensitivity.py" in [name for _, name in callers]  # the Sensitivity page's cube
 
 
 def test_the_cube_colours_s_on_the_fixed_domain_0_to_n_so_parity_and_first_look_different(found):

@@ -7,6 +7,7 @@ import struct
 import pytest
 import safetensors.torch
 import torch
+from helpers.core import authors_file
 from reference import AuthorsModel
 
 import sensviz as sv
@@ -40,19 +41,8 @@ def test_overrides_replace_metadata(tmp_path, formal_model):
     assert ck.task == sv.get_task("first") and ck.n == 5 and ck.config.eps == 0.0
 
 
-def _authors_file(tmp_path, n_layers=2, d=16, heads=2, max_len=10):
-    torch.manual_seed(4)
-    model = AuthorsModel(d, heads, n_layers, max_len=max_len).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0, 0.3)
-    path = tmp_path / "authors.safetensors"
-    safetensors.torch.save_file({k: v.contiguous() for k, v in model.state_dict().items()}, path)
-    return model, path
-
-
 def test_authors_state_dict_loads_and_reproduces_torch_outputs(tmp_path):
-    reference, path = _authors_file(tmp_path, n_layers=3, d=24, heads=3, max_len=11)
+    reference, path = authors_file(tmp_path, n_layers=3, d=24, heads=3, max_len=11)
     ck = load_checkpoint(path, n_heads=3, task="parity", n=8)
     assert ck.layout == "authors" and ck.arch == "encoder"
     assert (ck.config.d_model, ck.config.n_layers, ck.config.max_len, ck.config.d_ff) == (24, 3, 11, 24)
@@ -62,13 +52,13 @@ def test_authors_state_dict_loads_and_reproduces_torch_outputs(tmp_path):
 
 
 def test_authors_layout_needs_the_number_of_heads(tmp_path):
-    _, path = _authors_file(tmp_path)
+    _, path = authors_file(tmp_path)
     with pytest.raises(CheckpointError, match="number of attention heads"):
         load_checkpoint(path)
 
 
 def test_convert_reads_pt_with_weights_only_and_writes_safetensors(tmp_path):
-    reference, _ = _authors_file(tmp_path)
+    reference, _ = authors_file(tmp_path)
     pt = tmp_path / "model.pt"
     torch.save(reference.state_dict(), pt)
     out = convert_torch_file(pt, tmp_path / "converted.safetensors", n_heads=2, task="first", n=6)

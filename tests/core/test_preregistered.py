@@ -3,7 +3,6 @@ of another spec), checked against numpy fits over the runs each test should use;
 against the fidelity page's own; the shipped decide specs through the CLI."""
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -215,16 +214,3 @@ def test_per_run_differences_agree_with_the_fidelity_page():
         preregistered.per_run(t.history, kept["run_id"], "param_norm@peak - param_norm@start", 0.001)
 
 
-@pytest.mark.slow
-def test_the_cli_decides_the_shipped_dynamics_tables(capsys):
-    from sensviz.cli import main
-
-    folder = ROOT / "experiments" / "results" / "decide" / "dynamics"
-    assert main(["decide", str(ROOT / "experiments" / "dynamics.toml"), "--scale", "decide", "--tables", str(folder),
-                 "--standard", str(ROOT / "experiments" / "results" / "standard")]) == 0
-    result = json.loads(capsys.readouterr().out)
-    assert result["planned"] == 17 and result["other_spec_rows"] == 0
-    for claim in result["claims"]:
-        assert claim["power_design"] >= 0.8  # the seeds were sized for 80 % at the smallest effect
-        assert claim["primary"]["test"].startswith("one-sample t")
-        assert not math.isnan(claim["primary"]["estimate"])

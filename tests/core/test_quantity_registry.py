@@ -6,7 +6,7 @@ import io
 import json
 
 import pytest
-from helpers.core import TINY, TINY_ZOO, sweep
+from helpers.core import TINY, TINY_ZOO, probe_value, sweep
 
 import sensviz as sv
 from sensviz import measure, zoo
@@ -15,28 +15,12 @@ from sensviz.monitor import MeasurementCallback
 from sensviz.training import TrainConfig
 
 
-def _probe_value(model) -> float:
-    """What the probe measures: a number of the model that no other column holds."""
-    return 3.0 * model.param_norm() + 1.0
-
-
-@pytest.fixture
-def probe():
-    """The quantity `probe` (instant, in the default set), registered for one test only."""
-    assert "probe" not in measure.QUANTITIES
-    measure.quantity("probe", lambda value: {"probe_value": value}, cost="instant")(lambda ctx: _probe_value(ctx.model))
-    try:
-        yield
-    finally:
-        del measure.QUANTITIES["probe"]
-
-
 def test_a_registered_quantity_reaches_inspect(probe, tmp_path, capsys, encoder_model):
     path = tmp_path / "model.safetensors"
     sv.save_checkpoint(encoder_model, path, task="parity", n=4)
     assert main(["inspect", str(path), "--measure-inputs", "16", "--directions", "2"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["probe"] == pytest.approx(_probe_value(encoder_model))
+    assert out["probe"] == pytest.approx(probe_value(encoder_model))
 
 
 def test_a_registered_quantity_reaches_a_sweeps_runs_table(probe, tmp_path):
@@ -45,7 +29,7 @@ def test_a_registered_quantity_reaches_a_sweeps_runs_table(probe, tmp_path):
     assert set(table["status"]) == {"finished"}
     for run_id, row in table.iterrows():
         ck = sv.load_checkpoint(tmp_path / "checkpoints" / f"{run_id}.safetensors")
-        assert row["probe_value"] == pytest.approx(_probe_value(ck.model), rel=1e-6)
+        assert row["probe_value"] == pytest.approx(probe_value(ck.model), rel=1e-6)
 
 
 def test_a_registered_quantity_reaches_the_monitors_records(probe):
@@ -54,17 +38,8 @@ def test_a_registered_quantity_reaches_the_monitors_records(probe):
     result = sv.train(model, "parity", TrainConfig(n=4, steps=10, batch_size=16, eval_interval=5), callbacks=[monitor])
     assert [r["step"] for r in monitor.records] == [0, 5, 10]
     assert all("probe_value" in r for r in monitor.records)
-    assert monitor.records[-1]["probe_value"] == pytest.approx(_probe_value(result.model))
+    assert monitor.records[-1]["probe_value"] == pytest.approx(probe_value(result.model))
     assert "probe_value" in monitor.frame()
-
-
-def test_a_registered_quantity_reaches_the_apps_summary(probe):
-    from ui import cache
-    from ui.model_refs import zoo_ref
-
-    ref = zoo_ref("encoder-first-n4")
-    found = cache.summary.__wrapped__(ref, 4)  # not through the shared cache: the probe is this test's
-    assert found["probe_value"] == pytest.approx(_probe_value(cache.load(ref).model))
 
 
 def test_a_registered_quantity_reaches_the_zoo_manifest(probe, tmp_path, monkeypatch):
@@ -74,4 +49,4 @@ def test_a_registered_quantity_reaches_the_zoo_manifest(probe, tmp_path, monkeyp
     assert written == manifest
     entry = written["entries"][0]
     model = sv.load_checkpoint(tmp_path / entry["file"]).model
-    assert entry["probe_value"] == pytest.approx(_probe_value(model))
+    assert entry["probe_value"] == pytest.approx(probe_value(model))

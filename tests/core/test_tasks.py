@@ -1,5 +1,6 @@
 import pytest
 import torch
+from helpers.core import Threshold
 
 from sensviz import cube, tasks
 from sensviz.tasks import get_task
@@ -80,18 +81,6 @@ def test_logit_encoding_and_losses():
     assert stacked.shape == (2,)
     with pytest.raises(ValueError, match="does not fit"):
         losses.check_loss("bce", tasks.ZERO_ONE)
-
-
-class Threshold(tasks.Task):
-    """A task defined here, in a test file: 1 when the fraction of ones is above `level`."""
-
-    name = "threshold_test"
-    description = "1 when the fraction of ones is above level"
-    parameters = (tasks.Param("level", float, "the fraction to exceed", default=0.5, low=0.0, high=1.0),
-                  tasks.Param("note", str, "a free text (typed parameters: int, float, str)", default="x", high=8))
-
-    def __call__(self, bits):
-        return (bits.float().mean(dim=1) > self.level).float()
 
 
 @pytest.fixture

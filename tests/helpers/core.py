@@ -7,12 +7,18 @@ import io
 import json
 import os
 import struct
+from pathlib import Path
 
 import pandas as pd
+import safetensors.torch
+import torch
+from reference import AuthorsModel
 
-from sensviz import experiments, sweeps, zoo
+from sensviz import experiments, sweeps, tasks, zoo
 from sensviz.training import TrainConfig
 
+ROOT = Path(__file__).resolve().parents[2]
+CHECKPOINTS = ROOT / "checkpoints"
 FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_IMMUTABLE_FL = 0x80086601, 0x40086602, 0x10
 
 
@@ -136,3 +142,48 @@ def write_spec(tmp_path, text=SWEEP_SPEC):
 
 def calls(out):
     return [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
+
+
+def probe_value(model) -> float:
+    """What the probe measures: a number of the model that no other column holds."""
+    return 3.0 * model.param_norm() + 1.0
+
+
+def sweep_folder(path: Path, experiment: str, runs: pd.DataFrame) -> Path:
+    path.mkdir(parents=True)
+    runs.assign(wall_s=1.0).to_parquet(path / "runs.parquet")
+    pd.DataFrame({"run_id": ["x"], "step": [0]}).to_parquet(path / "history.parquet")
+    (path / "spec.json").write_text(json.dumps({"experiment": experiment, "name": path.name,
+                                                "description": "a <fixed> table"}))
+    return path
+
+
+def report_results(folder: Path) -> Path:
+    """Two small sweep folders (length scaling and the trade-off, from `length_runs`) under `folder/results`."""
+    sweep_folder(folder / "results" / "ls", "length_scaling", length_runs())
+    sweep_folder(folder / "results" / "to", "tradeoff", length_runs())
+    return folder / "results"
+
+
+class Threshold(tasks.Task):
+    """A task defined outside the library (here, for the tests): 1 when the fraction of ones is above `level`."""
+
+    name = "threshold_test"
+    description = "1 when the fraction of ones is above level"
+    parameters = (tasks.Param("level", float, "the fraction to exceed", default=0.5, low=0.0, high=1.0),
+                  tasks.Param("note", str, "a free text (typed parameters: int, float, str)", default="x", high=8))
+
+    def __call__(self, bits):
+        return (bits.float().mean(dim=1) > self.level).float()
+
+
+def authors_file(tmp_path, n_layers=2, d=16, heads=2, max_len=10):
+    """A state dict saved as the authors' code saves it, with random weights: (the reference model, its file)."""
+    torch.manual_seed(4)
+    model = AuthorsModel(d, heads, n_layers, max_len=max_len).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.3)
+    path = tmp_path / "authors.safetensors"
+    safetensors.torch.save_file({k: v.contiguous() for k, v in model.state_dict().items()}, path)
+    return model, path
