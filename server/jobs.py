@@ -528,7 +528,8 @@ class JobManager:
         path = job.folder / file
         self._keeping.add(path)
         try:
-            job.status.kept = self.store.keep("trained", job.status.name, path.read_bytes(), job.status.owner).token
+            job.status.kept = self.store.keep("trained", job.status.name, path.read_bytes(), job.status.owner,
+                                              address=job.address).token
         except KeptRefused:
             self._drop_weights(job.folder)
             raise
@@ -717,7 +718,7 @@ class RayJobManager:
         self.root, self.store = Path(root), store
         self._connected_here = connect(address)
         self.name = "sensviz-jobs-" + hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:16]
-        kept = {"root": str(store.root), "cap": store.cap, "quota": store.quota, "ttl_s": store.ttl_s}
+        kept = store.settings()  # the actor's store has the same caps and the classes' pins
         self._queue_args = (str(self.root), kept, options)
         self.actor = self._start_queue()
         settings = self._ask("settings")

@@ -68,3 +68,13 @@ def test_the_class_server_imports_neither_streamlit_nor_the_app():
     assert {"sensviz"} <= set().union(*imports.values())  # the check can fail: it read the server's imports
     banned = {"ui", "streamlit", "pages"}
     assert {module: tops & banned for module, tops in imports.items() if tops & banned} == {}
+
+
+def test_the_librarys_limits_name_no_owner_class_queue_or_budget():
+    """The class server's limits live in `server.limits`; the library's table knows none of them."""
+    from sensviz.limits import LIMITS as LIBRARY
+    from server.limits import LIMITS as SERVER
+
+    assert SERVER and not set(SERVER) & set(LIBRARY)  # the check can fail: the server has limits of its own
+    words = ("kept", "class", "owner", "address", "queue", "budget", "quota")
+    assert [name for name in LIBRARY if any(word in name for word in words)] == []
