@@ -234,13 +234,143 @@ def job_cases() -> list[dict]:
     return rows
 
 
+def flood_cases() -> list[dict]:
+    """Identity floods (issue 42): an owner id costs nothing, so each flood comes from fresh owner ids of one
+    network address, against the real `KeptStore` and `ClassStore` on a fresh folder (a store of 64 MiB with
+    the default shares). One row per case: family, case, outcome, clean (what must hold did), seconds and
+    the largest extra memory of this process (MB)."""
+    import resource
+    import time
+
+    from server.classes import ClassRefused, ClassStore
+    from server.kept import KeptRefused, KeptStore
+    from server.limits import most
+
+    rows = []
+
+    def row(family, case, decide):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        start = time.perf_counter()
+        outcome, clean = decide()
+        rows.append({"family": family, "case": case, "outcome": outcome, "clean": clean,
+                     "seconds": time.perf_counter() - start,
+                     "extra_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before})
+
+    mib = 2**20
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        store = KeptStore(folder / "kept", cap=64 * mib, secret=b"bench")
+        clock = [time.time()]
+        classes = ClassStore(folder / "classes", b"bench", clock=lambda: clock[0])
+        store.pins = classes.pins
+
+        def keep(owner, data, address, **kwargs):
+            try:
+                return store.keep("upload", f"{owner}.safetensors", data, owner, address=address, **kwargs)
+            except KeptRefused:
+                return None
+
+        def sybils():
+            kept = sum(keep(f"sybil{k}", os.urandom(mib), "10.6.6.6") is not None for k in range(100))
+            held = sum(store.usage(f"sybil{k}") for k in range(100))
+            return (f"{kept} of 100 kept, {held / mib:.1f} MiB held by the address (its quota "
+                    f"{store.address_quota / mib:.0f} MiB)"), held <= store.address_quota
+
+        row("store flood", "100 fresh owners from one address keep 1 MiB each", sybils)
+        row("store flood", "then a student at another address keeps 1 MiB",
+            lambda: ("kept" if keep("student", os.urandom(mib), "10.0.0.1") else "REFUSED",
+                     store.info(store.owned("student")[0].token) is not None if store.owned("student") else False))
+
+        def many_addresses():
+            for a in range(8):
+                for k in range(40):
+                    keep(f"a{a}-{k}", os.urandom(mib), f"10.7.{a}.1")
+            full = store.total()
+            late = [keep(f"late{k}", os.urandom(mib), f"10.8.{k}.1") for k in range(5)]
+            return (f"store {full / mib:.0f} of {store.cap / mib:.0f} MiB; {sum(x is not None for x in late)} of 5 "
+                    "newcomers kept (room made from the largest holders)"), all(late) and store.total() <= store.cap
+
+        row("store flood", "8 addresses fill the store, then 5 newcomers", many_addresses)
+
+        def one_file():
+            data = os.urandom(4096)
+            tokens = {keep("relabel", data, "10.9.9.9", overrides={"n": n}).token for n in range(1, 201)}
+            return f"{len(tokens)} model(s) for 200 keeps of one file with n = 1..200", len(tokens) == 1
+
+        row("store flood", "one file kept 200 times under other n", one_file)
+
+        def creations():
+            made = 0
+            for k in range(100):
+                try:
+                    classes.create(f"class {k}", f"bot{k}", "10.6.6.6")
+                    made += 1
+                except ClassRefused:
+                    pass
+            other = classes.create("An honest class", "teacher", "10.0.0.2")
+            return f"{made} of 100 created from one address; another instructor's: created", \
+                made <= most("classes_per_address_hour") and other is not None
+
+        row("class flood", "one address creates 100 classes in a minute", creations)
+        honest_class = classes.create("Seminar", "prof", "10.0.0.3")
+
+        def joins():
+            joined = 0
+            for k in range(199):
+                try:
+                    classes.join(honest_class.code, f"sybil {k}", f"s{k}", "10.6.6.6")
+                    joined += 1
+                except ClassRefused:
+                    pass
+            classes.join(honest_class.code, "Ada", "ada", "10.0.0.4")
+            return (f"{joined} of 199 cookie-less joins from one address; the honest student joined",
+                    joined <= most("class_joins_per_address_minute"))
+
+        row("class flood", "199 cookie-less joins of one class from one address", joins)
+
+        def gallery():
+            added = 0
+            for k in range(10):
+                member = f"s{k}"
+                data = os.urandom(2048)
+                for n in range(200):
+                    kept = keep(member, data, "10.6.6.6", overrides={"n": n + 1})
+                    try:
+                        classes.add_model(honest_class.code, member, kept.token, "parity", n + 1, None, "m")
+                        added += 1
+                    except (ClassRefused, AttributeError):
+                        pass
+            found = len(classes.get(honest_class.code).models)
+            return f"{found} gallery entries from 10 members x 200 keeps of one file each", found <= 10
+
+        row("class flood", "10 members keep one file 200 times each into the gallery", gallery)
+
+        def pins_lapse():
+            classes.close(honest_class.code, "prof")
+            clock[0] += 3
+            return (f"{len(classes.pins())} models pinned after the class was closed",
+                    not any(code == honest_class.code for code in classes.pins().values()))
+
+        row("class flood", "a closed class's models are no longer pinned", pins_lapse)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--summary", action="store_true", help="one row per family")
     parser.add_argument("--family", help="only this family, e.g. 'CLI outputs'")
     parser.add_argument("--cli-child", help=argparse.SUPPRESS)  # the measuring child of the 'CLI outputs' family
     parser.add_argument("--jobs", action="store_true", help="the class server's job cases instead")
+    parser.add_argument("--floods", action="store_true", help="the identity floods (issue 42) instead")
     args = parser.parse_args()
+    if args.floods:
+        rows = flood_cases()
+        print(f"{'family':12} {'case':58} {'clean':>5} {'seconds':>8} {'extra MB':>8}  outcome")
+        for r in rows:
+            print(f"{r['family']:12} {r['case'][:58]:58} {str(r['clean']):>5} {r['seconds']:8.2f} {r['extra_mb']:8.1f}  "
+                  f"{r['outcome'][:120]}")
+        summarize(rows)
+        return
     if args.jobs:
         print(f"{'family':14} {'case':40} {'seconds':>8}  outcome")
         for r in job_cases():
@@ -273,6 +403,15 @@ def main() -> None:
           f"largest extra memory: {max(r['extra_mb'] for r in rows):.1f} MB")
     if clean != len(rows):
         sys.exit(1)
+
+
+def summarize(rows: list[dict]) -> None:
+    """Per family: cases, clean, the slowest case and the largest extra memory."""
+    print(f"\n{'family':16} {'cases':>5} {'clean':>5} {'slowest s':>9} {'extra MB':>8}")
+    for family in dict.fromkeys(r["family"] for r in rows):
+        part = [r for r in rows if r["family"] == family]
+        print(f"{family:16} {len(part):5d} {sum(bool(r['clean']) for r in part):5d} "
+              f"{max(r['seconds'] for r in part):9.2f} {max(r['extra_mb'] for r in part):8.1f}")
 
 
 if __name__ == "__main__":

@@ -249,8 +249,8 @@ class JobManager:
         a job over the server's budget (both checked here, before queueing); JobRefused when the owner
         has a job queued or running, the address is at its cap, or the queue is full and the address
         has as many jobs waiting as any other (each message says when to try again)."""
-        _, settings, config = worker.check(request)
-        found = budget.estimate(settings, config, request.measure_every, self._calibration or calibration())
+        task, settings, config = worker.check(request)
+        found = budget.estimate(settings, config, request.measure_every, self._calibration or calibration(), task)
         budget.check(found, self.budget)
         address = address or "local"
         with self.lock:
