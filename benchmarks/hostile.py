@@ -355,16 +355,66 @@ def flood_cases() -> list[dict]:
     return rows
 
 
+def stop_cases() -> list[dict]:
+    """Runs that do not end when told (issue 42), on the real launcher (`sensviz.executors.LocalExecutor`):
+    a process started inside a run's process group (as a run that forks would), which ends on SIGTERM or
+    ignores it, and Stop pressed on the run. Clean: after Stop, nothing of the run's group is left. One row
+    per case with the seconds Stop took."""
+    import signal
+    import time
+
+    from sensviz.executors import LocalExecutor
+    from server.worker import TrainRequest
+
+    request = TrainRequest("parity", {"arch": "encoder", "d_model": 8, "n_layers": 1, "n_heads": 2},
+                           {"n": 4, "steps": 100_000, "batch_size": 16, "seed": 0}, 100_000)
+    rows = []
+    executor = LocalExecutor(threads=1)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for k, (case, ignores) in enumerate((("a run's child that ends on SIGTERM", False),
+                                                 ("a run's child that ignores SIGTERM", True))):
+                folder = Path(tmp) / f"run{k}"
+                folder.mkdir()
+                (folder / "request.json").write_text(json.dumps(request.to_dict()))
+                run = executor.start_worker(folder)
+                deadline = time.monotonic() + 600
+                while run.pid is None and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                handler = "signal.signal(signal.SIGTERM, signal.SIG_IGN); " if ignores else ""
+                child = subprocess.Popen([sys.executable, "-c", f"import signal, time; {handler}time.sleep(600)"],
+                                         preexec_fn=lambda pid=run.pid: os.setpgid(0, pid))  # joins the run's group
+                time.sleep(1.0)
+                start = time.perf_counter()
+                run.terminate()  # Stop
+                code = run.wait(timeout=30)
+                seconds = time.perf_counter() - start
+                try:
+                    child.wait(timeout=5)
+                    left = False
+                except subprocess.TimeoutExpired:
+                    left = True
+                    child.send_signal(signal.SIGKILL)
+                    child.wait()
+                rows.append({"family": "runs told to stop", "case": case, "seconds": seconds, "extra_mb": 0.0,
+                             "clean": not left, "outcome": f"run ended ({code}); its child "
+                             f"{'LEFT RUNNING' if left else 'ended'}"})
+    finally:
+        executor.close()
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--summary", action="store_true", help="one row per family")
     parser.add_argument("--family", help="only this family, e.g. 'CLI outputs'")
     parser.add_argument("--cli-child", help=argparse.SUPPRESS)  # the measuring child of the 'CLI outputs' family
     parser.add_argument("--jobs", action="store_true", help="the class server's job cases instead")
-    parser.add_argument("--floods", action="store_true", help="the identity floods (issue 42) instead")
+    parser.add_argument("--floods", action="store_true", help="the identity floods and the runs told to stop "
+                        "(issue 42) instead")
     args = parser.parse_args()
     if args.floods:
-        rows = flood_cases()
+        rows = flood_cases() + stop_cases()
         print(f"{'family':12} {'case':58} {'clean':>5} {'seconds':>8} {'extra MB':>8}  outcome")
         for r in rows:
             print(f"{r['family']:12} {r['case'][:58]:58} {str(r['clean']):>5} {r['seconds']:8.2f} {r['extra_mb']:8.1f}  "

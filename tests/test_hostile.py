@@ -393,3 +393,51 @@ def test_ctrl_c_in_the_first_instants_of_a_command_is_one_line_and_exit_130(tmp_
                                                                ["sensviz task-info: interrupted"]), err
         interrupted += 1
     assert interrupted >= 2  # the check can fail: the Ctrl-Cs came while the commands were loading
+
+
+@pytest.mark.slow  # a launcher (torch loaded) and one run
+def test_stop_ends_what_a_run_started_even_when_it_ignores_sigterm(tmp_path):
+    """A process in a run's group (as a run that forks starts one) that ignores SIGTERM: Stop ends the
+    run, and the launcher then ends its whole group, so nothing of the run keeps running."""
+    import os
+    import time
+
+    from sensviz.executors import LocalExecutor
+    from server.worker import TrainRequest
+
+    request = TrainRequest("parity", {"arch": "encoder", "d_model": 8, "n_layers": 1, "n_heads": 2},
+                           {"n": 4, "steps": 100_000, "batch_size": 16, "seed": 0}, 100_000)
+    (tmp_path / "request.json").write_text(json.dumps(request.to_dict()))
+    executor = LocalExecutor(threads=1)
+    child = None
+    try:
+        run = executor.start_worker(tmp_path)
+        deadline = time.monotonic() + 300
+        while run.pid is None:
+            assert time.monotonic() < deadline, "the launcher never started the run"
+            time.sleep(0.1)
+        child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+                                  "signal.SIG_IGN); print('ready', flush=True); time.sleep(300)"],
+                                 stdout=subprocess.PIPE, text=True, preexec_fn=lambda: os.setpgid(0, run.pid))
+        assert child.stdout.readline().strip() == "ready"
+        run.terminate()  # Stop
+        assert run.wait(timeout=60) is not None
+        assert child.wait(timeout=10) == -9  # ended with the run's group, although it ignores SIGTERM
+    finally:
+        if child is not None and child.poll() is None:
+            child.kill()
+        executor.close()
+
+
+def test_a_sweep_records_no_server_path_of_its_spec(tmp_path):
+    """The Experiments page shows a sweep's spec.json source: a relative path within the folder the sweep ran
+    from stays as typed, any other (absolute, or out with ..) is kept as its file name only."""
+    from sensviz import sweeps
+
+    assert sweeps.shown_source("experiments/length_scaling.toml") == "experiments/length_scaling.toml"
+    assert sweeps.shown_source("/home/alice/private/spec.toml") == "spec.toml"
+    assert sweeps.shown_source("../../srv/specs/tradeoff.toml") == "tradeoff.toml"
+    spec = sweeps.load_spec(ROOT / "experiments" / "length_scaling.toml")
+    sweeps.write_identity(tmp_path, spec)
+    assert json.loads((tmp_path / "spec.json").read_text())["source"] == "length_scaling.toml"
+    assert str(ROOT) not in (tmp_path / "spec.json").read_text()
