@@ -188,6 +188,24 @@ def check_class_name(name: object) -> str:
     return text
 
 
+def _gallery_room(c: Class, member: Member) -> bool:
+    """Whether `member` may add a model to the gallery: it is not full, or it is and the network address
+    (a member on the server's own machine: the member) holding the most of it, holding more than the
+    member's will, gives up its oldest model (removed here). So one address cannot fill the gallery for
+    everyone: the gallery refuses only when nobody holds more of it than the adder would."""
+    if len(c.models) < LIMITS["class_models"].high:
+        return True
+    holder = {m.id: m.address or f"member {m.id}" for m in c.member_list()}
+    counts = Counter(holder.get(m["member"], "") for m in c.models)
+    mine = counts.get(holder[member.id], 0) + 1
+    largest = max((h for h in counts if h != holder[member.id]), key=lambda h: counts[h], default=None)
+    if largest is None or counts[largest] - 1 < mine:
+        return False
+    oldest = min((m for m in c.models if holder.get(m["member"], "") == largest), key=lambda m: m["added"])
+    c.models.remove(oldest)
+    return True
+
+
 class ClassStore:
     """The classes in `root` (`<data dir>/classes`), signed with the server's `secret`."""
 
@@ -515,8 +533,9 @@ class ClassStore:
                 raise ClassRefused("only the class's members add models to it")
             if any(m["token"] == token for m in c.models):
                 return
-            if len(c.models) >= LIMITS["class_models"].high:
-                raise ClassRefused(f"the class's gallery is full ({int(LIMITS['class_models'].high):,} models)")
+            if not _gallery_room(c, member):
+                raise ClassRefused(f"the class's gallery is full ({int(LIMITS['class_models'].high):,} models, limit "
+                                   "'class_models'), and no network address holds more of it than yours")
             _within(sum(m["member"] == member.id for m in c.models), "class_models_per_member",
                     "of your models are in the class's gallery already")
             c.models.append(asdict(ClassModel(token, member.id, str(task), n, accuracy, str(name)[:120], self.clock(),
@@ -574,9 +593,10 @@ class ClassStore:
                     continue
                 records = manager.records(job_id)
                 accuracy = records[-1].get("accuracy") if records else None  # the final weights' measurement
-                if status.kept and not any(m["token"] == status.kept for m in found.models) \
-                        and len(found.models) < LIMITS["class_models"].high and found.member(entry["member"]) \
-                        and sum(m["member"] == entry["member"] for m in found.models) < LIMITS["class_models_per_member"].high:
+                member = found.member(entry["member"])
+                if status.kept and member and not any(m["token"] == status.kept for m in found.models) \
+                        and sum(m["member"] == member.id for m in found.models) < LIMITS["class_models_per_member"].high \
+                        and _gallery_room(found, member):
                     found.models.append(asdict(ClassModel(status.kept, entry["member"], entry["task"], entry["n"],
                                                           accuracy, status.name, self.clock(), job_id)))
                 if entry["assignment"] and found.assignment in assignments.ASSIGNMENTS and entry["member"] in names:

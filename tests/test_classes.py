@@ -225,6 +225,22 @@ def test_a_member_adds_at_most_so_many_models_to_the_gallery(store, monkeypatch)
     assert len(store.get(made.code).models) == 3
 
 
+def test_a_full_gallery_makes_room_from_the_address_that_holds_most_of_it(store, monkeypatch):
+    monkeypatch.setitem(LIMITS, "class_models", Limit("class_models", 1, 6, "test"))
+    made = store.create("Lab", "teacher")
+    for k in range(3):  # cookie-less sybils from one address fill the gallery
+        store.join(made.code, f"sybil {k}", f"s{k}", "10.6.6.6")
+        for i in range(2):
+            store.add_model(made.code, f"s{k}", f"sybil{k}token{i:06d}", "parity", 4, None, "m")
+    store.join(made.code, "Ada", "ada", "10.0.0.1")
+    for i in range(3):  # the honest student's models push out the flood's oldest
+        store.add_model(made.code, "ada", f"adatoken{i:010d}", "parity", 4, None, "mine")
+    tokens = [m.token for m in store.get(made.code).model_list()]
+    assert len(tokens) == 6 and tokens[:3] == ["sybil1token000001", "sybil2token000000", "sybil2token000001"]
+    with pytest.raises(ClassRefused, match="^the class's gallery is full .* no network address holds more of it"):
+        store.add_model(made.code, "ada", "adatoken0000000003", "parity", 4, None, "mine")  # 3 each: nobody holds more
+
+
 def test_the_deal_covers_the_grid_before_repeating():
     a = assignments.LENGTH_SCALING
     cells = a.cells()
