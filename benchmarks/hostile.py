@@ -3,6 +3,7 @@
     python benchmarks/hostile.py            # every case of tests/hostile_cases.py, one row each
     python benchmarks/hostile.py --summary  # one row per family, and the worst case
     python benchmarks/hostile.py --jobs     # the class server's job cases (issue 17), one row each
+    python benchmarks/hostile.py --floods [--estimates [--caps]]   # issue 42's families, one row each
 
 All cases are loaded in one child process (torch at one thread); `extra MB` is the peak resident
 memory of the call above the resident memory before it (the peak is reset before every case). The targets (issue 12): every case
@@ -23,6 +24,13 @@ characters, a NUL); each with its outcome and
 the seconds it took to decide. The target: the student is queued ahead of the flood's waiting runs,
 every forged cookie counts as absent, every oversized request is refused, no owner's keep evicts
 another's model, and every refusal is one line.
+
+`--floods` (issue 42): identity floods against the real kept store and class store (fresh owner ids from
+one address keeping models, several addresses filling the store then newcomers, one file kept under 200
+input lengths; 100 class creations and 199 joins from one address, a gallery flood, a closed class's
+pins), runs told to stop on the real launcher (a process in the run's group that ends on SIGTERM, one
+that ignores it), and with `--estimates` the budget's estimate against the actual cost at the Train
+form's extremes. Per family: cases, clean, the slowest case (s) and the largest extra memory (MB).
 """
 
 from __future__ import annotations
@@ -404,6 +412,47 @@ def stop_cases() -> list[dict]:
     return rows
 
 
+def estimate_cases(caps: bool = False) -> list[dict]:
+    """Estimate against actual (issue 42) for the Train form's extremes (tests/test_budget.py's `extremes`;
+    with `caps`, also each architecture at the form's model caps: 10 to 20 CPU minutes each), each job run
+    as the worker runs it in a process forked from a warm one. Clean: within 2x in CPU time and (above
+    64 MiB) in peak memory. `seconds` is the job's CPU time, `extra_mb` its peak memory growth."""
+    import test_budget
+
+    from server.worker import LIVE_LIMITS, TrainRequest
+
+    requests = test_budget.extremes()
+    if caps:
+        model = {k: LIVE_LIMITS[k] for k in ("d_model", "n_layers", "n_heads", "d_ff")}
+        for arch in ("encoder", "formal", "scratchpad"):
+            requests[f"{arch} at the model caps"] = TrainRequest(
+                "parity", {"arch": arch, **model}, {"n": LIVE_LIMITS["n"], "steps": 2, "batch_size": 16, "seed": 0,
+                                                    "eval_interval": LIVE_LIMITS["eval_interval"]},
+                LIVE_LIMITS["measure_every"])
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        helper = subprocess.Popen([sys.executable, "-c", test_budget.HELPER.format(root=str(ROOT))],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  env={**os.environ, "OMP_NUM_THREADS": "1"})
+        helper.log = Path(tmp) / "none"
+        helper.log.write_text("")
+        try:
+            for k, (case, request) in enumerate(requests.items()):
+                found = test_budget.measured(request, Path(tmp) / f"job{k}", helper)
+                time_ratio = found["estimate_s"] / found["seconds"]
+                floor = test_budget.MEMORY_FLOOR_MIB
+                memory_ratio = max(found["estimate_mib"], floor) / max(found["mib"], floor)
+                rows.append({"family": "estimates", "case": case, "seconds": found["seconds"], "extra_mb": found["mib"],
+                             "clean": found["outcome"] == "finished" and 0.5 <= time_ratio <= 2 and 0.5 <= memory_ratio <= 2,
+                             "outcome": f"{found['estimate_s']:.1f} s / {found['seconds']:.1f} s ({time_ratio:.2f}x), "
+                                        f"{found['estimate_mib']:.0f} / {found['mib']:.0f} MiB ({memory_ratio:.2f}x)"})
+                print(f"{case}: {rows[-1]['outcome']}", file=sys.stderr, flush=True)
+        finally:
+            helper.stdin.close()
+            helper.wait()
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--summary", action="store_true", help="one row per family")
@@ -412,9 +461,13 @@ def main() -> None:
     parser.add_argument("--jobs", action="store_true", help="the class server's job cases instead")
     parser.add_argument("--floods", action="store_true", help="the identity floods and the runs told to stop "
                         "(issue 42) instead")
+    parser.add_argument("--estimates", action="store_true", help="with --floods: the budget's estimate against "
+                        "the actual cost at the Train form's extremes (minutes)")
+    parser.add_argument("--caps", action="store_true", help="with --estimates: each architecture at the model "
+                        "caps too (an hour of CPU)")
     args = parser.parse_args()
     if args.floods:
-        rows = flood_cases() + stop_cases()
+        rows = flood_cases() + stop_cases() + (estimate_cases(args.caps) if args.estimates else [])
         print(f"{'family':12} {'case':58} {'clean':>5} {'seconds':>8} {'extra MB':>8}  outcome")
         for r in rows:
             print(f"{r['family']:12} {r['case'][:58]:58} {str(r['clean']):>5} {r['seconds']:8.2f} {r['extra_mb']:8.1f}  "
