@@ -106,10 +106,11 @@ RESIDENT_PER_PARAM = 8
 good copy, and a checkpoint's bytes with their serialisation."""
 BASE_MIB = 16
 """What any job adds however small: the trainer's lazily loaded modules, allocator arenas, the records."""
-DATA_BYTES_PER_BIT = 24
+DATA_BYTES_PER_BIT = 32
 """Bytes per bit of the evaluation strings (int64 `[E, n]`, 8 bytes a bit): the run's sets, their stacked copy
-for the batched evaluation, and a transient of making them (`cube.vertex_bits`) or of a table lookup (a
-restricted set of 2^20 strings at n = 20 grew the worker by 386 MiB here, 16 bytes a bit above the rest)."""
+for the batched evaluation, and the transients of making them (`cube.vertex_bits`) and of a table lookup. A
+restricted set of 2^20 strings at n = 20 grew the worker by 386 MiB (batch 64) and 1,008 MiB (batch 1024)
+here, 16 and 45 bytes a bit above the rest: the allocator keeps more or less of the transients."""
 TABLE_COPIES = {"random": 2, "table": 6}
 """Bytes per truth-table entry of the tasks given by a table (`sensviz.tasks._TableTask`): the random
 task's uint8 draw and its transient; a given table's label string, its bits, their encoding, the uint8
