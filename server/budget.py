@@ -173,10 +173,15 @@ class Estimate:
 
 @dataclass(frozen=True)
 class Budget:
-    """The most one job may take: CPU seconds (also its wall-clock limit) and MiB of memory."""
+    """The most one job may take: seconds (of CPU time, and of wall-clock time) and MiB of memory."""
 
     seconds: float
     mib: float
+
+    def over(self, wall_s: float, process) -> bool:
+        """Whether a running job is past its time: `wall_s` seconds since it started, or its process's CPU time
+        (`cpu_seconds`: a run on two threads spends two CPU seconds a second) above `seconds`."""
+        return wall_s > self.seconds or cpu_seconds(getattr(process, "pid", None)) > self.seconds
 
     @classmethod
     def parse(cls, text: str) -> Budget:
@@ -186,6 +191,18 @@ class Budget:
 
     def describe(self) -> str:
         return f"{duration(self.seconds)} and {self.mib:,.0f} MiB"
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """The CPU time (user and system, all threads) process `pid` has used, from /proc; 0 where it cannot be
+    read (no pid yet, a run on another machine, a process that ended, no /proc)."""
+    if not pid:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _parse(text: str) -> dict:

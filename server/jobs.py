@@ -441,7 +441,7 @@ class JobManager:
         """Stop every running job past the server's time budget (its last measurement is kept)."""
         now = time.monotonic()
         for job in list(self.jobs.values()):
-            if job.status.state == "running" and job.started is not None and now - job.started > self.budget.seconds:
+            if job.status.state == "running" and job.started is not None and self.budget.over(now - job.started, job.process):
                 job.stop_requested = True
                 limit = budget.duration(self.budget.seconds)
                 job.stop_why = f"stopped at the server's time limit per run ({limit}; SENSVIZ_JOB_BUDGET)"

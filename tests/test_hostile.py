@@ -441,3 +441,59 @@ def test_a_sweep_records_no_server_path_of_its_spec(tmp_path):
     sweeps.write_identity(tmp_path, spec)
     assert json.loads((tmp_path / "spec.json").read_text())["source"] == "length_scaling.toml"
     assert str(ROOT) not in (tmp_path / "spec.json").read_text()
+
+
+class _Busy:
+    """A run that has spent this test process's CPU time (seconds of it: torch loaded) and ends when told."""
+
+    def __init__(self):
+        import os
+
+        self.pid, self.returncode, self.lost, self.told = os.getpid(), None, None, 0
+
+    def poll(self):
+        return self.returncode
+
+    def terminate(self):
+        self.told += 1
+        self.returncode = -15
+
+    def wait(self, timeout=None):
+        return self.returncode
+
+
+def test_the_time_limit_counts_a_runs_cpu_time_too(tmp_path):
+    """A run on two threads spends two CPU seconds a wall-clock second: it is stopped once either is past the
+    budget's seconds."""
+    from server import budget
+    from server.jobs import JobManager
+    from server.kept import KeptStore
+    from server.worker import TrainRequest
+
+    assert budget.cpu_seconds(_Busy().pid) > 0.5 and budget.cpu_seconds(None) == budget.cpu_seconds(2**22 + 7) == 0
+    assert budget.Budget(0.5, 100).over(0.0, _Busy()) and budget.Budget(0.5, 100).over(0.6, None)
+    assert not budget.Budget(1e6, 100).over(0.6, _Busy())
+    runs = []
+
+    class Executor:
+        def warm(self):
+            pass
+
+        def start_worker(self, folder, device=None):
+            runs.append(_Busy())
+            return runs[-1]
+
+        def close(self):
+            pass
+
+    manager = JobManager(tmp_path / "jobs", KeptStore(tmp_path / "kept", cap=2**20), capacity=1, threads=1,
+                         calibration=budget.Calibration(op_s=1e-9, flop_s=1e-15), executor=Executor(),
+                         job_budget=budget.Budget(0.5, 4096), poll_s=3600)  # no background tick: this test's
+    try:
+        job = manager.submit("alice", TrainRequest("first", {"arch": "encoder", "d_model": 8, "n_layers": 1, "n_heads": 2},
+                                                   {"n": 4, "steps": 10, "batch_size": 8, "seed": 0}, 10), "10.0.0.1")
+        with manager.lock:  # started a moment ago: the wall clock is within the budget, its CPU time is not
+            manager._stop_over_time()
+            assert runs[0].told == 1 and "time limit per run" in manager.jobs[job].stop_why
+    finally:
+        manager.close()
