@@ -337,5 +337,8 @@ def test_a_kept_file_replaced_on_the_server_is_refused_in_one_line_without_readi
 
 
 def test_a_kept_name_loses_its_hidden_characters(tmp_path):
+    from sensviz.text import hidden
+
+    assert not any(hidden(chr(point)) for point in range(128))  # so an ASCII name is kept as it is, at once
     store = KeptStore(tmp_path, cap=2**20)
     assert store.keep("upload", "report\u202egnp\u200b.safetensors", b"x" * 10, "alice").name == "reportgnp.safetensors"
