@@ -206,10 +206,10 @@ def test_a_class_of_60_behind_one_nat_keeps_8_mib_each_under_the_defaults(tmp_pa
     """The defaults' claim (`server.limits`), scaled by 1,024: on a 1 MiB store the address share holds
     8 KiB (files and metadata) for each of 60 owners of one address."""
     monkeypatch.setenv("SENSVIZ_KEPT_CAP_MB", "1")
-    for name in ("SENSVIZ_KEPT_QUOTA_MB", "SENSVIZ_KEPT_ADDRESS_QUOTA_MB"):
+    for name in ("SENSVIZ_KEPT_QUOTA_MB", "SENSVIZ_KEPT_ADDRESS_QUOTA_MB", "SENSVIZ_KEPT_CLASS_MB"):
         monkeypatch.delenv(name, raising=False)
     store = KeptStore(tmp_path, secret=b"s")
-    assert (store.cap, store.address_quota) == (MiB, MiB // 2)
+    assert (store.cap, store.quota, store.address_quota, store.class_cap) == (MiB, MiB // 4, MiB // 2, MiB // 4)
     for i in range(60):
         data = i.to_bytes(2, "big") * 3_900  # 7,800 bytes and about 300 of metadata: 8 KiB
         store.keep("trained", f"student {i}", data, f"student{i}", address="203.0.113.7")
