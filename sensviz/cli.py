@@ -29,12 +29,27 @@ command with one line and exit 130. Renamed flags (`RENAMED`) keep working, with
 until version `RENAMED_UNTIL`.
 """
 
+# ruff: noqa: E402 (the Ctrl-C handler is installed before the libraries load: quiet from the first instant)
 from __future__ import annotations
+
+import os
+import signal
+import sys
+
+
+def _interrupted_while_loading(signum, frame) -> None:
+    """Ctrl-C while the command loads its libraries (torch: seconds): one line and exit 130, nothing was written."""
+    os.write(2, b"sensviz: interrupted\n")
+    os._exit(130)
+
+
+_LOADING = signal.getsignal(signal.SIGINT)
+if _LOADING is signal.default_int_handler:  # not where SIGINT is ignored (a background job) or handled already
+    signal.signal(signal.SIGINT, _interrupted_while_loading)
 
 import argparse
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -51,6 +66,9 @@ from .measure import QUANTITIES, MeasureSettings, default_quantities, measure
 from .models import ModelSettings, config_to_dict
 from .tasks import describe_tasks, get_task
 from .training import PrintProgress, TrainConfig, train
+
+if signal.getsignal(signal.SIGINT) is _interrupted_while_loading:  # loaded: Ctrl-C is KeyboardInterrupt again (main's)
+    signal.signal(signal.SIGINT, _LOADING)
 
 DUMP_CAP_BYTES = 2 * 2**30
 """Largest attention array `inspect --dump` writes (2 GiB)."""

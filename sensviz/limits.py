@@ -2,7 +2,8 @@
 
 One table, `LIMITS`, holds every bound: model sizes, input lengths, counts of inputs, samples,
 directions, draws, steps and grid points, training sizes, the sweep run cap, file, header and
-metadata sizes. The bounds are generous (the paper's sizes pass with room to spare: d = 128,
+metadata sizes. The library's own limits only: what one owner, address or class may hold on a class
+server is `server.limits`'s. The bounds are generous (the paper's sizes pass with room to spare: d = 128,
 n up to 1024 for the scratchpad, batch 1024, 20,000 steps) and exist so that a typo or a hostile
 file costs a one-line error instead of gigabytes of memory or hours of CPU.
 
@@ -86,23 +87,9 @@ _ALL = (
     Limit("json_depth", 1, 64, "nesting depth of JSON in a header or metadata"),
     Limit("metadata_entries", 0, 256, "metadata fields of a checkpoint"),
     Limit("metadata_bytes", 0, 1 * MiB, "size of one metadata field"),
-    Limit("kept_models", 1, 200, "models one user keeps on a server (their least recently opened go first)"),
-    Limit("kept_meta_bytes", 1, 64 * 1024, "metadata of one kept model: its name and loading overrides"),
     Limit("metadata_chars", 1, 4096, "characters of one string in a checkpoint's training or extra metadata "
           "(longer ones are stored shortened with a hash)"),
     Limit("label_chars", 1, 120, "characters of a label or name shown or stored as is (longer ones are shortened with a hash)"),
-    # classes (server.classes)
-    Limit("class_name_chars", 1, 80, "characters of a class's name"),
-    Limit("display_name_chars", 1, 40, "characters of a member's display name in a class"),
-    Limit("class_members", 1, 200, "members of one class"),
-    Limit("classes", 1, 1000, "classes on one server"),
-    Limit("class_models", 1, 2000, "models listed in one class's gallery"),
-    Limit("classes_per_address", 1, 20, "classes created from one network address (open or closed, until deleted)"),
-    Limit("classes_per_address_hour", 1, 5, "classes created from one network address in an hour"),
-    Limit("class_members_per_address", 1, 80, "members of one class who joined from one network address (a class "
-          "of 60 behind one NAT fits)"),
-    Limit("class_joins_per_address_minute", 1, 60, "joins of one class from one network address in a minute (a "
-          "class of 60 behind one NAT joining at once fits)"),
 )
 
 LIMITS: dict[str, Limit] = {limit.name: limit for limit in _ALL}

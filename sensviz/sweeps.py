@@ -795,9 +795,16 @@ def check_folder(out, spec: SweepSpec) -> None:
                          "give another --out")
 
 
+def shown_source(source: str) -> str:
+    """A spec's path as a sweep folder records it (pages show it): a relative path within the folder it ran
+    from as given (`experiments/length_scaling.toml`), else only its file name (no path of the machine)."""
+    path = Path(source)
+    return source if not path.is_absolute() and ".." not in path.parts else path.name
+
+
 def write_identity(out, spec: SweepSpec) -> None:
-    """Write `out/spec.json`: the spec's experiment, name, source, scale, description and hash."""
-    identity = {"experiment": spec.experiment, "name": spec.name, "source": spec.source, "scale": spec.scale,
+    """Write `out/spec.json`: the spec's experiment, name, source (`shown_source`), scale, description and hash."""
+    identity = {"experiment": spec.experiment, "name": spec.name, "source": shown_source(spec.source), "scale": spec.scale,
                 "description": spec.description, "spec_hash": spec.hash}
     write_atomic(Path(out) / "spec.json", (json.dumps(identity, indent=2) + "\n").encode())
 

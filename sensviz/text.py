@@ -57,7 +57,10 @@ def hidden(char: str) -> bool:
 
 
 def without_hidden(text: str) -> str:
-    """`text` without its hidden characters (`hidden`): "report\u202egnp.safetensors" no longer reads reversed."""
+    """`text` without its hidden characters (`hidden`): "report\u202egnp.safetensors" no longer reads reversed.
+    ASCII has none (every hidden code point is above U+00AC): a long ASCII text is returned at once."""
+    if text.isascii():
+        return text
     return "".join(c for c in text if not hidden(c))
 
 

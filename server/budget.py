@@ -1,6 +1,6 @@
 """What a live training job will cost, before it runs: its time and peak memory, and the server's budget.
 
-`estimate(request, calibration)` counts the work of a `server.worker` job — every training step,
+`estimate(settings, config, measure_every, calibration, task)` counts the work of a `server.worker` job — every training step,
 every scheduled evaluation and measurement, the checkpoints it writes — from the model's shapes
 alone (the model is built on torch's "meta" device: shapes, no storage), and turns it into
 seconds with a `Calibration` measured on this machine, and into bytes with the formula below.
@@ -48,7 +48,10 @@ a busy machine is slower in wall-clock terms).
                 (an evaluation chunk, a batch of the cube analyses)
     gradients = 4 c k P + training(c k)   a chunk of c = min(M, 1024, 2^24 / (k P)) per-example
                 gradients of k outputs each (k = n for the scratchpad, else 1)
-    peak      = BASE_MIB + resident + training + max(no grad, gradients)
+    data      = DATA_BYTES_PER_BIT * E n   the evaluation strings, E of them (a restricted training set's
+                                           strings and its held-out rest, or the cube or a sample per length)
+    table     = TABLE_COPIES * 2^n     a task given by a truth table (random, table)
+    peak      = BASE_MIB + resident + training + max(no grad, gradients) + data + table
 
 (training's activations and a later pass's add up: the allocator keeps the memory a training step
 freed, in pieces that a pass of another shape cannot always reuse).
@@ -103,6 +106,18 @@ RESIDENT_PER_PARAM = 8
 good copy, and a checkpoint's bytes with their serialisation."""
 BASE_MIB = 16
 """What any job adds however small: the trainer's lazily loaded modules, allocator arenas, the records."""
+DATA_BYTES_PER_BIT = 32
+"""Bytes per bit of the evaluation strings (int64 `[E, n]`, 8 bytes a bit): the run's sets, their stacked copy
+for the batched evaluation, and the transients of making them (`cube.vertex_bits`) and of a table lookup. A
+restricted set of 2^20 strings at n = 20 grew the worker by 386 MiB (batch 64) and 1,008 MiB (batch 1024)
+here, 16 and 45 bytes a bit above the rest: the allocator keeps more or less of the transients."""
+TABLE_COPIES = {"random": 2, "table": 6}
+"""Bytes per truth-table entry of the tasks given by a table (`sensviz.tasks._TableTask`): the random
+task's uint8 draw and its transient; a given table's label string, its bits, their encoding, the uint8
+table, its copy and the checkpoint's packing."""
+TABLE_FLOPS = {"random": 400, "table": 1000}
+"""Work per truth-table entry, once per run, in flop-equivalents: drawing the random table; parsing,
+copying and packing a given one."""
 
 # What the worker and the library do (their sizes, as the cost model needs them).
 EVAL_CHUNK = 2048  # sensviz.training: evaluation strings per forward call
@@ -158,10 +173,15 @@ class Estimate:
 
 @dataclass(frozen=True)
 class Budget:
-    """The most one job may take: CPU seconds (also its wall-clock limit) and MiB of memory."""
+    """The most one job may take: seconds (of CPU time, and of wall-clock time) and MiB of memory."""
 
     seconds: float
     mib: float
+
+    def over(self, wall_s: float, process) -> bool:
+        """Whether a running job is past its time: `wall_s` seconds since it started, or its process's CPU time
+        (`cpu_seconds`: a run on two threads spends two CPU seconds a second) above `seconds`."""
+        return wall_s > self.seconds or cpu_seconds(getattr(process, "pid", None)) > self.seconds
 
     @classmethod
     def parse(cls, text: str) -> Budget:
@@ -171,6 +191,18 @@ class Budget:
 
     def describe(self) -> str:
         return f"{duration(self.seconds)} and {self.mib:,.0f} MiB"
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """The CPU time (user and system, all threads) process `pid` has used, from /proc; 0 where it cannot be
+    read (no pid yet, a run on another machine, a process that ended, no /proc)."""
+    if not pid:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _parse(text: str) -> dict:
@@ -237,9 +269,18 @@ def _eval_strings(config) -> list[int]:
     return [min(2**n, config.eval_size) for n in config.lengths]
 
 
-def phases(model_settings, config, calibration: Calibration) -> dict[str, float]:
+def _table(task, n: int) -> tuple[float, float]:
+    """(bytes, flops) of a task given by a truth table at length n, once per run; (0, 0) for any other task."""
+    name = getattr(task, "name", None)
+    if name not in TABLE_COPIES:
+        return 0.0, 0.0
+    return TABLE_COPIES[name] * 2.0**n, TABLE_FLOPS[name] * 2.0**n
+
+
+def phases(model_settings, config, calibration: Calibration, task=None) -> dict[str, float]:
     """Seconds of one training step, one evaluation, one measurement and one checkpoint, and the
-    peak memory growth in bytes (the module docstring has the formulas)."""
+    peak memory growth in bytes (the module docstring has the formulas); `task` (a `sensviz.tasks.Task`)
+    adds a truth table's work and memory."""
     s = shape(model_settings, config.n)
     n, b = config.n, config.batch_size
     outputs = n if s.arch == "scratchpad" else 1  # per-example gradients of every decoder step
@@ -271,25 +312,29 @@ def phases(model_settings, config, calibration: Calibration) -> dict[str, float]
                                                               + ELEMENT_FLOPS * m * outputs * s.params)
                           + (DIRECTIONS * PERTURB_FLOPS_PER_PARAM + CHECKPOINT_FLOPS_PER_PARAM) * s.params)
     checkpoint = seconds(CHECKPOINT_OPS, CHECKPOINT_FLOPS_PER_PARAM * s.params)
+    table_bytes, table_flops = _table(task, n)
 
     transient = _activation_bytes(s, b, n, saved=True) + max(  # the allocator keeps what training freed
         _activation_bytes(s, min(max(_eval_strings(config)), EVAL_CHUNK), n, saved=False),
         _activation_bytes(s, per_call, n, saved=False),
         limit * (4.0 * grad_chunk * outputs * s.params + _activation_bytes(s, grad_chunk * outputs, n, saved=True)),
     )
+    data = DATA_BYTES_PER_BIT * sum(_eval_strings(config)) * n
     return {"step": step, "evaluation": evaluation, "measurement": measurement, "checkpoint": checkpoint,
-            "bytes": RESIDENT_PER_PARAM * 4.0 * s.params + transient, "params": s.params}
+            "table": seconds(0, table_flops), "bytes": RESIDENT_PER_PARAM * 4.0 * s.params + transient + data + table_bytes,
+            "params": s.params}
 
 
-def estimate(model_settings, config, measure_every: int, calibration: Calibration) -> Estimate:
-    """The time and peak memory of a live job (the module docstring has the formula)."""
-    cost = phases(model_settings, config, calibration)
+def estimate(model_settings, config, measure_every: int, calibration: Calibration, task=None) -> Estimate:
+    """The time and peak memory of a live job (the module docstring has the formula); `task`, the job's
+    `sensviz.tasks.Task` (as `server.worker.check` gives it), counts a truth table's cost."""
+    cost = phases(model_settings, config, calibration, task)
     steps = config.steps
     evaluations = steps // config.eval_interval + 2
     measurements = steps // measure_every + 2
     training = steps * cost["step"]
     measuring = min(measurements * cost["measurement"], training + 2 * cost["measurement"])
-    seconds = training + evaluations * cost["evaluation"] + measuring + cost["checkpoint"]
+    seconds = training + evaluations * cost["evaluation"] + measuring + cost["checkpoint"] + cost["table"]
     return Estimate(seconds, BASE_MIB + cost["bytes"] / MiB, cost["params"], steps, evaluations, measurements)
 
 

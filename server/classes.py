@@ -22,8 +22,10 @@ for it; its models may then be evicted like any other) and deletes it.
 
 The class's models (`ClassModel`: member, task, n, accuracy, kept-model token) are the models its
 members trained in the class (the jobs they started from it, collected by `sync`) or uploaded while
-in it (`add_model`); while the class is open they are exempt from the kept store's quota eviction
-and expiry (`pinned`, set as `KeptStore.pinned`). The assignment's runs (`server.assignments`)
+in it (`add_model`, at most `class_models_per_member` each); while the class is open and not idle
+(changed within $SENSVIZ_CLASS_IDLE_DAYS days) they are exempt from the kept store's quota eviction and
+expiry (`pins`, set as `KeptStore.pins`), up to the class's own cap ($SENSVIZ_KEPT_CLASS_MB): they still
+count against their owner's quota and the store's cap. The assignment's runs (`server.assignments`)
 become a sweep folder, `<class dir>/sweeps/class/length_scaling` (`runs/*.json`, `runs.parquet`,
 `history.parquet`, `spec.json`: the tables of `sensviz sweep`, with the live monitor's columns),
 outside the Experiments page's public results roots; `sensviz fidelity <class dir>/sweeps --scale
@@ -48,8 +50,8 @@ from pathlib import Path
 
 from sensviz import sweeps
 from sensviz.files import FolderLock, write_atomic
-from sensviz.limits import LIMITS
 from server import assignments, owners
+from server.limits import LIMITS, class_idle_seconds
 from server.names import check_visible, skeleton
 
 CODE = re.compile(r"[A-Za-z0-9_-]{16,64}")  # fullmatch: a trailing newline is no code
@@ -121,6 +123,7 @@ class Class:
     votes: dict[str, dict[str, str]] = field(default_factory=dict)  # Lab chapter -> {member id: prediction} (`vote`)
     held: list[int] = field(default_factory=list)  # Lab chapters whose reveal the instructor holds for the class
     released: list[int] = field(default_factory=list)  # Lab chapters the instructor revealed to the class
+    active: float = 0.0  # when it last changed (a join, a run, a prediction, the instructor's): `ClassStore.idle`
 
     def member_list(self) -> list[Member]:
         return [Member(**{**m, "owners": tuple(m["owners"])}) for m in self.members]
@@ -185,16 +188,36 @@ def check_class_name(name: object) -> str:
     return text
 
 
+def _gallery_room(c: Class, member: Member) -> bool:
+    """Whether `member` may add a model to the gallery: it is not full, or it is and the network address
+    (a member on the server's own machine: the member) holding the most of it, holding more than the
+    member's will, gives up its oldest model (removed here). So one address cannot fill the gallery for
+    everyone: the gallery refuses only when nobody holds more of it than the adder would."""
+    if len(c.models) < LIMITS["class_models"].high:
+        return True
+    holder = {m.id: m.address or f"member {m.id}" for m in c.member_list()}
+    counts = Counter(holder.get(m["member"], "") for m in c.models)
+    mine = counts.get(holder[member.id], 0) + 1
+    largest = max((h for h in counts if h != holder[member.id]), key=lambda h: counts[h], default=None)
+    if largest is None or counts[largest] - 1 < mine:
+        return False
+    oldest = min((m for m in c.models if holder.get(m["member"], "") == largest), key=lambda m: m["added"])
+    c.models.remove(oldest)
+    return True
+
+
 class ClassStore:
     """The classes in `root` (`<data dir>/classes`), signed with the server's `secret`."""
 
-    def __init__(self, root: Path, secret: bytes, clock: Callable[[], float] = time.time):
+    def __init__(self, root: Path, secret: bytes, clock: Callable[[], float] = time.time, idle_s: float | None = None):
+        """`idle_s`: how long a class nobody changed keeps pinning its models (default `class_idle_seconds()`)."""
         self.root = Path(root)
         self.secret = secret
         self.clock = clock
+        self.idle_s = idle_s if idle_s is not None else class_idle_seconds()
         self.lock = FolderLock(self.root)  # across the web servers on one data folder
         self._cache: dict[str, tuple[tuple[int, int], Class]] = {}
-        self._pinned: tuple[float, set[str]] = (-1.0, set())
+        self._pins: tuple[float, dict[str, str]] = (-1.0, {})
 
     # ------------------------------------------------------------------ files
 
@@ -235,9 +258,10 @@ class ClassStore:
         return copy.deepcopy(found) if found is not None else None
 
     def _save(self, found: Class) -> None:
+        found.active = self.clock()
         write_atomic(self._path(found.code), json.dumps(asdict(found)).encode())
         self._cache.pop(found.code, None)
-        self._pinned = (-1.0, set())
+        self._pins = (-1.0, {})
 
     def _all(self) -> list[Class]:
         if not self.root.is_dir():
@@ -265,7 +289,7 @@ class ClassStore:
     def address_key(self, address: str | None) -> str:
         """A network address as the store keeps it: signed with the server's secret (so the files name no one's
         address), "" when unknown (a script, the operator)."""
-        return owners.sign(self.secret, "address", address)[:22] if address else ""
+        return owners.address_key(self.secret, address) if address else ""
 
     def create(self, name: str, owner: str, address: str | None = None) -> Class:
         """A new class named `name` with `owner` as its instructor (no instructor code exists yet: `instructor_code`),
@@ -368,7 +392,7 @@ class ClassStore:
                 raise ClassRefused("only the class's instructor may delete it")
             shutil.rmtree(self.folder(code), ignore_errors=True)
             self._cache.pop(code, None)
-            self._pinned = (-1.0, set())
+            self._pins = (-1.0, {})
 
     def start_assignment(self, code: str, owner: str, assignment: str) -> None:
         if assignment not in assignments.ASSIGNMENTS:
@@ -509,8 +533,11 @@ class ClassStore:
                 raise ClassRefused("only the class's members add models to it")
             if any(m["token"] == token for m in c.models):
                 return
-            if len(c.models) >= LIMITS["class_models"].high:
-                raise ClassRefused(f"the class's gallery is full ({int(LIMITS['class_models'].high):,} models)")
+            if not _gallery_room(c, member):
+                raise ClassRefused(f"the class's gallery is full ({int(LIMITS['class_models'].high):,} models, limit "
+                                   "'class_models'), and no network address holds more of it than yours")
+            _within(sum(m["member"] == member.id for m in c.models), "class_models_per_member",
+                    "of your models are in the class's gallery already")
             c.models.append(asdict(ClassModel(token, member.id, str(task), n, accuracy, str(name)[:120], self.clock(),
                                               job)))
 
@@ -527,14 +554,20 @@ class ClassStore:
 
         self._edit(code, owner, change, open_only=True)
 
-    def pinned(self, token: str) -> bool:
-        """Whether a kept model is in an open class's gallery (then the kept store neither evicts nor expires it)."""
+    def idle(self, found: Class) -> bool:
+        """Whether nobody changed the class for `idle_s` seconds (then it no longer pins its models)."""
+        return self.clock() - max(found.created, found.active) > self.idle_s
+
+    def pins(self) -> dict[str, str]:
+        """The kept models the classes pin (token -> class code: `server.kept.KeptStore.pins`, which pins each
+        class's earliest up to its cap): those in the gallery of a class that is open and not idle. A closed
+        or idle class's models expire and are evicted like any other. Found again after 2 s or a change."""
         now = self.clock()
-        stamp, tokens = self._pinned
-        if now - stamp > 2.0:
-            tokens = {m["token"] for c in self._all() if not c.closed for m in c.models}
-            self._pinned = (now, tokens)
-        return token in tokens
+        stamp, tokens = self._pins
+        if not 0 <= now - stamp <= 2.0:
+            tokens = {m["token"]: c.code for c in self._all() if not c.closed and not self.idle(c) for m in c.models}
+            self._pins = (now, tokens)
+        return tokens
 
     # ------------------------------------------------------------------ the class's jobs
 
@@ -560,8 +593,10 @@ class ClassStore:
                     continue
                 records = manager.records(job_id)
                 accuracy = records[-1].get("accuracy") if records else None  # the final weights' measurement
-                if status.kept and not any(m["token"] == status.kept for m in found.models) \
-                        and len(found.models) < LIMITS["class_models"].high and found.member(entry["member"]):
+                member = found.member(entry["member"])
+                if status.kept and member and not any(m["token"] == status.kept for m in found.models) \
+                        and sum(m["member"] == member.id for m in found.models) < LIMITS["class_models_per_member"].high \
+                        and _gallery_room(found, member):
                     found.models.append(asdict(ClassModel(status.kept, entry["member"], entry["task"], entry["n"],
                                                           accuracy, status.name, self.clock(), job_id)))
                 if entry["assignment"] and found.assignment in assignments.ASSIGNMENTS and entry["member"] in names:

@@ -249,8 +249,8 @@ class JobManager:
         a job over the server's budget (both checked here, before queueing); JobRefused when the owner
         has a job queued or running, the address is at its cap, or the queue is full and the address
         has as many jobs waiting as any other (each message says when to try again)."""
-        _, settings, config = worker.check(request)
-        found = budget.estimate(settings, config, request.measure_every, self._calibration or calibration())
+        task, settings, config = worker.check(request)
+        found = budget.estimate(settings, config, request.measure_every, self._calibration or calibration(), task)
         budget.check(found, self.budget)
         address = address or "local"
         with self.lock:
@@ -441,7 +441,7 @@ class JobManager:
         """Stop every running job past the server's time budget (its last measurement is kept)."""
         now = time.monotonic()
         for job in list(self.jobs.values()):
-            if job.status.state == "running" and job.started is not None and now - job.started > self.budget.seconds:
+            if job.status.state == "running" and job.started is not None and self.budget.over(now - job.started, job.process):
                 job.stop_requested = True
                 limit = budget.duration(self.budget.seconds)
                 job.stop_why = f"stopped at the server's time limit per run ({limit}; SENSVIZ_JOB_BUDGET)"
@@ -528,7 +528,8 @@ class JobManager:
         path = job.folder / file
         self._keeping.add(path)
         try:
-            job.status.kept = self.store.keep("trained", job.status.name, path.read_bytes(), job.status.owner).token
+            job.status.kept = self.store.keep("trained", job.status.name, path.read_bytes(), job.status.owner,
+                                              address=job.address).token
         except KeptRefused:
             self._drop_weights(job.folder)
             raise
@@ -717,7 +718,7 @@ class RayJobManager:
         self.root, self.store = Path(root), store
         self._connected_here = connect(address)
         self.name = "sensviz-jobs-" + hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:16]
-        kept = {"root": str(store.root), "cap": store.cap, "quota": store.quota, "ttl_s": store.ttl_s}
+        kept = store.settings()  # the actor's store has the same caps and the classes' pins
         self._queue_args = (str(self.root), kept, options)
         self.actor = self._start_queue()
         settings = self._ask("settings")

@@ -4,7 +4,8 @@ One secret per data folder (`owner_secret`: 32 random bytes in `$SENSVIZ_DATA_DI
 mode 0600) signs everything a browser holds for the server: owner ids (`mint_owner`,
 `verified_owner`: `id.HMAC(secret, id)`, read back from a cookie by `ui.owner_id`) and the class
 codes of `server.classes` (`sign`, `verify`: the same HMAC over a purpose and a value, so an
-owner id can never pass for a class's instructor code or the other way round). A value whose
+owner id can never pass for a class's instructor code or the other way round), and the network
+addresses the classes and the kept-model store count by (`address_key`). A value whose
 signature does not check counts as absent.
 """
 
@@ -53,6 +54,12 @@ def sign(secret: bytes, purpose: str, value: str) -> str:
 def verify(secret: bytes, purpose: str, value: str, signed: object) -> bool:
     """Whether `signed` is `sign(secret, purpose, value)` (compared in constant time)."""
     return isinstance(signed, str) and hmac.compare_digest(signed.encode(), sign(secret, purpose, value).encode())
+
+
+def address_key(secret: bytes, address: str) -> str:
+    """A client's network address as the server's files keep it: signed (22 characters), so that no file
+    names anyone's address and nobody can tell two addresses' keys apart without the secret."""
+    return sign(secret, "address", address)[:22]
 
 
 def mint_owner(secret: bytes) -> str:

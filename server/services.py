@@ -15,7 +15,7 @@ from sensviz.files import data_dir
 from server import jobs
 from server.classes import ClassStore
 from server.jobs import JobManager
-from server.kept import KeptStore, cap_bytes
+from server.kept import KeptStore
 from server.owners import owner_secret
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,17 +62,17 @@ def sweep_folder(text: str) -> Path:
 # holding an earlier one, never the reverse):
 #   1. a singleton's build lock, one per name (`_one`), held only while that one object is built.
 #      A build may ask for the singletons before it in `BUILD_ORDER`, never after: the job manager's
-#      build asks for the class and kept stores, the kept store's `pinned` asks for the class store
+#      build asks for the class and kept stores, the kept store's `pins` asks for the class store
 #      only when it is called, after every build.
 #   2. `JobManager.lock`, held for the manager's own bookkeeping; never while it calls into a store
 #      (the manager keeps a finished run's model, and recovers an earlier server's runs, without it).
 #   3. a store's folder lock (`ClassStore.lock`, `KeptStore.lock`: flocks shared with the other
 #      replicas): while one is held, code reads another store only through its lock-free reads
-#      (`ClassStore.pinned`, `JobManager.folder_bytes`) or the manager's own short reads
+#      (`ClassStore.pins`, `JobManager.folder_bytes`) or the manager's own short reads
 #      (`JobManager.status`, `records`), which take only the manager's lock and call nothing else.
 #      So the class store may ask the manager (`ClassStore.sync` under the class lock), and the
 #      manager tells the class store that a job ended (`on_ended`) holding none of its locks.
-BUILD_ORDER = ("owner_secret", "classes", "kept", "jobs")
+BUILD_ORDER = ("owner_secret", "classes", "kept", "jobs")  # the kept store's build asks for the secret
 _HOLDER = sys.modules.setdefault("_sensviz_explorer_singletons", types.ModuleType("_sensviz_explorer_singletons"))
 if not hasattr(_HOLDER, "builds"):
     _HOLDER.values, _HOLDER.builds = {}, {name: threading.Lock() for name in BUILD_ORDER}
@@ -96,8 +96,8 @@ def kept_store() -> KeptStore:
     """The server's kept models (one per process: not a cache, so clearing caches keeps it)."""
 
     def build() -> KeptStore:
-        store = KeptStore(data_dir() / "kept", cap_bytes())
-        store.pinned = lambda token: class_store().pinned(token)  # an open class's models stay
+        store = KeptStore(data_dir() / "kept", classes=data_dir() / "classes", secret=server_secret())
+        store.pins = lambda: class_store().pins()  # an open class's models stay (the process's one class store)
         return store
 
     return _one("kept", build)

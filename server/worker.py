@@ -297,6 +297,8 @@ def launcher(threads: int, parent_pid: int, max_mib: float | None = None) -> Non
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
                 break
+            with contextlib.suppress(ProcessLookupError):  # what the run started and left (one ignoring SIGTERM) ends too
+                os.killpg(pid, signal.SIGKILL)
             answer({"ended": jobs.pop(pid), "code": os.waitstatus_to_exitcode(status)})
 
 

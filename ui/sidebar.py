@@ -119,7 +119,7 @@ def _choose_upload() -> None:
     if error:
         uploads.refuse_upload(uploaded, f"This file cannot be used: {error}")  # reruns
     try:
-        kept = services.kept_store().keep("upload", name, data, owner_id.owner(), overrides)
+        kept = services.kept_store().keep("upload", name, data, owner_id.owner(), overrides, address=owner_id.network_address())
     except KeptRefused as err:  # over the owner's share or the server's cap
         uploads.refuse_upload(uploaded, f"This file was not kept: {quoted(err, 300)}")  # reruns
     uploads.accept_upload()

@@ -290,3 +290,210 @@ def test_pyproject_declares_every_runtime_import():
     third_party = {m for m in imported if m not in sys.stdlib_module_names} - {"sensviz", "ray"}  # ray: --executor ray only
     assert third_party <= declared | {"pyarrow"}, third_party - declared
     assert "pyarrow" in declared  # pandas' parquet engine, imported by pandas itself
+
+
+class _Deaf:
+    """A run that ignores SIGTERM: Stop's terminate does nothing, and the wait lasts `seconds` (the job
+    manager's real wait, `LaunchedJob.wait`, gives 30 s and then kills the run's process group)."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.returncode, self.pid, self.lost = seconds, None, None, None
+
+    def poll(self):
+        return self.returncode
+
+    def terminate(self):
+        pass
+
+    def wait(self, timeout=None):
+        import time
+
+        time.sleep(min(self.seconds, timeout or self.seconds))
+        self.returncode = -9
+        return self.returncode
+
+
+class _DeafExecutor:
+    """The first run ignores SIGTERM for 1.5 s; later ones end when told."""
+
+    def __init__(self):
+        self.started = 0
+
+    def warm(self):
+        pass
+
+    def start_worker(self, folder, device=None):
+        self.started += 1
+        return _Deaf(1.5 if self.started == 1 else 0.0)
+
+    def close(self):
+        pass
+
+
+def test_a_run_that_ignores_sigterm_freezes_no_other_users_job_panel(tmp_path):
+    """While Stop waits for a run that ignores SIGTERM, every other page's call of the job manager
+    (a status, an owner's active job, a new submit) answers at once: it never waits holding its lock."""
+    import threading
+    import time
+
+    from server import budget
+    from server.jobs import JobManager
+    from server.kept import KeptStore
+    from server.worker import TrainRequest
+
+    manager = JobManager(tmp_path / "jobs", KeptStore(tmp_path / "kept", cap=2**20), capacity=2, threads=1,
+                         calibration=budget.Calibration(op_s=1e-6, flop_s=1e-12), executor=_DeafExecutor())
+    request = TrainRequest("first", {"arch": "encoder", "d_model": 8, "n_layers": 1, "n_heads": 2},
+                           {"n": 4, "steps": 10, "batch_size": 8, "seed": 0}, 10)
+    try:
+        deaf = manager.submit("alice", request, "10.0.0.1")
+        other = manager.submit("bob", request, "10.0.0.2")
+        assert manager.status(deaf).state == manager.status(other).state == "running"
+        stopping = threading.Thread(target=manager.stop, args=(deaf, "alice"))
+        start = time.monotonic()
+        stopping.start()
+        slowest = 0.0
+        while stopping.is_alive():
+            asked = time.monotonic()
+            assert manager.status(other).state == "running" and manager.active("bob") == other
+            assert manager.status(deaf) is not None
+            slowest = max(slowest, time.monotonic() - asked)
+            time.sleep(0.05)
+        carol = manager.submit("carol", request, "10.0.0.3")  # a new run is queued meanwhile too
+        assert time.monotonic() - start >= 1.4  # the check can fail: Stop did wait for the run
+        assert slowest < 0.5 and manager.status(carol) is not None
+        assert not manager.status(deaf).active
+    finally:
+        manager.close()
+
+
+def test_ctrl_c_in_the_first_instants_of_a_command_is_one_line_and_exit_130(tmp_path):
+    """Ctrl-C while the command still loads its libraries (torch takes seconds) ends it with one line
+    and exit 130, as later (tests/test_cli.py): no traceback at any instant."""
+    import os
+    import signal
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = []
+    for delay in (0.3, 0.8, 1.5):  # SIGINT as a terminal's foreground command has it (see tests/test_cli.py)
+        proc = subprocess.Popen([sys.executable, "-m", "sensviz", "task-info", "--task", "parity", "--n", "4"],
+                                cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        procs.append((time.monotonic() + delay, proc))
+    interrupted = 0
+    for when, proc in procs:
+        time.sleep(max(0.0, when - time.monotonic()))
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        if proc.returncode == 0:  # it ended before the Ctrl-C
+            continue
+        assert proc.returncode == 130 and err.splitlines() in (["sensviz: interrupted"],
+                                                               ["sensviz task-info: interrupted"]), err
+        interrupted += 1
+    assert interrupted >= 2  # the check can fail: the Ctrl-Cs came while the commands were loading
+
+
+@pytest.mark.slow  # a launcher (torch loaded) and one run
+def test_stop_ends_what_a_run_started_even_when_it_ignores_sigterm(tmp_path):
+    """A process in a run's group (as a run that forks starts one) that ignores SIGTERM: Stop ends the
+    run, and the launcher then ends its whole group, so nothing of the run keeps running."""
+    import os
+    import time
+
+    from sensviz.executors import LocalExecutor
+    from server.worker import TrainRequest
+
+    request = TrainRequest("parity", {"arch": "encoder", "d_model": 8, "n_layers": 1, "n_heads": 2},
+                           {"n": 4, "steps": 100_000, "batch_size": 16, "seed": 0}, 100_000)
+    (tmp_path / "request.json").write_text(json.dumps(request.to_dict()))
+    executor = LocalExecutor(threads=1)
+    child = None
+    try:
+        run = executor.start_worker(tmp_path)
+        deadline = time.monotonic() + 300
+        while run.pid is None:
+            assert time.monotonic() < deadline, "the launcher never started the run"
+            time.sleep(0.1)
+        child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+                                  "signal.SIG_IGN); print('ready', flush=True); time.sleep(300)"],
+                                 stdout=subprocess.PIPE, text=True, preexec_fn=lambda: os.setpgid(0, run.pid))
+        assert child.stdout.readline().strip() == "ready"
+        run.terminate()  # Stop
+        assert run.wait(timeout=60) is not None
+        assert child.wait(timeout=10) == -9  # ended with the run's group, although it ignores SIGTERM
+    finally:
+        if child is not None and child.poll() is None:
+            child.kill()
+        executor.close()
+
+
+def test_a_sweep_records_no_server_path_of_its_spec(tmp_path):
+    """The Experiments page shows a sweep's spec.json source: a relative path within the folder the sweep ran
+    from stays as typed, any other (absolute, or out with ..) is kept as its file name only."""
+    from sensviz import sweeps
+
+    assert sweeps.shown_source("experiments/length_scaling.toml") == "experiments/length_scaling.toml"
+    assert sweeps.shown_source("/home/alice/private/spec.toml") == "spec.toml"
+    assert sweeps.shown_source("../../srv/specs/tradeoff.toml") == "tradeoff.toml"
+    spec = sweeps.load_spec(ROOT / "experiments" / "length_scaling.toml")
+    sweeps.write_identity(tmp_path, spec)
+    assert json.loads((tmp_path / "spec.json").read_text())["source"] == "length_scaling.toml"
+    assert str(ROOT) not in (tmp_path / "spec.json").read_text()
+
+
+class _Busy:
+    """A run that has spent this test process's CPU time (seconds of it: torch loaded) and ends when told."""
+
+    def __init__(self):
+        import os
+
+        self.pid, self.returncode, self.lost, self.told = os.getpid(), None, None, 0
+
+    def poll(self):
+        return self.returncode
+
+    def terminate(self):
+        self.told += 1
+        self.returncode = -15
+
+    def wait(self, timeout=None):
+        return self.returncode
+
+
+def test_the_time_limit_counts_a_runs_cpu_time_too(tmp_path):
+    """A run on two threads spends two CPU seconds a wall-clock second: it is stopped once either is past the
+    budget's seconds."""
+    from server import budget
+    from server.jobs import JobManager
+    from server.kept import KeptStore
+    from server.worker import TrainRequest
+
+    assert budget.cpu_seconds(_Busy().pid) > 0.5 and budget.cpu_seconds(None) == budget.cpu_seconds(2**22 + 7) == 0
+    assert budget.Budget(0.5, 100).over(0.0, _Busy()) and budget.Budget(0.5, 100).over(0.6, None)
+    assert not budget.Budget(1e6, 100).over(0.6, _Busy())
+    runs = []
+
+    class Executor:
+        def warm(self):
+            pass
+
+        def start_worker(self, folder, device=None):
+            runs.append(_Busy())
+            return runs[-1]
+
+        def close(self):
+            pass
+
+    manager = JobManager(tmp_path / "jobs", KeptStore(tmp_path / "kept", cap=2**20), capacity=1, threads=1,
+                         calibration=budget.Calibration(op_s=1e-9, flop_s=1e-15), executor=Executor(),
+                         job_budget=budget.Budget(0.5, 4096), poll_s=3600)  # no background tick: this test's
+    try:
+        job = manager.submit("alice", TrainRequest("first", {"arch": "encoder", "d_model": 8, "n_layers": 1, "n_heads": 2},
+                                                   {"n": 4, "steps": 10, "batch_size": 8, "seed": 0}, 10), "10.0.0.1")
+        with manager.lock:  # started a moment ago: the wall clock is within the budget, its CPU time is not
+            manager._stop_over_time()
+            assert runs[0].told == 1 and "time limit per run" in manager.jobs[job].stop_why
+    finally:
+        manager.close()

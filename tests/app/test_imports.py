@@ -155,3 +155,13 @@ def test_the_results_kit_never_imports_back_up_a_layer():
 
 def test_claims_and_figure_primitives_load_without_torch():
     assert not torch_loaded_by("import sensviz.claims, sensviz.convergence, sensviz.figures, sensviz.stats")
+
+
+def test_the_librarys_limits_name_no_owner_class_queue_or_budget():
+    """The class server's limits live in `server.limits`; the library's table knows none of them."""
+    from sensviz.limits import LIMITS as LIBRARY
+    from server.limits import LIMITS as SERVER
+
+    assert SERVER and not set(SERVER) & set(LIBRARY)  # the check can fail: the server has limits of its own
+    words = ("kept", "class", "owner", "address", "queue", "budget", "quota")
+    assert [name for name in LIBRARY if any(word in name for word in words)] == []

@@ -12,10 +12,12 @@ from conftest import in_processes
 from helpers.core import HOSTILE as HOSTILE_TEXT
 
 from sensviz import stats
+from sensviz.limits import Limit
 from server import assignments, owners
 from server.classes import ClassRefused, ClassStore, check_display_name
 from server.jobs import JobStatus
 from server.kept import KeptRefused, KeptStore
+from server.limits import LIMITS
 
 SECRET = b"k" * 32
 
@@ -167,12 +169,12 @@ def test_open_class_models_are_neither_evicted_nor_expired(tmp_path, store):
     store.join(made.code, "Ada", "owner")
     clock = [1000.0]
     kept = KeptStore(tmp_path / "kept", cap=10_000, quota=2_000, ttl_s=100, clock=lambda: clock[0])
-    kept.pinned = store.pinned
+    kept.pins = store.pins
     first = kept.keep("trained", "a", b"a" * 700, "owner")
     store.add_model(made.code, "owner", first.token, "parity", 8, 1.0, "a")
-    clock[0] += 1
+    clock[0] += 3
     second = kept.keep("trained", "b", b"b" * 700, "owner")
-    clock[0] += 1
+    clock[0] += 3
     kept.keep("trained", "c", b"c" * 700, "owner")  # over the quota: evicts b, not the class's a
     assert kept.info(first.token) is not None and kept.info(second.token) is None
     clock[0] += 500  # past the TTL: a stays while the class is open
@@ -180,7 +182,63 @@ def test_open_class_models_are_neither_evicted_nor_expired(tmp_path, store):
     with pytest.raises(KeptRefused):  # only pinned models left to evict: refused, nothing evicted
         kept.keep("trained", "d", b"d" * 1500, "owner")
     store.close(made.code, "teacher")
+    clock[0] += 3
     assert kept.info(first.token) is None  # closed: it expires like any other
+
+
+def test_a_class_pins_up_to_its_own_cap_and_nothing_once_idle(tmp_path):
+    """Sybil members' class models: pinned only up to the class's cap (they count against their owners'
+    quotas too), and a class nobody changed for the idle time pins nothing, so its models expire."""
+    now = [1e6]
+    classes = ClassStore(tmp_path / "classes", SECRET, clock=lambda: now[0], idle_s=10 * 86_400)
+    made = classes.create("Lab", "teacher")
+    kept = KeptStore(tmp_path / "kept", cap=100_000, quota=5_000, class_cap=2_500, ttl_s=86_400,
+                     clock=lambda: now[0])
+    kept.pins = classes.pins
+    tokens = []
+    for i in range(5):  # five sybil members, a model each (about 1,000 bytes with its metadata)
+        classes.join(made.code, f"sybil {i}", f"s{i}")
+        token = kept.keep("upload", f"m{i}", bytes([i]) * 700, f"s{i}").token
+        classes.add_model(made.code, f"s{i}", token, "parity", 4, None, f"m{i}")
+        tokens.append(token)
+        now[0] += 1
+    now[0] += 2 * 86_400  # past the TTL; the class is open and changed two days ago
+    left = [t for t in tokens if kept.info(t) is not None]
+    assert left == tokens[:2]  # the class's earliest, up to its 2,500 bytes; the others expired
+    classes.vote(made.code, "s0", 1, "yes")  # a change keeps the class active
+    now[0] += 9 * 86_400
+    assert [t for t in tokens if kept.info(t) is not None] == tokens[:2]
+    now[0] += 2 * 86_400  # idle for 11 days: it pins nothing
+    assert all(kept.info(t) is None for t in tokens)
+
+
+def test_a_member_adds_at_most_so_many_models_to_the_gallery(store, monkeypatch):
+    monkeypatch.setitem(LIMITS, "class_models_per_member", Limit("class_models_per_member", 1, 2, "test"))
+    made = store.create("Lab", "teacher")
+    store.join(made.code, "Ada", "ada")
+    store.join(made.code, "Bob", "bob")
+    for i in range(2):
+        store.add_model(made.code, "ada", f"token{i:012d}ada", "parity", 4, None, f"m{i}")
+    with pytest.raises(ClassRefused, match=r"^2 of your models are in the class's gallery already \(limit"):
+        store.add_model(made.code, "ada", "token000000002ada", "parity", 4, None, "m2")
+    store.add_model(made.code, "bob", "token000000000bob", "parity", 4, None, "b")
+    assert len(store.get(made.code).models) == 3
+
+
+def test_a_full_gallery_makes_room_from_the_address_that_holds_most_of_it(store, monkeypatch):
+    monkeypatch.setitem(LIMITS, "class_models", Limit("class_models", 1, 6, "test"))
+    made = store.create("Lab", "teacher")
+    for k in range(3):  # cookie-less sybils from one address fill the gallery
+        store.join(made.code, f"sybil {k}", f"s{k}", "10.6.6.6")
+        for i in range(2):
+            store.add_model(made.code, f"s{k}", f"sybil{k}token{i:06d}", "parity", 4, None, "m")
+    store.join(made.code, "Ada", "ada", "10.0.0.1")
+    for i in range(3):  # the honest student's models push out the flood's oldest
+        store.add_model(made.code, "ada", f"adatoken{i:010d}", "parity", 4, None, "mine")
+    tokens = [m.token for m in store.get(made.code).model_list()]
+    assert len(tokens) == 6 and tokens[:3] == ["sybil1token000001", "sybil2token000000", "sybil2token000001"]
+    with pytest.raises(ClassRefused, match="^the class's gallery is full .* no network address holds more of it"):
+        store.add_model(made.code, "ada", "adatoken0000000003", "parity", 4, None, "mine")  # 3 each: nobody holds more
 
 
 def test_the_deal_covers_the_grid_before_repeating():
@@ -463,8 +521,6 @@ def test_a_change_never_changes_a_class_another_thread_is_reading(store):
 
 def test_one_address_creates_and_joins_only_so_much(store, monkeypatch):
     """An owner id costs nothing (a browser without a cookie is a new one); a network address does."""
-    from sensviz.limits import LIMITS, Limit
-
     clock = [1000.0]
     store.clock = lambda: clock[0]
     per_hour = int(LIMITS["classes_per_address_hour"].high)
@@ -488,8 +544,6 @@ def test_one_address_creates_and_joins_only_so_much(store, monkeypatch):
 
 
 def test_a_class_behind_one_nat_joins_at_once_within_the_rate(store):
-    from sensviz.limits import LIMITS
-
     made = store.create("Lab", "teacher", "10.0.0.1")
     at_once = int(LIMITS["class_joins_per_address_minute"].high)
     for k in range(at_once):

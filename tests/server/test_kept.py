@@ -16,7 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import sensviz as sv  # noqa: E402
 from server import kept as kept_module  # noqa: E402
-from server.kept import DAY_S, TOKEN, KeptRefused, KeptStore, KeptUnreadable  # noqa: E402
+from server import limits as server_limits  # noqa: E402
+from server.kept import TOKEN, KeptRefused, KeptStore, KeptUnreadable  # noqa: E402
+from server.limits import DAY_S, MiB  # noqa: E402
 
 
 def model_bytes(seed: int = 0) -> bytes:
@@ -130,21 +132,105 @@ def test_what_the_owner_holds_elsewhere_counts(tmp_path, checkpoint):
     assert store.keep("trained", "m", checkpoint, owner="bob")
 
 
-def test_equal_bytes_share_one_file_within_one_owner_only(tmp_path, checkpoint):
+def test_one_file_kept_again_under_other_metadata_is_one_model_of_its_owner_only(tmp_path, checkpoint):
     store = KeptStore(tmp_path, cap=10 * 2**20)
     first = store.keep("upload", "f.safetensors", checkpoint, owner="alice", overrides={"n": 4})
     assert store.keep("upload", "f.safetensors", checkpoint, owner="alice", overrides={"n": 4}) == first
     used = store.usage("alice")
-    other_n = store.keep("upload", "f.safetensors", checkpoint, owner="alice", overrides={"n": 3})
-    assert other_n.token != first.token and other_n.file == first.file
-    assert store.usage("alice") - used < 1024  # only the new metadata
-    assert len(list(tmp_path.glob("*.safetensors"))) == 1
+    for n in range(1, 40):  # the flood: one small file kept again with another "Trained input length n"
+        again = store.keep("upload", f"f{n}.safetensors", checkpoint, owner="alice", overrides={"n": n})
+        assert again.token == first.token
+    assert [(k.name, k.overrides) for k in store.owned("alice")] == [("f39.safetensors", {"n": 39})]  # the latest
+    assert abs(store.usage("alice") - used) < 64 and len(list(tmp_path.glob("*.json"))) == 1
+    assert store.data(first.token) == checkpoint
+    trained = store.keep("trained", "run", checkpoint, owner="alice")  # another kind: its own model, one file
+    assert trained.token != first.token and len(list(tmp_path.glob("*.safetensors"))) == 1
     bobs = store.keep("upload", "f.safetensors", checkpoint, owner="bob", overrides={"n": 4})
-    assert bobs.token not in (first.token, other_n.token) and bobs.file != first.file
+    assert bobs.token not in (first.token, trained.token) and bobs.file != first.file
     assert store.delete(first.token, "alice")
-    assert store.data(other_n.token) == checkpoint  # the shared file stays while a model uses it
-    assert store.delete(other_n.token, "alice")
+    assert store.data(trained.token) == checkpoint  # the shared file stays while a model uses it
+    assert store.delete(trained.token, "alice")
     assert len(list(tmp_path.glob("*.safetensors"))) == 1 and store.data(bobs.token) == checkpoint
+
+
+def test_identities_from_one_address_share_its_quota_and_push_out_nobody(tmp_path):
+    """A browser without a cookie is a new owner: the owners of one address are refused past its quota,
+    and a student at another address keeps a model although the store holds the flood."""
+    size = 10_000
+    store = KeptStore(tmp_path, cap=20 * size, quota=4 * size, address_quota=8 * size, secret=b"s")
+    honest = store.keep("upload", "mine.safetensors", b"h" * size, "honest", address="10.0.0.9").token
+    refused = 0
+    for i in range(20):  # 20 sybils from one address, a model each
+        try:
+            store.keep("upload", f"s{i}", bytes([i]) * size, f"sybil{i}", address="10.0.0.66")
+        except KeptRefused as err:
+            assert "SENSVIZ_KEPT_ADDRESS_QUOTA_MB" in str(err) and "\n" not in str(err)
+            refused += 1
+    held = sum(store.usage(f"sybil{i}") for i in range(20))
+    assert held <= store.address_quota and refused >= 12
+    assert store.info(honest) is not None
+    assert store.keep("upload", "next.safetensors", b"n" * size, "honest", address="10.0.0.9")
+    local = [store.keep("upload", f"l{i}", bytes([100 + i]) * size, f"op{i}") for i in range(9)]  # localhost: no address quota
+    assert len(local) == 9 and all(k.address == "" for k in local)
+
+
+def test_a_full_store_makes_room_from_the_largest_holder_and_never_refuses_everyone(tmp_path):
+    """Four addresses' floods fill the store, each within its quota: a newcomer (holding nothing) still
+    keeps a model, by evicting the least recently opened model of the largest holder; a holder as small as
+    the keeper would be is never pushed out."""
+    size = 10_000
+    store = KeptStore(tmp_path, cap=16 * size, quota=2 * size + 2_000, address_quota=8 * size, secret=b"s")
+    for a in range(4):
+        for i in range(4):
+            with contextlib.suppress(KeptRefused):
+                store.keep("upload", f"m{a}{i}", bytes([a * 16 + i]) * size, f"o{a}-{i}", address=f"10.0.{a}.1")
+    full = store.total()
+    assert full + size > store.cap  # the store is full
+    for k in range(5):  # five newcomers, each from an address of its own
+        kept = store.keep("upload", f"new{k}", bytes([200 + k]) * size, f"new{k}", address=f"10.9.{k}.1")
+        assert store.info(kept.token) is not None
+    assert store.total() <= store.cap
+    by_address = {}
+    for path in tmp_path.glob("*.json"):
+        found = store.info(path.stem)
+        by_address[found.address] = by_address.get(found.address, 0) + 1
+    assert sorted(by_address.values())[-1] <= 4 and len(by_address) == 9
+    small = KeptStore(tmp_path / "small", cap=2 * size + 2_000, quota=2 * size, secret=b"s")
+    small.keep("upload", "a", b"a" * size, "alice", address="10.0.0.1")
+    small.keep("upload", "b", b"b" * size, "bob", address="10.0.0.2")
+    with pytest.raises(KeptRefused, match="store is full .* and nobody holds more than you would"):
+        small.keep("upload", "c", b"c" * size, "carol", address="10.0.0.3")  # nobody holds more than carol would
+
+
+def test_a_class_of_60_behind_one_nat_keeps_8_mib_each_under_the_defaults(tmp_path, monkeypatch):
+    """The defaults' claim (`server.limits`), scaled by 1,024: on a 1 MiB store the address share holds
+    8 KiB (files and metadata) for each of 60 owners of one address."""
+    monkeypatch.setenv("SENSVIZ_KEPT_CAP_MB", "1")
+    for name in ("SENSVIZ_KEPT_QUOTA_MB", "SENSVIZ_KEPT_ADDRESS_QUOTA_MB", "SENSVIZ_KEPT_CLASS_MB"):
+        monkeypatch.delenv(name, raising=False)
+    store = KeptStore(tmp_path, secret=b"s")
+    assert (store.cap, store.quota, store.address_quota, store.class_cap) == (MiB, MiB // 4, MiB // 2, MiB // 4)
+    for i in range(60):
+        data = i.to_bytes(2, "big") * 3_900  # 7,800 bytes and about 300 of metadata: 8 KiB
+        store.keep("trained", f"student {i}", data, f"student{i}", address="203.0.113.7")
+    assert len(list(tmp_path.glob("*.json"))) == 60
+
+
+def test_the_ray_queues_store_is_built_with_the_same_caps_and_pins(tmp_path, checkpoint):
+    from server.classes import ClassStore
+    from server.owners import owner_secret
+
+    classes = ClassStore(tmp_path / "classes", owner_secret(tmp_path))
+    made = classes.create("Lab", "teacher")
+    classes.join(made.code, "Ada", "ada")
+    store = KeptStore(tmp_path / "kept", cap=10 * 2**20, quota=2**20, ttl_s=100, classes=tmp_path / "classes")
+    kept = store.keep("trained", "a", checkpoint, "ada")
+    classes.add_model(made.code, "ada", kept.token, "first", 4, 1.0, "a")
+    settings = store.settings()
+    actor = KeptStore(**settings)  # what `server.jobs._Queue` builds in the Ray actor's process
+    assert actor.settings() == settings and actor.pins() == {kept.token: made.code}
+    os.utime(tmp_path / "kept" / f"{kept.token}.json", (1, 1))  # opened long ago: past the TTL
+    assert actor.info(kept.token) is not None  # pinned in the actor's store too
 
 
 def test_models_not_opened_within_the_ttl_expire(tmp_path, checkpoint):
@@ -210,7 +296,7 @@ def test_a_long_name_is_stored_shortened(tmp_path, checkpoint):
 
 
 def test_a_count_limit_per_owner_and_small_metadata_keep_listings_cheap(tmp_path, monkeypatch):
-    monkeypatch.setitem(sv.limits.LIMITS, "kept_models", sv.limits.Limit("kept_models", 1, 3, "test"))
+    monkeypatch.setitem(server_limits.LIMITS, "kept_models", sv.limits.Limit("kept_models", 1, 3, "test"))
     store = KeptStore(tmp_path, cap=10 * 2**20)
     bobs = store.keep("upload", "b", b"bob's bytes", owner="bob").token
     for i in range(5):
@@ -251,5 +337,8 @@ def test_a_kept_file_replaced_on_the_server_is_refused_in_one_line_without_readi
 
 
 def test_a_kept_name_loses_its_hidden_characters(tmp_path):
+    from sensviz.text import hidden
+
+    assert not any(hidden(chr(point)) for point in range(128))  # so an ASCII name is kept as it is, at once
     store = KeptStore(tmp_path, cap=2**20)
     assert store.keep("upload", "report\u202egnp\u200b.safetensors", b"x" * 10, "alice").name == "reportgnp.safetensors"
