@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -27,11 +28,13 @@ import sys
 import tarfile
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the checkout's server package (the replicas run from it too)
 CONFIG = ROOT / "deploy" / "haproxy.cfg"
 REPLICA_NAMES = ("r1", "r2", "r3")  # the config's servers
 NODE_MIB = 80  # each Ray node's object store: the jobs pass nothing through it
@@ -386,41 +389,76 @@ class Department:
 
 
 def dry_run(folder: Path) -> int:
-    """Start a department, run each operation of docs/serving.md once, stop it; print what happened."""
-    sys.path.insert(0, str(ROOT))
-    from server import jobs
+    """Start a department of three replicas, run each operation of docs/serving.md once with a student's run
+    training on Ray, stop it; print what happened. Exit status 1 when a step did not go as the doc says."""
+    import asyncio
+
+    from server.kept import KeptStore
+    from server.owners import mint_owner, owner_secret
 
     def say(text: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
 
+    def state(job: str) -> str | None:
+        path = d.data / "jobs" / job / "state.json"
+        return json.loads(path.read_text()).get("state") if path.is_file() else None
+
+    problems = []
+
+    def check(ok: bool, what: str) -> None:
+        say(("ok: " if ok else "NOT AS THE DOC SAYS: ") + what)
+        if not ok:
+            problems.append(what)
+
     start = time.monotonic()
     with Department(folder) as d:
         say(f"up in {time.monotonic() - start:.1f} s: {d.base} (Ray at {d.ray_address}, data {d.data}, logs {d.logs})")
-        assert healthy(d.base, d.tls()), "the proxy does not answer"
-        say("through the proxy, /_stcore/health answers ok")
-        manager = jobs.RayJobManager(d.data / "jobs", _store(d.data), d.ray_address)  # the replicas' queue, as they see it
-        say(f"the queue on Ray runs {manager.capacity} jobs at once")
+        check(healthy(d.base, d.tls()), "through the proxy, /_stcore/health answers ok")
+        cookies = {"sensviz_owner": mint_owner(owner_secret(d.data)), "sensviz_replica": "r1"}
+
+        async def press_train() -> str:
+            async with student(d.base, d.tls(), cookies) as s:
+                opened = await s.open("train")
+                pressed = await s.press_with(opened.buttons["Train"], {"stop early": False})
+            return urllib.parse.parse_qs(pressed.query_string)["job"][0]
+
+        job = asyncio.run(press_train())
+        d.wait_until(lambda: state(job) == "running", "the student's run to start")
+        say(f"a student pressed Train through r1: run {job} trains on Ray")
+
+        d.proxy_command("set server replicas/r1 state drain")  # 1. drain r1
+        newcomers = {proxy_cookie(d.base, d.tls()) for _ in range(4)}
+        check("r1" not in newcomers, f"drain r1: new browsers go to {sorted(newcomers)}, not r1")
         waited = d.drain("r1", timeout=30)
-        say(f"drain r1: out of rotation, its websockets closed after {waited:.1f} s; {d.servers_state()['r1']['status']}")
-        stopped, ready = d.restart_replica("r1")
-        say(f"restart r1: stopped in {stopped:.1f} s, answered again {ready:.1f} s after its start")
+        check(d.servers_state()["r1"]["status"] == "DRAIN", f"r1 drained: its websockets closed after {waited:.1f} s")
+        stopped, ready = d.restart_replica("r1")  # 2. restart it (SIGTERM), back in rotation
         d.wait_until(lambda: d.replica_up("r1"), "r1 back in rotation")
-        say("r1 back in rotation (UP)")
-        d.reload_proxy()
-        d.wait_until(lambda: healthy(d.base, d.tls()), "the reloaded proxy")
-        say("proxy reloaded: it answers")
-        archive = d.backup(folder / "backups" / "data.tar.gz")
-        say(f"backup: {archive} ({archive.stat().st_size / 2**10:.0f} KiB)")
-        manager.close()
+        check(state(job) == "running", f"restart r1: stopped in {stopped:.1f} s, answered {ready:.1f} s after its start, "
+              "back in rotation; the run still trains")
+
+        os.kill(d.servers["r2"].process.pid, signal.SIGSTOP)  # 3. a hung replica: it cannot act on SIGTERM
+        stopped, ready = d.restart_replica("r2", stop_timeout=5)
+        d.wait_until(lambda: d.replica_up("r2"), "r2 back in rotation")
+        check(state(job) == "running", f"hung restart of r2: SIGTERM unanswered, killed after {stopped:.1f} s, "
+              f"answered {ready:.1f} s after its start; the run still trains")
+
+        d.reload_proxy()  # 4. a proxy reload
+        d.wait_until(lambda: "Reloading HAProxy" in d.proxy.log.read_text(), "the proxy's reload")
+        check(healthy(d.base, d.tls()) and state(job) == "running", "proxy reloaded: it answers; the run still trains")
+
+        say("logs: " + ", ".join(sorted(p.name for p in d.logs.iterdir())) + f" in {d.logs}")  # 5. the logs
+
+        archive = d.backup(folder / "backups" / "data.tar.gz")  # 6. a backup while serving, then a restore
+        restored = folder / "restored"
+        with tarfile.open(archive) as tar:
+            tar.extractall(restored, filter="data")
+        check((restored / "data" / "owner_secret").read_bytes() == (d.data / "owner_secret").read_bytes()
+              and (restored / "data" / "jobs" / job / "state.json").is_file(),
+              f"backup {archive} ({archive.stat().st_size / 2**10:.0f} KiB) restores the key and the job records")
+        KeptStore(restored / "data" / "kept", 2**30)  # opening a store expires old models and removes temporaries
     left = _processes_under(folder)
-    say(f"stopped in total {time.monotonic() - start:.1f} s after the start; processes left: {left or 'none'}")
-    return 0 if not left else 1
-
-
-def _store(data: Path):
-    from server.kept import KeptStore, cap_bytes
-
-    return KeptStore(data / "kept", cap_bytes())
+    check(not left, f"stopped {time.monotonic() - start:.1f} s after the start; processes left: {left or 'none'}")
+    return 1 if problems else 0
 
 
 def _processes_under(folder: Path) -> list[int]:
