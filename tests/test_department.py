@@ -15,6 +15,7 @@ student's open page and the run. Drain, backup and a full stop are the dry run's
 
 import asyncio
 import json
+import os
 import re
 import shutil
 import signal
@@ -33,17 +34,28 @@ sys.path.insert(0, str(ROOT / "deploy"))
 from department import CONFIG, Department, Started, free_port, healthy, proxy_cookie, student  # noqa: E402
 
 from server.owners import mint_owner, owner_secret  # noqa: E402
-from ui.moved import NOTICE  # noqa: E402
+from ui.moved import NOTICE, was_moved  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.server, pytest.mark.xdist_group("department"),
-              pytest.mark.skipif(shutil.which("haproxy") is None and not Path("/usr/sbin/haproxy").exists(),
-                                 reason="needs Debian's haproxy (apt-get install -y haproxy; .ci/run installs it)")]
+
+def served(test):
+    """The marks of a test that serves the department (one department per module, on one xdist worker)."""
+    for mark in (pytest.mark.slow, pytest.mark.server, pytest.mark.xdist_group("department")):
+        test = mark(test)
+    return test
+
 CEILING_S = 300  # generous: a loaded machine; a lost job never ends
 LONG_RUN = {"stop early": False}  # the Train form's default run (2,000 steps), trained to its end
 
 
 @pytest.fixture(scope="module")
 def department(tmp_path_factory):
+    """The department, started once for the module's served tests; without HAProxy it fails under CI (which
+    installs it) and is skipped elsewhere, saying how to install it."""
+    if shutil.which("haproxy") is None and not Path("/usr/sbin/haproxy").exists():
+        message = "the department tests need Debian's haproxy (apt-get install -y haproxy; .ci/run installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
     with Department(tmp_path_factory.mktemp("department"), replicas=2) as d:
         yield d
 
@@ -87,6 +99,30 @@ def wait_for(condition, what: str, ceiling: float = CEILING_S):
     return found
 
 
+def test_the_shipped_config_has_affinity_and_without_it_none_is_left():
+    shipped = CONFIG.read_text()
+    assert "cookie sensviz_replica insert indirect nocache httponly secure" in shipped
+    servers = [line.split() for line in shipped.splitlines() if line.strip().startswith("server r")]
+    assert [s[1] for s in servers] == ["r1", "r2", "r3"] and all(s[-2:] == ["cookie", s[1]] for s in servers)
+    bare = without_affinity(shipped)
+    assert "cookie" not in re.sub(r"#.*", "", bare)
+    assert [line.split()[:2] for line in bare.splitlines() if line.strip().startswith("server r")] == [s[:2] for s in servers]
+
+
+@pytest.mark.parametrize(("protocol", "session", "moved"), [
+    ("streamlit, tok, abc", "abc", False),  # the server still held the session: resumed, the same id
+    ("streamlit, tok, abc", "def", True),  # it did not: a new session
+    ("streamlit, , abc", "def", True),  # no XSRF token, positions kept
+    ("streamlit, tok", "def", False),  # a first connection asks for no session
+    ("streamlit", "def", False),
+    (None, "def", False),  # no header (AppTest)
+    ("streamlit, tok, abc", None, False),
+])
+def test_a_session_is_moved_when_the_browser_asked_for_another(protocol, session, moved):
+    assert was_moved(protocol, session) is moved
+
+
+@served
 def test_without_affinity_an_upload_is_lost_and_with_the_shipped_config_it_lands(department, tmp_path):
     d = department
     tls = d.tls()
@@ -121,6 +157,7 @@ def test_without_affinity_an_upload_is_lost_and_with_the_shipped_config_it_lands
     assert status in (200, 204) and replica in ("r1", "r2"), (status, body)
 
 
+@served
 def test_a_run_stopped_from_another_replica_then_a_killed_replica_restart_and_reload(department):
     d = department
     tls = d.tls()
