@@ -225,7 +225,7 @@ def main(argv=None) -> int:
 
     costs = measure_costs(args.sessions, args.skip_run)
     print("costs, measured one at a time on one replica:")
-    print(f"  replica before any session          {costs['base']:8.1f} MiB")
+    print(f"  replica before any session          {costs['base']:8.1f} MiB", flush=True)
     print(f"  per idle session (Home)             {costs['idle']:8.2f} MiB")
     for page, mib in costs["pages"].items():
         print(f"  per session on {page:<22} {mib:8.2f} MiB")
@@ -234,6 +234,11 @@ def main(argv=None) -> int:
     print(f"  CPU per page view (cached pages)    {costs['cpu_view']:8.3f} s")
     if "cpu_run" in costs:
         print(f"  CPU per assignment run              {costs['cpu_run']:8.1f} s")
+    print(f"\nthe rule's plan:\n{'students':>8} {'replicas':>8} {'web cores':>9} {'memory GiB':>10} {'Ray CPUs':>8}")
+    for students in (30, 60, 200):
+        p = plan(costs, students)
+        print(f"{students:>8} {p['replicas']:>8} {p['web_cores']:>9} {p['memory_gib']:>10.1f} {p['ray_cpus'] or '-':>8}"
+              + ("   (extrapolated from the rule)" if students not in args.students else ""), flush=True)
     print(f"\n{'class':<32} {'pages':>5} {'err':>4} {'median':>7} {'p95':>7} {'wall s':>7} "
           f"{'peak MiB per replica':<28} {'rule MiB':>8}")
     failed = False
@@ -255,11 +260,6 @@ def main(argv=None) -> int:
         d.start_replica("r1")
         d.wait_until(lambda: healthy(d.replica_base("r1"), timeout=1), "r1 restarted")
         print(f"replica restart: r1 answered {time.monotonic() - start:.1f} s after its start")
-    print(f"\n{'students':>8} {'replicas':>8} {'web cores':>9} {'memory GiB':>10} {'Ray CPUs':>8}")
-    for students in (30, 60, 200):
-        p = plan(costs, students)
-        print(f"{students:>8} {p['replicas']:>8} {p['web_cores']:>9} {p['memory_gib']:>10.1f} {p['ray_cpus'] or '-':>8}"
-              + ("   (extrapolated from the rule)" if students not in args.students else ""))
     return 1 if failed else 0
 
 

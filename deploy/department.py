@@ -426,9 +426,20 @@ def dry_run(folder: Path) -> int:
         d.wait_until(lambda: state(job) == "running", "the student's run to start")
         say(f"a student pressed Train through r1: run {job} trains on Ray")
 
-        d.proxy_command("set server replicas/r1 state drain")  # 1. drain r1
-        newcomers = {proxy_cookie(d.base, d.tls()) for _ in range(4)}
-        check("r1" not in newcomers, f"drain r1: new browsers go to {sorted(newcomers)}, not r1")
+        async def drain_with_a_student_on_r1() -> tuple[set, bool]:
+            """r1 drained while a student's page is open on it: they stay (a new tab too), newcomers go elsewhere."""
+            async with student(d.base, d.tls(), cookies) as s:
+                await s.open("lab?chapter=1")
+                d.proxy_command("set server replicas/r1 state drain")  # 1. drain r1
+                newcomers = {proxy_cookie(d.base, d.tls()) for _ in range(4)}
+                async with student(d.base, d.tls(), cookies) as tab:
+                    stays = (await tab.open("lab?chapter=1")).ok and tab.replica == "r1"
+                stays = stays and (await s.rerun()).ok and int(d.servers_state()["r1"]["scur"] or 0) >= 1
+            return newcomers, stays
+
+        newcomers, stays = asyncio.run(drain_with_a_student_on_r1())
+        check("r1" not in newcomers and stays, f"drain r1: new browsers go to {sorted(newcomers)}, not r1; "
+              "the student on r1 stays there")
         waited = d.drain("r1", timeout=30)
         check(d.servers_state()["r1"]["status"] == "DRAIN", f"r1 drained: its websockets closed after {waited:.1f} s")
         stopped, ready = d.restart_replica("r1")  # 2. restart it (SIGTERM), back in rotation
@@ -461,18 +472,27 @@ def dry_run(folder: Path) -> int:
     return 1 if problems else 0
 
 
-def _processes_under(folder: Path) -> list[int]:
-    """Processes whose command line or environment names `folder` (what a dry run leaves behind)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if str(folder).encode() in (entry / "cmdline").read_bytes() + (entry / "environ").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
+def _processes_under(folder: Path, wait_s: float = 10) -> list[int]:
+    """Processes whose command line or environment names `folder` (what a dry run leaves behind), other than
+    this one and its ancestors (a shell or `timeout` that started it), after waiting up to `wait_s` for them."""
+    mine, pid = set(), os.getpid()
+    while pid > 1:
+        mine.add(pid)
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) in mine:
+                continue
+            try:
+                if str(folder).encode() in (entry / "cmdline").read_bytes() + (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)
 
 
 def main(argv=None) -> int:
