@@ -14,7 +14,8 @@ time, the rule built from it, and the rule checked against classes of websocket 
    size in `--students` twice: every student straight to one replica (no proxy), then through the proxy
    (affinity, three replicas). Each student (its own loopback address) opens Home, Sensitivity, Lab
    chapter 1 and Train; every fifth presses Train (the default run, on Ray) first. Per run: the page
-   times (median, 95th percentile), errors, each replica's peak memory, and the rule's prediction for it.
+   times (median, 95th percentile), errors, each replica's peak memory and the replicas' CPU seconds, each
+   beside the rule's prediction.
 4. Replica kill: with the last class connected through the proxy, replica r1 is killed (SIGKILL); its
    students' browsers reconnect (asking for their sessions) and land on another replica: the time until
    the last of them has a page again. Then r1 restarted: the time from its start to its health answer.
@@ -180,9 +181,11 @@ async def a_class(d: Department, students: int, proxied: bool) -> dict:
     pids = {name: s.process.pid for name, s in d.servers.items()} if proxied else {"r1": d.servers["r1"].process.pid}
     done = asyncio.Event()
     watcher = asyncio.create_task(watch(pids, out["peaks"], done))
+    cpu_before = sum(cpu_s(pid) for pid in pids.values())
     start = time.perf_counter()
     await asyncio.gather(*(one_student(base, k, k % TRAIN_EVERY == 0, tls, proxied, out) for k in range(students)))
     out["wall"] = time.perf_counter() - start
+    out["cpu"] = sum(cpu_s(pid) for pid in pids.values()) - cpu_before
     done.set()
     await watcher
     return out
@@ -240,7 +243,7 @@ def main(argv=None) -> int:
         print(f"{students:>8} {p['replicas']:>8} {p['web_cores']:>9} {p['memory_gib']:>10.1f} {p['ray_cpus'] or '-':>8}"
               + ("   (extrapolated from the rule)" if students not in args.students else ""), flush=True)
     print(f"\n{'class':<32} {'pages':>5} {'err':>4} {'median':>7} {'p95':>7} {'wall s':>7} "
-          f"{'peak MiB per replica':<28} {'rule MiB':>8}")
+          f"{'peak MiB per replica':<28} {'rule MiB':>8} {'CPU s':>6} {'rule CPU s':>10}")
     failed = False
     with tempfile.TemporaryDirectory(prefix="sensviz-department-") as tmp, Department(Path(tmp)) as d:
         for students in args.students:
@@ -251,7 +254,8 @@ def main(argv=None) -> int:
                 peaks = " ".join(f"{n}:{v:.0f}" for n, v in sorted(out["peaks"].items()))
                 label = f"{students} students, " + ("proxy, 3 replicas" if proxied else "one replica, no proxy")
                 print(f"{label:<32} {len(out['pages']):>5} {out['errors']:>4} {statistics.median(out['pages']):>7.2f} "
-                      f"{percentile(out['pages'], 0.95):>7.2f} {out['wall']:>7.1f} {peaks:<28} {predicted:>8.0f}",
+                      f"{percentile(out['pages'], 0.95):>7.2f} {out['wall']:>7.1f} {peaks:<28} {predicted:>8.0f} "
+                      f"{out['cpu']:>6.1f} {len(out['pages']) * costs['cpu_view']:>10.1f}",
                       flush=True)
                 failed |= out["errors"] > 0
         recovered, moved = asyncio.run(kill_and_recover(d, max(args.students)))
