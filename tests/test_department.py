@@ -110,6 +110,16 @@ def test_the_shipped_config_has_affinity_and_without_it_none_is_left():
     assert [line.split()[:2] for line in bare.splitlines() if line.strip().startswith("server r")] == [s[:2] for s in servers]
 
 
+def test_the_serving_doc_lists_every_sensviz_setting_the_code_and_the_proxy_read():
+    doc = (ROOT / "docs" / "serving.md").read_text()
+    table = {m for line in doc.splitlines() if line.startswith("| `SENSVIZ_") for m in re.findall(r"`(SENSVIZ_\w+)`", line)}
+    read = {m for folder in ("sensviz", "server", "ui") for path in (ROOT / folder).rglob("*.py")
+            for m in re.findall(r"SENSVIZ_[A-Z0-9_]+", path.read_text())}
+    assert read and table == read, (read - table, table - read)
+    proxy = set(re.findall(r"\$\{(SENSVIZ_\w+)\}", CONFIG.read_text()))
+    assert proxy and all(f"`{name}`" in doc for name in proxy), proxy
+
+
 @pytest.mark.parametrize(("protocol", "session", "moved"), [
     ("streamlit, tok, abc", "abc", False),  # the server still held the session: resumed, the same id
     ("streamlit, tok, abc", "def", True),  # it did not: a new session
