@@ -183,6 +183,9 @@ class Started:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+        if self.process is not None:  # what it left in its process group (Ray's node agents can outlive `ray start`)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
         return time.monotonic() - start
 
 
