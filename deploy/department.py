@@ -506,12 +506,19 @@ def main(argv=None) -> int:
     folder = args.dir.resolve()
     if folder.exists() and any(folder.iterdir()):
         parser.error(f"{folder} is not empty: give a new folder")
-    if not args.serve:
-        return dry_run(folder)
-    with Department(folder) as d:
-        print(f"serving {d.base} (self-signed certificate: {folder / 'proxy' / 'cert.pem'}); Ctrl-C stops", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            signal.pause()
+    missing = [tool for tool in ("haproxy", "openssl") if not shutil.which(tool) and not Path(f"/usr/sbin/{tool}").exists()]
+    if missing:
+        parser.error(f"needs {' and '.join(missing)} (Debian: apt-get install -y {' '.join(missing)})")
+    try:
+        if not args.serve:
+            return dry_run(folder)
+        with Department(folder) as d:
+            print(f"serving {d.base} (self-signed certificate: {folder / 'proxy' / 'cert.pem'}); Ctrl-C stops", flush=True)
+            with contextlib.suppress(KeyboardInterrupt):
+                signal.pause()
+    except (RuntimeError, OSError) as err:  # a process that did not start, a port taken: one line, logs named
+        print(f"department: {err} (logs: {folder / 'logs'})", file=sys.stderr)
+        return 1
     return 0
 
 
