@@ -10,7 +10,7 @@ import streamlit as st
 import sensviz as sv
 from sensviz.text import escape_markdown, quoted
 from server import services
-from ui import cache, classroom, job_panel, model_refs, owner_id, page, registry, sidebar, url_state
+from ui import cache, classroom, job_panel, model_refs, moved, owner_id, page, registry, sidebar, url_state
 from ui.model_refs import ModelRef
 from ui.nav import PageSpec
 
@@ -49,6 +49,7 @@ def draw(spec: PageSpec) -> None:
         "class": classroom.url_value(),
     })
     st.title(spec.heading)
+    moved.notice()
     page.notices_here()
     if joining:
         classroom.joining_hint(joining)

@@ -38,6 +38,7 @@ LAB_PREDICTIONS = "sv_lab_predictions"  # {Lab chapter: the student's prediction
 LAB_TOP = "sv_lab_top"  # the Lab turned a page: scroll to its top on this run
 PAGE = "sv_page"  # the url_path of the page this run draws, set by the router before the frame (ui.lab_state reads it)
 UPLOAD_REFUSED = "sv_upload_refused"  # the one line about the last upload refused in this session
+MOVED = "sv_moved"  # this session started on a server that did not hold the browser's earlier session (ui.moved)
 UPLOAD_ROUND = "sv_upload_round"  # bumped when an upload is refused: the uploader starts empty again
 
 # widget keys: the sidebar
