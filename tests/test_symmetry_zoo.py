@@ -72,3 +72,14 @@ def test_r3_rule_on_altered_data(parity, first, verdict):
     assert [c["z"] for c in decided.cells] == pytest.approx([(p - f) / math.hypot(0.01, 0.01)
                                                              for p, f in zip(parity, first)])
 
+
+
+def test_the_about_page_states_each_measure_with_its_source_and_invariances():
+    from test_app import open_url
+
+    at = open_url("about")
+    table = next(m.value for m in at.markdown if m.value.startswith("| measure (quantity) |"))
+    rows = table.splitlines()[2:]
+    assert [r.split("`")[1] for r in rows] == [q for q, _, _ in symmetry_zoo.MEASURES.values()]
+    cells = [r.replace("\\|", "").strip("|").split("|") for r in rows]  # an escaped | is not a cell's edge
+    assert all(len(c) == 4 and all(x.strip() for x in c) for c in cells)  # definition, source and invariances each
