@@ -44,7 +44,8 @@ def rows(parity: list[float], first: list[float], se: float = 0.01, ns=(4, 8)) -
         for task, value, as_n in (("parity", p, n), ("first", f, n / 8)):
             for m in (0, 1):
                 row = {"model": f"encoder-{task}-n{n}", "task": task, "n": n, "map": m, "kappa": 100.0,
-                       "as_n": as_n, "param_norm": 1.0 + m, "rho": 0.1, "output_change": 0.0}
+                       "as_n": as_n, "param_norm": 1.0 + m, "rho": 0.1, "output_change": 0.0, "inputs": 16,
+                       "directions": 4}
                 for column, (_, stderr, _) in symmetry_zoo.MEASURES.items():
                     row[column] = value if column == "orbit_sharpness" else value * 2**m
                     if stderr:
@@ -83,3 +84,15 @@ def test_the_about_page_states_each_measure_with_its_source_and_invariances():
     assert [r.split("`")[1] for r in rows] == [q for q, _, _ in symmetry_zoo.MEASURES.values()]
     cells = [r.replace("\\|", "").strip("|").split("|") for r in rows]  # an escaped | is not a cell's edge
     assert all(len(c) == 4 and all(x.strip() for x in c) for c in cells)  # definition, source and invariances each
+
+
+def test_the_command_renders_stored_rows_and_refuses_other_files_in_one_line(tmp_path, capsys):
+    from sensviz.cli import main
+
+    rows([0.5, 0.9], [0.1, 0.2]).to_csv(tmp_path / "rows.csv", index=False)
+    assert main(["symmetry-zoo", "--from-csv", str(tmp_path / "rows.csv"), "--out", str(tmp_path / "page.md")]) == 0
+    assert "**Verdict: reproduced.**" in (tmp_path / "page.md").read_text()
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    assert main(["symmetry-zoo", "--from-csv", str(tmp_path / "other.csv"), "--out", str(tmp_path / "p.md")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("sensviz symmetry-zoo: error:") and "no column model" in err and "\n" not in err
