@@ -295,10 +295,11 @@ def _symmetry_zoo(args) -> dict:
     from . import symmetry_zoo  # Altair and vl-convert: only for this command
 
     if args.from_csv:
-        return symmetry_zoo.write(symmetry_zoo.read(args.from_csv), args.out)
+        return symmetry_zoo.write(symmetry_zoo.read(args.from_csv), args.out, svg=not args.no_figure)
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.verbose else None
     settings = MeasureSettings(measure_inputs=args.inputs, directions=args.directions)
-    return symmetry_zoo.run(args.folder, args.out, args.kappa, args.maps, settings, log=log)
+    found = symmetry_zoo.rows(args.folder, args.kappa, args.maps, settings, log=log)
+    return symmetry_zoo.write(found, args.out, svg=not args.no_figure)
 
 
 def _lab(args) -> dict:
@@ -513,6 +514,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "at most this many, else a seeded sample (default 256)")
     p.add_argument("--directions", type=_limited(int, "directions"), default=32, help="random directions (default 32)")
     p.add_argument("--from-csv", metavar="ROWS.csv", help="render the page from stored rows (no measuring)")
+    p.add_argument("--no-figure", action="store_true", help="the page and its rows only (no SVG)")
     p.add_argument("--verbose", action="store_true", help="a line per model and map on stderr")
     p.set_defaults(run=_symmetry_zoo)
 

@@ -19,7 +19,7 @@ when z < -1.96, else "unclear"; reproduced when every n exceeds, differs when an
 resolved otherwise (never asserted). That L_rho moves while the outputs do not is Dinh et al.'s
 result: a test (tests/test_symmetry_zoo.py), not a claim.
 
-`sensviz symmetry-zoo` writes the rows (CSV), the page (docs/symmetry.md) and its figure (SVG); the
+`sensviz symmetry-zoo` (`rows`, then `write`) writes the rows (CSV), the page (docs/symmetry.md) and its figure (SVG); the
 page is rendered from the rows alone (`render_page`), so it can be regenerated and checked without
 measuring again.
 """
@@ -259,10 +259,4 @@ def read(csv_path) -> pd.DataFrame:
     if missing:
         raise ValueError(f"{csv_path}: not rows of sensviz symmetry-zoo (no column {', '.join(missing[:5])})")
     return table
-
-
-def run(folder, out, kappa: float = 100.0, maps: int = 2, settings: MeasureSettings | None = None,
-        log: Callable[[str], None] | None = None) -> dict:
-    """Measure the folder (`rows`) and `write` the page."""
-    return write(rows(folder, kappa, maps, settings, log), out)
 

@@ -2,6 +2,7 @@
 summary's numbers, R3's rule on altered data, and docs/symmetry.md as the render of its stored rows."""
 
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -10,6 +11,7 @@ import sensviz as sv
 from sensviz import symmetry_zoo
 from sensviz.measure import MeasureSettings
 
+DOCS = Path(__file__).resolve().parents[1] / "docs"
 TINY = MeasureSettings(measure_inputs=8, directions=4, proxy_draws=4)
 
 
@@ -90,9 +92,19 @@ def test_the_command_renders_stored_rows_and_refuses_other_files_in_one_line(tmp
     from sensviz.cli import main
 
     rows([0.5, 0.9], [0.1, 0.2]).to_csv(tmp_path / "rows.csv", index=False)
-    assert main(["symmetry-zoo", "--from-csv", str(tmp_path / "rows.csv"), "--out", str(tmp_path / "page.md")]) == 0
+    assert main(["symmetry-zoo", "--from-csv", str(tmp_path / "rows.csv"), "--out", str(tmp_path / "page.md"),
+                 "--no-figure"]) == 0
     assert "**Verdict: reproduced.**" in (tmp_path / "page.md").read_text()
     (tmp_path / "other.csv").write_text("a,b\n1,2\n")
     assert main(["symmetry-zoo", "--from-csv", str(tmp_path / "other.csv"), "--out", str(tmp_path / "p.md")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("sensviz symmetry-zoo: error:") and "no column model" in err and "\n" not in err
+
+
+def test_the_page_is_the_render_of_its_rows_and_states_the_rules_verdict():
+    stored = symmetry_zoo.read(DOCS / "symmetry.csv")
+    page = (DOCS / "symmetry.md").read_text()
+    assert page == symmetry_zoo.render_page(stored)
+    assert f"**Verdict: {symmetry_zoo.decide_r3(stored).verdict}.**" in page
+    assert set(stored["task"].str.lower()) >= {"parity", "first"} and stored["map"].max() >= 1
+    assert stored["output_change"].max() <= 1e-5  # every map kept the outputs
