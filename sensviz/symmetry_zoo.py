@@ -175,9 +175,9 @@ def figure(table: pd.DataFrame):
         x=alt.X("n:O", title="input length n"),
         y=alt.Y("change:Q", title="|log10(after / before)| under a random map"),
         color=alt.Color("task:N"), shape=alt.Shape("task:N"),
-        column=alt.Column("what:N", title=None, header=alt.Header(labelLimit=180)),
+        column=alt.Column("what:N", title=None, header=alt.Header(labelLimit=165, labelFontSize=10)),
         tooltip=["model:N", "map:Q", alt.Tooltip("change:Q", format=".3g")],
-    ).properties(width=120, height=180)
+    ).properties(width=165, height=180)
 
 
 def _fmt(x: float) -> str:
