@@ -27,8 +27,7 @@ PAGE = {  # read by ui.nav without running this file
                   "default": 500},
     },
     "shows": ("what random initialisations compute on the cube: the spread of as_n, the Fourier degree profile and "
-              "attention entropy at three init scales, beside the target, the low-sensitivity claim's verdict, and on "
-              "demand where training takes one initialisation"),
+              "attention entropy at three init scales, beside the target, and the low-sensitivity claim's verdict"),
 }
 
 TRACE_PAGE_N = 8  # the page trains in its own run: at most 2^8 strings per step
