@@ -31,8 +31,9 @@ tests, a sweep), part 1, CPU seconds (1 torch thread / 2 threads):
 Why the first render takes 1.3-2.3 s where it took 0.69 s: not new work (sharpness, params and the
 encoder are unchanged since 2026-12-01 and the new measures are on demand), but L_rho's ~0.6 / 1.2 CPU
 seconds (80 % of the render's work) on one torch thread since 25b81e0 (2026-12-03, pages compute on
-one thread), where two threads on an idle machine halve the wall time, and a machine now loaded far
-beyond its 2 cores, where a one-thread page waits for a core (and two threads spin: 7-9 CPU seconds).
+one thread; two threads on an idle machine could share it, not measured here: the machine was never
+idle), and a machine now loaded far beyond its 2 cores, where a one-thread page waits for a core (and
+two threads spin: 7-9 CPU seconds).
 At n = 10 the work alone is over 1 s of one core: the 1 s target needs a cheaper forward (a softmax
 written out as exp / sum took L_rho from 1.32 to 1.01 CPU s at n = 10, 0.53 to 0.47 at n = 8; larger or
 smaller vmapped chunks were slower) or fewer directions or inputs by default (the Lab shares them).
