@@ -9,6 +9,13 @@ the models (shared), the evaluation alone, and the whole study (build, evaluatio
 FWHT degree profiles). `agree`: both give the same outputs (to 1e-5), attention entropies and as_n.
 Timings are the best of `--repeat` runs, on the CPU: wall seconds, and in brackets the process's CPU seconds
 (every torch thread's), which another program's load on a shared machine does not inflate.
+
+Measured 2026-12-05 on the shared 2-core machine (load average 5-45), M = 256, n = 10, d = 32:
+- this file with 2 torch threads (before `--threads`): ours, whole study 122 s wall, 29.8 CPU s; the
+  loop 318 s wall, 106.8 CPU s (2.6x wall, 3.6x CPU; outputs, entropies and as_n agree); the evaluation
+  alone 35.6 against 112.6 CPU s. Two threads spin between operations on contended cores.
+- `init_study(..., 256 inits, n = 10)` on 1 thread at load 5: 10.9 s wall, 10.8 CPU s (building the
+  256 models included): just over the 10 s goal.
 """
 
 from __future__ import annotations
@@ -47,7 +54,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="M = 16 at n = 6")
     parser.add_argument("--repeat", type=int, default=1, help="best of this many runs (default 1)")
     parser.add_argument("--arch", default="encoder", choices=("encoder", "formal"))
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as the pages compute; "
+                        "two spin on a loaded 2-core machine)")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     m, n, d = (16, 6, 32) if args.quick else (256, 10, 32)
     settings = ModelSettings(arch=args.arch, d_model=d, n_layers=2, n_heads=2)
     bits = cube.vertices(n)
