@@ -7,12 +7,21 @@ Both sides build the same M models (seeds 0..M-1, PyTorch's default initialisati
 vertex of the cube; the loop runs one traced forward pass per model (`looped_outputs`). Rows: building
 the models (shared), the evaluation alone, and the whole study (build, evaluation, sensitivity and
 FWHT degree profiles). `agree`: both give the same outputs (to 1e-5), attention entropies and as_n.
-Timings are the best of `--repeat` runs, on the CPU.
+Timings are the best of `--repeat` runs, on the CPU: wall seconds, and in brackets the process's CPU seconds
+(every torch thread's), which another program's load on a shared machine does not inflate.
+
+Measured 2026-12-05 on the shared 2-core machine (load average 5-45), M = 256, n = 10, d = 32:
+- this file with 2 torch threads (before `--threads`): ours, whole study 122 s wall, 29.8 CPU s; the
+  loop 318 s wall, 106.8 CPU s (2.6x wall, 3.6x CPU; outputs, entropies and as_n agree); the evaluation
+  alone 35.6 against 112.6 CPU s. Two threads spin between operations on contended cores.
+- `init_study(..., 256 inits, n = 10)` on 1 thread at load 5: 10.9 s wall, 10.8 CPU s (building the
+  256 models included): just over the 10 s goal.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -25,13 +34,18 @@ from sensviz import cube  # noqa: E402
 from sensviz.init_study import batched_outputs, init_models, init_study, looped_outputs  # noqa: E402
 from sensviz.models import ModelSettings  # noqa: E402
 
+CPU = {}
+"""What each `best` call used: the least process CPU seconds (every torch thread's), by its wall row."""
+
 
 def best(fn, repeat: int):
-    times, result = [], None
+    times, cpus, result = [], [], None
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         result = fn()
         times.append(time.perf_counter() - start)
+        cpus.append(time.process_time() - start_cpu)
+    CPU[len(CPU)] = min(cpus)
     return min(times), result
 
 
@@ -40,7 +54,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="M = 16 at n = 6")
     parser.add_argument("--repeat", type=int, default=1, help="best of this many runs (default 1)")
     parser.add_argument("--arch", default="encoder", choices=("encoder", "formal"))
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as the pages compute; "
+                        "two spin on a loaded 2-core machine)")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     m, n, d = (16, 6, 32) if args.quick else (256, 10, 32)
     settings = ModelSettings(arch=args.arch, d_model=d, n_layers=2, n_heads=2)
     bits = cube.vertices(n)
@@ -53,13 +70,16 @@ def main() -> None:
     agree_study = torch.equal(study.avg_sensitivity, study_loop.avg_sensitivity)
     print(f"initialisation study: {args.arch}, M = {m}, n = {n} (2^n = {2**n} vertices), d = {d}, 2 layers, 2 heads, "
           f"{torch.get_num_threads()} threads")
-    print(f"{'what':<34}{'ours (s)':>10}{'loop (s)':>10}{'speed-up':>10}  agree")
-    print(f"{'build M models (shared)':<34}{build_s:>10.2f}{build_s:>10.2f}{'':>10}  -")
-    print(f"{'evaluate the cube (+ entropy)':<34}{ours_s:>10.2f}{loop_s:>10.2f}{loop_s / ours_s:>9.2f}x  {agree_eval}")
-    print(f"{'whole study (build + eval + as_n)':<34}{study_s:>10.2f}{study_loop_s:>10.2f}"
-          f"{study_loop_s / study_s:>9.2f}x  {agree_study}")
-    print(f"ours, whole study: {study_s:.2f} s ({'within' if study_s <= 10 else 'over'} the 10 s goal); "
-          f"mean as_n = {study.avg_sensitivity.mean():.3f} (n/2 = {n / 2:g}, target PARITY {study.target_avg_sensitivity:g})")
+    cpu = list(CPU.values())  # build, ours, loop, study, study loop
+    print(f"{'what':<34}{'ours s (CPU s)':>18}{'loop s (CPU s)':>18}{'speed-up':>10}  agree")
+    print(f"{'build M models (shared)':<34}{build_s:>8.2f} ({cpu[0]:>6.2f}){build_s:>10.2f} ({cpu[0]:>6.2f}){'':>10}  -")
+    print(f"{'evaluate the cube (+ entropy)':<34}{ours_s:>8.2f} ({cpu[1]:>6.2f}){loop_s:>10.2f} ({cpu[2]:>6.2f})"
+          f"{loop_s / ours_s:>9.2f}x  {agree_eval}")
+    print(f"{'whole study (build + eval + as_n)':<34}{study_s:>8.2f} ({cpu[3]:>6.2f}){study_loop_s:>10.2f} "
+          f"({cpu[4]:>6.2f}){study_loop_s / study_s:>9.2f}x  {agree_study}")
+    print(f"ours, whole study: {study_s:.2f} s wall, {cpu[3]:.2f} CPU s ({'within' if study_s <= 10 else 'over'} the 10 s "
+          f"goal in wall time); mean as_n = {study.avg_sensitivity.mean():.3f} (n/2 = {n / 2:g}, target PARITY "
+          f"{study.target_avg_sensitivity:g}); load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":

@@ -74,14 +74,26 @@ st.markdown("Δ is uniform on the sphere of radius ρ over all parameters except
             "(by default ρ = 0.02·√P), which the Landscape page reports first, with the limit beside it as the "
             "*small-ρ limit*.")
 
-st.markdown("**Sharpness measures side by side, and the maps each is invariant to** (`sensviz.symmetries`: per head "
-            "W_Q → AᵀW_Q, W_K → A⁻¹W_K, W_V → BᵀW_V, W_O → W_O B⁻ᵀ; ReLU units rescaled; the last norm2 against the "
-            "head; biases before a LayerNorm shifted — all keep T exactly). L_ρ, its limit and the proxy (the paper): "
-            "invariant to the bias shifts only (Dinh et al., 2017). The top Hessian eigenvalue: likewise. Adaptive "
-            "sharpness (ASAM, Kwon et al., 2021), Δ = |θ|⊙u with ‖u‖ = ρ: invariant to elementwise rescalings (the ReLU "
-            "units, the last norm2 against the head), not to A and B. Symmetry-aware sharpness (`orbit`): the least L_ρ "
-            "over the orbit's minimum-norm point and seeded points of condition number ≤ κ from it, directions fixed: "
-            "invariant to every exact map. The Landscape page applies a random change and shows all of them.")
+st.markdown("**Sharpness measures side by side, and the maps each is invariant to.** The maps (`sensviz.symmetries`, "
+            "all keep T exactly): per head W_Q → AᵀW_Q, W_K → A⁻¹W_K and W_V → BᵀW_V, W_O → W_O B⁻ᵀ; each ReLU unit "
+            "rescaled; the last norm2 against the head; biases before a LayerNorm shifted. Each measure is a registry "
+            "quantity (`sensviz inspect --quantities …`, sweeps, the monitor); the Landscape page applies a random "
+            "change and shows all of them before and after; docs/symmetry.md measures them across the zoo.")
+st.markdown(
+    "| measure (quantity) | definition | source | invariant to |\n|---|---|---|---|\n"
+    "| L_ρ (`sharpness`) | E_x E_‖Δ‖=ρ (T_θ+Δ(x) − T_θ(x))², Δ uniform on the sphere over the non-positional "
+    "parameters | Hahn & Rofin (2024) | the bias shifts only (Dinh et al., 2017: the others move it) |\n"
+    "| its small-ρ limit (`limit`) | lim L_ρ/ρ² = E_x‖∇_θT(x)‖²/P, exactly from per-example gradients | the first-order "
+    "part of L_ρ | the bias shifts only |\n"
+    "| loss-space proxy (`proxy`) | E_Δ[L(θ+Δ) − L(θ)], Δ ~ N(0, ε²) per coordinate, ε = 0.02 | the paper's "
+    "experiments | the bias shifts only |\n"
+    "| top Hessian eigenvalue (`hessian`) | the largest eigenvalue of ∇²_θ L(θ) (Lanczos on Hessian-vector products) "
+    "| Keskar et al. (2017) | the bias shifts only |\n"
+    "| adaptive sharpness (`adaptive`) | E_x E_‖u‖=ρ (T_θ+\\|θ\\|⊙u(x) − T_θ(x))² | ASAM, Kwon et al. (2021) | elementwise "
+    "rescalings only: the ReLU units and the last norm2 against the head (not A, B or the bias shifts) |\n"
+    "| symmetry-aware sharpness (`orbit`) | the least L_ρ over the orbit's minimum-norm point and seeded points of "
+    "condition number ≤ κ from it, with the same directions | ours, after Dinh et al. (2017); Hide & Seek (2025) "
+    "use a geodesic measure instead (not implemented) | every exact map |")
 
 st.subheader("Glossary: what each chart shows")
 st.caption("The same definitions the Lab gives where a chapter first uses a term (`sensviz.glossary`).")

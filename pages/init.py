@@ -21,10 +21,16 @@ PAGE = {  # read by ui.nav without running this file
                    "default": 8},
         "inits": {"label": "Initialisations", "widget": "selectbox", "options": [32, 64, 128, 256], "default": 64},
         "target": {"label": "Target", "widget": "selectbox", "options": ["parity", "majority", "first"]},
+        "path": {"label": "Where training goes: train the first initialisation on the target (n ≤ 8)",
+                 "widget": "toggle"},
+        "steps": {"label": "Training steps", "widget": "select_slider", "options": [100, 200, 500, 1000],
+                  "default": 500},
     },
     "shows": ("what random initialisations compute on the cube: the spread of as_n, the Fourier degree profile and "
               "attention entropy at three init scales, beside the target, and the low-sensitivity claim's verdict"),
 }
+
+TRACE_PAGE_N = 8  # the page trains in its own run: at most 2^8 strings per step
 
 settings = page.Settings("init")
 st.markdown("Is PARITY hard because training cannot find it, or because the architecture starts far from it? "
@@ -54,3 +60,21 @@ st.markdown(f"*{init_claim.CLAIM}*")
 st.metric("verdict", claim["verdict"])
 st.caption(f"Rule: {init_claim.RULE}.")
 st.dataframe(found["cells"], hide_index=True)
+
+st.subheader("Where training goes")
+if settings.flag("path"):
+    steps = settings.choice("steps")
+    if n > TRACE_PAGE_N:
+        st.info(f"Training is traced here for n ≤ {TRACE_PAGE_N} (the whole cube every step); "
+                "`sensviz.init_training.training_path` takes n up to 10.")
+    else:
+        with page.guarded("Training from the initialisation"), st.spinner(
+                f"Training initialisation 0 on {task.upper()} for {steps} steps, measuring as it goes…"):
+            traced = cache.init_training_path(arch, d_model, n_layers, n, inits, task, steps)
+            for quantity in ("avg_sensitivity", "attention_entropy"):
+                st.altair_chart(init_charts.path_chart(traced["study"], traced["records"], quantity))
+            st.caption(f"Grey: the middle 90 % of the {inits} initialisations at init scale 1 (dashed: their median), "
+                       "drawn across the steps as the starting band; red: the target; blue: initialisation 0 (the "
+                       f"study's first, seed 0) trained on all {2**n} strings each step (AdamW, lr 5e-3), "
+                       f"measured every {max(1, steps // 10)} steps. Its step 0 is its value in the study.")
+            page.download(traced["path"], "init_training_path.csv", "Download the path (CSV)")

@@ -309,6 +309,17 @@ def _init_study(args) -> dict:
     return {"studies": [study.summary() for study in studies], "claim": claim}
 
 
+def _symmetry_zoo(args) -> dict:
+    from . import symmetry_zoo  # Altair and vl-convert: only for this command
+
+    if args.from_csv:
+        return symmetry_zoo.write(symmetry_zoo.read(args.from_csv), args.out, svg=not args.no_figure)
+    log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.verbose else None
+    settings = MeasureSettings(measure_inputs=args.inputs, directions=args.directions)
+    found = symmetry_zoo.rows(args.folder, args.kappa, args.maps, settings, log=log)
+    return symmetry_zoo.write(found, args.out, svg=not args.no_figure)
+
+
 def _lab(args) -> dict:
     from . import handout  # Altair and vl-convert: only for this command
 
@@ -507,6 +518,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", help="the target shown beside the inits (a task label, e.g. parity)")
     p.add_argument("--seed", type=_seed, default=0, help="initialisation m uses seed + m (default 0)")
     p.set_defaults(run=_init_study)
+
+    p = sub.add_parser("symmetry-zoo", help="every sharpness measure of the zoo's encoders before and after random "
+                       "function-preserving maps (sensviz.symmetry_zoo), the claim R3's verdict, written as a page")
+    p.add_argument("--folder", default="checkpoints", help="the checkpoints (default checkpoints/)")
+    p.add_argument("--out", required=True, metavar="PAGE.md", type=_output(check_file),
+                   help="the page; its rows (.csv) and figure (.svg) beside it")
+    p.add_argument("--kappa", type=float, choices=(2.0, 10.0, 100.0, 1000.0), default=100.0,
+                   help="each factor's condition number at most: 2, 10, 100 or 1000 (default 100)")
+    p.add_argument("--maps", type=int, choices=range(1, 11), default=2, metavar="1..10",
+                   help="random maps per model (default 2)")
+    p.add_argument("--inputs", type=_limited(int, "inputs"), default=256, help="inputs per model: the cube when it has "
+                   "at most this many, else a seeded sample (default 256)")
+    p.add_argument("--directions", type=_limited(int, "directions"), default=32, help="random directions (default 32)")
+    p.add_argument("--from-csv", metavar="ROWS.csv", help="render the page from stored rows (no measuring)")
+    p.add_argument("--no-figure", action="store_true", help="the page and its rows only (no SVG)")
+    p.add_argument("--verbose", action="store_true", help="a line per model and map on stderr")
+    p.set_defaults(run=_symmetry_zoo)
 
     p = sub.add_parser("lab", help="the Lab as one offline HTML handout: every chapter's text, figures and questions")
     p.add_argument("--out", required=True, metavar="LAB.html", type=_output(check_file), help="where to write the handout")

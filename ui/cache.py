@@ -41,7 +41,8 @@ import sensviz as sv
 from sensviz import analysis, init_charts, losses, report, results, sweeps, symmetries, tables
 from sensviz.checkpoints import SIZE_CAP, read_metadata
 from sensviz.init_claim import decide_init_claim
-from sensviz.init_study import init_studies
+from sensviz.init_study import init_studies, init_study
+from sensviz.init_training import training_path
 from sensviz.measure import MeasureSettings, affordable, columns, measure, sharpness_radius
 from sensviz.models import ModelSettings, config_to_dict
 from sensviz.text import escape_markdown
@@ -262,6 +263,18 @@ def init_study_tables(arch: str, d_model: int, n_layers: int, n: int, inits: int
     cells = pd.DataFrame([dataclasses.asdict(cell) for cell in claim.cells])
     return {"table": init_charts.study_table(studies), "profiles": init_charts.profile_table(studies),
             "target": studies[0].target_avg_sensitivity, "claim": claim.to_dict(), "cells": cells}
+
+
+@memo
+def init_training_path(arch: str, d_model: int, n_layers: int, n: int, inits: int, task: str, steps: int) -> dict:
+    """Where training goes (`sensviz.init_training`): the study at init scale 1 (its band), the first
+    initialisation trained on the target with the monitor's records, and the path as a table."""
+    settings = ModelSettings(arch=arch, d_model=d_model, n_layers=n_layers, n_heads=2)
+    study = init_study(settings, n, inits, 1.0, 0, task)
+    records = training_path(settings, n, task, steps)
+    table = pd.DataFrame([{"step": r["step"], "accuracy": r.get("accuracy"),
+                           **{q: r[column] for q, (column, _, _) in init_charts.QUANTITIES.items()}} for r in records])
+    return {"study": study, "records": records, "path": table}
 
 
 @memo
