@@ -31,3 +31,15 @@ def test_a_link_restores_the_view_and_the_verdict_is_the_cores():
 def test_a_bad_parameter_is_a_notice():
     at = open_url("init", length="99", inits="7")
     assert len(notices(at)) == 2 and at.select_slider(key="sv_w_init_length").value == 8
+
+
+def test_a_link_restores_where_training_goes():
+    view = {"arch": "encoder", "d": "8", "layers": "1", "length": "4", "inits": "32", "target": "parity",
+            "path": "1", "steps": "100"}
+    at = open_url("init", **view)
+    assert not notices(at), notices(at)
+    assert at.toggle(key="sv_w_init_path").value is True
+    assert at.select_slider(key="sv_w_init_steps").value == 100
+    assert "Where training goes" in [h.value for h in at.subheader]
+    assert any("starting band" in c.value and "trained on all 16 strings" in c.value for c in at.caption)
+    assert "Download the path (CSV)" in {b.label for b in at.get("download_button")}

@@ -2,7 +2,6 @@
 the Before training page on demand, restored by a link."""
 
 import pytest
-from test_app import notices, open_url
 
 from sensviz.init_study import init_study
 from sensviz.init_training import training_path
@@ -29,13 +28,3 @@ def test_limits_before_training(change, message):
         training_path(SETTINGS, args["n"], "parity", steps=args["steps"], init=args["init"])
 
 
-def test_a_link_restores_where_training_goes():
-    view = {"arch": "encoder", "d": "8", "layers": "1", "length": "4", "inits": "32", "target": "parity",
-            "path": "1", "steps": "100"}
-    at = open_url("init", **view)
-    assert not notices(at), notices(at)
-    assert at.toggle(key="sv_w_init_path").value is True
-    assert at.select_slider(key="sv_w_init_steps").value == 100
-    assert "Where training goes" in [h.value for h in at.subheader]
-    assert any("starting band" in c.value and "trained on all 16 strings" in c.value for c in at.caption)
-    assert "Download the path (CSV)" in {b.label for b in at.get("download_button")}
