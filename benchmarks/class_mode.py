@@ -8,7 +8,11 @@ and press Train at once. While the runs go on, every member browses: the Class p
 chart collect the finished runs) and the Sensitivity page, one after the other, until every run is in
 the class's table. Prints the time from the presses until every run is in the class chart, the
 members' page times while they wait (median, 90th percentile, slowest), how the runs ended, the
-verdict on the class's table and the server's peak memory.
+verdict on the class's table and the server's peak memory; then the work the runs did: the FLOPs of one
+training step at each n (forward and backward, counted by torch's `FlopCounterMode`; measurements and
+evaluations not counted), those of one run of each cell kind, the class's total (each run's steps as
+trained) and the share of this machine's measured matmul rate (float32, every core) that total over the
+wall time achieves.
 
     python benchmarks/class_mode.py --members 30
     python benchmarks/class_mode.py --members 30 --capacity 2 [--ray]   # two runs at once, local or on Ray
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import statistics
 import sys
 import tempfile
@@ -113,6 +118,53 @@ async def run_class(base: str, pid: int, data: Path, members: int) -> Outcome:
     return out
 
 
+def step_flops(a: assignments.Assignment, n: int) -> float:
+    """FLOPs of one training step of the assignment's model at length n: forward and backward of a batch
+    (torch's `FlopCounterMode`: matrix products, the work that bounds the runs from below)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    import sensviz as sv
+    from sensviz.losses import loss_value
+
+    s = a.settings
+    model = sv.build_model(s["arch"], d_model=s["d_model"], n_layers=s["n_layers"], n_heads=s["n_heads"], max_len=n, seed=0)
+    bits = torch.randint(0, 2, (s["batch_size"], n), generator=torch.Generator().manual_seed(0))
+    with FlopCounterMode(display=False) as counter:
+        loss_value(model.training_outputs(bits).reshape(-1), bits[:, 0].float(), "mse").backward()
+    return float(counter.get_total_flops())
+
+
+def matmul_rate(size: int = 1024, repeats: int = 20) -> float:
+    """This machine's float32 matmul rate (FLOP/s) on every core: the best of `repeats` products of two
+    size x size matrices."""
+    import torch
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    x, y = torch.randn(size, size), torch.randn(size, size)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(x, y)
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * size**3 / best
+
+
+def report_flops(runs: pd.DataFrame, seconds: float) -> None:
+    """The runs' training FLOPs and the share of the machine's matmul rate they achieved over `seconds`."""
+    a = assignments.LENGTH_SCALING
+    per_step = {n: step_flops(a, n) for n in a.lengths}
+    kinds = runs.groupby(["task", "n"])["steps_trained"].median() if len(runs) else pd.Series(dtype=float)
+    print("FLOPs of one training step: " + ", ".join(f"n = {n}: {f / 1e6:.1f} M" for n, f in per_step.items())
+          + "; of one run (median steps): " + ", ".join(f"{t} n = {n}: {steps:.0f} steps, {steps * per_step[n] / 1e9:.1f} G"
+                                                       for (t, n), steps in kinds.items()))
+    total = float(sum(per_step[int(n)] * steps for n, steps in zip(runs["n"], runs["steps_trained"]))) if len(runs) else 0.0
+    rate = matmul_rate()
+    print(f"the class's runs: {total / 1e12:.2f} TFLOP in {seconds:.0f} s = {total / seconds / 1e9:.1f} GFLOP/s; "
+          f"this machine's measured matmul rate {rate / 1e9:.1f} GFLOP/s ({os.cpu_count()} cores): "
+          f"{total / seconds / rate:.1%} of it (at that rate the runs' FLOPs take {total / rate:.0f} s)")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--members", type=int, default=30)
@@ -141,6 +193,7 @@ def main(argv=None) -> int:
     print(f"server peak memory {out.peak_mib:.0f} MiB")
     if len(out.runs):
         print("verdict on the class's table:", assignments.verdict(a, out.runs).text)
+        report_flops(out.runs, out.all_in_s)
     return 0
 
 
