@@ -8,7 +8,8 @@ and press Train at once. While the runs go on, every member browses: the Class p
 chart collect the finished runs) and the Sensitivity page, one after the other, until every run is in
 the class's table. Prints the time from the presses until every run is in the class chart, the
 members' page times while they wait (median, 90th percentile, slowest), how the runs ended, the
-verdict on the class's table and the server's peak memory; then the work the runs did: the FLOPs of one
+verdict on the class's table (the table is kept in artifacts/class-mode-runs.csv) and the server's
+peak memory; then the work the runs did: the FLOPs of one
 training step at each n (forward and backward, counted by torch's `FlopCounterMode`; measurements and
 evaluations not counted), those of one run of each cell kind, the class's total (each run's steps as
 trained) and the share of this machine's measured matmul rate (float32, every core) that total over the
@@ -193,6 +194,9 @@ def main(argv=None) -> int:
     print(f"server peak memory {out.peak_mib:.0f} MiB")
     if len(out.runs):
         print("verdict on the class's table:", assignments.verdict(a, out.runs).text)
+        kept = ROOT / "artifacts" / "class-mode-runs.csv"  # the data folder goes with the benchmark: its table stays here
+        out.runs.to_csv(kept, index=False)
+        print(f"the class's runs table: {kept.relative_to(ROOT)}")
         report_flops(out.runs, out.all_in_s)
     return 0
 
