@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from sensviz import stats
+from sensviz.convergence import CONVERGED_MSE
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = (ROOT / "experiments/results/standard/length_scaling", ROOT / "experiments/results/decide/length_scaling")
@@ -55,8 +56,6 @@ CLASS_MINUTES = 15
 """The class's runs must end within this many minutes."""
 LIVE_DIRECTIONS = 8
 """Directions of the live monitor's L_rho (`server.worker.live_settings`)."""
-CONVERGED_MSE = 0.001
-"""The paper's filter: final evaluation MSE below this."""
 MEASURED_STEP_S = {4: 0.0199, 8: 0.0221}
 """CPU seconds per step of one live class run on this server (the job manager's worker, one torch
 thread: evaluation every 100 steps, measurements every 500, the final checkpoint), measured on

@@ -13,7 +13,7 @@ from server.services import checkpoint_dir, kept_store
 from ui.memo import memo
 
 KINDS = ("zoo", "trained", "upload")
-ZOO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,120}$")
+ZOO_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,120}")
 PIN = 12
 """Hex digits of a zoo checkpoint's sha256 kept in a link (`encoder-parity-n8~<pin>`; `~` needs no escaping in a URL)."""
 
@@ -56,7 +56,7 @@ def _file_digest(path: str, mtime_ns: int, size: int) -> str:
 
 def zoo_ref(stem: str) -> ModelRef:
     """The reference of a zoo checkpoint by its file stem (ValueError when there is none)."""
-    if not ZOO_NAME.match(stem):
+    if not ZOO_NAME.fullmatch(stem):
         raise ValueError(f"'{stem}' is not a checkpoint name")
     path = checkpoint_dir() / f"{stem}.safetensors"
     if not path.is_file():
