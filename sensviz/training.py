@@ -577,61 +577,87 @@ class _Member:
             self.reason = reason
 
 
-def _run(learner, models, tasks, configs, callbacks) -> list[TrainResult]:
-    config = configs[0]  # the fields all members share
-    device = models[0].device
-    template = models[0]
-    encoding = config.encoding
-    members = []
-    for k, (c, t) in enumerate(zip(configs, tasks)):
-        data = TrainingData(c)
-        members.append(_Member(RunState(learner, k, c, t), data, data.eval_sets()))
-    eval_sets = {name: [torch.stack([m.eval_sets[name][i] for m in members]) for i in range(len(sets))]
-                 for name, sets in members[0].eval_sets.items()}  # name -> per length [K, E, n]
-    lengths = config.lengths
+class _Loop:
+    """One training run of K members (one model, or K stacked): the paper's loop, step by step.
 
-    def evaluate(chosen: list[_Member]) -> None:
-        metrics = _evaluate(learner, template, tasks, encoding, config.loss, eval_sets, device)
-        for m in chosen:
-            k = m.state.member
-            record = {"step": m.done, "train_loss": sum(m.window) / len(m.window) if m.window else None, **metrics[k],
-                      "param_norm": learner.model(k).param_norm()}
-            m.window.clear()
-            if not math.isfinite(record["eval_loss"]) and m.reason is None and m.done > 0:
-                learner.restore(k)
-                m.done -= 1
-                m.stop(f"diverged: non-finite evaluation loss after step {m.done + 1}; "
-                       f"weights restored to those after step {m.done}, the last with a finite loss")
-                continue
-            m.state.history.append(record)
-            for cb in callbacks:
-                cb.on_eval(m.state, record)
-            own = m.state.config
-            if m.reason is None and m.converged is None and _targets_reached(own, record):
-                m.converged = m.done
-                if own.relax_steps is None:
-                    m.stop("early_stop")
+    Every member sees its own batches (`TrainingData`) and stops by its own rule — its steps, its
+    early-stopping targets (`early_stop`, or `relaxed` `relax_steps` after they were first met), a
+    non-finite loss (`diverged`, weights restored) or a callback — while the others go on. Each member
+    is evaluated at step 0, every `eval_interval` steps, at its last step and on its relaxed weights."""
 
-    def relaxed(m: _Member) -> bool:
+    def __init__(self, learner, models, tasks, configs, callbacks):
+        self.learner, self.models, self.tasks, self.configs, self.callbacks = learner, models, tasks, configs, callbacks
+        self.config = configs[0]  # the fields all members share
+        self.template = models[0]
+        self.members = []
+        for k, (c, t) in enumerate(zip(configs, tasks)):
+            data = TrainingData(c)
+            self.members.append(_Member(RunState(learner, k, c, t), data, data.eval_sets()))
+        first = self.members[0].eval_sets
+        self.eval_sets = {name: [torch.stack([m.eval_sets[name][i] for m in self.members]) for i in range(len(sets))]
+                          for name, sets in first.items()}  # name -> per length [K, E, n]
+
+    def run(self) -> list[TrainResult]:
+        for m in self.members:
+            for cb in self.callbacks:
+                cb.on_start(m.state)
+        self.evaluate(self.members)
+        for step in range(1, max(c.steps for c in self.configs) + 1):
+            active = [m for m in self.members if self.running(m)]
+            if not active:
+                break
+            self.train_step(step, active)
+            self.after_step(step, active)
+        stale = [m for m in self.members if m.state.history[-1]["step"] != m.done]
+        if stale:
+            self.evaluate(stale)  # the returned weights always have a final record
+        self.learner.finish()
+        return [self.result(m) for m in self.members]
+
+    def running(self, m: _Member) -> bool:
+        return m.reason is None and m.done < m.state.config.steps  # each member stops at its own steps
+
+    def relaxed(self, m: _Member) -> bool:
         own = m.state.config
         return own.relax_steps is not None and m.converged is not None and m.done >= m.converged + own.relax_steps
 
-    def running(m: _Member) -> bool:
-        return m.reason is None and m.done < m.state.config.steps  # each member stops at its own steps
+    def evaluate(self, chosen: list[_Member]) -> None:
+        metrics = _evaluate(self.learner, self.template, self.tasks, self.config.encoding, self.config.loss,
+                            self.eval_sets, self.template.device)
+        for m in chosen:
+            self.record(m, metrics[m.state.member])
 
-    for m in members:
-        for cb in callbacks:
-            cb.on_start(m.state)
-    evaluate(members)
-    for step in range(1, max(c.steps for c in configs) + 1):
-        active = [m for m in members if running(m)]
-        if not active:
-            break
+    def record(self, m: _Member, metrics: dict) -> None:
+        """A member's evaluation: restored and stopped when its loss is not finite, else recorded, shown to the
+        callbacks and checked against its targets."""
+        k = m.state.member
+        record = {"step": m.done, "train_loss": sum(m.window) / len(m.window) if m.window else None, **metrics,
+                  "param_norm": self.learner.model(k).param_norm()}
+        m.window.clear()
+        if not math.isfinite(record["eval_loss"]) and m.reason is None and m.done > 0:
+            self.learner.restore(k)
+            m.done -= 1
+            m.stop(f"diverged: non-finite evaluation loss after step {m.done + 1}; "
+                   f"weights restored to those after step {m.done}, the last with a finite loss")
+            return
+        m.state.history.append(record)
+        for cb in self.callbacks:
+            cb.on_eval(m.state, record)
+        own = m.state.config
+        if m.reason is None and m.converged is None and _targets_reached(own, record):
+            m.converged = m.done
+            if own.relax_steps is None:
+                m.stop("early_stop")
+
+    def train_step(self, step: int, active: list[_Member]) -> None:
+        """One optimizer step of every running member on a fresh batch of this step's length."""
+        lengths = self.config.lengths
         n = lengths[(step - 1) % len(lengths)]
-        bits = torch.stack([m.data.batch(n) for m in members])  # [K, batch, n]
-        values = torch.stack([template.training_values(t, bits[k]) for k, t in enumerate(tasks)])  # [K, batch, ...]
-        mask = torch.tensor([running(m) for m in members])
-        losses = learner.step(bits.to(device), encoding.encode(values).to(device), mask).tolist()
+        bits = torch.stack([m.data.batch(n) for m in self.members])  # [K, batch, n]
+        values = torch.stack([self.template.training_values(t, bits[k]) for k, t in enumerate(self.tasks)])
+        mask = torch.tensor([self.running(m) for m in self.members])
+        device = self.template.device
+        losses = self.learner.step(bits.to(device), self.config.encoding.encode(values).to(device), mask).tolist()
         for m in active:
             loss = losses[m.state.member]
             if not math.isfinite(loss):  # at the weights after step-1; the last finite loss was one step earlier
@@ -642,33 +668,39 @@ def _run(learner, models, tasks, configs, callbacks) -> list[TrainResult]:
             m.done = step
             m.window.append(loss)
             m.state.step, m.state.n, m.state.loss = step, n, loss
-            for cb in callbacks:
+            for cb in self.callbacks:
                 cb.on_step(m.state)
-        ending = [m for m in active if m.reason is None and relaxed(m)]
+
+    def after_step(self, step: int, active: list[_Member]) -> None:
+        """The evaluations due after a step (every eval_interval steps, at a member's last step, and the relaxed
+        weights' own record), then the stops: relaxed members, and any a callback asks for."""
+        ending = [m for m in active if m.reason is None and self.relaxed(m)]
         due = [m for m in active if m.reason is None
-               and (step % config.eval_interval == 0 or step == m.state.config.steps or relaxed(m))]
+               and (step % self.config.eval_interval == 0 or step == m.state.config.steps or self.relaxed(m))]
         if due:
-            evaluate(due)  # every eval_interval steps, at a member's last step, and the relaxed weights' own record
+            self.evaluate(due)
         for m in ending:
             m.stop("relaxed")
-        for m in members:
-            if running(m) and any(cb.should_stop(m.state) for cb in callbacks):
+        for m in self.members:
+            if self.running(m) and any(cb.should_stop(m.state) for cb in self.callbacks):
                 m.stop("stopped by callback")
-    stale = [m for m in members if m.state.history[-1]["step"] != m.done]
-    if stale:
-        evaluate(stale)  # the returned weights always have a final record
-    learner.finish()
-    results = []
-    for m, model, task, c in zip(members, models, tasks, configs):
+
+    def result(self, m: _Member) -> TrainResult:
+        k = m.state.member
+        model, task, c = self.models[k], self.tasks[k], self.configs[k]
         if m.reason is None:
-            m.reason = _learned_nothing(template, task, c, m.eval_sets["eval"], m.state.history[-1])
+            m.reason = _learned_nothing(self.template, task, c, m.eval_sets["eval"], m.state.history[-1])
         result = TrainResult(model=model, task=task, config=c, history=m.state.history,
                              stop_reason=m.reason or "completed", steps=m.done, wall_time=m.state.elapsed,
                              converged_step=m.converged)
-        for cb in callbacks:
+        for cb in self.callbacks:
             cb.on_end(m.state, result)
-        results.append(result)
-    return results
+        return result
+
+
+def _run(learner, models, tasks, configs, callbacks) -> list[TrainResult]:
+    """Train the members of one run to their ends (`_Loop`)."""
+    return _Loop(learner, models, tasks, configs, callbacks).run()
 
 
 def _prepare(model: TracedModel, task, config: TrainConfig) -> Task:

@@ -72,7 +72,7 @@ VIEWS = {
                   and at.toggle(key="sv_w_landscape_curve").value is True
                   and at.select_slider(key="sv_w_landscape_directions").value == 16),
     "experiments": ({"experiment": "tradeoff"},
-                    lambda at: at.selectbox(key="sv_w_experiments_experiment_quick").value == "tradeoff"
+                    lambda at: at.selectbox(key="sv_w_experiments_experiment_standard").value == "tradeoff"
                     and "Trade-off: parameter norm against LayerNorm blowup" in [s.value for s in at.subheader]),
 }
 

@@ -53,9 +53,9 @@ def test_the_next_test_finds_no_ray_and_the_handlers_of_before():
 def test_the_ray_fixture_leaves_the_next_test_the_handlers_of_before(tmp_path, ray_module):
     """Two tests in a pytest of their own with this conftest: the first starts Ray through the `ray`
     fixture and leaves it running; the second finds Ray stopped and the signal handlers of before."""
-    shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
+    shutil.copy(Path(__file__).parents[1] / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "test_after_ray.py").write_text(AFTER_A_RAY_TEST)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and "2 passed" in proc.stdout, proc.stdout + proc.stderr
