@@ -412,11 +412,8 @@ def _file_options(p) -> None:
     p.add_argument("--n", type=_length, help="input length (for files that do not record it, or to override it)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="sensviz", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+def _add_task_info(sub) -> None:
     tasks_help = "a task label; " + describe_tasks()
-
     p = sub.add_parser("task-info", help="sensitivity and Fourier degree profile of a target function")
     p.add_argument("--task", required=True, help=tasks_help)
     p.add_argument("--n", type=_length, required=True, help="input length")
@@ -424,6 +421,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_seed, default=0, help="seed of the Monte Carlo sample")
     p.set_defaults(run=_task_info)
 
+
+def _add_inspect(sub) -> None:
     p = sub.add_parser("inspect", help="every quantity of a checkpoint (sensviz.measure): sensitivity, Blowup, "
                                        "trade-off, sharpness, the proxy")
     p.add_argument("checkpoint")
@@ -437,6 +436,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_renamed(p, "inspect")
     p.set_defaults(run=_inspect)
 
+
+def _add_slice(sub) -> None:
     p = sub.add_parser("slice", help="the loss along one or two directions in parameter space, as CSV")
     p.add_argument("checkpoint")
     p.add_argument("--dims", type=int, choices=(1, 2), default=1, help="1-D line or 2-D plane (default 1)")
@@ -457,6 +458,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_renamed(p, "slice")
     p.set_defaults(run=_slice)
 
+
+def _add_convert(sub) -> None:
     p = sub.add_parser("convert", help="convert the authors' .pt state dict to a safetensors checkpoint")
     p.add_argument("source", help="a .pt file holding a state dict")
     p.add_argument("out", type=_output(check_file), help="the .safetensors file to write")
@@ -465,6 +468,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n", type=_length, help="the input length it was trained on")
     p.set_defaults(run=_convert)
 
+
+def _add_train(sub) -> None:
+    tasks_help = "a task label; " + describe_tasks()
     p = sub.add_parser("train", help="train a model; progress on stderr, a JSON summary on stdout")
     p.add_argument("--task", required=True, help=tasks_help)
     configs.add_arguments(p.add_argument_group("model (sensviz.models.ModelSettings)"), ModelSettings)
@@ -475,6 +481,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_renamed(p, "train")
     p.set_defaults(run=_train)
 
+
+def _add_zoo(sub) -> None:
     p = sub.add_parser("zoo", help="the pretrained checkpoints: build them, or verify hashes and loading")
     zoo_sub = p.add_subparsers(dest="zoo_command", required=True, parser_class=Parser)
     q = zoo_sub.add_parser("build", help="train every zoo checkpoint (deterministic) and write the manifest")
@@ -488,6 +496,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--recompute", action="store_true", help="also recompute each recorded accuracy and as_n")
     q.set_defaults(run=_zoo_verify)
 
+
+def _add_sweep(sub) -> None:
     p = sub.add_parser("sweep", help="run a sweep spec (TOML) of the paper's experiments; resumable")
     p.add_argument("spec", help="a sweep spec, e.g. experiments/length_scaling.toml")
     p.add_argument("--out", required=True, metavar="DIR", type=_output(check_folder),
@@ -502,11 +512,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="allow a sweep of up to N runs (needed above the cap of 10,000; see sensviz.limits)")
     p.set_defaults(run=_sweep)
 
+
+def _add_report(sub) -> None:
     p = sub.add_parser("report", help="a standalone HTML report with every figure of a sweep folder (or of its subfolders)")
     p.add_argument("folder", help="a sweep folder (holding runs.parquet), or a folder of sweep folders")
     p.add_argument("--out", required=True, metavar="REPORT.html", type=_output(check_file), help="where to write the report")
     p.set_defaults(run=_report)
 
+
+def _add_init_study(sub) -> None:
     p = sub.add_parser("init-study", help="M random initialisations on the cube (sensviz.init_study): as_n, min "
                        "sensitivity, degree profile and attention entropy per init scale, and the claim's verdict")
     configs.add_arguments(p.add_argument_group("model (sensviz.models.ModelSettings)"), ModelSettings)
@@ -519,6 +533,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_seed, default=0, help="initialisation m uses seed + m (default 0)")
     p.set_defaults(run=_init_study)
 
+
+def _add_symmetry_zoo(sub) -> None:
     p = sub.add_parser("symmetry-zoo", help="every sharpness measure of the zoo's encoders before and after random "
                        "function-preserving maps (sensviz.symmetry_zoo), the claim R3's verdict, written as a page")
     p.add_argument("--folder", default="checkpoints", help="the checkpoints (default checkpoints/)")
@@ -536,6 +552,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", action="store_true", help="a line per model and map on stderr")
     p.set_defaults(run=_symmetry_zoo)
 
+
+def _add_lab(sub) -> None:
     p = sub.add_parser("lab", help="the Lab as one offline HTML handout: every chapter's text, figures and questions")
     p.add_argument("--out", required=True, metavar="LAB.html", type=_output(check_file), help="where to write the handout")
     p.add_argument("--answers", action="store_true", help="the instructor's copy: each chapter's charts and answer in place")
@@ -545,12 +563,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--url", help="the explorer's address, for the links to each chapter (default: the chapter's path only)")
     p.set_defaults(run=_lab)
 
+
+def _add_lab_data(sub) -> None:
     p = sub.add_parser("lab-data", help="measure the zoo once for the Lab's chapters: lab-data.json beside the checkpoints")
     p.add_argument("--checkpoints", help="the zoo (default $SENSVIZ_CHECKPOINT_DIR, else the package's checkpoints/)")
     p.add_argument("--results", help="the shipped results (default the first of $SENSVIZ_RESULTS_DIRS, else the package's "
                    "experiments/results/)")
     p.set_defaults(run=_lab_data)
 
+
+def _add_fidelity(sub) -> None:
     p = sub.add_parser("fidelity", help="the fidelity page: each claim of the paper with its interval and verdict")
     p.add_argument("folder", help="a results folder holding <scale>/<experiment>/runs.parquet, e.g. experiments/results")
     p.add_argument("--out", required=True, metavar="PAGE.md", type=_output(check_file),
@@ -558,6 +580,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", help="the scale to decide from, e.g. quick or standard (default: the largest present)")
     p.set_defaults(run=_fidelity)
 
+
+def _add_decide(sub) -> None:
     p = sub.add_parser("decide", help="a scale's pre-registered analysis and the flat claims' equivalence margins, "
                        "applied to its tables (finished or not)")
     p.add_argument("spec", help="the sweep spec, e.g. experiments/length_scaling.toml")
@@ -568,6 +592,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: results/standard beside the spec)")
     p.add_argument("--out", metavar="REPORT.txt", type=_output(check_file), help="also write the report as text")
     p.set_defaults(run=_decide)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: one subcommand per `_add_<command>` (each its flags and the function it runs)."""
+    parser = Parser(prog="sensviz", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for add in (_add_task_info, _add_inspect, _add_slice, _add_convert, _add_train, _add_zoo, _add_sweep, _add_report,
+                _add_init_study, _add_symmetry_zoo, _add_lab, _add_lab_data, _add_fidelity, _add_decide):
+        add(sub)
     return parser
 
 

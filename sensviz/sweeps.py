@@ -258,6 +258,15 @@ def _check_scales(scales) -> None:
 
 
 def _check_claim(where: str, claim, arms: dict) -> None:
+    """A pre-registered claim: its keys (`_check_claim_keys`), then its values and its secondaries."""
+    _check_claim_keys(where, claim)
+    _check_claim_values(where, claim, arms)
+    for i, secondary in enumerate(claim["secondaries"]):
+        _check_secondary(f"{where}.secondaries[{i}]", secondary, arms)
+
+
+def _check_claim_keys(where: str, claim) -> None:
+    """A table with the keys its estimator needs, each of its type."""
     if not isinstance(claim, dict):
         raise ValueError(f"{where} must be a table ([{where}]), got {_shown(claim)}")
     unknown = sorted(set(claim) - set(CLAIM_KEYS))
@@ -274,6 +283,10 @@ def _check_claim(where: str, claim, arms: dict) -> None:
         value = claim.get(key)
         if key in claim and not (isinstance(value, kind) or kind is float and _is_number(value)):
             raise ValueError(f"{where}.{key} must be a {kind.__name__}, got {_shown(value)}")
+
+
+def _check_claim_values(where: str, claim: dict, arms: dict) -> None:
+    """The claim's runs and settings, its margin, levels, scale, choices among the named options and probabilities."""
     _check_settings(f"{where}.runs", claim["runs"])
     if "versus" in claim:
         _check_settings(f"{where}.versus", claim["versus"])
@@ -292,16 +305,18 @@ def _check_claim(where: str, claim, arms: dict) -> None:
             raise ValueError(f"{where}.{key} must lie in (0, 1), got {claim[key]}")
     if claim["smallest_effect"] == 0 and "margin" not in claim:
         raise ValueError(f"{where}.smallest_effect must not be 0 (the power is computed for it)")
-    for i, secondary in enumerate(claim["secondaries"]):
-        here = f"{where}.secondaries[{i}]"
-        if not isinstance(secondary, dict) or len(secondary) != 1 or next(iter(secondary)) not in SECONDARY_KEYS:
-            raise ValueError(f"{here} must change one of {', '.join(SECONDARY_KEYS)} of the primary, "
-                             f"e.g. {{filter = \"accuracy_0.99\"}}; got {_shown(secondary)}")
-        key, value = next(iter(secondary.items()))
-        allowed = {"arm": arms, "filter": FILTERS, "error": ERRORS}.get(key)
-        if not isinstance(value, str) or allowed is not None and value not in allowed:
-            raise ValueError(f"{here}.{key} must be one of {', '.join(allowed or ['a setting or metric name'])}; "
-                             f"got {_shown(value)}")
+
+
+def _check_secondary(here: str, secondary, arms: dict) -> None:
+    """A secondary analysis: one key of the primary changed, to an allowed value."""
+    if not isinstance(secondary, dict) or len(secondary) != 1 or next(iter(secondary)) not in SECONDARY_KEYS:
+        raise ValueError(f"{here} must change one of {', '.join(SECONDARY_KEYS)} of the primary, "
+                         f"e.g. {{filter = \"accuracy_0.99\"}}; got {_shown(secondary)}")
+    key, value = next(iter(secondary.items()))
+    allowed = {"arm": arms, "filter": FILTERS, "error": ERRORS}.get(key)
+    if not isinstance(value, str) or allowed is not None and value not in allowed:
+        raise ValueError(f"{here}.{key} must be one of {', '.join(allowed or ['a setting or metric name'])}; "
+                         f"got {_shown(value)}")
 
 
 def check_analysis(where: str, analysis) -> None:

@@ -369,7 +369,8 @@ def test_a_run_that_ignores_sigterm_freezes_no_other_users_job_panel(tmp_path):
 
 def test_ctrl_c_in_the_first_instants_of_a_command_is_one_line_and_exit_130(tmp_path):
     """Ctrl-C while the command still loads its libraries (torch takes seconds) ends it with one line
-    and exit 130, as later (tests/test_cli.py): no traceback at any instant."""
+    and exit 130, as later (tests/test_cli.py), or, in the instants before the interpreter installs its
+    own handler, by the signal itself without a word: no traceback at any instant."""
     import os
     import signal
     import time
@@ -389,8 +390,11 @@ def test_ctrl_c_in_the_first_instants_of_a_command_is_one_line_and_exit_130(tmp_
         out, err = proc.communicate(timeout=120)
         if proc.returncode == 0:  # it ended before the Ctrl-C
             continue
-        assert proc.returncode == 130 and err.splitlines() in (["sensviz: interrupted"],
-                                                               ["sensviz task-info: interrupted"]), err
+        if proc.returncode == -signal.SIGINT:  # before Python's own handler existed: ended by the signal, silent
+            assert err == "", err
+        else:
+            assert proc.returncode == 130 and err.splitlines() in (["sensviz: interrupted"],
+                                                                   ["sensviz task-info: interrupted"]), err
         interrupted += 1
     assert interrupted >= 2  # the check can fail: the Ctrl-Cs came while the commands were loading
 
