@@ -99,13 +99,18 @@ def wait_for(app: App, job_id: str, condition):
     return jobs_wait_for(app, job_id, condition, ceiling=CEILING_S)
 
 
-def processes(text: str) -> list[tuple[int, int]]:
-    """(pid, parent pid) of each process whose command line has `text`."""
+def processes(text: str, home: Path | None = None) -> list[tuple[int, int]]:
+    """(pid, parent pid) of each process whose command line has `text` (and, given `home`, whose HOME lies
+    under it: one cluster's processes, not another test's Ray on the same machine)."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and text in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                found.append((int(entry.name), int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])))
+            if not (entry.name.isdigit() and text in (entry / "cmdline").read_bytes().decode(errors="replace")):
+                continue
+            if home is not None and not any(v.startswith(f"HOME={home}".encode()) for v in
+                                            (entry / "environ").read_bytes().split(b"\0")):
+                continue
+            found.append((int(entry.name), int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])))
         except OSError:
             continue
     return found
@@ -143,6 +148,7 @@ def cluster(ray_module, tmp_path_factory):
                                                                 "env_vars": own_home(nodes / "head")})
         try:
             cluster.add_node(**NODE, env_vars=own_home(nodes / "second"))
+            cluster.homes = nodes  # every node's HOME is under it, so its workers' too
             yield cluster
         finally:
             cluster.shutdown()
@@ -203,16 +209,16 @@ def test_two_app_processes_share_one_queue_on_ray(apps, tmp_path):
 
 
 @pytest.mark.ray
-def test_a_killed_queue_is_started_again_and_the_records_survive(apps, tmp_path):
+def test_a_killed_queue_is_started_again_and_the_records_survive(apps, cluster, tmp_path):
     one, two = apps("one"), apps("two")
     try:
         erin = two.submit("erin", request(steps=100_000), "10.0.0.2")
         wait_for(one, erin, lambda s: s.state == "running" and one("records", erin))
-        [(queue, _)] = processes("ray::_Queue")
+        [(queue, _)] = processes("ray::_Queue", home=cluster.homes)  # not another test's cluster's queue
         os.kill(queue, signal.SIGKILL)  # the queue's actor dies, with a job running
 
         bob = one.submit("bob", request(steps=40), "10.0.0.3")  # the next call starts a new queue, which runs it
-        [(again, _)] = processes("ray::_Queue")
+        [(again, _)] = processes("ray::_Queue", home=cluster.homes)
         assert again != queue
         after = two.status(erin)  # the other app's next call finds the new queue: erin's record survived
         assert after.state == "stopped" and "server stopped during this run" in after.reason and after.kept, after
