@@ -59,3 +59,18 @@ def test_the_ray_fixture_leaves_the_next_test_the_handlers_of_before(tmp_path, r
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and "2 passed" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_the_rule_of_the_layers_names_each_breach(tmp_path):
+    """A core module that imports the app, a process or another test module, or carries a slow marker, is named
+    with its breaches; the same imports are a core matter only, except another test module's (every layer)."""
+    from conftest import breaches
+
+    module = tmp_path / "test_x.py"
+    module.write_text("import subprocess\nfrom streamlit.testing.v1 import AppTest\nimport pytest\n"
+                      "from test_app import open_url\n\n@pytest.mark.slow\ndef test_y():\n    import ui.cache\n")
+    assert sorted(breaches(module, core=True)) == ["imports streamlit.testing.v1", "imports subprocess",
+                                                   "imports the test module test_app", "imports ui.cache", "is marked slow"]
+    assert breaches(module, core=False) == ["imports the test module test_app"]
+    module.write_text("import torch\nfrom helpers.core import TINY\nfrom sensviz import cube\n")
+    assert breaches(module, core=True) == []
