@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import os
 
-from sensviz.limits import Limit
+from sensviz.limits import Limit, MiB
 
-MiB = 2**20
 DAY_S = 86_400
 DEFAULT_CAP_MB = 1024
 DEFAULT_QUOTA_SHARE = 4
