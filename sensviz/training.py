@@ -90,7 +90,8 @@ class TrainConfig:
                                "of the cube, or the restricted set; batch_size is their number): full-batch AdamW")
     eval_interval: int = setting(100, "evaluate every this many steps (and at step 0 and the end)",
                                  limit="train_steps")
-    eval_size: int = setting(4096, "evaluation strings per length: the whole cube if 2**n <= eval_size",
+    eval_size: int = setting(4096, "evaluation strings per length: the whole cube (or restricted set) if it has "
+                             "at most eval_size strings, else a fixed sample of it",
                              limit="inputs")
     eval_seed: int = setting(0, "the evaluation sample", limit="seed")
     target_accuracy: float | None = setting(None, "stop early once the evaluation accuracy reaches this", positive=True,
@@ -186,11 +187,13 @@ class TrainingData:
         return torch.randint(0, 2, (size, n), generator=self.generator)
 
     def eval_sets(self) -> dict[str, list[torch.Tensor]]:
-        """`eval`: the restricted set, or per length the whole cube (2**n <= eval_size) or a fixed
-        sample; `heldout` (restricted runs with strings left over): the rest of the cube, at most eval_size."""
+        """`eval`: per length the whole cube (2**n <= eval_size) or a fixed sample; with a restricted set,
+        the whole set (train_size <= eval_size) or its first eval_size strings (a uniform sample: the set is a
+        random order's start); `heldout` (restricted runs with strings left over): the rest of the cube, at
+        most eval_size. An evaluation costs at most eval_size strings per length, whatever the training set."""
         c = self.config
         if self.train_set is not None:
-            sets = {"eval": [cube.vertex_bits(self.train_set, c.n)]}
+            sets = {"eval": [cube.vertex_bits(self.train_set[: c.eval_size], c.n)]}
             if len(self.heldout):
                 sets["heldout"] = [cube.vertex_bits(self.heldout, c.n)]
             return sets

@@ -265,7 +265,7 @@ def _activation_bytes(s: Shape, strings: int, n: int, saved: bool) -> float:
 def _eval_strings(config) -> list[int]:
     """Strings of one evaluation, per length (the restricted set and its held-out rest, or the cube or a sample)."""
     if config.train_size is not None:
-        return [config.train_size + min(config.eval_size, 2**config.n - config.train_size)]
+        return [min(config.train_size, config.eval_size) + min(config.eval_size, 2**config.n - config.train_size)]
     return [min(2**n, config.eval_size) for n in config.lengths]
 
 

@@ -238,6 +238,17 @@ def test_a_restricted_training_set_is_all_the_model_ever_trains_on():
     assert not set(data.heldout.tolist()) & set(train_set.tolist()) and len(data.heldout) == 2**n - size
 
 
+def test_a_restricted_set_larger_than_eval_size_is_evaluated_on_a_sample_of_it():
+    """An evaluation costs at most eval_size strings whatever the training set: the set's first eval_size
+    strings (of its random order), all of them in the set; a set within eval_size is evaluated whole."""
+    config = TrainConfig(n=8, train_size=200, eval_size=50)
+    data = TrainingData(config)
+    (evaluated,) = data.eval_sets()["eval"]
+    assert torch.equal(evaluated, sv.cube.vertex_bits(data.train_set[:50], 8))
+    (whole,) = TrainingData(replace(config, eval_size=200)).eval_sets()["eval"]
+    assert torch.equal(whole, sv.cube.vertex_bits(data.train_set, 8))
+
+
 def test_full_batch_trains_every_step_on_the_whole_cube_or_the_whole_set():
     n = 5
     model = InputRecorder(sv.EncoderConfig(**SMALL, max_len=n))
