@@ -58,9 +58,12 @@ from .text import short_label
 
 FORMAT = "sensviz"
 FORMAT_VERSION = "1"
-SIZE_CAP = min(64 * MiB, LIMITS["file_bytes"].high)
-"""Default largest checkpoint accepted, in bytes: 64 MiB (within the `file_bytes` limit), the explorer's
-upload cap too (`server.maxUploadSize` in .streamlit/config.toml); pass `size_cap` to read a larger file."""
+MB = 10**6
+"""A megabyte: the unit of the size cap, the one Streamlit's uploader counts in (in browsers on Linux and macOS)."""
+SIZE_CAP = min(64 * MB, LIMITS["file_bytes"].high)
+"""Default largest checkpoint accepted, in bytes: 64 MB (within the `file_bytes` limit), the explorer's
+upload cap too (`server.maxUploadSize` in .streamlit/config.toml: the browser refuses a larger file before
+sending it, on Windows only above 64 MiB, where this cap refuses it); pass `size_cap` to read a larger file."""
 
 _DTYPES = {"F16": ("<f2", 2), "BF16": ("<u2", 2), "F32": ("<f4", 4), "F64": ("<f8", 8)}
 """The float dtypes a checkpoint may hold: numpy's reading of the little-endian bytes, and their size."""
@@ -223,7 +226,7 @@ def _read_source(source, name: str, size_cap: int) -> bytes:
             raise CheckpointError(f"{name}: {_what_it_is(path)}, not a checkpoint file")
         size = path.stat().st_size
         if size > size_cap:
-            raise CheckpointError(f"{name}: {size / MiB:.1f} MiB is over the {size_cap / MiB:.0f} MiB size cap "
+            raise CheckpointError(f"{name}: {size / MB:.1f} MB is over the {size_cap / MB:.0f} MB size cap "
                                   "(limit 'file_bytes')")
         try:
             data = path.read_bytes()
@@ -232,7 +235,7 @@ def _read_source(source, name: str, size_cap: int) -> bytes:
     if not isinstance(data, bytes):
         raise CheckpointError(f"{name}: reading it gave {type(data).__name__}, not bytes")
     if len(data) > size_cap:
-        raise CheckpointError(f"{name}: the file is over the {size_cap / MiB:.0f} MiB size cap (limit 'file_bytes')")
+        raise CheckpointError(f"{name}: the file is over the {size_cap / MB:.0f} MB size cap (limit 'file_bytes')")
     return data
 
 
@@ -663,7 +666,7 @@ def convert_torch_file(pt_path, out_path, n_heads: int, task: Task | str | None 
     if not path.is_file():
         raise CheckpointError(f"{pt_path}: no such file")
     if path.stat().st_size > SIZE_CAP:
-        raise CheckpointError(f"{pt_path}: over the {SIZE_CAP / MiB:.0f} MiB size cap (limit 'file_bytes')")
+        raise CheckpointError(f"{pt_path}: over the {SIZE_CAP / MB:.0f} MB size cap (limit 'file_bytes')")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many types for foreign files

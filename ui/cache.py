@@ -39,7 +39,7 @@ import torch
 
 import sensviz as sv
 from sensviz import analysis, init_charts, losses, report, results, sweeps, symmetries, tables
-from sensviz.checkpoints import SIZE_CAP, read_metadata
+from sensviz.checkpoints import MB, SIZE_CAP, read_metadata
 from sensviz.init_claim import decide_init_claim
 from sensviz.init_study import init_studies, init_study
 from sensviz.init_training import training_path
@@ -52,7 +52,7 @@ from ui import model_refs
 from ui.memo import Store, memo
 from ui.model_refs import ModelRef
 
-UPLOAD_CAP_MB = SIZE_CAP // 2**20
+UPLOAD_CAP_MB = SIZE_CAP // MB
 """Upload size cap; `.streamlit/config.toml` sets `server.maxUploadSize` to the same value."""
 SETTINGS = MeasureSettings()
 """The explorer measures with everyone's defaults (`sensviz.measure`): the exact limit, the samples

@@ -94,7 +94,7 @@ NAME_CHARS = 120
 def _choose_upload() -> None:
     uploaded = st.file_uploader("Checkpoint (.safetensors)", type=["safetensors", *cache.TORCH_SUFFIXES],
                                 key=uploads.upload_key(),
-                                help=f"sensviz checkpoints or the authors' state dicts; at most {cache.UPLOAD_CAP_MB} MiB. "
+                                help=f"sensviz checkpoints or the authors' state dicts; at most {cache.UPLOAD_CAP_MB} MB. "
                                 "Kept on the server under a random name, so a link can share it. A PyTorch .pt file "
                                 "is never opened here: convert it first with `sensviz convert`.")
     with st.expander("For files without sensviz metadata (the authors' layout)"):

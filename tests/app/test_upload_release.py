@@ -5,12 +5,15 @@ installed version and fail when they change."""
 
 import asyncio
 import inspect
+import io
 import os
 import sys
 import tempfile
 import tomllib
 from pathlib import Path
 from types import SimpleNamespace
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -21,7 +24,7 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import ScriptRunCon
 from streamlit.runtime.uploaded_file_manager import UploadedFile, UploadedFileRec  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from sensviz.checkpoints import SIZE_CAP  # noqa: E402
+from sensviz.checkpoints import MB, SIZE_CAP, CheckpointError, load_checkpoint  # noqa: E402
 from ui import registry, uploads  # noqa: E402
 
 CONFIG = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
@@ -57,9 +60,13 @@ def put(app, path: str, name: str, data: bytes) -> int:
 
 
 def test_the_upload_cap_of_the_config_is_the_loaders(monkeypatch):
-    """The config's cap, in MiB, is the loader's; the server's upload route reads it in MiB (checked
-    with a 1 MiB cap: a file just under 1 MiB with its multipart framing is taken, 1 MiB and a byte refused)."""
-    assert CONFIG["server"]["maxUploadSize"] * 1024 * 1024 == SIZE_CAP == 64 * 2**20
+    """One cap in bytes for everyone: the config's, in MB as the browser counts on Linux and macOS, is the
+    loader's, and the loader says it in MB; the server's upload route reads it in MiB, so it takes what a
+    browser counting 2^20 bytes to the MB sends, for the loader to refuse (checked with a 1 MiB cap: a file
+    just under 1 MiB with its multipart framing is taken, 1 MiB and a byte refused)."""
+    assert CONFIG["server"]["maxUploadSize"] * MB == SIZE_CAP == 64 * 10**6 < 64 * 2**20
+    with pytest.raises(CheckpointError, match=r"over the 64 MB size cap"):
+        load_checkpoint(io.BytesIO(b"\0" * (SIZE_CAP + 1)))
     from starlette.applications import Starlette
     from streamlit import config
     from streamlit.web.server.starlette.starlette_routes import create_upload_routes
