@@ -19,8 +19,8 @@ ago, or never, goes next, with its oldest job), so one address with many jobs wa
 other address's first. The queue holds at most `max_queue` jobs; when it is full, a job from an
 address with fewer queued jobs (counting the new one) than the address with the most takes the
 place of that address's newest queued job, which is cancelled with a message saying why.
-`max_per_address` (off by default: a class behind one NAT shares one address) caps the jobs one
-address has queued or running.
+`max_per_address` (default 60: a class of 60 behind one NAT shares one address, one run each) caps
+the jobs one address has queued or running, so one address never holds the whole queue.
 
 **Budgets.** Before a job is queued its time and peak memory are estimated (`server.budget`)
 and checked against the server's budget per job (`SENSVIZ_JOB_BUDGET`); the worker's address
@@ -76,7 +76,7 @@ from pathlib import Path
 from sensviz.executors import LocalExecutor, RayExecutor, connect, import_ray, worker_env
 from sensviz.files import write_atomic
 from sensviz.text import short_label
-from server import budget, worker
+from server import budget, limits, worker
 from server.kept import KeptRefused, KeptStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,10 +133,10 @@ class _Job:
     collecting: bool = False  # its process ended and the manager's thread is keeping its model (`_collect`)
 
 
-def max_per_address() -> int | None:
-    """A hard cap on the jobs one client address has queued or running: $SENSVIZ_MAX_JOBS_PER_ADDRESS, off by default."""
-    configured = os.environ.get("SENSVIZ_MAX_JOBS_PER_ADDRESS")
-    return max(1, int(configured)) if configured else None
+def max_per_address() -> int:
+    """A hard cap on the jobs one client address has queued or running: $SENSVIZ_MAX_JOBS_PER_ADDRESS, by
+    default `limits.DEFAULT_JOBS_PER_ADDRESS` (ValueError, one line naming the variable, for a bad value)."""
+    return max(1, int(limits.setting("SENSVIZ_MAX_JOBS_PER_ADDRESS", limits.DEFAULT_JOBS_PER_ADDRESS)))
 
 
 _CALIBRATION: list[budget.Calibration] = []
@@ -196,7 +196,7 @@ class JobManager:
                  per_address: int | None = None, calibration: budget.Calibration | None = None,
                  executor=None, on_ended: Callable[[str, JobManager], None] | None = None):
         """`job_budget`: the most one job may take (default `budget.server_budget()`); `per_address`:
-        the hard cap per client address (default `max_per_address()`, off); `calibration`: this
+        the hard cap per client address (default `max_per_address()`); `calibration`: this
         machine's (default: measured in the background from now on); `executor`: where the jobs run (default
         local processes, `sensviz.executors.LocalExecutor`); `on_ended(job_id, manager)`: told each
         job that ended (`_ended`), from the first recovered one on."""
@@ -259,7 +259,7 @@ class JobManager:
                 raise JobRefused(f"You already have a training run {self.jobs[active].status.state} "
                                  f"({self.jobs[active].status.name}): stop or cancel it first.")
             mine = [j for j in self.jobs.values() if j.address == address and j.status.active]
-            if self.per_address is not None and len(mine) >= self.per_address:
+            if len(mine) >= self.per_address:
                 raise JobRefused(f"Your network address already has {len(mine)} training runs queued or running, the "
                                  f"most this server allows one address; try again when one of them has ended "
                                  f"({self._wait_hint(mine)}).")

@@ -21,6 +21,10 @@ Two kinds:
 | `SENSVIZ_KEPT_CLASS_MB` | cap / 4 | the models one open class pins (its gallery) |
 | `SENSVIZ_KEPT_TTL_DAYS` | 30 | a model nobody opened expires |
 | `SENSVIZ_CLASS_IDLE_DAYS` | 14 | a class nobody changed (joined, trained, predicted) stops pinning its models |
+
+The training queue's cap per address, `SENSVIZ_MAX_JOBS_PER_ADDRESS` (`server.jobs.max_per_address`),
+defaults to `DEFAULT_JOBS_PER_ADDRESS`: a class of 60 behind one NAT, one run each, fits; the queue's
+other 40 places stay for everyone else.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ DEFAULT_CLASS_SHARE = 4
 """Without $SENSVIZ_KEPT_CLASS_MB, one class's gallery pins at most 1/4 of the cap."""
 DEFAULT_TTL_DAYS = 30
 DEFAULT_CLASS_IDLE_DAYS = 14
+DEFAULT_JOBS_PER_ADDRESS = 60
+"""Without $SENSVIZ_MAX_JOBS_PER_ADDRESS, one client address may have 60 runs queued or running."""
 
 _ALL = (
     # kept models (server.kept)

@@ -427,7 +427,10 @@ def test_a_hard_cap_per_address_is_a_server_setting(make_manager, monkeypatch):
     monkeypatch.setenv("SENSVIZ_MAX_JOBS_PER_ADDRESS", "3")
     assert jobs.max_per_address() == 3
     monkeypatch.delenv("SENSVIZ_MAX_JOBS_PER_ADDRESS")
-    assert jobs.max_per_address() is None  # off by default
+    assert jobs.max_per_address() == 60  # a class of 60 behind one NAT, one run each
+    monkeypatch.setenv("SENSVIZ_MAX_JOBS_PER_ADDRESS", "many")
+    with pytest.raises(ValueError, match="SENSVIZ_MAX_JOBS_PER_ADDRESS must be a number"):
+        jobs.max_per_address()
 
 
 def test_the_machine_is_measured_when_the_manager_starts_not_on_the_first_train(make_manager, monkeypatch):
