@@ -22,6 +22,11 @@ time, the rule built from it, and the rule checked against classes of websocket 
 
     python benchmarks/department.py                          # 30 and 60 students (minutes)
     python benchmarks/department.py --students 10 --sessions 5 --skip-run   # a short look
+    python benchmarks/department.py --restarts 5             # only the replica restart, 5 times (a minute or two)
+
+`--restarts K` measures only step 4's restart: the department started, then r1 stopped (SIGTERM) and started
+again K times, each time from its start to its health answer and to its first page through the proxy, with
+the replica's own "warmed up in" line, and the CPU seconds it used until ready.
 
 Not run by .ci/run (minutes of serving and training).
 """
@@ -34,12 +39,14 @@ import contextlib
 import json
 import math
 import os
+import re
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -48,6 +55,8 @@ from load import ROOT, Session, served  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "deploy"))
 from department import Department, healthy, proxy_cookie, student  # noqa: E402
+
+from server.owners import mint_owner, owner_secret  # noqa: E402
 
 PAGES = ["", "sensitivity?model=encoder-parity-n8", "lab?chapter=1", "train"]
 MODEL_PAGE = "sensitivity?model=encoder-parity-n8"
@@ -217,14 +226,68 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
 
 
+LONG_RUN = {"stop early": False, "steps": 20_000, "measure every … steps": 20}
+"""The run that trains on Ray while r1 restarts: it outlasts the restarts."""
+
+
+async def start_a_run(d: Department) -> str:
+    """A student on r2, through the proxy, presses Train with `LONG_RUN`: the job's id."""
+    from urllib.parse import parse_qs
+
+    cookies = {"sensviz_owner": mint_owner(owner_secret(d.data)), "sensviz_replica": "r2"}
+    async with student(d.base, d.tls(), cookies, local_addr=("127.0.0.31", 0)) as s:
+        opened = await s.open("train")
+        pressed = await s.press_with(opened.buttons["Train"], LONG_RUN)
+        return parse_qs(pressed.query_string)["job"][0]
+
+
+def restarts(times: int) -> int:
+    """Replica r1 stopped (SIGTERM) and started again `times` times in a running department while a run trains
+    on Ray: a row per restart, then whether the run trained on throughout."""
+    print(f"{'restart':>7} {'stop s':>7} {'health s':>8} {'page s':>7} {'warm-up s':>9} {'CPU s':>6}")
+    with tempfile.TemporaryDirectory(prefix="sensviz-department-") as tmp, Department(Path(tmp), replicas=2) as d:
+        log = d.logs / "replica-r1.log"
+        job = asyncio.run(start_a_run(d))
+        progress = d.data / "jobs" / job / "progress.json"
+        d.wait_until(progress.exists, "the run's first measurement")
+        for i in range(times):
+            stopped = d.servers["r1"].stop(signal.SIGTERM, timeout=30)
+            start = time.monotonic()
+            started = d.start_replica("r1")
+            d.wait_until(lambda: healthy(d.replica_base("r1"), timeout=1), "r1 restarted")
+            health = time.monotonic() - start
+            with urllib.request.urlopen(f"{d.replica_base('r1')}/", timeout=60) as answer:
+                answer.read()
+            page = time.monotonic() - start
+            cpu = cpu_seconds(started.process.pid)
+            warmed = re.findall(r"warmed up in ([0-9.]+) s", log.read_text())
+            print(f"{i + 1:>7} {stopped:>7.1f} {health:>8.1f} {page:>7.1f} {warmed[-1] if warmed else '-':>9} {cpu:>6.1f}",
+                  flush=True)
+        state = json.loads((d.data / "jobs" / job / "state.json").read_text())["state"]
+        step = json.loads(progress.read_text()).get("step")
+        print(f"the run on Ray through the restarts: {state}, at step {step} of {LONG_RUN['steps']:,}")
+    return 0 if state == "running" else 1
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of a process so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, nargs="+", default=[30, 60], help="class sizes to check (at most 250)")
     parser.add_argument("--sessions", type=int, default=20, help="sessions at a time when measuring the costs")
     parser.add_argument("--skip-run", action="store_true", help="do not measure an assignment run's CPU")
+    parser.add_argument("--restarts", type=int, default=0, help="only restart replica r1 this many times (1..20)")
     args = parser.parse_args(argv)
     if not all(1 <= s <= 250 for s in args.students) or not 1 <= args.sessions <= 100:
         parser.error("need 1 <= --students <= 250 and 1 <= --sessions <= 100")
+    if args.restarts:
+        if not 1 <= args.restarts <= 20:
+            parser.error("need 1 <= --restarts <= 20")
+        return restarts(args.restarts)
 
     costs = measure_costs(args.sessions, args.skip_run)
     print("costs, measured one at a time on one replica:")
