@@ -54,7 +54,7 @@ import hostile_cases  # noqa: E402
 
 
 def cli_output_cases(folder: Path) -> list[dict]:
-    """The 'CLI outputs' cases (those of tests/test_cli.py), with places made in `folder`."""
+    """The 'CLI outputs' cases (those of tests/app/test_cli.py), with places made in `folder`."""
     from test_cli import OUTPUT_COMMANDS, bad_targets
 
     cases = []
@@ -413,7 +413,7 @@ def stop_cases() -> list[dict]:
 
 
 def estimate_cases(caps: bool = False) -> list[dict]:
-    """Estimate against actual (issue 42) for the Train form's extremes (tests/test_budget.py's `extremes`;
+    """Estimate against actual (issue 42) for the Train form's extremes (tests/server/test_budget.py's `extremes`;
     with `caps`, also each architecture at the form's model caps: 10 to 20 CPU minutes each), each job run
     as the worker runs it in a process forked from a warm one. Clean: within 2x in CPU time and (above
     64 MiB) in peak memory. `seconds` is the job's CPU time, `extra_mb` its peak memory growth."""

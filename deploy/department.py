@@ -9,7 +9,7 @@ serving doc's operations, and a clean stop.
 Every process has its own HOME and TMPDIR under --dir (as separate machines would), and its log
 beside them (`<dir>/logs/`); the data folder is `<dir>/data`, the proxy's runtime socket
 `<dir>/proxy/haproxy.sock`. Everything listens on 127.0.0.1 only. `Department` is also what
-tests/test_department.py and benchmarks/department.py start.
+tests/server/test_department.py and benchmarks/department.py start.
 """
 
 from __future__ import annotations

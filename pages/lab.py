@@ -47,7 +47,7 @@ TRY_IT = {
 }
 # chapters whose "try it yourself" opens an analysis page with their models
 EXPLORE = {1: "sensitivity", 3: "layernorm", 4: "landscape", 7: "init"}
-# text Streamlit draws below 4.5:1 (tests/test_lab_browser.py measures every text): captions (its translucent grey,
+# text Streamlit draws below 4.5:1 (tests/browser/test_lab_browser.py measures every text): captions (its translucent grey,
 # 3.7:1), a locked prediction's disabled radio and buttons (2.3:1) in a dark grey, #444: 9.7:1 against white; the
 # selected chapter and try-it option (its red on pink, 4.5:1 less a hair) in a dark red, #8c1d2c: 7.8:1 on that pink
 INK = ('<style>[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p, '

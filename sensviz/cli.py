@@ -79,7 +79,7 @@ RENAMED = {
 }
 """Old spellings of renamed flags, per command: old -> new. They work, with a note, until `RENAMED_UNTIL`."""
 RENAMED_UNTIL = "0.2.0"
-"""The version that drops the old spellings (tests/test_cli.py fails from then on until they are gone)."""
+"""The version that drops the old spellings (tests/app/test_cli.py fails from then on until they are gone)."""
 
 
 class UsageError(Exception):

@@ -56,7 +56,7 @@ a busy machine is slower in wall-clock terms).
 (training's activations and a later pass's add up: the allocator keeps the memory a training step
 freed, in pieces that a pass of another shape cannot always reuse).
 
-The constants were fitted on the development machine (tests/test_budget.py keeps time and memory
+The constants were fitted on the development machine (tests/server/test_budget.py keeps time and memory
 within 2x of what the worker measures, over configurations across the Train form's ranges).
 """
 

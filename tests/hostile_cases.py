@@ -6,7 +6,7 @@ fresh child process (`python tests/hostile_cases.py CASES.json`) and returns one
 the outcome (`rejected`, `loaded` or `escaped` with the exception type), the message, CPU and
 wall seconds of the call, and the peak memory of the call above the memory before it (MB, from
 /proc: the peak is reset before every case).
-Used by tests/test_hostile.py and benchmarks/hostile.py.
+Used by tests/app/test_hostile.py and benchmarks/hostile.py.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def hold_newest_upload_only() -> None:
     takes one file, yet the upload endpoint accepts any number per session (a script can send them
     without the widget), each held until the session ends. Streamlit has no setting for it: this
     wraps `MemoryUploadedFileManager.add_file` (once per process) to remove the session's other
-    files first; tests/test_upload_release.py pins it to the installed Streamlit."""
+    files first; tests/app/test_upload_release.py pins it to the installed Streamlit."""
     from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 
     add = MemoryUploadedFileManager.add_file
@@ -71,7 +71,7 @@ def release_upload(uploaded) -> None:
     """Remove an uploaded file's bytes from Streamlit's uploaded-file manager. Streamlit has no public
     call for it: this is the manager of the script run's context (`ScriptRunContext.uploaded_file_mgr`,
     a `MemoryUploadedFileManager` on the server and in AppTest) and its `remove_file(session_id,
-    file_id)`, the call behind the uploader's own delete request; tests/test_upload_release.py pins
+    file_id)`, the call behind the uploader's own delete request; tests/app/test_upload_release.py pins
     it to the installed Streamlit."""
     ctx = get_script_run_ctx()
     if ctx is not None:

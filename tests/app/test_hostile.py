@@ -369,7 +369,7 @@ def test_a_run_that_ignores_sigterm_freezes_no_other_users_job_panel(tmp_path):
 
 def test_ctrl_c_in_the_first_instants_of_a_command_is_one_line_and_exit_130(tmp_path):
     """Ctrl-C while the command still loads its libraries (torch takes seconds) ends it with one line
-    and exit 130, as later (tests/test_cli.py), or, in the instants before the interpreter installs its
+    and exit 130, as later (tests/app/test_cli.py), or, in the instants before the interpreter installs its
     own handler, by the signal itself without a word: no traceback at any instant."""
     import os
     import signal
@@ -377,7 +377,7 @@ def test_ctrl_c_in_the_first_instants_of_a_command_is_one_line_and_exit_130(tmp_
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = []
-    for delay in (0.3, 0.8, 1.5):  # SIGINT as a terminal's foreground command has it (see tests/test_cli.py)
+    for delay in (0.3, 0.8, 1.5):  # SIGINT as a terminal's foreground command has it (see tests/app/test_cli.py)
         proc = subprocess.Popen([sys.executable, "-m", "sensviz", "task-info", "--task", "parity", "--n", "4"],
                                 cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))

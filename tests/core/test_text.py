@@ -1,5 +1,5 @@
 """`sensviz.text`: user text shown as text. Every ASCII punctuation character is escaped, bare links
-and shortcodes are defused, and one-line quotes are bounded (the browser check is tests/test_e2e.py)."""
+and shortcodes are defused, and one-line quotes are bounded (the browser check is tests/browser/test_e2e.py)."""
 
 import re
 import string
