@@ -38,10 +38,9 @@ CHUNK_SIZE = 1024
 about CHUNK_SIZE * n * d_model * 30 floats (activations of every pair)."""
 
 GPU_CHUNK_SIZE = 16384
-"""The same on a GPU (about 630 MB of activations at n = 10, d_model = 32; 5 GB at n = 20,
-d_model = 128). Calls of 1024 pairs leave most of a GPU idle: on an H200 a 41 x 41 loss slice
-over 1024 inputs took 5.3 s with them against 2.7 s for one call per offset (0.5x), and 0.30 s
-against 3.0 s (10.2x) with 16384 pairs per call (benchmarks/bench.py --device cuda)."""
+"""The same on a GPU (activations of about GPU_CHUNK_SIZE * n * d_model * 30 floats): calls of
+CHUNK_SIZE pairs leave most of a GPU idle. `python benchmarks/bench.py --device cuda --only slice` times
+the loss slice there against one call per point."""
 
 
 def default_chunk_size(device: torch.device | str) -> int:

@@ -171,7 +171,7 @@ def _calibrate_ahead() -> None:
 
 def _check_ahead() -> None:
     """`worker.check`'s one-time cost paid ahead of the first submit: its model on torch's meta device
-    imports torch._dynamo (2.5 s here)."""
+    imports torch._dynamo (seconds of CPU)."""
     worker.check(worker.TrainRequest("parity", {"arch": "encoder", "d_model": 8, "n_layers": 1, "n_heads": 2},
                                      {"n": 4}))
 
@@ -232,7 +232,7 @@ class JobManager:
         store.elsewhere = self.folder_bytes
         self._keeping: set[Path] = set()  # weights being moved into the store, not counted in `folder_bytes`
         earlier = self._folders()  # an earlier server's jobs, recovered by the background thread
-        # what the first submit would wait for (4-11 s here), from now on in the background
+        # what the first submit would wait for (seconds), from now on in the background
         for ahead in (_check_ahead, *([] if calibration else [_calibrate_ahead])):
             thread = threading.Thread(target=ahead, daemon=True, name=f"sensviz{ahead.__name__}")
             thread.start()

@@ -97,7 +97,7 @@ def warm_up() -> threading.Thread:
     (`ui.serve.lifespan`; else after the first page, `ui.router.routing`): each chapter's first view, its charts
     converted before and after a prediction, then each try-it choice; the models the chapters' setups
     select are loaded between the two; then pay torch's one-time costs of the landscape measurements
-    (vmap, functional_call: about 1.5 s here), not in the first Landscape page a user opens."""
+    (vmap, functional_call: seconds of CPU), not in the first Landscape page a user opens."""
 
     def work():
         from sensviz import lab
