@@ -7,6 +7,7 @@ from sensviz import findings, results
 from sensviz.text import escape_markdown, quoted
 from server import services
 from ui import cache, page, registry, router
+from ui import experiments as drawn
 from ui import findings as told
 
 router.require_router()
@@ -93,16 +94,16 @@ if source == SHIPPED:
         st.markdown(line)
         st.dataframe(claims, hide_index=True)
 try:
-    found = cache.experiment_figures(folder)
+    found = drawn.figures(folder)
 except ValueError as err:  # e.g. no run finished yet: the runs and their errors below still show
     st.warning(quoted(err, 300))
     found = []
 for fig in found:
-    st.subheader(fig.title)
-    st.markdown(fig.explanation)
-    st.caption(fig.note)
-    st.altair_chart(fig.chart)
-    page.download(fig.data, f"{fig.key}.csv", "Download the data behind this figure (CSV)")
+    st.subheader(fig["title"])
+    st.markdown(fig["explanation"])
+    st.caption(fig["note"])
+    st.vega_lite_chart(spec=fig["spec"])  # its Vega-Lite spec, stored: no Altair conversion per view
+    page.download(fig["data"], f"{fig['key']}.csv", "Download the data behind this figure (CSV)")
 
 st.subheader("Every run")
 left, right = st.columns(2)

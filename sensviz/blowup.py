@@ -41,6 +41,7 @@ import torch
 from . import cube
 from .base import TracedModel
 from .records import Record, per_input
+from .settings import STACKS  # noqa: F401  (defined torch-free, re-exported)
 from .tasks import Task
 from .trace import Trace
 
@@ -105,10 +106,6 @@ def authors_per_example(trace: Trace) -> dict[str, torch.Tensor]:
     if all(_stack_norms(trace.ln_names, stack) for stack in STACKS):
         found.update({f"{stack}_maxs_prod": product for stack, product in stack_products(trace.ln_names, maxs).items()})
     return found
-
-
-STACKS = ("encoder", "decoder")
-"""The scratchpad model's two stacks, as its LayerNorms are named (`model.encoder.layers.0.norm1`, ...)."""
 
 
 def _stack_norms(ln_names: tuple[str, ...], stack: str) -> list[int]:

@@ -27,9 +27,8 @@ from dataclasses import dataclass
 import torch
 
 from .records import Record, per_input
+from .settings import EXACT_LIMIT  # noqa: F401  (defined torch-free, re-exported)
 
-EXACT_LIMIT = 20
-"""Default largest n for exact enumeration of the cube (2**20 vertices)."""
 SAMPLED_LIMIT = 2048
 """Largest n for Monte Carlo estimates: each sampled input needs its n neighbours evaluated."""
 _ELEMENT_BUDGET = 2**22

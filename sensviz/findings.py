@@ -26,7 +26,6 @@ once per content across processes (a file in a cache folder). Above the analyses
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -39,7 +38,7 @@ from .claims import Claim, Tables, interval_text, kept_by, num, rows_where, span
 from .experiments import registry
 from .experiments.length_scaling import section as length_section
 from .files import write_atomic
-from .results import CONFIRM, DECIDE, default_scale, load, scales
+from .results import CONFIRM, DECIDE, code_files, content_digest, default_scale, load, scales
 from .sweeps import load_spec
 
 
@@ -459,12 +458,7 @@ def inputs(folder) -> list[Path]:
 def digest(folder) -> str:
     """A hash of the contents of every input of the findings (`inputs`) and of the code that reads them: the
     findings change exactly when it does."""
-    h = hashlib.sha256()
-    code = Path(__file__).parent
-    for path in inputs(folder) + sorted(code.glob("*.py")) + sorted((code / "experiments").glob("*.py")):
-        h.update(str(path.name).encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()
+    return content_digest(inputs(folder) + code_files())
 
 
 @functools.lru_cache(maxsize=4)

@@ -10,9 +10,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .settings import LOSSES  # noqa: F401  (defined torch-free, re-exported)
 from .tasks import LOGIT, PM1, ZERO_ONE, TargetEncoding, Task
-
-LOSSES = ("mse", "bce")
 
 
 def check_loss(loss: str, encoding: TargetEncoding | None = None) -> None:

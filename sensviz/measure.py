@@ -68,15 +68,14 @@ from . import cube
 from .analysis import Progress, SensitivitySummary, sensitivity_report, sensitivity_summary
 from .base import TracedModel
 from .blowup import STACKS, BlowupSummary, Tradeoff, blowup_summary, tradeoff
-from .configs import check, setting
 from .curvature import Eigen, top_eigenvalues
 from .encoder import EncoderTransformer
 from .init_study import ARCHS, ScaleFreeView, scale_free_view
 from .losses import loss_for
 from .orbit_sharpness import OrbitSharpness, orbit_sharpness
-from .params import DECODER_STEPS
 from .records import Record, jsonable
 from .scratchpad import ScratchpadTransformer, autoregressive_accuracy
+from .settings import MeasureSettings  # noqa: F401  (defined torch-free, re-exported)
 from .sharpness import (
     Sharpness,
     SharpnessLimit,
@@ -90,29 +89,6 @@ from .tasks import ZERO_ONE, TargetEncoding, Task, get_task
 
 RADIUS_FRACTIONS = (0.01, 0.1, 0.3, 1.0)
 """The radii of the `radii` quantity, as fractions of the sharpness radius rho."""
-
-
-@dataclass
-class MeasureSettings:
-    """Every choice a measurement makes (see the module docstring); the defaults are everyone's."""
-
-    exact_limit: int = setting(14, "largest n whose cube is analysed whole (sensitivity, degree profile, Blowup)",
-                               low=1, high=cube.EXACT_LIMIT)
-    samples: int = setting(512, "seeded Monte Carlo samples above exact_limit", limit="samples")
-    measure_inputs: int = setting(512, "landscape inputs (sharpness, proxy, Hessian): the cube when 2**n <= this, "
-                                  "else a seeded sample of this many", limit="inputs")
-    rho: float | None = setting(None, "radius of L_rho (default proxy_eps * sqrt(P), the proxy's typical |Delta|)",
-                                limit="rho")
-    directions: int = setting(32, "random directions of L_rho", limit="directions")
-    proxy_eps: float = setting(0.02, "std of the proxy's Gaussian noise per coordinate (the paper's 0.02)",
-                               positive=True, high=1.0)
-    proxy_draws: int = setting(32, "noise draws of the proxy", limit="draws")
-    decoder_steps: str = setting("all", "scratchpad models: sharpness and proxy over every decoder step (the "
-                                 "authors') or the last", choices=DECODER_STEPS)
-    measure_seed: int = setting(0, "the input sample, the directions and the noise draws", limit="seed")
-
-    def __post_init__(self):
-        check(self)
 
 
 @dataclass

@@ -10,15 +10,15 @@ give it (the sizes every architecture shares).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 
 import torch
 
 from .base import TracedModel
-from .configs import check, setting
 from .encoder import EncoderConfig, EncoderTransformer
 from .formal import FormalConfig, FormalTransformer
 from .scratchpad import ScratchpadConfig, ScratchpadTransformer
+from .settings import ModelSettings  # noqa: F401  (defined torch-free, re-exported)
 
 ARCHITECTURES = {
     "formal": (FormalConfig, FormalTransformer),
@@ -70,27 +70,3 @@ def build_model(arch: str, config=None, *, seed: int | None = None, device=None,
     return model.to(device) if device is not None else model
 
 
-@dataclass
-class ModelSettings:
-    """Which model to build: the architecture and the sizes all three share (`build` makes it)."""
-
-    arch: str = setting("encoder", "architecture: encoder (the paper's experiments), formal (its theory) or "
-                        "scratchpad (its encoder-decoder)", choices=tuple(ARCHITECTURES))
-    d_model: int = setting(32, "width d", limit="d_model")
-    n_layers: int = setting(2, "layers (each of encoder and decoder for the scratchpad)", limit="n_layers")
-    n_heads: int = setting(2, "attention heads per layer", limit="n_heads")
-    max_len: int | None = setting(None, "positional range, the longest input (default: n)", limit="max_len")
-    d_ff: int = setting(0, "feed-forward width (0: d_model)", limit="d_ff")
-    eps: float = setting(1e-5, "LayerNorm eps", limit="eps")
-
-    def __post_init__(self):
-        check(self)
-
-    def config(self, n: int):
-        """The architecture's config for inputs of length n (max_len defaults to n)."""
-        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "arch"}
-        return config_from_dict(self.arch, {**values, "max_len": self.max_len or n})
-
-    def build(self, n: int, seed: int | None = None, device=None) -> TracedModel:
-        """A freshly initialised model for inputs of length n (seeded)."""
-        return build_model(self.arch, self.config(n), seed=seed, device=device)

@@ -32,6 +32,7 @@ import torch
 from torch.func import functional_call, jacrev, vmap
 
 from .base import TracedModel
+from .settings import DECODER_STEPS  # noqa: F401  (defined torch-free, re-exported)
 
 CHUNK_SIZE = 1024
 """Default number of (offset, input) pairs in one vmapped call on the CPU; memory grows with it as
@@ -47,8 +48,6 @@ def default_chunk_size(device: torch.device | str) -> int:
     """`CHUNK_SIZE` on the CPU, `GPU_CHUNK_SIZE` on any accelerator."""
     return CHUNK_SIZE if torch.device(device).type == "cpu" else GPU_CHUNK_SIZE
 
-DECODER_STEPS = ("last", "all")
-"""What T is for a model with several outputs per input (see `ParamSpace`)."""
 
 MIN_OFFSETS_PER_CALL = 16
 """Offsets vmapped together at least (when there are that many), however many inputs there are."""

@@ -49,7 +49,7 @@ import math
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import torch
@@ -58,100 +58,15 @@ from torch import nn
 from . import cube
 from .base import TracedModel
 from .checkpoints import save_checkpoint
-from .configs import check, setting
 from .files import write_atomic
-from .losses import LOSSES, default_encoding, loss_value
+from .losses import loss_value
+from .settings import PER_MEMBER_STOPPING, PER_MODEL_FIELDS, TrainConfig  # noqa: F401  (defined torch-free, re-exported)
 from .tasks import TargetEncoding, Task, get_task
 
 HISTORY_METADATA_CAP = 64 * 1024
 """Largest history (JSON bytes) kept in a checkpoint's metadata; above it, a side file."""
 
 _EVAL_CHUNK = 2048
-
-
-@dataclass
-class TrainConfig:
-    """How to train (the defaults are the paper's). Each field's help and range live in its
-    `setting`, from which the command line and the Train page draw their options."""
-
-    n: int = setting(8, "input length; the longest one for mixed-length training", limit="n")
-    min_n: int | None = setting(None, "mixed-length training over min_n..n (one length per step, cycled)", limit="n")
-    batch_size: int = setting(1024, "strings per step", limit="batch_size")
-    steps: int = setting(10_000, "optimizer steps", limit="train_steps")
-    lr: float = setting(3e-4, "AdamW learning rate", limit="lr")
-    weight_decay: float = setting(0.1, "AdamW (decoupled) weight decay", limit="weight_decay")
-    loss: str = setting("mse", "training loss: mse, or bce on logits", choices=LOSSES)
-    pm1_targets: bool = setting(False, "MSE on ±1 targets instead of {0,1}")
-    seed: int = setting(0, "the data stream and the model's initialisation", limit="seed")
-    train_size: int | None = setting(None, "train on this many fixed strings of the cube (a restricted training set)",
-                                     limit="train_size")
-    train_set_seed: int | None = setting(None, "which strings the restricted set holds (default: seed)", limit="seed")
-    full_batch: bool = setting(False, "every step trains on each string of the training set once (the 2**n strings "
-                               "of the cube, or the restricted set; batch_size is their number): full-batch AdamW")
-    eval_interval: int = setting(100, "evaluate every this many steps (and at step 0 and the end)",
-                                 limit="train_steps")
-    eval_size: int = setting(4096, "evaluation strings per length: the whole cube (or restricted set) if it has "
-                             "at most eval_size strings, else a fixed sample of it",
-                             limit="inputs")
-    eval_seed: int = setting(0, "the evaluation sample", limit="seed")
-    target_accuracy: float | None = setting(None, "stop early once the evaluation accuracy reaches this", positive=True,
-                                            high=1.0)
-    target_loss: float | None = setting(None, "stop early once the evaluation loss is below this (and the accuracy "
-                                        "target is met)", positive=True)
-    relax_steps: int | None = setting(None, "with the early-stopping targets: go on this many steps after they are "
-                                      "first met, then stop (equal relaxation for every converged run)",
-                                      limit="train_steps")
-    device: str | None = setting(None, "cpu, cuda, ... (default: wherever the model is)")
-
-    def __post_init__(self):
-        check(self)
-        if self.min_n is not None and self.min_n > self.n:
-            raise ValueError(f"min_n={self.min_n} is larger than n={self.n}")
-        if self.loss == "bce" and self.pm1_targets:
-            raise ValueError("bce trains logits against {0,1} targets; pm1_targets goes with mse")
-        if self.relax_steps is not None and self.target_accuracy is None and self.target_loss is None:
-            raise ValueError("relax_steps counts steps after the early-stopping targets are first met: "
-                             "give target_accuracy and/or target_loss")
-        if self.train_size is not None:
-            if self.min_n not in (None, self.n):
-                raise ValueError("a restricted training set is a subset of one cube: use one length (no min_n)")
-            if self.n > cube.EXACT_LIMIT:
-                raise ValueError(f"a restricted training set needs n <= {cube.EXACT_LIMIT}, got n={self.n}")
-            if self.train_size > 2**self.n:
-                raise ValueError(f"train_size={self.train_size} is more than the 2**{self.n} = {2**self.n} strings "
-                                 f"of length {self.n}")
-        if self.full_batch:
-            if self.min_n not in (None, self.n):
-                raise ValueError("full_batch trains on one cube: use one length (no min_n)")
-            size = self.train_size if self.train_size is not None else 2**self.n
-            if self.batch_size != size:
-                raise ValueError(f"full_batch trains on all {size:,} strings of the training set every step: "
-                                 f"set batch_size to {size:,}, not {self.batch_size:,}")
-        if self.device is not None:
-            try:
-                torch.device(self.device)
-            except RuntimeError:
-                raise ValueError(f"unknown device '{self.device}'") from None
-
-    @property
-    def encoding(self) -> TargetEncoding:
-        """How the model's output encodes the targets (`sensviz.losses.default_encoding`)."""
-        return default_encoding(self.loss, self.pm1_targets)
-
-    @property
-    def lengths(self) -> list[int]:
-        """The input lengths trained on, in the order the steps cycle through them."""
-        return list(range(self.min_n or self.n, self.n + 1))
-
-    def check(self, model: TracedModel, task: Task) -> None:
-        """Raise ValueError when this config cannot train `model` on `task`."""
-        for n in self.lengths:
-            model.check_task(task, n)
-        if self.target_accuracy is not None and not task.boolean:
-            raise ValueError(f"early stopping at an accuracy needs a Boolean task; {task.label} is real-valued")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def _stream_seed(seed: int, stream: str) -> int:
@@ -726,11 +641,6 @@ def train(model: TracedModel, task: Task | str, config: TrainConfig, callbacks: 
     return result
 
 
-PER_MODEL_FIELDS = ("seed", "lr", "weight_decay", "train_set_seed")
-"""The `TrainConfig` fields of the data and the optimizer that may differ between the models of one `train_many` run."""
-PER_MEMBER_STOPPING = ("steps", "target_accuracy", "target_loss", "relax_steps")
-"""The `TrainConfig` fields of when a model stops, which may also differ between the models of one `train_many` run:
-a model that stops by its own rule keeps its weights while the others go on (the arms of one seed, paired)."""
 
 
 def train_many(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import altair as alt
 import pandas as pd
@@ -35,9 +36,11 @@ from ..claims import (
 from ..configs import check, setting
 from ..convergence import MSE_RULE
 from ..figures import COLUMNS, NOTHING, PANEL, VALUE, ExperimentFigure, colour, keep, long_form, placeholder, thin
-from ..monitor import MeasurementCallback
-from ..training import TrainResult
-from . import Experiment, Run, alone, pm1_scale, quantities, save_checkpoint, train_batch, training_metrics
+from . import Experiment
+
+if TYPE_CHECKING:
+    from ..experiment_jobs import Run
+    from ..training import TrainResult
 
 # ----------------------------------------------------------------------------- the settings
 
@@ -57,6 +60,9 @@ class DynamicsSettings:
 
 def job(experiment: str, batch: list[Run], out: Path) -> list[dict]:
     """PARITY measured every `measure_every` steps on a fixed batch, the same draws every time."""
+    from ..experiment_jobs import alone, pm1_scale, quantities, save_checkpoint, train_batch, training_metrics
+    from ..monitor import MeasurementCallback  # torch: only where a job runs
+
     first = batch[0]
     monitor = MeasurementCallback(every=first.extra.measure_every, settings=first.measure,
                                   quantities=quantities(first, first.model))

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import altair as alt
 import numpy as np
 import pandas as pd
-import torch
 
-from .. import cube, stats
-from ..analysis import cube_outputs
+from .. import stats
 from ..claims import (
     PROXY,
     Claim,
@@ -50,9 +49,15 @@ from ..figures import (
     placeholder,
     summarise,
 )
-from ..tasks import Task, TruthTable
-from ..training import TrainConfig, TrainingData, TrainResult, _stream_seed
-from . import Experiment, Run, SweepSettings, alone, measure_run, save_checkpoint, train_batch, training_metrics
+from . import Experiment, SweepSettings
+
+if TYPE_CHECKING:  # the job's types: torch, imported where a job runs
+    import torch
+
+    from ..experiment_jobs import Run
+    from ..settings import TrainConfig
+    from ..tasks import Task, TruthTable
+    from ..training import TrainResult
 
 # ----------------------------------------------------------------------------- the settings
 
@@ -86,6 +91,10 @@ def completions(task: Task, n: int, train_set: torch.Tensor, count: int, seed: i
     """`count` random functions that agree with `task` on the vertices `train_set` and are uniformly
     random elsewhere: `[count, 2**n]` in {0,1}, vertex order. Drawn from a stream of their own
     (`seed` hashed with "completions"), not the stream of `random:seed=<seed>` itself."""
+    import torch
+
+    from ..training import _stream_seed
+
     generator = torch.Generator().manual_seed(_stream_seed(seed, "completions"))
     tables = torch.randint(0, 2, (count, 2**n), generator=generator).float()
     tables[:, train_set] = task.values(n)[train_set]
@@ -94,16 +103,26 @@ def completions(task: Task, n: int, train_set: torch.Tensor, count: int, seed: i
 
 def as_n(table01: torch.Tensor) -> float:
     """as_n of a truth table in {0,1} (vertex order), on the ±1 scale."""
+    from .. import cube
+
     return cube.analyze(2.0 * table01.double() - 1.0).avg_sensitivity
 
 
 def _table_task(table01: torch.Tensor) -> TruthTable:
+    from ..tasks import TruthTable
+
     return TruthTable(bits="".join("1" if v > 0.5 else "0" for v in table01.tolist()))
 
 
 def job(experiment: str, batch: list[Run], out: Path) -> list[dict]:
     """Fit a restricted training set, read the learned function, compare it with random completions,
     then retrain the learned table and one completion on the whole cube and measure their sharpness."""
+    import torch
+
+    from ..analysis import cube_outputs
+    from ..experiment_jobs import alone, save_checkpoint, train_batch, training_metrics
+    from ..training import TrainingData
+
     n, size = batch[0].config.n, batch[0].sweep.batch_models
     fitted = train_batch(batch)
 
@@ -151,6 +170,8 @@ def _retraining(run: Run, table01: torch.Tensor) -> Run:
 
 def _add_retrained(found: dict, kind: str, again: Run, result: TrainResult, out: Path) -> dict:
     """A generalization run's result with one retrained table's checkpoint, metrics and history added."""
+    from ..experiment_jobs import measure_run, save_checkpoint, training_metrics
+
     if "error" in found:  # the other table of this run already failed
         return found
     save_checkpoint(out, again, result, suffix=f"-{kind}")

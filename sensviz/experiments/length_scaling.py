@@ -39,8 +39,8 @@ from ..claims import (
 )
 from ..convergence import MSE_RULE
 from ..figures import NOTHING, ExperimentFigure, keep, panels, placeholder, summarise, task_colour
-from ..models import build_model
-from . import Experiment, LabData, train_and_measure
+from ..settings import ModelSettings
+from . import TRAIN_AND_MEASURE, Experiment, LabData
 
 # ----------------------------------------------------------------------------- the figure
 
@@ -297,9 +297,8 @@ def _paper_rho(t: Tables) -> str:
     if t.paper is None or t.paper.empty or not {"arch", "d_model", "proxy_eps"} <= set(t.paper):
         return ""
     s = t.paper.iloc[0]
-    model = build_model(s["arch"], d_model=int(s["d_model"]), n_layers=int(s["n_layers"]), n_heads=int(s["n_heads"]),
-                        max_len=int(s["n"]), d_ff=int(s["d_ff"]), seed=0)
-    p = model.n_params()
+    p = ModelSettings(s["arch"], d_model=int(s["d_model"]), n_layers=int(s["n_layers"]), n_heads=int(s["n_heads"]),
+                      d_ff=int(s["d_ff"])).n_params(int(s["n"]))
     return (f" At the spec's paper scale (d = {num(s['d_model'], False)}) P = {p} and ρ_proxy = "
             f"{num(s['proxy_eps'] * math.sqrt(p))}: sharpness magnitudes compare only within one scale, trends across.")
 
@@ -318,5 +317,5 @@ def _separation(separate: dict, last) -> str:
 
 # ----------------------------------------------------------------------------- the registration
 
-EXPERIMENT = Experiment("length_scaling", 1, train_and_measure, ("seed", "task"), figures, (section, right_radius),
+EXPERIMENT = Experiment("length_scaling", 1, TRAIN_AND_MEASURE, ("seed", "task"), figures, (section, right_radius),
                         lab=LabData("sensviz.findings:lab_folder", "sensviz.findings:lab_data"))

@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from ..blowup import STACKS
 from ..claims import (
     PROXY,
     Claim,
@@ -32,7 +31,8 @@ from ..claims import (
 )
 from ..convergence import CONVERGED_AUTOREGRESSIVE, CONVERGED_MSE
 from ..figures import COLORS, NOTHING, TASK_COLORS, ExperimentFigure, colour, keep, panels, placeholder, summarise
-from . import Experiment, train_and_measure
+from ..settings import STACKS
+from . import TRAIN_AND_MEASURE, Experiment
 
 # ----------------------------------------------------------------------------- the figure
 
@@ -171,4 +171,4 @@ def section(t: Tables) -> tuple[str, list[Claim]]:
 
 # ----------------------------------------------------------------------------- the registration
 
-EXPERIMENT = Experiment("scratchpad", 4, train_and_measure, ("seed",), figures, (section,), {"task": "parity"})
+EXPERIMENT = Experiment("scratchpad", 4, TRAIN_AND_MEASURE, ("seed",), figures, (section,), {"task": "parity"})

@@ -44,7 +44,7 @@ from ..figures import (
     task_colour,
     tick_format,
 )
-from . import Experiment, train_and_measure
+from . import TRAIN_AND_MEASURE, Experiment
 
 # ----------------------------------------------------------------------------- the figures
 
@@ -205,4 +205,4 @@ def _selection(t: Tables, lengths: list) -> str:
 
 # ----------------------------------------------------------------------------- the registration
 
-EXPERIMENT = Experiment("tradeoff", 2, train_and_measure, ("seed", "task", "lr", "weight_decay"), figures, (section,))
+EXPERIMENT = Experiment("tradeoff", 2, TRAIN_AND_MEASURE, ("seed", "task", "lr", "weight_decay"), figures, (section,))

@@ -157,6 +157,21 @@ def test_claims_and_figure_primitives_load_without_torch():
     assert not torch_loaded_by("import sensviz.claims, sensviz.convergence, sensviz.figures, sensviz.stats")
 
 
+def test_the_results_kit_loads_draws_a_figure_and_a_fidelity_section_without_torch():
+    """The registry, its settings and defaults, the results loading, the findings, the fidelity page and the
+    report (issue 33): drawing the length-scaling figure and its fidelity sections from the shipped tables (the
+    paper scale's parameter count among them) loads no torch; the experiments' jobs do."""
+    shipped = ROOT / "experiments" / "results" / "standard"
+    assert not torch_loaded_by(
+        "import sensviz.experiments as e, sensviz.figures, sensviz.findings, sensviz.fidelity, sensviz.report\n"
+        "from sensviz import results, sweeps\n"
+        "e.registry(), e.defaults('generalization'), e.TRAIN_TOGETHER\n"
+        f"assert results.figures('length_scaling', *sweeps.read_results({str(shipped / 'length_scaling')!r})[:2])\n"
+        f"t = results.load({str(shipped)!r}, 'length_scaling')\n"
+        "assert \"spec's paper scale\" in ''.join(s(t)[0] for s in e.get_experiment('length_scaling').sections)")
+    assert torch_loaded_by("import sensviz.experiments as e; e.run_job")  # the check can fail: the jobs need torch
+
+
 def test_the_librarys_limits_name_no_owner_class_queue_or_budget():
     """The class server's limits live in `server.limits`; the library's table knows none of them."""
     from sensviz.limits import LIMITS as LIBRARY

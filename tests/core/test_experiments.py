@@ -8,7 +8,7 @@ import torch
 from helpers.core import TINY, sweep
 
 import sensviz as sv
-from sensviz import cube, experiments, sweeps
+from sensviz import cube, experiment_jobs, experiments, sweeps
 from sensviz.experiments import generalization
 from sensviz.losses import targets
 from sensviz.sharpness import sharpness_proxy
@@ -65,14 +65,14 @@ def test_an_invalid_run_fails_alone_even_inside_a_batch(tmp_path):
 
 
 def test_a_model_that_trained_with_others_but_cannot_be_measured_fails_alone(tmp_path, monkeypatch):
-    measure_run = experiments.measure_run
+    measure_run = experiment_jobs.measure_run
 
     def broken_for_first(run, model, task, config):
         if task.label == "first":
             raise RuntimeError("measurement broke")
         return measure_run(run, model, task, config)
 
-    monkeypatch.setattr(experiments, "measure_run", broken_for_first)
+    monkeypatch.setattr(experiment_jobs, "measure_run", broken_for_first)
     runs = [{**TINY, "task": "parity"}, {**TINY, "task": "first"}]
     assert len(sweeps.jobs(runs, experiments.BATCH_FIELDS["length_scaling"])) == 1  # trained together
     table, _ = sweep("length_scaling", runs, tmp_path)
@@ -132,8 +132,9 @@ def test_completions_agree_with_the_data_and_are_seeded():
 
 def test_generalization_reads_the_learned_table_and_retrains(tmp_path, monkeypatch):
     sizes = []
-    train_many = experiments.train_many
-    monkeypatch.setattr(experiments, "train_many", lambda models, *args: sizes.append(len(models)) or train_many(models, *args))
+    train_many = experiment_jobs.train_many
+    monkeypatch.setattr(experiment_jobs, "train_many",
+                        lambda models, *args: sizes.append(len(models)) or train_many(models, *args))
     runs = [{**TINY, "train_size": 6, "seed": s, "retrain_steps": 10, "completions": 5, "batch_models": 2} for s in (0, 1)]
     table, _ = sweep("generalization", runs, tmp_path)
     assert sizes == [2, 2, 2]  # the two fits, then four retrainings in batches of at most batch_models

@@ -217,3 +217,34 @@ def test_panels_come_two_wide_with_one_panel_per_metric():
     assert len(set(scratch.data["metric"])) == 5 and scratch.chart.to_dict()["resolve"]["axis"] == {"x": "independent"}
     x_axis = spec["spec"]["layer"][0]["encoding"]["x"]["axis"]
     assert x_axis["values"] == [4, 8] and x_axis["format"] == "d"  # never '1e+1'
+
+
+def test_stored_figures_are_the_drawn_figures_drawn_once_per_content_of_the_tables(tmp_path, monkeypatch):
+    from sensviz import sweeps
+
+    folder = tmp_path / "quick" / "length_scaling"
+    folder.mkdir(parents=True)
+    length_runs().to_parquet(folder / "runs.parquet")
+    (folder / "spec.json").write_text('{"experiment": "length_scaling"}')
+    cache = tmp_path / "cache"
+    (stored,) = results.stored_figures(folder, cache)
+    (drawn,) = results.figures("length_scaling", *sweeps.read_results(folder)[:2])
+    assert (stored["key"], stored["title"], stored["explanation"], stored["note"]) == (
+        drawn.key, drawn.title, drawn.explanation, drawn.note)
+    assert stored["spec"] == drawn.chart.to_dict()
+    pd.testing.assert_frame_equal(stored["data"], drawn.data.reset_index(drop=True))
+    (kept,) = cache.glob("figures-*.json")
+
+    def not_again(*args):
+        raise AssertionError("drawn again")
+
+    monkeypatch.setattr(results, "figures", not_again)
+    assert results.stored_figures(folder, cache)[0]["spec"] == stored["spec"]  # read back, not drawn
+    monkeypatch.undo()
+    length_runs().iloc[:-1].to_parquet(folder / "runs.parquet")  # another version of the tables
+    (again,) = results.stored_figures(folder, cache)
+    assert again["note"] != stored["note"] and [p.name for p in cache.glob("figures-*.json")] != [kept.name]
+    assert len(list(cache.glob("figures-*.json"))) == 1  # the old version removed
+    (folder / "spec.json").write_text("{}")
+    with pytest.raises(ValueError, match="names no experiment"):
+        results.stored_figures(folder, cache)
