@@ -38,7 +38,7 @@ import streamlit as st
 import torch
 
 import sensviz as sv
-from sensviz import analysis, init_charts, losses, report, results, sweeps, symmetries, tables
+from sensviz import analysis, init_charts, losses, report, sweeps, symmetries, tables
 from sensviz.checkpoints import MB, SIZE_CAP, read_metadata
 from sensviz.init_claim import decide_init_claim
 from sensviz.init_study import init_studies, init_study
@@ -664,19 +664,6 @@ def experiment_results(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
         return _read_results(str(folder), _results_mtime(folder))
     except (OSError, ValueError) as err:
         raise ValueError(f"this sweep folder's tables cannot be read ({type(err).__name__})") from None
-
-
-@memo
-def _experiment_figures(folder: str, mtime: float) -> list:
-    runs, history, spec = _read_results(folder, mtime)
-    if not spec.get("experiment"):
-        raise ValueError("this sweep folder's spec.json is missing or names no experiment")
-    return results.figures(spec["experiment"], runs, history)
-
-
-def experiment_figures(folder: Path) -> list:
-    """The paper-style figures of a sweep folder (`sensviz.figures.ExperimentFigure`), cached per table version."""
-    return _experiment_figures(str(folder), _results_mtime(folder))
 
 
 # ----------------------------------------------------------------------------- training

@@ -350,8 +350,9 @@ def each_model(models: list[Shown], text: str, compute, progress: bool = True) -
 
 
 def download(table: pd.DataFrame, name: str, label: str = "Download the data (CSV)") -> None:
-    """A download button for the data behind a chart."""
-    st.download_button(label, table.to_csv(index=False).encode(), file_name=name, mime="text/csv",
+    """A download button for the data behind a chart; the file is written when the button is pressed, not in
+    every run of the page."""
+    st.download_button(label, lambda: table.to_csv(index=False).encode(), file_name=name, mime="text/csv",
                        key=registry.widget_key("download", name))
 
 

@@ -17,7 +17,7 @@ os.environ["SENSVIZ_DATA_DIR"] = tempfile.mkdtemp(prefix="sensviz-urltest-")
 
 import sensviz as sv  # noqa: E402
 from server import services  # noqa: E402
-from ui import cache, memo, model_refs, nav  # noqa: E402
+from ui import cache, experiments, memo, model_refs, nav  # noqa: E402
 from ui.memo import Store  # noqa: E402
 
 CEILING_S = 120
@@ -158,7 +158,7 @@ def test_a_sweep_folder_is_read_once_for_its_tables_and_its_figures():
     folder = services.sweep_folder("quick/tradeoff")
     before = memo.stats().get("_read_results", 0)
     runs, _, _ = cache.experiment_results(folder)
-    cache.experiment_figures(folder)
+    experiments.figures(folder)
     cache.experiment_results(folder)
     assert not runs.empty and memo.stats().get("_read_results", 0) - before <= 1  # one scheme, one key: read at most once
 
