@@ -22,21 +22,34 @@ Modules, by job (every module of the package):
 - the theory: `tasks` (target functions), `cube` (exact and sampled cube analysis), `analysis` (a
   model on the cube), `blowup` (tau, Blowup, the trade-off), `params` (the flat parameter space
   theta and T at perturbed parameters), `sharpness` (L_rho, its exact small-rho limit, the
-  loss-space proxy), `slices` (the loss along directions in parameter space), `curvature` (Hessian
-  eigenvalues and trace), `length_generalization`, `losses` (training and evaluation losses);
+  loss-space proxy), `symmetries` (function-preserving maps of the encoder), `orbit_sharpness` (the
+  least L_rho over a bounded part of a model's orbit), `slices` (the loss along directions in
+  parameter space), `curvature` (Hessian eigenvalues and trace), `length_generalization`, `losses`
+  (training and evaluation losses);
 - the models: `formal` and `encoder` (the two architectures), `scratchpad` (the encoder-decoder of
   the scratchpad experiment), `base` (what they share: LayerNorm, the TracedModel base), `trace` and
   `hooks` (the instrumented forward pass), `models` (registry), `checkpoints` (safetensors I/O);
-- measuring and training: `measure` (every quantity of one model through one set of settings; a
-  quantity is one registry entry), `training` (the trainer, multi-model batches), `monitor`
-  (measurements while training), `zoo` (the pretrained checkpoints);
+- measuring and training: `settings` (a run's model, training and measurement settings, torch-free),
+  `measure` (every quantity of one model through one set of settings; a quantity is one registry
+  entry), `training` (the trainer, multi-model batches), `monitor` (measurements while training),
+  `zoo` (the pretrained checkpoints);
+- the model before training: `init_study` (M random initialisations on the cube), `init_claim` (its
+  claim, decided by a stated rule), `init_training` (where training goes from one of them),
+  `init_charts` (their tables and charts);
 - the experiments: `experiments` (the paper's experiments as sweep jobs, one module each: its job,
-  figures, fidelity sections and Lab data; the registry finds them), `sweeps` (TOML specs,
-  executors, result tables), `stats` (the statistics that decide the claims), `figures`
-  (paper-style figures of the result tables), `fidelity` (the fidelity pages: claims beside the
-  shipped tables), `preregistered` (a scale's pre-registered analysis applied to its tables),
-  `confirm` (a confirmatory design sized from an exploratory one), `report` (a standalone HTML
-  report of finished sweeps), `lab` (the Lab's guided chapters);
+  figures, fidelity sections and Lab data; the registry finds them), `experiment_jobs` (their
+  jobs' machinery: prepare, run, measure), `sweeps` (TOML specs, result tables), `executors`
+  (local processes or Ray), `convergence` (the convergence filter, written once);
+- the results kit (torch-free): `results` (loading a scale's tables and their figures), `stats`
+  (the statistics that decide the claims), `claims` (claims and their tests), `findings` (one
+  verdict per claim across every table), `sizing` (a design's seeds from earlier tables),
+  `figures` (paper-style figures of the result tables), `fidelity` (the fidelity pages),
+  `preregistered` (a scale's pre-registered analysis applied to its tables), `confirm` (a
+  confirmatory design sized from an exploratory one), `symmetry_zoo` (sharpness under
+  function-preserving maps across the zoo, claim R3), `report` (a standalone HTML report of
+  finished sweeps);
+- the Lab: `lab` (its guided chapters), `handout` (the Lab on paper), `glossary` (every term the
+  pages use), `mathml` (formulas typeset offline);
 - around them: `processes` (child processes that end with their parent), `limits` (named limits on
   everything a user controls), `text` (user text shown as text), `files` (atomic writes, the data
   folder), `tables` (tidy tables of the measurements), `charts` (Altair charts of them);

@@ -4,6 +4,7 @@ And who imports whom: the library (`sensviz`) never imports the class server (`s
 (`ui`, Streamlit); the class server never imports the app."""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,14 @@ def test_every_public_name_resolves():
         assert getattr(sv, name) is not None, name
     assert sv.Task is sv.tasks.Task and sv.train is sv.training.train and sv.lab.CHAPTERS  # names, modules, any module
     assert set(sv.__all__) <= set(dir(sv))
+
+
+def test_the_packages_docstring_names_every_module_by_its_job():
+    """"Modules, by job (every module of the package)": a new module is given its job there."""
+    named = set(re.findall(r"`(\w+)`", sv.__doc__))
+    modules = {p.stem for p in (ROOT / "sensviz").glob("*.py")} - {"__init__"}
+    modules |= {p.parent.name for p in (ROOT / "sensviz").glob("*/__init__.py")}
+    assert modules - named == set()
 
 
 def test_an_unknown_name_is_an_attribute_error():
