@@ -417,6 +417,7 @@ def estimate_cases(caps: bool = False) -> list[dict]:
     with `caps`, also each architecture at the form's model caps: 10 to 20 CPU minutes each), each job run
     as the worker runs it in a process forked from a warm one. Clean: within 2x in CPU time and (above
     64 MiB) in peak memory. `seconds` is the job's CPU time, `extra_mb` its peak memory growth."""
+    sys.path.insert(0, str(ROOT / "tests" / "server"))
     import test_budget
 
     from server.worker import LIVE_LIMITS, TrainRequest
