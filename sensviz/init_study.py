@@ -120,16 +120,17 @@ def init_models(settings: ModelSettings, n: int, n_inits: int, init_scale: float
     """M freshly initialised models: model m built with seed `seed + m`, every parameter but the
     LayerNorms' gains and biases multiplied by `init_scale`, cast to `dtype`."""
     check_study(settings, n, n_inits, init_scale, seed)
-    models = []
-    for m in range(n_inits):
-        model = settings.build(n, seed=seed + m).to(dtype).eval()
-        norms = {id(p) for _, ln in model.layernorms() for p in ln.parameters()}
-        with torch.no_grad():
-            for p in model.parameters():
-                if id(p) not in norms:
-                    p.mul_(init_scale)
-        models.append(model)
-    return models
+    return [scale_init(settings.build(n, seed=seed + m).to(dtype).eval(), init_scale) for m in range(n_inits)]
+
+
+def scale_init(model: TracedModel, init_scale: float) -> TracedModel:
+    """The model with every parameter but the LayerNorms' gains and biases multiplied by `init_scale`, in place."""
+    norms = {id(p) for _, ln in model.layernorms() for p in ln.parameters()}
+    with torch.no_grad():
+        for p in model.parameters():
+            if id(p) not in norms:
+                p.mul_(init_scale)
+    return model
 
 
 def _entropy(patterns: list[torch.Tensor], n: int) -> torch.Tensor:
