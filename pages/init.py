@@ -5,7 +5,6 @@ import streamlit as st
 
 from sensviz import charts, init_charts, init_claim
 from sensviz.init_study import INIT_SCALES
-from server import services
 from ui import cache, init_path, job_panel, page, registry, router
 
 router.require_router()
@@ -65,7 +64,7 @@ st.dataframe(found["cells"], hide_index=True)
 st.subheader("Where training goes")
 
 
-def draw_path(job_id: str) -> None:
+def draw_path(job_id: str, every: int) -> None:
     """The job's path so far over the study's starting band, and its table as a download."""
     traced = init_path.records(job_id)
     if not traced:
@@ -77,19 +76,19 @@ def draw_path(job_id: str) -> None:
     st.caption(f"Grey: the middle 90 % of the {inits} initialisations at init scale 1 (dashed: their median), drawn "
                "across the steps as the starting band; red: the target; blue: initialisation 0 (the study's first, "
                f"seed 0) trained by the server on all {2**n} strings each step (AdamW, lr 5e-3), measured every "
-               f"{max(1, steps // 10)} steps while measuring takes less time than training. Its step 0 is its "
+               f"{every} steps while measuring takes less time than training. Its step 0 is its "
                "value in the study.")
     page.download(init_charts.path_table(traced), "init_training_path.csv", "Download the path (CSV)")
 
 
 @st.fragment(run_every=1.5)
-def live(job_id: str) -> None:
+def live(job_id: str, every: int) -> None:
     """Progress, Stop and the path so far, while the job is queued or runs."""
-    status = services.job_manager().status(job_id)
+    status = init_path.status(job_id)
     if status is None or not status.active:
         st.rerun()
     job_panel.show_progress(status, key=registry.INIT_STOP)
-    draw_path(job_id)
+    draw_path(job_id, every)
 
 
 if settings.flag("path"):
@@ -109,7 +108,7 @@ if settings.flag("path"):
             if refused:
                 st.error(refused)
         elif status.active:
-            live(status.id)
+            live(status.id, wanted.measure_every)
         else:
             job_panel.show_outcome(status)
-            draw_path(status.id)
+            draw_path(status.id, wanted.measure_every)

@@ -48,6 +48,11 @@ def refusal() -> str | None:
     return st.session_state.pop(registry.INIT_REFUSED, None)
 
 
+def status(job_id: str) -> jobs.JobStatus | None:
+    """The job's state now."""
+    return services.job_manager().status(job_id)
+
+
 def records(job_id: str) -> list[dict]:
     """The job's measurements so far."""
     return services.job_manager().records(job_id)
