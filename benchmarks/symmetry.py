@@ -6,7 +6,10 @@ median wall time and median process CPU time of `--repeats` calls on the CPU (`-
 default 1), and the ratio of its CPU time to L_rho's (CPU seconds: another program's load does not inflate them).
 
 On a shared 2-core machine (load 4.3, 1 thread): L_rho 0.757 s, symmetry-aware with M = 6
-7.52 s (9.94x), with M = 8 8.46 s (10.7x), ASAM 0.94x, the checked canonical map 0.09x.
+7.52 s (9.94x), with M = 8 8.46 s (10.7x), ASAM 0.94x, the checked canonical map 0.09x (wall seconds).
+2026-12-05, after the encoder's faster attention (load 10.7, 1 thread, CPU seconds): L_rho 0.438, ASAM 0.433
+(0.99x), the canonical map 0.056 (0.13x), symmetry-aware with M = 6 3.307 (7.55x; its M + 1 = 7 evaluations of
+L_rho are nearly all of it): within the goal.
 
     python benchmarks/symmetry.py                  # d = 32, n = 10, K = 32, M = 6
     python benchmarks/symmetry.py --small          # d = 8, n = 6, K = 8 (CI)
