@@ -30,8 +30,11 @@ Measured 2026-12-05 on the shared 2-core machine, CPU seconds on one torch threa
     zoo headers (sidebar)     0.030 -> 0.015  0.032 -> 0.014
     sum                       0.746 -> 0.347  1.426 -> 0.600   (inputs: 256, the cube / 512 sampled; load 4-7)
 
-Served, one torch thread, median (min) of 3 cold first renders, load 7-11: parity-n8 0.43 s (0.37), the
-server's CPU 0.36 s; parity-n10 0.84 s (0.75), CPU 0.79 s; from the caches 0.18 / 0.15 s. Both within 1 s.
+Served, one torch thread, median (min) of 3 cold first renders: at load 7-11, parity-n8 0.43 s (0.37), the
+server's CPU 0.36 s; parity-n10 0.84 s (0.75), CPU 0.79 s; from the caches 0.18 / 0.15 s. Run again at load
+10-12 (the last run): parity-n8 0.72 s (0.40), CPU 0.51 s; parity-n10 1.11 s (1.05), CPU 1.07 s: n = 8
+within 1 s, n = 10 at about 1 s (on this machine CPU seconds grow with the load too: L_rho at n = 10 took
+0.38-0.59 CPU s across these runs).
 
 Why the first render took 1.3-2.3 s where it took 0.69 s: (1) this benchmark cleared the caches and
 measured the next round at once, while the warm-up the previous round's render had restarted still ran
