@@ -18,7 +18,8 @@ Measured 2026-12-05 on the shared 2-core machine, one torch thread, M = 256, d =
   n = 10: whole study 4.72 s wall, 4.08 CPU s (ours) and 4.27 s / 3.99 CPU s (loop): within the goal; the
   evaluation 4.08 / 3.59 CPU s for the same code (at n = 10 ours is the loop: one model's cube fills a
   chunk, and a vmapped call of one model cost ~13 % more than the plain pass; the two rows differ by the
-  machine's noise). Building the 256 models is 1.6 CPU s of it.
+  machine's noise; the last run, at load 9-11: 4.62 s / 4.60 CPU s against 4.32 s / 4.22 CPU s, the
+  evaluation 4.02 / 3.32 CPU s, ours measured first). Building the 256 models is 1.6 CPU s of it.
   n = 8: evaluation 0.94 / 0.75 CPU s, whole study 1.65 / 1.56 CPU s (a sweep of chunk sizes just before:
   0.87 against 0.88);
   n = 6: evaluation 0.22 / 0.30 CPU s (1.4x), whole study 1.34 / 1.55 CPU s.
