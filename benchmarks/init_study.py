@@ -10,12 +10,23 @@ FWHT degree profiles). `agree`: both give the same outputs (to 1e-5), attention 
 Timings are the best of `--repeat` runs, on the CPU: wall seconds, and in brackets the process's CPU seconds
 (every torch thread's), which another program's load on a shared machine does not inflate.
 
-Measured 2026-12-05 on the shared 2-core machine (load average 5-45), M = 256, n = 10, d = 32:
-- this file with 2 torch threads (before `--threads`): ours, whole study 122 s wall, 29.8 CPU s; the
-  loop 318 s wall, 106.8 CPU s (2.6x wall, 3.6x CPU; outputs, entropies and as_n agree); the evaluation
-  alone 35.6 against 112.6 CPU s. Two threads spin between operations on contended cores.
-- `init_study(..., 256 inits, n = 10)` on 1 thread at load 5: 10.9 s wall, 10.8 CPU s (building the
-  256 models included): just over the 10 s goal.
+Measured 2026-12-05 on the shared 2-core machine, one torch thread, M = 256, d = 32:
+- before: n = 10, `init_study` 10.9 s wall, 10.8 CPU s at load 5 (just over the 10 s goal); with 2 threads
+  122 s wall / 29.8 CPU s against the loop's 318 s / 106.8 CPU s (two threads spin on contended cores).
+- after (`sensviz.encoder`'s written-out softmax and per-head attention on views, the entropy without
+  xlogy, 2 MiB vmapped chunks, plain passes once one model fills a chunk), at load 10-12:
+  n = 10: whole study 4.72 s wall, 4.08 CPU s (ours) and 4.27 s / 3.99 CPU s (loop): within the goal; the
+  evaluation 4.08 / 3.59 CPU s for the same code (at n = 10 ours is the loop: one model's cube fills a
+  chunk, and a vmapped call of one model cost ~13 % more than the plain pass; the two rows differ by the
+  machine's noise; the last run, at load 9-11: 4.62 s / 4.60 CPU s against 4.32 s / 4.22 CPU s, the
+  evaluation 4.02 / 3.32 CPU s, ours measured first). Building the 256 models is 1.6 CPU s of it.
+  n = 8: evaluation 0.94 / 0.75 CPU s, whole study 1.65 / 1.56 CPU s (a sweep of chunk sizes just before:
+  0.87 against 0.88);
+  n = 6: evaluation 0.22 / 0.30 CPU s (1.4x), whole study 1.34 / 1.55 CPU s.
+  On this CPU batching the models in vmap pays while a model's cube is small; at n >= 8 a plain pass over
+  one model's 2^n inputs is as fast.
+
+    python benchmarks/init_study.py --n 6      # M = 256 at another length; --inits for another M
 """
 
 from __future__ import annotations
@@ -56,9 +67,12 @@ def main() -> None:
     parser.add_argument("--arch", default="encoder", choices=("encoder", "formal"))
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as the pages compute; "
                         "two spin on a loaded 2-core machine)")
+    parser.add_argument("--n", type=int, help="input length (default 10; 6 with --quick)")
+    parser.add_argument("--inits", type=int, help="initialisations M (default 256; 16 with --quick)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     m, n, d = (16, 6, 32) if args.quick else (256, 10, 32)
+    m, n = args.inits or m, args.n or n
     settings = ModelSettings(arch=args.arch, d_model=d, n_layers=2, n_heads=2)
     bits = cube.vertices(n)
     build_s, models = best(lambda: init_models(settings, n, m), args.repeat)

@@ -11,32 +11,40 @@ zoo's header scan of the sidebar; each on one torch thread (the pages') and on t
 on demand (the page's "change" toggle).
 
 Part 2, served (`streamlit run app.py`, `benchmarks/load.py`): per model, `--rounds` times a cold
-first render (the server's caches cleared first, as `benchmarks/explorer.py` does) and a cached
-re-render: the wall seconds a client waits and the server's CPU seconds meanwhile; a fresh server
-with `SENSVIZ_PAGE_THREADS` = 1 (the default since the pages compute on one thread) and = 2, and with
-`--before TREE` the app of another tree (an older commit) the same way. Target:
-first render <= 1 s. The load average is printed: on a shared machine the wall time is the CPU time
-plus the time the page waits for a core.
+first render (the server's caches cleared first, as `benchmarks/explorer.py` does), then a second
+session's render from the caches: the wall seconds a client waits, and the server's CPU seconds during
+the first render; a fresh server with `SENSVIZ_PAGE_THREADS` = 1 (the default since the pages compute
+on one thread) and = 2, and with `--before TREE` the app of another tree (an older commit) the same
+way. Each round starts when the server is idle again: clearing the caches clears `st.cache_resource`,
+so the first render's run starts the server's warm-up again (`ui.cache.warm_up`: every Lab chapter
+drawn, its models loaded), seconds of CPU in the same process. Target: first render <= 1 s. The load
+average is printed: on a shared machine the wall time is the CPU time plus the time the page waits for
+a core.
 
-Measured 2026-12-05 on the shared 2-core machine (load average 25-45: five other sessions' servers and
-tests, a sweep), part 1, CPU seconds (1 torch thread / 2 threads):
+Measured 2026-12-05 on the shared 2-core machine, CPU seconds on one torch thread (the pages'):
 
     part                      parity-n8     parity-n10
-    L_rho (64 directions)     0.577 / 7.06  1.206 / 9.03
-    its exact limit           0.047 / 0.62  0.083 / 0.44
-    chart to Vega-Lite        0.092 / 0.10  0.106 / 0.06
-    zoo headers (sidebar)     0.030 / 0.03  0.032 / 0.02
-    sum                       0.746 / 7.81  1.426 / 9.54   (inputs: 256, the cube / 512 sampled)
+    L_rho (64 directions)     0.577 -> 0.243  1.206 -> 0.487   (before -> after the encoder's changes below)
+    its exact limit           0.047 -> 0.027  0.083 -> 0.044
+    chart to Vega-Lite        0.092 -> 0.063  0.106 -> 0.055
+    zoo headers (sidebar)     0.030 -> 0.015  0.032 -> 0.014
+    sum                       0.746 -> 0.347  1.426 -> 0.600   (inputs: 256, the cube / 512 sampled; load 4-7)
 
-Why the first render takes 1.3-2.3 s where it took 0.69 s: not new work (sharpness, params and the
-encoder are unchanged since 2026-12-01 and the new measures are on demand), but L_rho's ~0.6 / 1.2 CPU
-seconds (80 % of the render's work) on one torch thread since 25b81e0 (2026-12-03, pages compute on
-one thread; two threads on an idle machine could share it, not measured here: the machine was never
-idle), and a machine now loaded far beyond its 2 cores, where a one-thread page waits for a core (and
-two threads spin: 7-9 CPU seconds).
-At n = 10 the work alone is over 1 s of one core: the 1 s target needs a cheaper forward (a softmax
-written out as exp / sum took L_rho from 1.32 to 1.01 CPU s at n = 10, 0.53 to 0.47 at n = 8; larger or
-smaller vmapped chunks were slower) or fewer directions or inputs by default (the Lab shares them).
+Served, one torch thread, median (min) of 3 cold first renders: at load 7-11, parity-n8 0.43 s (0.37), the
+server's CPU 0.36 s; parity-n10 0.84 s (0.75), CPU 0.79 s; from the caches 0.18 / 0.15 s. Run again at load
+10-12 (the last run): parity-n8 0.72 s (0.40), CPU 0.51 s; parity-n10 1.11 s (1.05), CPU 1.07 s: n = 8
+within 1 s, n = 10 at about 1 s (on this machine CPU seconds grow with the load too: L_rho at n = 10 took
+0.38-0.59 CPU s across these runs).
+
+Why the first render took 1.3-2.3 s where it took 0.69 s: (1) this benchmark cleared the caches and
+measured the next round at once, while the warm-up the previous round's render had restarted still ran
+in the server: the same code, measured without waiting, gave medians of 1.54 / 2.51 s (minima 0.46 /
+0.95 s, the first rounds) and 1.7 / 2.7 server CPU seconds (first render, re-render and the warm-up
+together); (2) L_rho's forward: torch's softmax is ~7x slower than exp(s - max) / sum on rows of ~10 keys
+on this CPU (4.5 against 0.65 ms for 20,480 rows), and the attention copied q, k and v into a [batch,
+head, len, d_head] layout on every call (12 % of the vmapped evaluation); `sensviz.encoder` now writes
+the softmax out and runs the heads on strided views: L_rho 0.88 -> 0.50 CPU s at n = 10 on one thread.
+Two torch threads spin on a loaded 2-core machine (4.6 CPU s for the same L_rho in one of the rounds).
 """
 
 from __future__ import annotations
@@ -137,10 +145,12 @@ def _rounds(base: str, proc, rounds: int) -> list[tuple[str, float, float, float
     out = []
     for model in MODELS:
         for _ in range(rounds):
+            explorer.settled(proc.pid)  # the warm-up that clearing st.cache_resource restarted (below) is over
             load.clear_caches(base)
             before = explorer.tree_cpu_seconds(proc.pid)
-            first, cached = asyncio.run(load.open_once(base, f"landscape?model={model}", reruns=1))
+            (first,) = asyncio.run(load.open_once(base, f"landscape?model={model}"))
             used = explorer.tree_cpu_seconds(proc.pid) - before
+            (cached,) = asyncio.run(load.open_once(base, f"landscape?model={model}"))
             if not (first.ok and cached.ok):
                 raise RuntimeError(f"landscape?model={model}: {first.exceptions or cached.exceptions}")
             out.append((model, first.seconds, used, cached.seconds))
@@ -148,8 +158,8 @@ def _rounds(base: str, proc, rounds: int) -> list[tuple[str, float, float, float
 
 
 def print_served(rounds: int, before: Path | None) -> None:
-    print(f"\nPart 2: served, cold first render and cached re-render, {rounds} round(s) per model "
-          "(server CPU: first render and re-render together)")
+    print(f"\nPart 2: served, cold first render and a second session's render from the caches, {rounds} round(s) "
+          "per model (server CPU: the first render's)")
     print(f"{'server':<34}{'model':<20}{'first wall s (median, min)':>28}{'server CPU s':>14}{'cached s':>10}")
     servers = [("this tree, 1 torch thread", ROOT, {"SENSVIZ_PAGE_THREADS": "1"}, "1"),
                ("this tree, 2 torch threads", ROOT, {"SENSVIZ_PAGE_THREADS": "2"}, "2")]

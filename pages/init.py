@@ -5,7 +5,7 @@ import streamlit as st
 
 from sensviz import charts, init_charts, init_claim
 from sensviz.init_study import INIT_SCALES
-from ui import cache, page, router
+from ui import cache, init_path, job_panel, page, registry, router
 
 router.require_router()
 
@@ -30,7 +30,7 @@ PAGE = {  # read by ui.nav without running this file
               "attention entropy at three init scales, beside the target, and the low-sensitivity claim's verdict"),
 }
 
-TRACE_PAGE_N = 8  # the page trains in its own run: at most 2^8 strings per step
+TRACE_PAGE_N = 8  # the server's job trains on all 2^n strings each step: at most 2^8 here
 
 settings = page.Settings("init")
 st.markdown("Is PARITY hard because training cannot find it, or because the architecture starts far from it? "
@@ -62,19 +62,53 @@ st.caption(f"Rule: {init_claim.RULE}.")
 st.dataframe(found["cells"], hide_index=True)
 
 st.subheader("Where training goes")
+
+
+def draw_path(job_id: str, every: int) -> None:
+    """The job's path so far over the study's starting band, and its table as a download."""
+    traced = init_path.records(job_id)
+    if not traced:
+        st.caption("The first measurement is on its way…")
+        return
+    study = cache.init_band_study(arch, d_model, n_layers, n, inits, task)
+    for quantity in ("avg_sensitivity", "attention_entropy"):
+        st.altair_chart(init_charts.path_chart(study, traced, quantity))
+    st.caption(f"Grey: the middle 90 % of the {inits} initialisations at init scale 1 (dashed: their median), drawn "
+               "across the steps as the starting band; red: the target; blue: initialisation 0 (the study's first, "
+               f"seed 0) trained by the server on all {2**n} strings each step (AdamW, lr 5e-3), measured every "
+               f"{every} steps while measuring takes less time than training. Its step 0 is its "
+               "value in the study.")
+    page.download(init_charts.path_table(traced), "init_training_path.csv", "Download the path (CSV)")
+
+
+@st.fragment(run_every=1.5)
+def live(job_id: str, every: int) -> None:
+    """Progress, Stop and the path so far, while the job is queued or runs."""
+    status = init_path.status(job_id)
+    if status is None or not status.active:
+        st.rerun()
+    job_panel.show_progress(status, key=registry.INIT_STOP)
+    draw_path(job_id, every)
+
+
 if settings.flag("path"):
     steps = settings.choice("steps")
     if n > TRACE_PAGE_N:
         st.info(f"Training is traced here for n ≤ {TRACE_PAGE_N} (the whole cube every step); "
                 "`sensviz.init_training.training_path` takes n up to 10.")
     else:
-        with page.guarded("Training from the initialisation"), st.spinner(
-                f"Training initialisation 0 on {task.upper()} for {steps} steps, measuring as it goes…"):
-            traced = cache.init_training_path(arch, d_model, n_layers, n, inits, task, steps)
-            for quantity in ("avg_sensitivity", "attention_entropy"):
-                st.altair_chart(init_charts.path_chart(traced["study"], traced["records"], quantity))
-            st.caption(f"Grey: the middle 90 % of the {inits} initialisations at init scale 1 (dashed: their median), "
-                       "drawn across the steps as the starting band; red: the target; blue: initialisation 0 (the "
-                       f"study's first, seed 0) trained on all {2**n} strings each step (AdamW, lr 5e-3), "
-                       f"measured every {max(1, steps // 10)} steps. Its step 0 is its value in the study.")
-            page.download(traced["path"], "init_training_path.csv", "Download the path (CSV)")
+        wanted = init_path.request(arch, d_model, n_layers, n, task, steps)
+        status = init_path.followed(wanted)
+        if status is None:
+            st.caption(f"The server trains initialisation 0 on {task.upper()} for {steps} steps as a queued job (one "
+                       "run per user; the sidebar follows it on every page, and its model becomes the selected one).")
+            st.button("Train initialisation 0 on the server", key=registry.INIT_TRAIN, type="primary",
+                      on_click=init_path.submit, args=(wanted,))
+            refused = init_path.refusal()
+            if refused:
+                st.error(refused)
+        elif status.active:
+            live(status.id, wanted.measure_every)
+        else:
+            job_panel.show_outcome(status)
+            draw_path(status.id, wanted.measure_every)

@@ -7,6 +7,7 @@ architecture at the same n:
 
 - `band`: the 5 %, 50 % and 95 % quantiles over initialisations of one quantity, and the target's value;
 - `path`: the run's trace of the same quantity, one row per measured step (and member of a batched run);
+  `path_table`: every quantity's trace and the accuracy, one row per measured step;
 - `path_chart`: the band drawn across the steps as the starting band, its median as a dashed line, the
   target as a solid rule, and the path between;
 - `study_table`: one row per initialisation and init scale; `profile_table`: the mean degree profile
@@ -58,6 +59,13 @@ def path(records: Sequence[dict], quantity: str) -> pd.DataFrame:
         raise ValueError(f"records at steps {missing[:5]} lack '{column}': measure the 'scale_free' quantity")
     return pd.DataFrame({"step": [r["step"] for r in records], "member": [r.get("member", 0) for r in records],
                          "value": [r[column] for r in records]})
+
+
+def path_table(records: Sequence[dict]) -> pd.DataFrame:
+    """The run's trace of every quantity and its accuracy: columns step, accuracy, avg_sensitivity, ... (a download)."""
+    traces = {quantity: path(records, quantity)["value"] for quantity in QUANTITIES}
+    return pd.DataFrame({"step": [r["step"] for r in records], "accuracy": [r.get("accuracy") for r in records],
+                         **traces})
 
 
 def path_chart(study: InitStudy, records: Sequence[dict], quantity: str, width: int = 520, height: int = 200):

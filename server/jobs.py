@@ -301,6 +301,10 @@ class JobManager:
         """The job's measurement records so far (`sensviz.monitor.MeasurementCallback` records)."""
         return read_records(self.root, job_id)
 
+    def request(self, job_id: str) -> worker.TrainRequest | None:
+        """What the job was asked to do (None for an unknown id)."""
+        return read_request(self.root, job_id)
+
     def folder_bytes(self, owner: str) -> int:
         """Bytes of `owner`'s job folders: what their jobs wrote, counted in their kept-model quota,
         less the weights being moved into the store right now (not counted twice). Takes no manager
@@ -625,6 +629,15 @@ def read_records(root: Path, job_id: str) -> list[dict]:
     return records
 
 
+def read_request(root: Path, job_id: str) -> worker.TrainRequest | None:
+    """The request of the job `job_id` in the jobs folder `root` (None for an unknown id or an unreadable request)."""
+    data = _read_json(Path(root) / job_id / "request.json") if JOB_ID.fullmatch(job_id or "") else None
+    try:
+        return worker.TrainRequest.from_dict(data) if isinstance(data, dict) else None
+    except TypeError:  # fields of another version
+        return None
+
+
 def _read_json(path: Path):
     try:
         return json.loads(path.read_text())
@@ -703,7 +716,7 @@ class _Queue:
 
 
 class RayJobManager:
-    """The calls of `JobManager` (submit, status, active, records, stop, close), answered by the data
+    """The calls of `JobManager` (submit, status, active, records, request, stop, close), answered by the data
     folder's queue on the Ray cluster at `address`: a detached actor named after the folder, started by
     the first web server that asks and shared by all of them; this process only serves pages.
     `options`: `JobManager`'s (capacity, threads, job_budget, max_queue, per_address, calibration),
@@ -764,6 +777,9 @@ class RayJobManager:
 
     def records(self, job_id: str) -> list[dict]:
         return read_records(self.root, job_id)
+
+    def request(self, job_id: str) -> worker.TrainRequest | None:
+        return read_request(self.root, job_id)
 
     def stop(self, job_id: str, owner: str) -> bool:
         return self._call("stop", job_id, owner)

@@ -9,6 +9,9 @@ parent's `__main__` — here the whole app, with its own job manager. The launch
 trainer once, so a run starts at once, without the seconds of CPU that a fresh interpreter and
 torch's one-time costs take per run. `python -m server.worker FOLDER` runs one job in a fresh
 interpreter (a run on a GPU, a Ray task).
+A request may name the monitor's quantities (cheap ones of its model only, checked before queueing) and scale
+the initial parameters (`init_scale`): the Before training page's "where training goes" is such a job
+(`sensviz.init_training.path_job`: the scale-free quantities of an initialisation study, traced as it trains).
 With `--max-mib` (the server's memory budget per job) its address space is capped before the job
 starts (`limit_memory`), and a run that needs more fails with one line saying so.
 
@@ -76,6 +79,8 @@ class TrainRequest:
     model: dict = field(default_factory=dict)  # `sensviz.models.ModelSettings` fields: arch, d_model, ...
     train: dict = field(default_factory=dict)  # `sensviz.training.TrainConfig` fields: n, steps, batch_size, ...
     measure_every: int = 100
+    quantities: list[str] | None = None  # what the monitor measures (`sensviz.measure` names); None: `live_settings`' defaults
+    init_scale: float = 1.0  # the initial parameters but the LayerNorms' times this (`sensviz.init_study.scale_init`)
 
     @property
     def name(self) -> str:
@@ -127,13 +132,38 @@ def check(request: TrainRequest):
         shapes = settings.build(config.n)
     check_int("parameters of the model", shapes.n_params(positional=True), "n_params")
     config.check(shapes, task)
+    _check_measurements(request, shapes)
     return task, settings, config
 
 
+def _check_measurements(request: TrainRequest, model) -> None:
+    """The monitor's quantities (registry names that apply to the model and cost at most "cheap": the budget
+    counts a cheap measurement) and the init scale (`sensviz.init_study.INIT_SCALE`)."""
+    from sensviz.init_study import INIT_SCALE
+    from sensviz.limits import check_float
+    from sensviz.measure import COSTS, QUANTITIES
+    from sensviz.text import short_label
+
+    check_float("init_scale", request.init_scale, INIT_SCALE)
+    if request.quantities is None:
+        return
+    if not isinstance(request.quantities, (list, tuple)) or not all(isinstance(q, str) for q in request.quantities):
+        raise ValueError("quantities must be a list of quantity names")
+    for name in request.quantities:
+        found = QUANTITIES.get(name)
+        if found is None:
+            raise ValueError(f"unknown quantity '{short_label(name)}'; known: {', '.join(QUANTITIES)}")
+        if COSTS.index(found.cost) > COSTS.index("cheap") or not found.applies(model):
+            raise ValueError(f"a live run measures cheap quantities of its model only, not '{name}'")
+
+
 def prepare(request: TrainRequest):
-    """The model (built), task and training config of a request, after `check`."""
+    """The model (built, its initial parameters scaled by `init_scale`), task and training config of a request,
+    after `check`."""
+    from sensviz.init_study import scale_init
+
     task, settings, config = check(request)
-    return settings.build(config.n, seed=config.seed), task, config
+    return scale_init(settings.build(config.n, seed=config.seed), request.init_scale), task, config
 
 
 def write_json(path: Path, value) -> None:
@@ -150,7 +180,7 @@ def _live_callback(folder: Path, request: TrainRequest):
 
     class Live(MeasurementCallback):
         def __init__(self):
-            super().__init__(every=request.measure_every, settings=live_settings())
+            super().__init__(every=request.measure_every, settings=live_settings(), quantities=request.quantities)
             self.measuring_s = 0.0
             self.last_progress = 0.0
             self.last_eval: dict = {}

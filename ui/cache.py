@@ -42,7 +42,6 @@ from sensviz import analysis, init_charts, losses, report, sweeps, symmetries, t
 from sensviz.checkpoints import MB, SIZE_CAP, read_metadata
 from sensviz.init_claim import decide_init_claim
 from sensviz.init_study import init_studies, init_study
-from sensviz.init_training import training_path
 from sensviz.measure import MeasureSettings, affordable, columns, measure, sharpness_radius
 from sensviz.models import ModelSettings, config_to_dict
 from sensviz.text import escape_markdown
@@ -266,15 +265,9 @@ def init_study_tables(arch: str, d_model: int, n_layers: int, n: int, inits: int
 
 
 @memo
-def init_training_path(arch: str, d_model: int, n_layers: int, n: int, inits: int, task: str, steps: int) -> dict:
-    """Where training goes (`sensviz.init_training`): the study at init scale 1 (its band), the first
-    initialisation trained on the target with the monitor's records, and the path as a table."""
-    settings = ModelSettings(arch=arch, d_model=d_model, n_layers=n_layers, n_heads=2)
-    study = init_study(settings, n, inits, 1.0, 0, task)
-    records = training_path(settings, n, task, steps)
-    table = pd.DataFrame([{"step": r["step"], "accuracy": r.get("accuracy"),
-                           **{q: r[column] for q, (column, _, _) in init_charts.QUANTITIES.items()}} for r in records])
-    return {"study": study, "records": records, "path": table}
+def init_band_study(arch: str, d_model: int, n_layers: int, n: int, inits: int, task: str):
+    """The study at init scale 1 (`sensviz.init_study`, two heads): the starting band of where training goes."""
+    return init_study(ModelSettings(arch=arch, d_model=d_model, n_layers=n_layers, n_heads=2), n, inits, 1.0, 0, task)
 
 
 @memo

@@ -40,6 +40,7 @@ PAGE = "sv_page"  # the url_path of the page this run draws, set by the router b
 UPLOAD_REFUSED = "sv_upload_refused"  # the one line about the last upload refused in this session
 MOVED = "sv_moved"  # this session started on a server that did not hold the browser's earlier session (ui.moved)
 UPLOAD_ROUND = "sv_upload_round"  # bumped when an upload is refused: the uploader starts empty again
+INIT_REFUSED = "sv_init_refused"  # the one line about the Before training page's job the server just refused
 
 # widget keys: the sidebar
 SOURCE = "sv_w_source"
@@ -59,6 +60,8 @@ JOB_STOP = "sv_w_job_stop"
 TRAIN_BUTTON = "sv_w_train_button"
 TRAIN_PRESET = "sv_w_train_preset"
 TRAIN_STOP = "sv_w_train_stop"
+INIT_TRAIN = "sv_w_init_train"  # Before training: train initialisation 0 as a server job
+INIT_STOP = "sv_w_init_stop"
 EXP_SOURCE = "sv_w_exp_source"
 EXP_FOLDER = "sv_w_exp_folder"
 

@@ -5,7 +5,7 @@ import torch
 
 import sensviz as sv
 from sensviz import measure
-from sensviz.init_charts import band, path, path_chart
+from sensviz.init_charts import band, path, path_chart, path_table
 from sensviz.init_study import init_models, init_study, scale_free_view
 from sensviz.models import ModelSettings
 from sensviz.monitor import MeasurementCallback
@@ -54,6 +54,9 @@ def test_band_and_chart():
     spec = path_chart(study, records, "avg_sensitivity").to_dict()
     assert len(spec["layer"]) == 4  # band, its median, the path, the target
     assert len(path_chart(study, records, "attention_entropy").to_dict()["layer"]) == 3
+    table = path_table([{**r, "accuracy": 0.5 + r["step"] / 200} for r in records])
+    assert table.columns.tolist() == ["step", "accuracy", "avg_sensitivity", "min_sensitivity", "attention_entropy"]
+    assert table["avg_sensitivity"].tolist() == [1.0, 2.5, 5.0] and table["accuracy"].tolist() == [0.5, 0.75, 1.0]
     with pytest.raises(ValueError, match="lack"):
         path([{"step": 0}], "avg_sensitivity")
     with pytest.raises(ValueError, match="unknown quantity"):

@@ -37,7 +37,10 @@ def test_batched_over_several_chunks(monkeypatch):
     models = init_models(TINY["encoder"], 4, 5, seed=0, dtype=torch.float64)
     bits = cube.vertices(4)
     whole, _ = batched_outputs(models, bits)
-    monkeypatch.setattr(study, "_CHUNK_ELEMENTS", 1)  # one model per vmapped call
+    per_model = 16 * 4 * 8  # inputs x positions x the widest activation (d = 8, 2 heads x 4 keys)
+    monkeypatch.setattr(study, "_CHUNK_ELEMENTS", 2 * per_model)  # two models per vmapped call: chunks 2, 2, 1
+    torch.testing.assert_close(batched_outputs(models, bits)[0], whole, rtol=1e-12, atol=1e-12)
+    monkeypatch.setattr(study, "_CHUNK_ELEMENTS", per_model)  # one model fills a chunk: plain passes
     torch.testing.assert_close(batched_outputs(models, bits)[0], whole, rtol=1e-12, atol=1e-12)
 
 

@@ -54,6 +54,18 @@ def test_encoder_attention_matches_torch_multihead_attention():
     assert torch.allclose(cache["encoders.layers.0.self_attn.hook_pattern"], ref_weights, atol=1e-6)
 
 
+def test_the_written_out_softmax_is_torchs_with_masks_and_large_scores():
+    """`encoder.softmax` (exp / sum after subtracting the max, the attention's) against `Tensor.softmax`."""
+    from sensviz.encoder import softmax
+
+    scores = torch.randn(50, 3, 10, 10) * torch.tensor([0.1, 10.0, 300.0]).view(1, 3, 1, 1)  # 300: exp would overflow
+    scores[:, :, :, 7:] = float("-inf")  # masked keys (a causal mask's), every row keeps a finite entry
+    got, expected = softmax(scores), scores.softmax(dim=-1)
+    assert torch.isfinite(got).all() and torch.all(got[..., 7:] == 0)
+    assert torch.allclose(got, expected, atol=1e-6, rtol=1e-5)
+    assert torch.allclose(got.sum(dim=-1), torch.ones(50, 3, 10), atol=1e-6)
+
+
 @torch.no_grad()
 def test_formal_model_matches_a_hand_computation():
     """d=2, one layer, one head, n=2: every step written out with scalars."""
