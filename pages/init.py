@@ -27,7 +27,8 @@ PAGE = {  # read by ui.nav without running this file
                   "default": 500},
     },
     "shows": ("what random initialisations compute on the cube: the spread of as_n, the Fourier degree profile and "
-              "attention entropy at three init scales, beside the target, and the low-sensitivity claim's verdict"),
+              "attention entropy at three init scales, beside the target, the low-sensitivity claim's verdict, and, on "
+              "demand, where training takes one of them (a server job followed in the sidebar)"),
 }
 
 TRACE_PAGE_N = 8  # the server's job trains on all 2^n strings each step: at most 2^8 here

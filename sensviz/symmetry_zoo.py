@@ -17,7 +17,7 @@ The claim (ours, not the paper's): R3, "PARITY's symmetry-aware sharpness exceed
 z = (S_PARITY - S_FIRST) / sqrt(se_PARITY^2 + se_FIRST^2); the n is "exceeds" when z > 1.96, "reverses"
 when z < -1.96, else "unclear"; reproduced when every n exceeds, differs when any n reverses, not
 resolved otherwise (never asserted). That L_rho moves while the outputs do not is Dinh et al.'s
-result: a test (tests/test_symmetry_zoo.py), not a claim.
+result: a test (tests/core/test_symmetry_zoo.py), not a claim.
 
 `sensviz symmetry-zoo` (`rows`, then `write`) writes the rows (CSV), the page (docs/symmetry.md) and its figure (SVG); the
 page is rendered from the rows alone (`render_page`), so it can be regenerated and checked without

@@ -50,7 +50,7 @@ LIVE_LIMITS = {"d_model": 256, "n_layers": 6, "n_heads": 8, "d_ff": 1024, "max_l
                "min_n": MAX_LIVE_N, "steps": 100_000, "batch_size": 4096, "eval_interval": 100_000,
                "eval_size": 16_384, "train_size": 2**MAX_LIVE_N, "measure_every": 100_000}
 """A shared server's own, tighter caps on top of the library's limits (`sensviz.limits`, checked by the
-settings themselves; each cap is at most its limit, tests/test_budget.py checks): a class pressing Train
+settings themselves; each cap is at most its limit, tests/server/test_budget.py checks): a class pressing Train
 at once must not fill the machine. Every model field the Train form takes is capped, so the largest
 model it builds (a scratchpad, d = 256, 6 + 6 layers, d_ff = 1024: about 11 M parameters) stays under
 the library's `n_params` limit; time and memory are then bounded by the server's budget per job

@@ -1,7 +1,7 @@
 """The README and docs/ stay true: every relative link resolves, every `sensviz` command in a shell
 block parses with the command line's own parser, and every other command of ours (`python
 benchmarks/...`, `python -m server ...`) names a script that answers `--help` with every option the
-doc gives it."""
+doc gives it; and every path of ours that a doc, module, test or config names is in the repository."""
 
 import contextlib
 import io
@@ -133,3 +133,27 @@ def test_every_other_command_of_ours_answers_help_with_the_options_the_docs_give
         for path, line, options in uses:
             missing = [o for o in options if o not in text]
             assert not missing, f"{path}: `{line}` passes {missing}, which `--help` does not list"
+
+
+FOLDERS = ("tests", "docs", "benchmarks", "sensviz", "server", "ui", "pages", "deploy", "experiments", "checkpoints",
+           ".ci", ".streamlit")
+REFERENCE = re.compile(rf"(?<![\w./-])((?:{'|'.join(re.escape(f) for f in FOLDERS)})/[\w./-]*\w)(?![\w<{{*-])")
+"""A path of ours in running text: a top folder of the repository, then the path (a pattern, `<...>`, `{...}` or `*`,
+is not a path)."""
+OUTPUTS = ("experiments/running/",)
+"""Folders that commands create (a sweep still running writes there): named as where things go, not as files."""
+WRITTEN_BY_A_TEST = {"experiments/toy.toml"}
+"""Written in a test's own folder, and named there as the page it checks names it."""
+
+
+def test_every_path_a_doc_comment_or_docstring_names_is_in_the_repository():
+    """Every path under one of our folders that a README, doc, module, test, spec or config names exists (a test moved
+    into tests/<layer>/ left 26 stale names behind)."""
+    files = [p for folder in FOLDERS for p in (ROOT / folder).rglob("*") if p.is_file()
+             and p.suffix in (".py", ".md", ".toml", ".cfg", "") and "results" not in p.parts]
+    missing = {}
+    for path in [ROOT / "README.md", ROOT / "app.py", *files]:
+        for found in REFERENCE.findall(path.read_text(errors="replace")):
+            if not (ROOT / found.rstrip(".")).exists() and not found.startswith(OUTPUTS) and found not in WRITTEN_BY_A_TEST:
+                missing.setdefault(found, []).append(str(path.relative_to(ROOT)))
+    assert not missing, missing
