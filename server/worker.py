@@ -21,7 +21,7 @@ Files in the job folder (`server.jobs` reads them; every write is atomic or an a
 - `progress.json`  step, steps, training loss, the last evaluation, seconds (about 4 times a second)
 - `records.jsonl`  one measurement record per line (`sensviz.monitor.MeasurementCallback`)
 - `last.safetensors`  the weights of the last measurement (what Stop keeps)
-- `result.safetensors`  the final checkpoint, with its training history
+- `result.safetensors`  the final checkpoint, with its training history, its request and its job's id
 - `outcome.json`   how the run ended: finished (stop reason, steps, seconds) or failed (the error)
 
 Measurements cost at most as much time as the training itself: one is taken every
@@ -355,7 +355,7 @@ def run(folder: str, threads: int, parent_pid: int, max_mib: float | None = None
         result = train(model, task, config, [live])
         summary = result.summary(with_history=True)
         data = checkpoint_bytes(result.model, task=task, n=config.n, encoding=config.encoding,
-                                training={**summary, "request": request.to_dict()})
+                                training={**summary, "request": request.to_dict(), "job": folder.name})
         write_atomic(folder / "result.safetensors", data)
         write_json(folder / "outcome.json", {"state": "finished", "reason": result.stop_reason, "steps": result.steps,
                                              "seconds": result.wall_time, "measuring_seconds": live.measuring_s,

@@ -1,19 +1,21 @@
 """Where training goes, on the Before training page: initialisation 0 of the page's study trained on its target as a
 class-server job (`sensviz.init_training.path_job`, queued and capped like the Train page's runs, its worker tracing
 the scale-free quantities through the monitor), followed as the session's job (`ui.registry.followed_job`, so
-the sidebar shows it and a link made while it runs restores it), its path drawn from the job's records.
+the sidebar shows it and a link made while it runs restores it; once it ended, the link names its model, whose
+checkpoint records the job), its path drawn from the job's records.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
+from sensviz.checkpoints import CheckpointError
 from sensviz.init_training import path_job
 from sensviz.models import ModelSettings
 from sensviz.text import quoted
 from server import jobs, services
 from server.worker import TrainRequest
-from ui import owner_id, registry
+from ui import cache, owner_id, registry
 
 
 def request(arch: str, d_model: int, n_layers: int, n: int, task: str, steps: int) -> TrainRequest:
@@ -23,13 +25,27 @@ def request(arch: str, d_model: int, n_layers: int, n: int, task: str, steps: in
 
 
 def followed(wanted: TrainRequest) -> jobs.JobStatus | None:
-    """The job this session follows, if it is this very request (another run, or the same view with other
-    settings, is not this path)."""
-    job_id = registry.followed_job()
+    """The job of this very request (another run, or the same view with other settings, is not this path): the
+    one this session follows, else the one that trained the selected model (a link made after the run ended
+    names that model: its checkpoint records its job)."""
     manager = services.job_manager()
-    if job_id is None or manager.request(job_id) != wanted:
+    for job_id in (registry.followed_job(), _job_of_selected()):
+        if job_id is not None and manager.request(job_id) == wanted:
+            return manager.status(job_id)
+    return None
+
+
+def _job_of_selected() -> str | None:
+    """The id of the server job that trained the selected model, as its checkpoint records it."""
+    ref = registry.selected()
+    if ref is None:
         return None
-    return manager.status(job_id)
+    try:
+        training = cache.load(ref).metadata.get("training") or {}
+    except CheckpointError:
+        return None
+    job_id = training.get("job") if isinstance(training, dict) else None
+    return job_id if isinstance(job_id, str) and jobs.JOB_ID.fullmatch(job_id) else None
 
 
 def submit(wanted: TrainRequest) -> None:

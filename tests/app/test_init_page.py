@@ -56,3 +56,8 @@ def test_where_training_goes_is_a_server_job_the_page_follows():
     assert "Download the path (CSV)" in {b.label for b in at.get("download_button")}
     other = open_url("init", **{**view, "steps": "200"})  # another run's settings: not this path, the button again
     assert registry.INIT_TRAIN in [b.key for b in other.button]
+    model = at.query_params["model"]  # the link once the run ended names its model, not the job
+    assert "job" not in at.query_params and model.startswith("trained:")
+    later = open_url("init", **view, model=model)  # another browser: the path, found through the model's checkpoint
+    assert registry.INIT_TRAIN not in [b.key for b in later.button]
+    assert any("trained by the server on all 16 strings" in c.value for c in later.caption)
