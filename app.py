@@ -21,6 +21,8 @@ if __name__ == "__main__":  # a page view
     with router.routing():
         current.run()
 else:  # `streamlit run app.py`: the server
-    from ui import serve
+    from starlette.middleware import Middleware
 
-    app = st.App(__file__, lifespan=serve.lifespan)
+    from ui import serve, upload_names
+
+    app = st.App(__file__, lifespan=serve.lifespan, middleware=[Middleware(upload_names.LongUploadNames)])

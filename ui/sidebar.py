@@ -13,7 +13,7 @@ import sensviz as sv
 from sensviz.text import escape_markdown, one_line, quoted
 from server import services
 from server.kept import KeptRefused
-from ui import cache, classroom, lab_state, model_refs, owner_id, page, registry, uploads, url_state
+from ui import cache, classroom, lab_state, model_refs, owner_id, page, registry, upload_names, uploads, url_state
 from ui.model_refs import ModelRef
 from ui.page import Selection
 
@@ -108,6 +108,8 @@ def _choose_upload() -> None:
     if uploaded is None:
         _refused()
         return
+    if uploaded.name == upload_names.LONG_NAME:  # a name no file can have, shortened by the server (ui.upload_names)
+        uploads.refuse_upload(uploaded, upload_names.LONG_NAME_REFUSED)  # reruns
     name = one_line(uploaded.name, NAME_CHARS) or "upload.safetensors"
     data = uploaded.getvalue()
     overrides = {k: v for k, v in (("n_heads", n_heads or None), ("task", task.strip() or None), ("n", n or None))

@@ -37,9 +37,10 @@ def held(manager: MemoryUploadedFileManager) -> int:
 
 
 def put(app, path: str, name: str, data: bytes) -> int:
-    """The HTTP status of a browser's upload (a multipart PUT of one file) to the ASGI `app`."""
+    """The HTTP status of a browser's upload (a multipart PUT of one file, named as Chromium names it: the part
+    and its file by the file's name) to the ASGI `app`."""
     boundary = "sensviz-test-boundary"
-    body = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+    body = (f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{name}"\r\n'
             f"Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
     incoming = [{"type": "http.request", "body": body, "more_body": False}]
     sent = []
@@ -81,6 +82,32 @@ def test_the_upload_cap_of_the_config_is_the_loaders(monkeypatch):
     assert put(app, "/_stcore/upload_file/s/f", "under.safetensors", b"x" * under) == 204
     assert put(app, "/_stcore/upload_file/s/g", "over.safetensors", b"x" * (2**20 + 1)) == 413
     assert held(manager) == under and manager.get_files("s", ["g"]) == []
+
+
+def test_a_file_name_longer_than_a_file_can_have_reaches_the_app_as_one_it_refuses(monkeypatch):
+    """Streamlit's upload route answers a 10,000-character name with 400 (the browser then shows only "AxiosError");
+    behind `app.py`'s middleware the upload lands under `LONG_NAME`, and the rest of the body arrives whole. A name
+    of 255 bytes passes unchanged."""
+    from starlette.applications import Starlette
+    from streamlit import config
+    from streamlit.web.server.starlette.starlette_routes import create_upload_routes
+
+    from ui.upload_names import LONG_NAME, LongUploadNames
+
+    real = config.get_option
+    monkeypatch.setattr(config, "get_option",
+                        lambda key: False if key == "server.enableXsrfProtection" else real(key))
+    manager = MemoryUploadedFileManager("/_stcore/upload_file")
+    session = SimpleNamespace(is_active_session=lambda session_id: session_id == "s")
+    routes = Starlette(routes=create_upload_routes(session, manager, None))
+    data = b"\x10\x00" + b"x" * 100_000
+    assert put(routes, "/_stcore/upload_file/s/a", "n" * 10_000 + ".safetensors", data) == 400
+    served = LongUploadNames(routes)
+    assert put(served, "/_stcore/upload_file/s/b", "n" * 10_000 + ".safetensors", data) == 204
+    assert put(served, "/_stcore/upload_file/s/c", "é" * 121 + ".safetensors", data) == 204  # 254 bytes
+    (long,), (kept,) = manager.get_files("s", ["b"]), manager.get_files("s", ["c"])
+    assert long.name == LONG_NAME and long.data == data
+    assert kept.name == "é" * 121 + ".safetensors" and kept.data == data
 
 
 def test_a_closed_tabs_session_is_dropped_after_two_minutes():

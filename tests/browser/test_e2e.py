@@ -402,19 +402,18 @@ def test_a_refused_upload_leaves_the_servers_memory(server, visitor, tmp_path):
 
 @pytest.mark.slow
 def test_a_10000_character_file_name_is_one_line(server, visitor):
-    """Streamlit's upload request carries the name in a multipart header, which python-multipart caps at
-    4,224 bytes a line: the server answers 400 before the app sees the file, and the uploader says so in
-    one line; the app and its model stay."""
+    """Streamlit's upload request carries the name in a multipart header, which its parser refuses at thousands of
+    characters (an HTTP 400, which the uploader shows as "AxiosError"); the server's middleware
+    (`ui.upload_names`) passes such a name on as one no file has, and the sidebar refuses it in one line that says
+    why; the app and its model stay."""
     page = visitor.new_page()
     page.goto(f"{server}/?model={MODEL}", wait_until="domcontentloaded")
     wait_until_done(page)
     choose_upload(page, {"name": "n" * 10_000 + ".safetensors", "mimeType": "application/octet-stream",
                          "buffer": b"\x10\x00\x00\x00\x00\x00\x00\x00{not json"})
-    uploader = page.locator('[data-testid="stFileUploader"]')
-    uploader.get_by_text("Error").wait_for(timeout=60_000)
+    page.get_by_text("its name is over 255 bytes").wait_for(timeout=120_000)
     wait_until_done(page)
     check_page(page, "upload-huge-name")
-    errors = [line for line in uploader.inner_text().splitlines() if "Error" in line]
-    assert len(errors) == 1 and len(errors[0]) < 200, errors
-    assert MODEL in sidebar_text(page) and "cannot be used" not in sidebar_text(page)
+    assert "AxiosError" not in page.locator('[data-testid="stFileUploader"]').inner_text()
+    assert f"Still showing {MODEL}" in sidebar_text(page)
     page.close()
