@@ -1,10 +1,12 @@
 """The Lab on paper: one offline HTML page to print (`handout`), in a student's copy and an instructor's.
 
 The student's copy asks before it shows, as the app does: each chapter's question, its words and symbols,
-the prediction to tick, the charts that hide the asked-for quantity (`Figure.blind`), the definitions, and
-a box of eight ruled lines for the answer, kept on one page with its question. Every chart that carries an
-answer, and the theorem that predicts it, is printed in the back section, which starts on a page of its
-own. The instructor's copy (`answers=True`) prints each chapter's charts in place, with its answer.
+the prediction to tick, the definitions, and a box of eight ruled lines for the answer, kept on one page with
+its question. Its front pages print no chart: a later chapter's chart, even blind, can carry an earlier one's
+answer (chapter 7's trained PARITY model at as_n = n is chapter 1's). Every chart, with each chapter's right
+prediction, what to look for, the answer and the theorem that predicts it, is printed in the back section,
+which starts on a page of its own. The instructor's copy (`answers=True`) prints each chapter's charts in
+place, with its answer.
 Links name the address the server was reached at (`url`), or only the chapter's path.
 """
 
@@ -60,7 +62,7 @@ class _Charts:
         self.specs: list[dict] = []
 
     def place(self, chart, title: str, caption: str, kind: str) -> list[str]:
-        """One chart under its title, with its caption; `kind`: "answer-chart" (carries an answer) or "blind-chart"."""
+        """One chart under its title, with its caption; `kind`: "answer-chart" (it carries an answer)."""
         self.specs.append(chart.to_dict())
         return [f'<div class="shown"><h3>{html.escape(title)}</h3>',
                 f'<div class="chart {kind}" id="chart-{len(self.specs) - 1}"></div>',
@@ -81,18 +83,11 @@ def _front(ch: Chapter, built: Built, charts: _Charts, answers: bool, url: str |
              f'<p class="terms">{_lines((*ch.definitions(), *ch.symbols))}</p>',
              f'<div class="predict"><b>Predict first.</b> {html.escape(ch.predict.prompt)}<ul class="options">'
              + "".join(f"<li>{html.escape(o)}</li>" for o in ch.predict.options) + "</ul></div>"]
-    for fig in built.figures:
-        if answers:
-            parts += charts.place(fig.chart, fig.title, fig.caption, "answer-chart")
-        elif fig.blind is not None:
-            parts += charts.place(fig.blind, fig.blind_title or fig.title,
-                                  "The quantity the question asks about is left out here: the full chart is in the back "
-                                  "section.", "blind-chart")
+    for fig in built.figures if answers else ():
+        parts += charts.place(fig.chart, fig.title, fig.caption, "answer-chart")
     parts.append('<div class="formula">' + "".join(mathml(line) for line in ch.formula) + "</div>")
     if answers:
-        parts += [f'<div class="answer"><p><b>Right prediction:</b> {html.escape(built.correct)}</p>'
-                  f"<p><b>What to look for.</b> {html.escape(built.look_for)}</p>"
-                  f"<p><b>Answer.</b> {html.escape(built.answer)}</p>", *_theorem(ch), "</div>"]
+        parts.append(_answer(ch, built))
     else:
         parts.append('<div class="respond"><p><b>Then, with the charts of the back section: what do they show? Was your '
                      'prediction right, and why?</b></p><div class="box"></div></div>')
@@ -102,15 +97,22 @@ def _front(ch: Chapter, built: Built, charts: _Charts, answers: bool, url: str |
     return "\n".join(parts)
 
 
+def _answer(ch: Chapter, built: Built) -> str:
+    """A chapter's right prediction, what to look for, the answer's paragraph and the theorem behind it."""
+    return "".join([f'<div class="answer"><p><b>Right prediction:</b> {html.escape(built.correct)}</p>'
+                    f"<p><b>What to look for.</b> {html.escape(built.look_for)}</p>"
+                    f"<p><b>Answer.</b> {html.escape(built.answer)}</p>", *_theorem(ch), "</div>"])
+
+
 def _back(chapters: list[tuple[Chapter, Built]], charts: _Charts) -> str:
-    """The student's back section: every chart that carries an answer, and each chapter's theorem."""
-    parts = ['<section class="back" id="back"><h2>After you predicted: the charts</h2>',
+    """The student's back section: each chapter's charts, then its answer and the theorem behind it."""
+    parts = ['<section class="back" id="back"><h2>After you predicted: the charts and the answers</h2>',
              "<p>Turn here only once every prediction in front is ticked.</p>"]
     for ch, built in chapters:
-        parts.append(f"<h3>Chapter {ch.number}. {html.escape(ch.title)}</h3>")
+        parts.append(f'<section class="back-chapter"><h3>Chapter {ch.number}. {html.escape(ch.title)}</h3>')
         for fig in built.figures:
             parts += charts.place(fig.chart, fig.title, fig.caption, "answer-chart")
-        parts += _theorem(ch)
+        parts += [_answer(ch, built), "</section>"]
     return "\n".join([*parts, "</section>"])
 
 
@@ -135,7 +137,7 @@ def handout(sources: Sources, answers: bool = False, url: str | None = None) -> 
          "<p>Hahn &amp; Rofin (ACL 2024), with models trained by sensviz. In each chapter, read the question and "
          "tick a prediction <i>before</i> you look at the charts. Every number is computed from the models shown."
          + (" This is the instructor's copy: the answers are included." if answers else
-            " The charts that show the answers are in the back section.")
+            " The charts and the answers are in the back section.")
          + " This page loads nothing from the internet.</p>",
          f'<nav class="screen"><ol>{toc}</ol></nav>', *sections],
         charts.specs)

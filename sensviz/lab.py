@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import charts, cube, glossary, init_charts, init_claim, results, tables
+from . import charts, cube, glossary, init_charts, init_claim, lab_charts, results, tables
 from .analysis import cube_outputs, sensitivity_report
 from .blowup import blowup_summary
 from .checkpoints import Checkpoint, file_hash, load_checkpoint
@@ -206,8 +206,19 @@ class Chapter:
         return self.present(data(self, sources, progress), self.control.default if choice is None else choice)
 
     def definitions(self) -> list[str]:
-        """One line per glossary term the chapter uses."""
-        return [glossary.definition(t) for t in self.terms]
+        """One line per glossary term the chapter uses (the Lab's own line where `LAB_LINES` has one)."""
+        return [LAB_LINES.get(t) or glossary.definition(t) for t in self.terms]
+
+
+LAB_LINES = {
+    "average sensitivity": "average sensitivity (as_n(f)): s(f,x) averaged over all 2^n inputs x: from 0 (a constant: "
+                           "no flip ever changes f) to n (each of the n flips changes f, whatever x is).",
+    "sharpness proxy": "sharpness proxy (proxy ×4): the paper's estimate of sharpness: the output's mean squared "
+                       "change under Gaussian noise of 0.02 per parameter; ×4 puts a model trained on 0/1 targets on "
+                       "the ±1 scale (y ↦ 2y − 1 turns a change Δy into 2Δy, and (2Δy)² = 4Δy²).",
+}
+"""The Lab's line for a glossary term where the glossary's would give a chapter's answer away before its reveal
+(average sensitivity: "to n (PARITY)" is chapter 1's answer) or is wrong as written ("(2y − 1)² = 4y²")."""
 
 
 def what_changes(ch: Chapter, asked: Built, here: Built, choice) -> str:
@@ -427,8 +438,6 @@ def _task_name(ck: Checkpoint) -> str:
 # ----------------------------------------------------------------------------- chapter 1
 
 SENSITIVITY_NS = (4, 6, 8, 10)
-BLIND_CUBE = ("vertex", "bits", "weight", "row", "col", "output", "output_pm1", "target")
-"""The columns of chapter 1's cube before the prediction: the inputs and the outputs, not s(f,x)."""
 FLIPS = {"none of them": 0.0, "about one": 1.0, "about half of them": 0.5, "all n of them": 1.0}
 
 
@@ -473,13 +482,12 @@ def _sensitivity_present(data: Data, n) -> Built:
               f"changes PARITY, so s(PARITY, x) = n; only the first bit's flip changes FIRST, so s(FIRST, x) = 1. "
               "A function that reacts to every bit has all its Fourier weight at the top degree, and that is what "
               "the paper proves is hard for a transformer.")
-    outputs = {name: grid[list(BLIND_CUBE)] for name, grid in grids.items()}  # no s(f,x) in its data or tooltips
+    # no blind view: the map of outputs in Gray order answers the question by counting neighbouring colours
     figures = [
         Figure("cube", f"s(f,x) of each model at each of the 2^{n} inputs (colour: 0 to {n} flips)",
                charts.cube_grids(grids, "s_model", n), cube_rows,
-               "Each cell is one input x; neighbouring cells differ in one bit. A dot marks f(x) = 1.",
-               blind=charts.cube_grids(outputs, "output_pm1", n),
-               blind_title=f"the output of each model at each of the 2^{n} inputs (colour: its answer, −1 or +1)"),
+               "Each cell is one input x; neighbouring cells differ in one bit. A white dot marks an input where "
+               "the task's answer is 1."),
         Figure("degrees", "Fourier degree profile d_k of each model", charts.degree_profiles(degree_rows), degree_rows,
                "d_k: the share of the function's weight on products of exactly k bits."),
     ]
@@ -843,11 +851,11 @@ def _few_present(data: Data, compare) -> Built:
     answer = (f"{upper_first(correct)}: as_n = {learned:.3g}, {claims['below']}. Of all the functions that agree with "
               "the data, the transformer picked a low-sensitivity one: it prefers functions that few bit flips change, "
               "the flip side of PARITY being hard.")
-    strip = charts.sensitivity_strip(shown)
+    kinds = (compare, TARGET, LEARNED)
     figures = [
-        Figure("few_as", f"as_n of the learned function beside {compare}", strip, shown,
-               "Each mark one function; the completions all agree with the target on the training inputs.",
-               blind=charts.sensitivity_strip(shown[shown["function"] != LEARNED])),
+        Figure("few_as", f"as_n of the learned function beside {compare}", lab_charts.strip(shown, num["n"], kinds),
+               shown, "Each mark one function; the completions all agree with the target on the training inputs.",
+               blind=lab_charts.strip(shown[shown["function"] != LEARNED], num["n"], kinds)),
         Figure("few_training", "as_n and sharpness of the model while it fits",
                charts.training_curves(data.tables["training"], columns=2), data.tables["training"]),
     ]
@@ -863,6 +871,9 @@ ORBIT_MODELS = ("encoder-parity-n8", "encoder-first-n8")
 INITS, UNIFORM = "random transformers, before training", "uniformly random functions"
 ORBIT = ("L_ρ as trained", "least L_ρ over function-preserving changes")
 INIT_OPTIONS = ("well below n/2", "about n/2", "above n/2")
+STRIP_KINDS = (UNIFORM, INITS, "trained PARITY model", "trained FIRST model")
+"""Chapter 7's kinds of function on its strip. Before the reveal only the uniformly random functions: the random
+transformers are the answer, and the trained models carry chapter 1's (PARITY's as_n = n, its weight at degree n)."""
 
 
 def _init_measure(src: Sources, progress: Progress = None) -> Data:
@@ -977,15 +988,13 @@ def _init_present(data: Data, scale) -> Built:
     bars = bars.assign(label=[f"{v:.3g} ± {e:.2g}" for v, e in zip(bars["value"], bars["stderr"])])
     figures = [
         Figure("init_as", f"as_n of {count} random transformers (init scale {scale:g}) beside uniformly random "
-                          "functions and the trained models", charts.sensitivity_strip(shown), shown,
+                          "functions and the trained models", lab_charts.strip(shown, n, STRIP_KINDS), shown,
                "Each mark one function, read as f(x) = sign(T(x) − median T): +1 above the middle output, else −1.",
-               blind=charts.sensitivity_strip(shown[shown["function"] != INITS]),
-               blind_title="where uniformly random functions and the trained models sit (as_n from 0 to n)"),
+               blind=lab_charts.strip(shown[shown["function"] == UNIFORM], n, STRIP_KINDS),
+               blind_title="where uniformly random functions sit (as_n from 0 to n)"),
         Figure("init_degrees", "Fourier degree profile d_k: the mean over the random transformers, and the trained "
                                "models'", charts.degree_profiles(degrees), degrees,
-               "d_k: the share of the function's weight on products of exactly k bits.",
-               blind=charts.degree_profiles(degrees[degrees["model"] != INITS].reset_index(drop=True)),
-               blind_title="Fourier degree profile d_k of the trained models"),
+               "d_k: the share of the function's weight on products of exactly k bits."),
         Figure("orbit", "L_ρ of the trained models: as trained, and the least over function-preserving changes",
                labels_at_least(charts.sharpness_at_radius(bars), charts.READABLE_PX), bars,
                f"ρ = {numbers['rho']:.3g}, the paper's radius; ±1 standard error over {SETTINGS.directions} seeded "
@@ -1034,7 +1043,7 @@ CHAPTERS: tuple[Chapter, ...] = (
                  "Δ: a random step in parameter space of length ρ; E_x: the mean over the inputs x; n: the input length",
                  "step: one update of gradient descent during training")),
     Chapter(
-        3, "blowup", "How can a transformer be sensitive? LayerNorm blowup",
+        3, "blowup", "How can a transformer be sensitive at all?",
         "Attention averages over positions, so one changed bit moves a transformer's output little. How does the "
         "PARITY model manage to change its answer at every bit?",
         Prediction("Which model has the larger LayerNorm factors N?", ("the PARITY model", "the FIRST model",
@@ -1085,8 +1094,7 @@ CHAPTERS: tuple[Chapter, ...] = (
                    ("yes, it grows", "no, it stays flat or falls", "these runs cannot tell")),
         ("sharpness proxy", "convergence filter", "PARITY", "FIRST", "MAJORITY", "MEAN"),
         ("encoder-parity-n8", "encoder-first-n8"), LENGTH_MODELS,
-        (r"\mathrm{as}_n(f) = \mathbb{E}_x s(f,x)",
-         r"\mathrm{as}_n(\mathrm{PARITY}) = n, \quad \mathrm{as}_n(\mathrm{FIRST}) = 1"),
+        (r"\mathrm{as}_n(f) = \mathbb{E}_x s(f,x)",),
         Control("tasks", tuple(LENGTH_TASKS), "PARITY and FIRST"),
         "Train a model on the Train page and select it: it joins this chart as a point.",
         _length_measure, _length_present, results="length_scaling", depends=(("tables", ("points", "after_filter")),),

@@ -325,8 +325,8 @@ def test_chapter_7_decides_the_random_transformers_by_the_claims_rule_on_its_cha
         expected = "well below n/2" if high < 0.4 else "above n/2" if low > 0.5 else "about n/2"
         assert built.correct == built.claims["init"] == expected, scale
         assert f"{low:.3f} to {high:.3f}" in built.look_for
-        assert lab.INITS not in set(views(built.figures[0].blind)[0][1]["function"])  # the blind chart hides them
-        assert lab.INITS not in set(views(built.figures[1].blind)[0][1]["model"])
+        blind = set(views(built.figures[0].blind)[0][1]["function"])  # before the reveal: the random functions only
+        assert blind == {lab.UNIFORM} and built.figures[1].blind is None  # (the trained PARITY model is chapter 1's answer)
     # random transformers as sensitive as a random function: about n/2; far more: above n/2
     for shift, words in ((4.0, "about n/2"), (6.5, "above n/2")):
         moved = altered(7, "inits", lambda t, s=shift: t.assign(avg_sensitivity=s + 0.1 * np.sin(t["init"])))
@@ -580,3 +580,19 @@ def test_the_models_and_tasks_of_every_chart_differ_in_dash_and_shape_not_only_c
                     assert len(set(shape["scale"]["range"])) == len(shape["scale"]["domain"])
                 checked += 1
     assert checked >= 5  # chapters 1, 3, 4 (two), 5
+
+
+def test_a_strips_axis_spans_every_possible_as_n_and_no_two_kinds_share_a_colour():
+    """Chapters 6 and 7: the axis runs from 0 to n with or without the hidden mark (its extent hints at nothing) and
+    leaves room for a mark at n (chapter 7's trained PARITY model); each kind of function has its own colour and shape."""
+    for number in (6, 7):
+        ch = lab.chapter(number)
+        built = ch.present(data(number), ch.control.default)
+        n = built.numbers["n"]
+        for chart in (built.figures[0].chart, built.figures[0].blind):
+            spec = chart.to_dict()
+            x, colour, shape = (spec["encoding"][k]["scale"] for k in ("x", "color", "shape"))
+            assert x["domain"] == [0, n] and x["padding"] >= 7  # half a mark's width beyond n
+            kinds = set(views(chart)[0][1]["function"])
+            assert kinds <= set(colour["domain"]) == set(shape["domain"])
+            assert len(set(colour["range"])) == len(colour["domain"]) == len(set(shape["range"]))
