@@ -129,14 +129,14 @@ def test_loading_a_chapters_models_reads_their_shipped_summaries(monkeypatch):
 
 
 def test_each_chart_is_converted_once_for_every_session_as_st_altair_chart_converts_it():
-    default = lab.chapter(1).control.default  # chapter 1: a blind chart and none
-    built, specs = cache.lab_chapter(1, default), cache.lab_specs(1, default)
-    assert cache.lab_specs(1, default) is specs  # kept, not converted again
+    default = lab.chapter(6).control.default  # chapter 6: a blind chart and none
+    built, specs = cache.lab_chapter(6, default), cache.lab_specs(6, default)
+    assert cache.lab_specs(6, default) is specs  # kept, not converted again
     assert list(specs) == [cache.vega_lite(f.chart) for f in built.figures]
-    blind = cache.lab_specs(1, default, blind=True)
-    assert [s is None for s in blind] == [f.blind is None for f in built.figures] and any(blind)
+    blind = cache.lab_specs(6, default, blind=True)
+    assert [s is None for s in blind] == [f.blind is None for f in built.figures] and any(blind) and not all(blind)
     assert [s for s in blind if s] == [cache.vega_lite(f.blind) for f in built.figures if f.blind is not None]
-    at = revealed(1)  # the page draws the kept specs
+    at = revealed(6)  # the page draws the kept specs
     assert not at.exception and len(charts(at)) == len(specs)
 
 
