@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import streamlit as st
 
 from sensviz import lab
+from sensviz.lab import upper_first
 from sensviz.text import escape_markdown
 from server import services
 from ui import cache, classroom, model_refs, nav, owner_id, page, predictions, registry, router, train_form
@@ -119,10 +120,10 @@ def answers_table(found: dict[int, dict], shown: set[int]) -> None:
         to = lab.chapter(k)
         correct = cache.lab_chapter(k, to.control.default).correct
         hidden = k not in shown
-        rows.append({"chapter": f"{k}. {to.title}",
+        rows.append({"chapter": f"{k} {SHORT[k]}",
                      "answer": "(reveal this chapter to see it)" if hidden else entry["answer"],
                      "right?": "—" if hidden or entry["answer"] == SKIP else "yes" if entry["answer"] == correct else "no",
-                     "revealed (UTC)": entry["revealed"]})
+                     "revealed (UTC)": entry["revealed"][:16].replace("T", " ")})
     st.dataframe(rows, hide_index=True)
 
 
@@ -255,8 +256,9 @@ if lock is not None:
     verdict = (" You skipped the prediction." if scored == SKIP else " Your prediction was right." if scored == asked.correct
                else f" You predicted “{scored}”.")
     st.success(f"**Answer: {asked.correct}.**{verdict}", icon=":material/check_circle:")
-    st.markdown(f"**What to look for** (at {control.fmt(control.default)}). {asked.look_for}")
+    st.markdown(f"**What to look for** (at the question's setting: {control.fmt(control.default)}). {asked.look_for}")
     st.markdown(asked.answer)
+    st.markdown(f"**The rule that decides the answer.** {upper_first(chapter.rule)}")
     for line in chapter.theorem:
         st.latex(line)
     if chapter.theorem_symbols:
@@ -323,7 +325,7 @@ with cols[1].popover("My answers"):
         st.code(f"{(st.context.url or '').split('?')[0].rsplit('/', 1)[0]}/{link}", language=None)
 with cols[1].popover("Handout (student)"):
     st.markdown("The whole lab as one HTML page to print, offline: questions, words, predictions to tick and boxes to "
-                "answer in front; the charts that show the answers in a back section. Also `sensviz lab --out lab.html`.")
+                "answer in front; the charts and the answers in a back section.")
     address = server_address()
     st.download_button("Download the student handout", lambda: cache.lab_handout(False, address),
                        file_name="sensviz-lab.html", mime="text/html", key=settings.key("handout"))

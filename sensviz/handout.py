@@ -101,7 +101,8 @@ def _answer(ch: Chapter, built: Built) -> str:
     """A chapter's right prediction, what to look for, the answer's paragraph and the theorem behind it."""
     return "".join([f'<div class="answer"><p><b>Right prediction:</b> {html.escape(built.correct)}</p>'
                     f"<p><b>What to look for.</b> {html.escape(built.look_for)}</p>"
-                    f"<p><b>Answer.</b> {html.escape(built.answer)}</p>", *_theorem(ch), "</div>"])
+                    f"<p><b>Answer.</b> {html.escape(built.answer)}</p>",
+                    f"<p><b>The rule that decides the answer:</b> {html.escape(ch.rule)}</p>", *_theorem(ch), "</div>"])
 
 
 def _back(chapters: list[tuple[Chapter, Built]], charts: _Charts) -> str:

@@ -61,6 +61,11 @@ def test_a_revealed_prediction_is_locked_and_an_older_link_cannot_change_it():
     assert other.radio(key="sv_w_lab_predict_4").value == "PARITY's" and not other.success
 
 
+def shown_time(entry: dict) -> str:
+    """A lock's time as the table shows it: to the minute, UTC (2026-01-02 03:04)."""
+    return entry["revealed"][:16].replace("T", " ")
+
+
 def chart_bytes(at) -> bytes:
     """Every chart's data as Streamlit sends it (Arrow bytes, strings in UTF-8)."""
     return b"".join(d.data.data for c in at.get("vega_lite_chart") for d in [*c.proto.datasets, c.proto])
@@ -119,7 +124,7 @@ def test_my_answers_is_one_signed_link_and_shows_a_classmate_only_what_they_reve
     assert any(ANSWERS_RULE in m.value for m in classmate.markdown)
     table = classmate.dataframe[0].value
     assert set(table["right?"]) == {"—"} and not {"all n of them", "about typical"} & set(table["answer"])
-    assert list(table["revealed (UTC)"]) == [locked[1]["revealed"], locked[6]["revealed"]]
+    assert list(table["revealed (UTC)"]) == [shown_time(locked[1]), shown_time(locked[6])]
     # once they reveal chapter 1 themselves, they see chapter 1's
     at = as_owner("classmate", chapter="1")
     at.button(key="sv_w_lab_skip_1").click().run()
@@ -135,7 +140,7 @@ def test_my_answers_is_one_signed_link_and_shows_a_classmate_only_what_they_reve
     teacher.run()
     table = teacher.dataframe[0].value.set_index("answer")
     assert table.loc["all n of them", "right?"] == "yes" and table.loc["about typical", "right?"] == "no"
-    assert table.loc["about typical", "revealed (UTC)"] == locked[6]["revealed"]
+    assert table.loc["about typical", "revealed (UTC)"] == shown_time(locked[6])
     payload, signed = token.split(".")
     tampered = as_owner("teacher", answers=f"{payload[:-2]}AA.{signed}")
     assert any("not signed by this server" in w.value for w in tampered.warning)

@@ -257,16 +257,17 @@ def test_chapter_5_counts_the_runs_that_trained_on_after_the_filter_from_the_tab
         kept = kept[kept["relax_steps"].notna()]
         relax = int(kept["relax_steps"].max())
         done = int((kept["steps_since_converged"] >= kept["relax_steps"]).sum())
-        assert f"{done} of {len(kept)} runs trained {relax:,} steps after they first met the filter" in built.look_for
+        said = f"{done} of {len(kept)} runs trained {relax:,} steps after they first passed the convergence filter"
+        assert said in built.look_for
         assert f"the other {len(kept) - done} reached the limit of {int(kept['steps'].max()):,} steps" in built.look_for
         assert done < len(kept) and "every run trains" not in built.look_for
         points = views(built.figures[0].chart)[0][1]
         assert points[points["task"] == "parity"]["count"].sum() == len(kept)  # the runs the line is drawn from
         every = altered(5, "after_filter", lambda t: t.assign(steps_since_converged=t["relax_steps"]))
         again = lab.chapter(5).present(every, "PARITY and FIRST")
-        assert f"all {len(kept)} runs trained {relax:,} steps after they first met the filter" in again.look_for
+        assert f"all {len(kept)} runs trained {relax:,} steps after they first passed the convergence filter" in again.look_for
     else:
-        assert "after they first met the filter" not in built.look_for
+        assert "after they first passed the convergence filter" not in built.look_for
 
 
 # ----------------------------------------------------------------------------- chapter 6
@@ -546,6 +547,7 @@ def test_the_answer_is_decided_at_the_questions_setting_and_other_settings_say_w
         said = lab.what_changes(ch, asked, here, n)
         assert here.look_for in said and f"n = {n}" in said
         assert ("not visible at this setting" in said) == (here.correct != asked.correct), n
+        assert (ch.rule in said) == (here.correct != asked.correct), n  # the rule stated where it is used
     # the rule on altered data: factors as large at n = 8 as at 12 show the same answer there
     same = altered(3, "layers", lambda t: t.assign(mean_N=np.where(t["model"] == "PARITY", 3.0, 1.0)))
     assert "the same answer" in lab.what_changes(ch, asked, ch.present(same, 8), 8)
@@ -596,3 +598,39 @@ def test_a_strips_axis_spans_every_possible_as_n_and_no_two_kinds_share_a_colour
             kinds = set(views(chart)[0][1]["function"])
             assert kinds <= set(colour["domain"]) == set(shape["domain"])
             assert len(set(colour["range"])) == len(colour["domain"]) == len(set(shape["range"]))
+
+
+def test_a_try_it_setting_that_changes_only_the_curve_says_what_that_curve_does():
+    """Chapter 2's curve and chapter 5's tasks: 'what changes here' describes the curve picked, from its data, not
+    the question's paragraph again; on altered data it says something else."""
+    ch = lab.chapter(2)
+    asked = ch.present(data(2), lab.SHARPNESS)
+    for option, metric in lab.CURVES.items():
+        here = ch.present(data(2), option)
+        said = lab.what_changes(ch, asked, here, option)
+        line = data(2).tables["curves"].query("metric == @metric").sort_values("step")
+        assert asked.look_for not in said and f"is {metric}: {line['value'].iloc[0]:.3g} at step 0" in said, option
+    flat = altered(2, "curves", lambda t: t.assign(value=np.where(t["metric"] == "loss", 0.25, t["value"])))
+    assert "stays about the same" in ch.present(flat, "loss").here
+    five = lab.chapter(5)
+    four = five.present(data(5), "all four tasks")
+    assert all(f"{name}'s mean proxy ×4" in four.here for name in ("PARITY", "FIRST", "MAJORITY", "MEAN"))
+    assert four.here != five.present(data(5), "PARITY and FIRST").here
+    assert five.rule and all(c.rule for c in lab.CHAPTERS)
+
+
+def test_chapter_5_says_how_its_points_stand_to_the_theorems_bound():
+    built = lab.chapter(5).present(data(5), "PARITY and FIRST")
+    means = data(5).tables["points"].query("task == 'parity'")["mean"]
+    assert (means < lab.BOUND).all() and f"({means.min():.2g} to {means.max():.2g}) is below" in built.answer
+    high = altered(5, "points", lambda t: t.assign(mean=np.where(t["n"] == t["n"].max(), 0.6, t["mean"])))
+    again = lab.chapter(5).present(high, "PARITY and FIRST")
+    assert f"At n = {int(data(5).tables['points']['n'].max())} the PARITY mean reaches" in again.answer
+
+
+def test_chapter_6_compares_its_guesses_with_a_coin_flip_by_two_standard_errors():
+    assert lab.guess_words(0.57, 192).startswith("within two standard errors")  # 2 s.e. = 7.2 points
+    assert lab.guess_words(0.60, 192).startswith("more than two standard errors (7% points) above")
+    built = lab.chapter(6).present(data(6), lab.FEW_COMPARE[0])
+    assert built.claims["guess"] in built.look_for and "constant guess" not in built.look_for
+    assert "sharpness L_ρ from" in built.look_for  # the second chart in words
