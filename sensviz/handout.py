@@ -28,7 +28,7 @@ body {{ font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width
 h2 {{ border-bottom: 1px solid #777; padding-bottom: 0.2em; margin-top: 1.6em; }}
 .question {{ font-size: 1.1em; font-style: italic; }} .predict {{ background: #f2f4f8; padding: 0.6em 0.9em; }}
 .terms {{ font-size: 0.92em; color: #222; }} .caption {{ color: #333; font-size: 0.92em; }}
-.formula {{ background: #fafafa; padding: 0.5em; overflow-x: auto; font-size: 1.15em; }}
+.formula {{ background: #fafafa; padding: 0.5em; overflow-x: auto; font-size: 1.35em; line-height: 2; }}
 .chart {{ margin: 0.6em 0 1.2em 0; }} .answer {{ border-left: 4px solid #2a7; padding-left: 0.8em; }}
 .box {{ border: 1px solid #555; height: {BOX_LINES * LINE}em; margin: 0.5em 0 1em 0; padding: 0 0.4em;
        background: repeating-linear-gradient(to bottom, transparent 0, transparent calc({LINE}em - 1px),
@@ -40,7 +40,8 @@ h2 {{ border-bottom: 1px solid #777; padding-bottom: 0.2em; margin-top: 1.6em; }
   nav, .screen {{ display: none; }}
   h2, h3 {{ break-after: avoid; page-break-after: avoid; }}
   .back {{ break-before: page; page-break-before: always; margin-top: 0; }}
-  .chart, figure, .predict, .respond, .formula, .answer, .terms, .shown {{ break-inside: avoid; page-break-inside: avoid; }}
+  .chart, figure, .predict, .respond, .formula, .answer, .terms, .shown, .ask {{ break-inside: avoid;
+    page-break-inside: avoid; }}
   a {{ color: #111; }}
 }}
 """
@@ -78,8 +79,8 @@ def _theorem(ch: Chapter) -> list[str]:
 
 def _front(ch: Chapter, built: Built, charts: _Charts, answers: bool, url: str | None) -> str:
     """A chapter where the student meets it: the question first, and (instructor's copy) its charts and answer."""
-    parts = [f'<section id="chapter-{ch.number}"><h2>{ch.number}. {html.escape(ch.title)}</h2>',
-             f'<p class="question">{html.escape(ch.question)}</p>',
+    parts = [f'<section id="chapter-{ch.number}"><div class="ask"><h2>{ch.number}. {html.escape(ch.title)}</h2>',
+             f'<p class="question">{html.escape(ch.question)}</p></div>',
              f'<p class="terms">{_lines((*ch.definitions(), *ch.symbols))}</p>',
              f'<div class="predict"><b>Predict first.</b> {html.escape(ch.predict.prompt)}<ul class="options">'
              + "".join(f"<li>{html.escape(o)}</li>" for o in ch.predict.options) + "</ul></div>"]

@@ -537,6 +537,9 @@ def test_chapter_2s_try_it_options_each_draw_the_curve_they_name():
         fig = lab.chapter(2).present(data(2), option).figures[1]
         drawn = set(pd.concat(frame for _, frame in views(fig.chart))["metric"])
         assert drawn == {"accuracy", lab.CURVES[option]} and word in fig.title, option
+        blind = set(pd.concat(frame for _, frame in views(fig.blind))["metric"]) - {"accuracy"}  # before the reveal
+        title = fig.blind_title or fig.title
+        assert lab.SHARPNESS not in blind and len(blind) == 1 and f"accuracy and {blind.pop()} over" in title, option
 
 
 def test_the_answer_is_decided_at_the_questions_setting_and_other_settings_say_what_they_show():
