@@ -45,4 +45,4 @@ def test_the_student_handout_prints_the_answers_behind_the_questions(tmp_path, b
     assert layout["answers"] == len(lab.CHAPTERS)  # each chapter's answer and explanation in the back section
     assert len(layout["boxes"]) == len(lab.CHAPTERS) and min(layout["boxes"]) >= 8 and set(layout["kept"]) == {"avoid"}
     assert min(layout["fonts"]) >= charts.READABLE_PX == 14
-    assert 6 <= len(fills) <= 16 and min(fills) >= 0.25, fills
+    assert 6 <= len(fills) <= 20 and min(fills) >= 0.25, fills  # the back section holds each answer too
