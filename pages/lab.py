@@ -98,6 +98,7 @@ chapter = lab.chapter(number)
 if st.session_state.pop(registry.LAB_TOP, False):
     st.html(TO_TOP, unsafe_allow_javascript=True)
 st.html(INK)
+tools_at = st.container()  # "My answers" and the handout, under the chapters (filled at the end, when the locks are read)
 
 
 ANSWERS_RULE = ("A chapter's answer, and whether it was right, shows only for the chapters you have revealed "
@@ -314,7 +315,8 @@ if number > 1:
 if number < len(NUMBERS):
     cols[2].button(f"Chapter {number + 1} →", help=lab.chapter(number + 1).title, on_click=turn, args=(number + 1,),
                    key=settings.key("next"), type="primary", width="stretch")
-with cols[1].popover("My answers"):
+tools = tools_at.columns([2, 3, 3])
+with tools[0].popover("My answers", width="stretch"):
     if not locks:
         st.markdown("No chapter revealed yet: a chapter's prediction is locked, and listed here, when you reveal its answer.")
     else:
@@ -323,7 +325,7 @@ with cols[1].popover("My answers"):
         st.markdown("One link with these answers and their times, signed by this server (an instructor can check it "
                     f"is unchanged): [my answers]({link})")
         st.code(f"{(st.context.url or '').split('?')[0].rsplit('/', 1)[0]}/{link}", language=None)
-with cols[1].popover("Handout (student)"):
+with tools[1].popover("Handout (student)", width="stretch"):
     st.markdown("The whole lab as one HTML page to print, offline: questions, words, predictions to tick and boxes to "
                 "answer in front; the charts and the answers in a back section.")
     address = server_address()

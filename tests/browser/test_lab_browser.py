@@ -3,7 +3,8 @@ question and the prediction above the fold, the chapter's words and symbols befo
 placeholder), the answer not on the page until revealed, ticking an option changing no chart (they stay blind
 until the reveal), the prediction kept in the URL, the try-it control redrawing a chart after the reveal,
 then every chart at least 100 px tall and inside the window, no text cut short
-and every text at least 4.5:1 against its background, and the next chapter opening at its top.
+and every text at least 4.5:1 against its background, and the next chapter opening at its top; at the end
+"My answers" with its table whole inside the window.
 Screenshots of each chapter before and after the reveal go to artifacts/screenshots/ (lab-<k>-before.png,
 lab-<k>-after.png); the times it measured are printed (`-s`; `benchmarks/lab_render.py` measures a
 chapter's first and cached renders on a fresh server)."""
@@ -141,6 +142,17 @@ def test_a_student_walks_every_chapter(server, browser):
             page.get_by_role("button", name=f"Chapter {number + 1} →").click()
             page.wait_for_function("() => document.querySelector('[data-testid=\"stMain\"]').scrollTop === 0",
                                    timeout=60_000)
+    # every chapter revealed: "My answers" lists them, its table whole inside the window (no column cut off)
+    page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollTo(0, 0)")
+    page.get_by_role("button", name="My answers").click()
+    grid = page.locator('[data-testid="stPopoverBody"] [data-testid="stDataFrame"]')
+    grid.first.wait_for(timeout=60_000)
+    page.wait_for_timeout(300)
+    box = grid.first.bounding_box()
+    cut = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stPopoverBody"] .dvn-scroller')]
+        .filter(e => e.scrollWidth > e.clientWidth + 1).length""")
+    page.screenshot(path=str(SHOTS / "lab-my-answers.png"))
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 1024 and box["y"] + box["height"] <= FOLD and cut == 0, (box, cut)
     page.close()
     print("\nchapter | first render (s) | try-it (s)")
     for number, first, tried in times:
