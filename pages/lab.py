@@ -98,7 +98,6 @@ chapter = lab.chapter(number)
 if st.session_state.pop(registry.LAB_TOP, False):
     st.html(TO_TOP, unsafe_allow_javascript=True)
 st.html(INK)
-tools_at = st.container()  # "My answers" and the handout, under the chapters (filled at the end, when the locks are read)
 
 
 ANSWERS_RULE = ("A chapter's answer, and whether it was right, shows only for the chapters you have revealed "
@@ -142,6 +141,7 @@ if token is not None:
         st.markdown("**Answers in this link**, signed by this server: each chapter's prediction as locked when its "
                     f"answer was revealed. {ANSWERS_RULE}")
         answers_table(found, shown_to(found, set(locks), instructor))
+tools_at = st.container()  # "My answers" and the handout, under the chapters (filled at the end)
 
 # ---------------------------------------------------------------- ask
 
@@ -315,7 +315,7 @@ if number > 1:
 if number < len(NUMBERS):
     cols[2].button(f"Chapter {number + 1} →", help=lab.chapter(number + 1).title, on_click=turn, args=(number + 1,),
                    key=settings.key("next"), type="primary", width="stretch")
-tools = tools_at.columns([2, 3, 3])
+tools = tools_at.columns(3)
 with tools[0].popover("My answers", width="stretch"):
     if not locks:
         st.markdown("No chapter revealed yet: a chapter's prediction is locked, and listed here, when you reveal its answer.")
