@@ -497,7 +497,8 @@ def _sensitivity_present(data: Data, n) -> Built:
         Figure("cube", f"s(f,x) of each model at each of the 2^{n} inputs (colour: 0 to {n} flips)",
                charts.cube_grids(grids, "s_model", n), cube_rows,
                "Each cell is one input x; neighbouring cells differ in one bit. A white dot marks an input where "
-               "the task's answer is 1."),
+               f"the task's answer is 1. Hover a cell: bits is the input x, vertex its number (0 to {2**n - 1}), "
+               "output the model's raw output on the 0/1 scale it was trained on, s(model, x) the colour."),
         Figure("degrees", "Fourier degree profile d_k of each model", charts.degree_profiles(degree_rows), degree_rows,
                "d_k: the share of the function's weight on products of exactly k bits."),
     ]
@@ -820,7 +821,7 @@ def _length_present(data: Data, tasks, yours: pd.DataFrame | None = None) -> Bui
                   "find and to keep.")
     answer += f" {claims['bound']}"
     figures = [Figure("length", "sharpness proxy ×4 against n (mean ± s.e. over the runs that learned their task)",
-                      charts.length_scaling(shown, mine), shown,
+                      lab_charts.length_scaling(shown, mine), shown,
                       "Black marks: single models measured the same way (the pretrained ones, and yours when you pick one).")]
     here = "; ".join(f"{TASK_NAMES[t]}'s mean proxy ×4 {trend_words(rows['n'], rows['mean'])}"
                      for t, rows in ((t, shown[shown["task"] == t].sort_values("n")) for t in dict.fromkeys(shown["task"])))

@@ -31,3 +31,12 @@ def strip(table: pd.DataFrame, n: int, kinds: tuple[str, ...]) -> alt.Chart:
         shape=alt.Shape("function:N", scale=alt.Scale(domain=list(kinds), range=list(SHAPES[: len(kinds)])), legend=None),
         tooltip=["function:N", alt.Tooltip("as_n:Q", format=charts.VALUE)],
     ).properties(width=charts.WIDTH, height=30 * max(len(shown), 2) + 40, autosize=charts.FIT_X)
+
+
+def length_scaling(points: pd.DataFrame, models: pd.DataFrame) -> alt.LayerChart:
+    """Chapter 5's chart: `charts.length_scaling` with one legend for the tasks (colour and dash: no second legend
+    of the same tasks by shape) and one for the single models (their own shape scale, not shared with the tasks)."""
+    chart = charts.length_scaling(points, models).resolve_scale(shape="independent")
+    chart.layer[0].encoding.shape.legend = None
+    chart.layer[2].encoding.shape.title = "single models"
+    return chart

@@ -637,3 +637,13 @@ def test_chapter_6_compares_its_guesses_with_a_coin_flip_by_two_standard_errors(
     built = lab.chapter(6).present(data(6), lab.FEW_COMPARE[0])
     assert built.claims["guess"] in built.look_for and "constant guess" not in built.look_for
     assert "sharpness L_ρ from" in built.look_for  # the second chart in words
+
+
+def test_chapter_5s_chart_has_one_legend_of_the_tasks_and_one_of_the_single_models():
+    """The tasks' shape is not listed a second time, nor merged with the single models' diamonds."""
+    for tasks in lab.chapter(5).control.options:
+        spec = lab.chapter(5).present(data(5), tasks).figures[0].chart.to_dict()
+        legends = [(layer["encoding"][k].get("title"), k) for layer in spec["layer"] for k in ("color", "shape", "strokeDash")
+                   if k in layer["encoding"] and layer["encoding"][k].get("legend", {}) is not None]
+        assert spec["resolve"]["scale"]["shape"] == "independent"
+        assert {title for title, _ in legends} == {"task", "single models"} and ("task", "shape") not in legends, tasks
