@@ -624,6 +624,14 @@ def _blowup_measure(src: Sources, progress: Progress = None) -> Data:
                      "models": pd.DataFrame(rows)})
 
 
+def closed_steps(hist: pd.DataFrame) -> pd.DataFrame:
+    """Each model's histogram with a last point at the end of its last bin, at fraction 0: a step line ends at its last
+    point, so without it the last bin would be a single point at the axis' edge instead of a step of its width."""
+    ends = hist.loc[hist.groupby("model")["log10_end"].idxmax()].assign(
+        log10_start=lambda t: t["log10_end"], fraction=0.0)
+    return pd.concat([hist, ends], ignore_index=True).sort_values(["model", "log10_start"], kind="stable")
+
+
 def _blowup_present(data: Data, n) -> Built:
     layers = data.tables["layers"][data.tables["layers"]["n"] == n].drop(columns="n").reset_index(drop=True)
     hist = data.tables["histogram"][data.tables["histogram"]["n"] == n].reset_index(drop=True)
@@ -656,7 +664,8 @@ def _blowup_present(data: Data, n) -> Built:
                f"N = 1/√(variance + ε) of the LayerNorm's input; each bar is one LayerNorm, named as in the model "
                f"({layers['ln_name'].iloc[0]} is the first)."),
         Figure("blowup_hist", "Blowup(x) over the inputs: the factors multiplied over the layers",
-               charts.model_log_histograms(hist), hist, "Blowup(x) = Π_k max_i (1 + N_i^(k)(x)); a log axis."),
+               charts.model_log_histograms(closed_steps(hist)), hist,
+               "Blowup(x) = Π_k max_i (1 + N_i^(k)(x)); a log axis."),
     ]
     return Built(numbers, claims, figures, correct, look_for, answer)
 

@@ -647,3 +647,13 @@ def test_chapter_5s_chart_has_one_legend_of_the_tasks_and_one_of_the_single_mode
                    if k in layer["encoding"] and layer["encoding"][k].get("legend", {}) is not None]
         assert spec["resolve"]["scale"]["shape"] == "independent"
         assert {title for title, _ in legends} == {"task", "single models"} and ("task", "shape") not in legends, tasks
+
+
+def test_chapter_3s_histogram_draws_its_last_bin_as_wide_as_the_others():
+    built = lab.chapter(3).present(data(3), 12)
+    drawn = views(built.figures[1].chart)[0][1]
+    for model, rows in built.figures[1].data.groupby("model"):
+        line = drawn[drawn["model"] == model].sort_values("log10_start")
+        assert len(line) == len(rows) + 1 and line["log10_start"].iloc[-1] == rows["log10_end"].max()
+        last = rows.sort_values("log10_start")["fraction"].iloc[-1]
+        assert line["fraction"].iloc[-1] == 0 and line["fraction"].iloc[-2] == last
