@@ -226,7 +226,7 @@ status.empty()
 if yours:
     st.caption(f"Your model {escape_markdown(selection.ref.label)} is a black mark at its n.")
 figures = list(built.figures)
-# each figure's chart as drawn, converted once for every session (cache.vega_lite); before the prediction its blind one
+# each figure's chart as drawn, converted once for every session (cache.vega_lite); before the reveal its blind one
 specs = list(cache.lab_specs(number, choice, yours, blind=lock is None, progress=progress))
 if number == 2 and lock is not None and registry.followed_job():  # the student's own PARITY run, if n = 8
     records = services.job_manager().records(registry.followed_job())

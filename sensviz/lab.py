@@ -122,7 +122,7 @@ def _plain(value):
 
 @dataclass
 class Figure:
-    """One chart of a chapter, with the data behind it, and the chart shown before the student predicts
+    """One chart of a chapter, with the data behind it, and the chart shown before the reveal
     (`blind`: the same view with the asked-for quantity left out, under `blind_title`, its data only the
     columns it draws; None: nothing until then)."""
 

@@ -1,6 +1,6 @@
 """What the Lab page shows, for the parts drawn before it (the sidebar's model summary): which chapter,
 and whether its question is still open (no prediction locked on the server by a reveal), so
-that nothing drawn around the page shows the answer before the student predicts."""
+that nothing drawn around the page shows the answer before the student reveals it."""
 
 from __future__ import annotations
 
