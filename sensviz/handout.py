@@ -37,10 +37,11 @@ h2 {{ border-bottom: 1px solid #777; padding-bottom: 0.2em; margin-top: 1.6em; }
 .back {{ margin-top: 3em; }}
 @media print {{
   body {{ max-width: none; margin: 0; font-size: 11pt; }}
+  h1 {{ font-size: 1.5em; margin: 0 0 0.3em 0; }} h2 {{ margin-top: 0.8em; }}
   nav, .screen {{ display: none; }}
   h2, h3 {{ break-after: avoid; page-break-after: avoid; }}
   .back {{ break-before: page; page-break-before: always; margin-top: 0; }}
-  .chart, figure, .predict, .respond, .formula, .answer, .terms, .shown, .ask {{ break-inside: avoid;
+  .chart, figure, .predict, .respond, .formula, .answer, .terms, .shown, .ask, .keep {{ break-inside: avoid;
     page-break-inside: avoid; }}
   a {{ color: #111; }}
 }}
@@ -78,24 +79,27 @@ def _theorem(ch: Chapter) -> list[str]:
 
 
 def _front(ch: Chapter, built: Built, charts: _Charts, answers: bool, url: str | None) -> str:
-    """A chapter where the student meets it: the question first, and (instructor's copy) its charts and answer."""
-    parts = [f'<section id="chapter-{ch.number}"><div class="ask"><h2>{ch.number}. {html.escape(ch.title)}</h2>',
-             f'<p class="question">{html.escape(ch.question)}</p></div>',
-             f'<p class="terms">{_lines((*ch.definitions(), *ch.symbols))}</p>',
-             f'<div class="predict"><b>Predict first.</b> {html.escape(ch.predict.prompt)}<ul class="options">'
-             + "".join(f"<li>{html.escape(o)}</li>" for o in ch.predict.options) + "</ul></div>"]
-    for fig in built.figures if answers else ():
-        parts += charts.place(fig.chart, fig.title, fig.caption, "answer-chart")
-    parts.append('<div class="formula">' + "".join(mathml(line) for line in ch.formula) + "</div>")
+    """A chapter where the student meets it: the question first, then (student's copy) its words, formula, the
+    prediction and the box to answer in, all on one page; (instructor's copy) the prediction, its charts, formula and
+    answer."""
+    predict = (f'<div class="predict"><b>Predict first.</b> {html.escape(ch.predict.prompt)}<ul class="options">'
+               + "".join(f"<li>{html.escape(o)}</li>" for o in ch.predict.options) + "</ul></div>")
+    formula = '<div class="formula">' + "".join(mathml(line) for line in ch.formula) + "</div>"
+    ask = [f'<div class="ask"><h2>{ch.number}. {html.escape(ch.title)}</h2>',
+           f'<p class="question">{html.escape(ch.question)}</p></div>',
+           f'<p class="terms">{_lines((*ch.definitions(), *ch.symbols))}</p>']
     if answers:
-        parts.append(_answer(ch, built))
-    else:
-        parts.append('<div class="respond"><p><b>Then, with the charts of the back section: what do they show? Was your '
-                     'prediction right, and why?</b></p><div class="box"></div></div>')
+        body = [*ask, predict, *(line for fig in built.figures
+                                 for line in charts.place(fig.chart, fig.title, fig.caption, "answer-chart")),
+                formula, _answer(ch, built)]
+    else:  # the question, its words and the box to answer in on one page
+        body = ['<div class="keep">', *ask, formula, predict,
+                '<div class="respond"><p><b>Then, with the charts of the back section: what do they show? Was your '
+                'prediction right, and why?</b></p><div class="box"></div></div></div>']
     live = live_link(ch.number, url)
-    parts.append(f"<p><b>Try it yourself:</b> {html.escape(ch.try_it)} Live chapter: "
-                 f'<a href="{html.escape(live)}">{html.escape(live)}</a></p></section>')
-    return "\n".join(parts)
+    return "\n".join([f'<section id="chapter-{ch.number}">', *body,
+                      f"<p><b>Try it yourself:</b> {html.escape(ch.try_it)} Live chapter: "
+                      f'<a href="{html.escape(live)}">{html.escape(live)}</a></p></section>'])
 
 
 def _answer(ch: Chapter, built: Built) -> str:

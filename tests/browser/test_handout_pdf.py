@@ -33,6 +33,8 @@ def test_the_student_handout_prints_the_answers_behind_the_questions(tmp_path, b
                 boxes: [...document.querySelectorAll('.box')].map(b => b.getBoundingClientRect().height
                                                                  / parseFloat(getComputedStyle(b).lineHeight)),
                 kept: [...document.querySelectorAll('.respond')].map(r => getComputedStyle(r).breakInside),
+                together: [...document.querySelectorAll('.keep')].map(k => [getComputedStyle(k).breakInside,
+                           !!k.querySelector('.question'), !!k.querySelector('.predict'), !!k.querySelector('.box')]),
                 fonts: [...document.querySelectorAll('.chart svg text')].map(e => parseFloat(getComputedStyle(e).fontSize))};
     }""")
     pdf = page.pdf(format="A4")
@@ -44,5 +46,6 @@ def test_the_student_handout_prints_the_answers_behind_the_questions(tmp_path, b
     assert layout["blindOutside"] == 0 and layout["frontCharts"] == 0  # no chart in front: not even a blind one
     assert layout["answers"] == len(lab.CHAPTERS)  # each chapter's answer and explanation in the back section
     assert len(layout["boxes"]) == len(lab.CHAPTERS) and min(layout["boxes"]) >= 8 and set(layout["kept"]) == {"avoid"}
+    assert layout["together"] == [["avoid", True, True, True]] * len(lab.CHAPTERS)  # question, prediction, box: one page
     assert min(layout["fonts"]) >= charts.READABLE_PX == 14
     assert 6 <= len(fills) <= 20 and min(fills) >= 0.25, fills  # the back section holds each answer too
