@@ -657,3 +657,14 @@ def test_chapter_3s_histogram_draws_its_last_bin_as_wide_as_the_others():
         assert len(line) == len(rows) + 1 and line["log10_start"].iloc[-1] == rows["log10_end"].max()
         last = rows.sort_values("log10_start")["fraction"].iloc[-1]
         assert line["fraction"].iloc[-1] == 0 and line["fraction"].iloc[-2] == last
+
+
+def test_chapter_3_compares_in_words_that_read_and_names_the_questions_length():
+    ch = lab.chapter(3)
+    assert f"n = {ch.control.default} bits" in ch.predict.prompt  # the answer can flip at another n: the question says which
+    same = altered(3, "layers", lambda t: t.assign(mean_N=1.0))
+    built = ch.present(same, ch.control.default)
+    assert built.claims["factors"] == "about the same" and "about the same as the FIRST model's" in built.look_for
+    assert "than the FIRST model's" in ch.present(data(3), ch.control.default).look_for
+    first = built.figures[0].data["ln_name"].iloc[0]
+    assert f"({first} is the first)" in built.figures[0].caption  # the caption names the LayerNorm as the axis does
