@@ -1,10 +1,13 @@
 """Lab: the paper's story as guided chapters (`sensviz.lab`), one chapter per URL (`lab?chapter=3&predict=...`).
 
 Each chapter asks, then shows, then explains: its question and the student's prediction first (kept in
-the session and the URL), the charts with the asked-for quantity hidden until a prediction is made or
-skipped, then the answer behind a reveal. The reveal locks the prediction on the server under the
-browser's owner id (`ui.predictions`): the first answer is the one scored, and no link or later choice
-changes it. "My answers" is one link with every locked chapter, signed by the server (`answers=`).
+the session and the URL), the charts blind (the asked-for quantity left out, or no chart) until the
+reveal, then the charts and the answer together. The reveal (or Skip) locks the prediction on the server
+under the browser's owner id (`ui.predictions`) at the moment anything that bears the answer is shown:
+the first answer revealed is the one scored, and no link or later choice changes it. A `predict=` link
+only pre-selects an option: nothing is shown until its owner reveals. "My answers" is one link with
+every locked chapter, signed by the server (`answers=`); whoever opens it sees an answer, and whether it
+was right, only for the chapters they revealed themselves (`shown_to`), or every one as a class's instructor.
 The try-it control redraws the chapter's charts from the data shipped beside the zoo (`sensviz lab-data`).
 """
 
@@ -14,6 +17,7 @@ from urllib.parse import urlsplit
 import streamlit as st
 
 from sensviz import lab
+from sensviz.lab import upper_first
 from sensviz.text import escape_markdown
 from server import services
 from ui import cache, classroom, model_refs, nav, owner_id, page, predictions, registry, router, train_form
@@ -38,6 +42,8 @@ PAGE = {  # read by ui.nav without running this file
 settings = page.Settings("lab")
 NUMBERS = list(range(1, len(lab.CHAPTERS) + 1))
 SKIP = "skip"
+LOCK_RULE = ("Every chart that shows the answer stays blind until you reveal it, and revealing locks your "
+             "prediction: change it freely until then; the first answer revealed is the one scored.")
 # chapters whose "try it yourself" is a training run: the page and the Train form's preset
 # (no bare strings here: Streamlit would draw them)
 TRY_IT = {
@@ -94,20 +100,38 @@ if st.session_state.pop(registry.LAB_TOP, False):
 st.html(INK)
 
 
-def answers_table(found: dict[int, dict]) -> None:
-    """Locked answers as a table (plain text cells): chapter, the answer, whether it was right, when it was revealed."""
+ANSWERS_RULE = ("A chapter's answer, and whether it was right, shows only for the chapters you have revealed "
+                "yourself (a class's instructor sees every one): a classmate's link gives away no answer.")
+
+
+def shown_to(found: dict[int, dict], revealed: set[int], instructor: bool) -> set[int]:
+    """The chapters of an answers link whose answer and verdict a viewer sees (`ANSWERS_RULE`): those the viewer
+    revealed, or all for an instructor."""
+    return set(found) if instructor else set(found) & revealed
+
+
+def answers_table(found: dict[int, dict], shown: set[int]) -> None:
+    """Locked answers as a table (plain text cells): chapter, the answer, whether it was right, when it was revealed;
+    a chapter not in `shown` with its answer and verdict left out."""
     rows = []
     for k, entry in sorted(found.items()):
         if k not in NUMBERS:
             continue
         to = lab.chapter(k)
         correct = cache.lab_chapter(k, to.control.default).correct
-        rows.append({"chapter": f"{k}. {to.title}", "answer": entry["answer"],
-                     "right?": "—" if entry["answer"] == SKIP else "yes" if entry["answer"] == correct else "no",
-                     "revealed (UTC)": entry["revealed"]})
+        hidden = k not in shown
+        rows.append({"chapter": f"{k} {SHORT[k]}",
+                     "answer": "(reveal this chapter to see it)" if hidden else entry["answer"],
+                     "right?": "—" if hidden or entry["answer"] == SKIP else "yes" if entry["answer"] == correct else "no",
+                     "revealed (UTC)": entry["revealed"][:16].replace("T", " ")})
     st.dataframe(rows, hide_index=True)
 
 
+owner = owner_id.owner()
+locks = predictions.locked(owner)  # the revealed chapters: their first answer, kept on the server
+code = registry.current_class()
+joined = services.class_store().view(code, owner) if code else None
+instructor = joined is not None and joined.is_instructor(owner)
 token = settings.read("answers", None, str)  # a "my answers" link, shown to whoever opens it
 if token is not None:
     found = predictions.read_token(token, services.server_secret())
@@ -115,14 +139,13 @@ if token is not None:
         st.warning("This answers link was not signed by this server, or it was changed: its answers are not shown.")
     else:
         st.markdown("**Answers in this link**, signed by this server: each chapter's prediction as locked when its "
-                    "answer was revealed.")
-        answers_table(found)
+                    f"answer was revealed. {ANSWERS_RULE}")
+        answers_table(found, shown_to(found, set(locks), instructor))
+tools_at = st.container()  # "My answers" and the handout, under the chapters (filled at the end)
 
 # ---------------------------------------------------------------- ask
 
 made = st.session_state.setdefault(registry.LAB_PREDICTIONS, {})
-owner = owner_id.owner()
-locks = predictions.locked(owner)  # the revealed chapters: their first answer, kept on the server
 by_slug = {slug(o): o for o in (*chapter.predict.options, SKIP)}
 if not settings.kept("predict"):  # the first run: a link's prediction
     def parse(raw: str) -> str:
@@ -154,19 +177,28 @@ def choose() -> None:
     classroom.vote(number, made[number])  # counted in the class's tally (the instructor sees counts only)
 
 
+def reveal(answer: str) -> None:
+    """Lock `answer` on the server (the first lock stays): from now on the charts and the answer are shown."""
+    made[number] = answer
+    predictions.lock(owner, number, answer)
+
+
 def skip() -> None:
-    made[number] = SKIP
     classroom.vote(number, SKIP)
+    reveal(SKIP)
 
 
+held = lock is None and classroom.reveal_held(number)
 cols = st.columns([5, 1], vertical_alignment="bottom")
 cols[0].radio(f"Your prediction: {chapter.predict.prompt}", chapter.predict.options, key=key, on_change=choose,
               horizontal=True, help=definitions, disabled=lock is not None)
-cols[1].button("Skip", on_click=skip, key=settings.key("skip", number), disabled=predicted is not None,
-               help="See the charts without predicting")
+cols[1].button("Skip", on_click=skip, key=settings.key("skip", number), disabled=lock is not None or held,
+               help="See the charts and the answer without predicting: counted as skipped, and locked")
 if lock is not None:
     st.caption(f"Your answer “{escape_markdown(lock['answer'])}” was locked when you revealed the answer "
                f"({lock['revealed']} UTC): the first answer is the one scored.")
+else:
+    st.caption(LOCK_RULE)
 
 # the words and symbols the charts and formulas use, visible before them (a projector or a tablet shows no hover)
 st.markdown("**Words and symbols of this chapter**\n\n"
@@ -194,9 +226,9 @@ status.empty()
 if yours:
     st.caption(f"Your model {escape_markdown(selection.ref.label)} is a black mark at its n.")
 figures = list(built.figures)
-# each figure's chart as drawn, converted once for every session (cache.vega_lite); before the prediction its blind one
-specs = list(cache.lab_specs(number, choice, yours, blind=predicted is None, progress=progress))
-if number == 2 and predicted is not None and registry.followed_job():  # the student's own PARITY run, if n = 8
+# each figure's chart as drawn, converted once for every session (cache.vega_lite); before the reveal its blind one
+specs = list(cache.lab_specs(number, choice, yours, blind=lock is None, progress=progress))
+if number == 2 and lock is not None and registry.followed_job():  # the student's own PARITY run, if n = 8
     records = services.job_manager().records(registry.followed_job())
     if records and len(records[-1].get("degree_profile") or ()) == built.numbers["n"] + 1:
         figures[1] = cache.lab_your_run(choice, records)
@@ -204,13 +236,13 @@ if number == 2 and predicted is not None and registry.followed_job():  # the stu
 
 with figures_at:
     for fig, spec in zip(figures, specs, strict=True):
-        st.markdown(f"**{fig.blind_title or fig.title}**" if predicted is None else f"**{fig.title}**")
-        if predicted is None:
+        st.markdown(f"**{fig.blind_title or fig.title}**" if lock is None else f"**{fig.title}**")
+        if lock is None:
             if spec is None:
-                st.info("Make a prediction above (or skip) to see this chart.", icon=":material/visibility_off:")
+                st.info("This chart shows the answer: it appears when you reveal it.", icon=":material/visibility_off:")
                 continue
             st.vega_lite_chart(spec, theme=None)  # the charts carry their own readable text (charts.readable)
-            st.caption("The quantity the question asks about is left out until you predict.")
+            st.caption("The quantity the question asks about is left out until you reveal the answer.")
             continue
         st.vega_lite_chart(spec, theme=None)
         if fig.caption:
@@ -225,8 +257,9 @@ if lock is not None:
     verdict = (" You skipped the prediction." if scored == SKIP else " Your prediction was right." if scored == asked.correct
                else f" You predicted “{scored}”.")
     st.success(f"**Answer: {asked.correct}.**{verdict}", icon=":material/check_circle:")
-    st.markdown(f"**What to look for** (at {control.fmt(control.default)}). {asked.look_for}")
+    st.markdown(f"**What to look for** (at the question's setting: {control.fmt(control.default)}). {asked.look_for}")
     st.markdown(asked.answer)
+    st.markdown(f"**The rule that decides the answer.** {upper_first(chapter.rule)}")
     for line in chapter.theorem:
         st.latex(line)
     if chapter.theorem_symbols:
@@ -234,12 +267,12 @@ if lock is not None:
     if choice != control.default:
         st.markdown(f"**What changes here.** {lab.what_changes(chapter, asked, built, choice)}")
 else:
-    held = classroom.reveal_held(number)
     st.button("Reveal the answer", key=settings.key("reveal", number), disabled=predicted is None or held,
-              on_click=lambda: predictions.lock(owner, number, made[number]), type="primary",
+              on_click=reveal, args=(predicted,), type="primary",
               help="Predict or skip first" if predicted is None else
               "Your instructor reveals this chapter's answer to the class together" if held else
-              "What to look for, and the answer. It locks your prediction: the first answer is the one scored.")
+              "The full charts, what to look for, and the answer. It locks your prediction: the first answer "
+              "revealed is the one scored.")
     if held:
         st.caption("Your instructor will reveal this answer to the whole class: keep your prediction until then.")
 
@@ -282,23 +315,22 @@ if number > 1:
 if number < len(NUMBERS):
     cols[2].button(f"Chapter {number + 1} →", help=lab.chapter(number + 1).title, on_click=turn, args=(number + 1,),
                    key=settings.key("next"), type="primary", width="stretch")
-with cols[1].popover("My answers"):
+tools = tools_at.columns(3)
+with tools[0].popover("My answers", width="stretch"):
     if not locks:
         st.markdown("No chapter revealed yet: a chapter's prediction is locked, and listed here, when you reveal its answer.")
     else:
-        answers_table(locks)
+        answers_table(locks, set(locks))
         link = f"lab?answers={predictions.answers_token(locks, services.server_secret())}"
         st.markdown("One link with these answers and their times, signed by this server (an instructor can check it "
                     f"is unchanged): [my answers]({link})")
         st.code(f"{(st.context.url or '').split('?')[0].rsplit('/', 1)[0]}/{link}", language=None)
-with cols[1].popover("Handout (student)"):
+with tools[1].popover("Handout (student)", width="stretch"):
     st.markdown("The whole lab as one HTML page to print, offline: questions, words, predictions to tick and boxes to "
-                "answer in front; the charts that show the answers in a back section. Also `sensviz lab --out lab.html`.")
+                "answer in front; the charts and the answers in a back section.")
     address = server_address()
     st.download_button("Download the student handout", lambda: cache.lab_handout(False, address),
                        file_name="sensviz-lab.html", mime="text/html", key=settings.key("handout"))
-    code = registry.current_class()
-    joined = services.class_store().view(code, owner) if code else None
-    if joined is not None and joined.is_instructor(owner):  # the copy with answers: the class's instructor only
+    if instructor:  # the copy with answers: the class's instructor only
         st.download_button("Download the instructor's copy (with the answers)", lambda: cache.lab_handout(True, address),
                            file_name="sensviz-lab-answers.html", mime="text/html", key=settings.key("handout_answers"))

@@ -1,10 +1,12 @@
 """The Lab on paper: one offline HTML page to print (`handout`), in a student's copy and an instructor's.
 
 The student's copy asks before it shows, as the app does: each chapter's question, its words and symbols,
-the prediction to tick, the charts that hide the asked-for quantity (`Figure.blind`), the definitions, and
-a box of eight ruled lines for the answer, kept on one page with its question. Every chart that carries an
-answer, and the theorem that predicts it, is printed in the back section, which starts on a page of its
-own. The instructor's copy (`answers=True`) prints each chapter's charts in place, with its answer.
+the prediction to tick, the definitions, and a box of eight ruled lines for the answer, kept on one page with
+its question. Its front pages print no chart: a later chapter's chart, even blind, can carry an earlier one's
+answer (chapter 7's trained PARITY model at as_n = n is chapter 1's). Every chart, with each chapter's right
+prediction, what to look for, the answer and the theorem that predicts it, is printed in the back section,
+which starts on a page of its own. The instructor's copy (`answers=True`) prints each chapter's charts in
+place, with its answer.
 Links name the address the server was reached at (`url`), or only the chapter's path.
 """
 
@@ -26,7 +28,7 @@ body {{ font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width
 h2 {{ border-bottom: 1px solid #777; padding-bottom: 0.2em; margin-top: 1.6em; }}
 .question {{ font-size: 1.1em; font-style: italic; }} .predict {{ background: #f2f4f8; padding: 0.6em 0.9em; }}
 .terms {{ font-size: 0.92em; color: #222; }} .caption {{ color: #333; font-size: 0.92em; }}
-.formula {{ background: #fafafa; padding: 0.5em; overflow-x: auto; font-size: 1.15em; }}
+.formula {{ background: #fafafa; padding: 0.5em; overflow-x: auto; font-size: 1.35em; line-height: 2; }}
 .chart {{ margin: 0.6em 0 1.2em 0; }} .answer {{ border-left: 4px solid #2a7; padding-left: 0.8em; }}
 .box {{ border: 1px solid #555; height: {BOX_LINES * LINE}em; margin: 0.5em 0 1em 0; padding: 0 0.4em;
        background: repeating-linear-gradient(to bottom, transparent 0, transparent calc({LINE}em - 1px),
@@ -35,10 +37,12 @@ h2 {{ border-bottom: 1px solid #777; padding-bottom: 0.2em; margin-top: 1.6em; }
 .back {{ margin-top: 3em; }}
 @media print {{
   body {{ max-width: none; margin: 0; font-size: 11pt; }}
+  h1 {{ font-size: 1.5em; margin: 0 0 0.3em 0; }} h2 {{ margin-top: 0.8em; }}
   nav, .screen {{ display: none; }}
   h2, h3 {{ break-after: avoid; page-break-after: avoid; }}
   .back {{ break-before: page; page-break-before: always; margin-top: 0; }}
-  .chart, figure, .predict, .respond, .formula, .answer, .terms, .shown {{ break-inside: avoid; page-break-inside: avoid; }}
+  .chart, figure, .predict, .respond, .formula, .answer, .terms, .shown, .ask, .keep {{ break-inside: avoid;
+    page-break-inside: avoid; }}
   a {{ color: #111; }}
 }}
 """
@@ -60,7 +64,7 @@ class _Charts:
         self.specs: list[dict] = []
 
     def place(self, chart, title: str, caption: str, kind: str) -> list[str]:
-        """One chart under its title, with its caption; `kind`: "answer-chart" (carries an answer) or "blind-chart"."""
+        """One chart under its title, with its caption; `kind`: "answer-chart" (it carries an answer)."""
         self.specs.append(chart.to_dict())
         return [f'<div class="shown"><h3>{html.escape(title)}</h3>',
                 f'<div class="chart {kind}" id="chart-{len(self.specs) - 1}"></div>',
@@ -75,42 +79,46 @@ def _theorem(ch: Chapter) -> list[str]:
 
 
 def _front(ch: Chapter, built: Built, charts: _Charts, answers: bool, url: str | None) -> str:
-    """A chapter where the student meets it: the question first, and (instructor's copy) its charts and answer."""
-    parts = [f'<section id="chapter-{ch.number}"><h2>{ch.number}. {html.escape(ch.title)}</h2>',
-             f'<p class="question">{html.escape(ch.question)}</p>',
-             f'<p class="terms">{_lines((*ch.definitions(), *ch.symbols))}</p>',
-             f'<div class="predict"><b>Predict first.</b> {html.escape(ch.predict.prompt)}<ul class="options">'
-             + "".join(f"<li>{html.escape(o)}</li>" for o in ch.predict.options) + "</ul></div>"]
-    for fig in built.figures:
-        if answers:
-            parts += charts.place(fig.chart, fig.title, fig.caption, "answer-chart")
-        elif fig.blind is not None:
-            parts += charts.place(fig.blind, fig.blind_title or fig.title,
-                                  "The quantity the question asks about is left out here: the full chart is in the back "
-                                  "section.", "blind-chart")
-    parts.append('<div class="formula">' + "".join(mathml(line) for line in ch.formula) + "</div>")
+    """A chapter where the student meets it: the question first, then (student's copy) its words, formula, the
+    prediction and the box to answer in, all on one page; (instructor's copy) the prediction, its charts, formula and
+    answer."""
+    predict = (f'<div class="predict"><b>Predict first.</b> {html.escape(ch.predict.prompt)}<ul class="options">'
+               + "".join(f"<li>{html.escape(o)}</li>" for o in ch.predict.options) + "</ul></div>")
+    formula = '<div class="formula">' + "".join(mathml(line) for line in ch.formula) + "</div>"
+    ask = [f'<div class="ask"><h2>{ch.number}. {html.escape(ch.title)}</h2>',
+           f'<p class="question">{html.escape(ch.question)}</p></div>',
+           f'<p class="terms">{_lines((*ch.definitions(), *ch.symbols))}</p>']
     if answers:
-        parts += [f'<div class="answer"><p><b>Right prediction:</b> {html.escape(built.correct)}</p>'
-                  f"<p><b>What to look for.</b> {html.escape(built.look_for)}</p>"
-                  f"<p><b>Answer.</b> {html.escape(built.answer)}</p>", *_theorem(ch), "</div>"]
-    else:
-        parts.append('<div class="respond"><p><b>Then, with the charts of the back section: what do they show? Was your '
-                     'prediction right, and why?</b></p><div class="box"></div></div>')
+        body = [*ask, predict, *(line for fig in built.figures
+                                 for line in charts.place(fig.chart, fig.title, fig.caption, "answer-chart")),
+                formula, _answer(ch, built)]
+    else:  # the question, its words and the box to answer in on one page
+        body = ['<div class="keep">', *ask, formula, predict,
+                '<div class="respond"><p><b>Then, with the charts of the back section: what do they show? Was your '
+                'prediction right, and why?</b></p><div class="box"></div></div></div>']
     live = live_link(ch.number, url)
-    parts.append(f"<p><b>Try it yourself:</b> {html.escape(ch.try_it)} Live chapter: "
-                 f'<a href="{html.escape(live)}">{html.escape(live)}</a></p></section>')
-    return "\n".join(parts)
+    return "\n".join([f'<section id="chapter-{ch.number}">', *body,
+                      f"<p><b>Try it yourself:</b> {html.escape(ch.try_it)} Live chapter: "
+                      f'<a href="{html.escape(live)}">{html.escape(live)}</a></p></section>'])
+
+
+def _answer(ch: Chapter, built: Built) -> str:
+    """A chapter's right prediction, what to look for, the answer's paragraph and the theorem behind it."""
+    return "".join([f'<div class="answer"><p><b>Right prediction:</b> {html.escape(built.correct)}</p>'
+                    f"<p><b>What to look for.</b> {html.escape(built.look_for)}</p>"
+                    f"<p><b>Answer.</b> {html.escape(built.answer)}</p>",
+                    f"<p><b>The rule that decides the answer:</b> {html.escape(ch.rule)}</p>", *_theorem(ch), "</div>"])
 
 
 def _back(chapters: list[tuple[Chapter, Built]], charts: _Charts) -> str:
-    """The student's back section: every chart that carries an answer, and each chapter's theorem."""
-    parts = ['<section class="back" id="back"><h2>After you predicted: the charts</h2>',
+    """The student's back section: each chapter's charts, then its answer and the theorem behind it."""
+    parts = ['<section class="back" id="back"><h2>After you predicted: the charts and the answers</h2>',
              "<p>Turn here only once every prediction in front is ticked.</p>"]
     for ch, built in chapters:
-        parts.append(f"<h3>Chapter {ch.number}. {html.escape(ch.title)}</h3>")
+        parts.append(f'<section class="back-chapter"><h3>Chapter {ch.number}. {html.escape(ch.title)}</h3>')
         for fig in built.figures:
             parts += charts.place(fig.chart, fig.title, fig.caption, "answer-chart")
-        parts += _theorem(ch)
+        parts += [_answer(ch, built), "</section>"]
     return "\n".join([*parts, "</section>"])
 
 
@@ -135,7 +143,7 @@ def handout(sources: Sources, answers: bool = False, url: str | None = None) -> 
          "<p>Hahn &amp; Rofin (ACL 2024), with models trained by sensviz. In each chapter, read the question and "
          "tick a prediction <i>before</i> you look at the charts. Every number is computed from the models shown."
          + (" This is the instructor's copy: the answers are included." if answers else
-            " The charts that show the answers are in the back section.")
+            " The charts and the answers are in the back section.")
          + " This page loads nothing from the internet.</p>",
          f'<nav class="screen"><ol>{toc}</ol></nav>', *sections],
         charts.specs)

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import charts, cube, glossary, init_charts, init_claim, results, tables
+from . import charts, cube, glossary, init_charts, init_claim, lab_charts, results, tables
 from .analysis import cube_outputs, sensitivity_report
 from .blowup import blowup_summary
 from .checkpoints import Checkpoint, file_hash, load_checkpoint
@@ -122,7 +122,7 @@ def _plain(value):
 
 @dataclass
 class Figure:
-    """One chart of a chapter, with the data behind it, and the chart shown before the student predicts
+    """One chart of a chapter, with the data behind it, and the chart shown before the reveal
     (`blind`: the same view with the asked-for quantity left out, under `blind_title`, its data only the
     columns it draws; None: nothing until then)."""
 
@@ -150,6 +150,7 @@ class Built:
     correct: str  # the right option of the chapter's prediction
     look_for: str
     answer: str
+    here: str = ""  # what this try-it setting draws, where it changes the curves and not the question's data
 
 
 @dataclass(frozen=True)
@@ -192,6 +193,7 @@ class Chapter:
     symbols: tuple[str, ...] = ()  # each symbol of the formula and the charts, in words, shown beside them
     theorem_symbols: tuple[str, ...] = ()  # each symbol the theorem adds, shown with it
     depends: tuple[tuple[str, object], ...] = ()  # what `measure` computes besides the files: its settings, its tables
+    rule: str = ""  # how the right option is decided from the data, in words (the rule `present` applies)
 
     def inputs(self, sources: Sources) -> dict[str, Path]:
         """The files the chapter's data depends on, by name."""
@@ -206,21 +208,34 @@ class Chapter:
         return self.present(data(self, sources, progress), self.control.default if choice is None else choice)
 
     def definitions(self) -> list[str]:
-        """One line per glossary term the chapter uses."""
-        return [glossary.definition(t) for t in self.terms]
+        """One line per glossary term the chapter uses (the Lab's own line where `LAB_LINES` has one)."""
+        return [LAB_LINES.get(t) or glossary.definition(t) for t in self.terms]
+
+
+LAB_LINES = {
+    "average sensitivity": "average sensitivity (as_n(f)): s(f,x) averaged over all 2^n inputs x: from 0 (a constant: "
+                           "no flip ever changes f) to n (each of the n flips changes f, whatever x is).",
+    "sharpness proxy": "sharpness proxy (proxy ×4): the paper's estimate of sharpness: the output's mean squared "
+                       "change under Gaussian noise of 0.02 per parameter; ×4 puts a model trained on 0/1 targets on "
+                       "the ±1 scale (y ↦ 2y − 1 turns a change Δy into 2Δy, and (2Δy)² = 4Δy²).",
+}
+"""The Lab's line for a glossary term where the glossary's would give a chapter's answer away before its reveal
+(average sensitivity: "to n (PARITY)" is chapter 1's answer) or is wrong as written ("(2y − 1)² = 4y²")."""
 
 
 def what_changes(ch: Chapter, asked: Built, here: Built, choice) -> str:
     """At a try-it setting other than the question's own (`ch.control.default`, where the Answer is decided):
-    whether the charts there show the same answer ("not visible at this setting" where they do not), and what
-    they show, from that setting's own data. It gives no reason why: no chapter has a claim, with a stated rule
+    whether the charts there show the same answer ("not visible at this setting" where they do not, with the
+    chapter's rule), and what they show, from that setting's own data (`Built.here` where the setting changes only
+    the curve drawn, else its `look_for`). It gives no reason why: no chapter has a claim, with a stated rule
     and an altered-data test, that explains the difference."""
     at = ch.control.fmt(choice)
+    shown = here.here or here.look_for
     if here.correct == asked.correct:
-        return f"At {at} the charts show the same answer (“{here.correct}”). {here.look_for}"
-    return (f"The answer is not visible at this setting ({at}): by the chapter's own rule the charts here say "
+        return f"At {at} the charts show the same answer (“{here.correct}”). {shown}"
+    return (f"The answer is not visible at this setting ({at}). The rule: {ch.rule} By it the charts here say "
             f"“{here.correct}”, not “{asked.correct}” as at the question's setting "
-            f"({ch.control.fmt(ch.control.default)}). {here.look_for}")
+            f"({ch.control.fmt(ch.control.default)}). {shown}")
 
 
 def zoo_loader(directory: str | Path) -> Loader:
@@ -378,6 +393,11 @@ def compare_words(ratio: float, larger: str = "larger", smaller: str = "smaller"
     return "about the same"
 
 
+def than(words: str) -> str:
+    """A comparison from `compare_words` joined to what it compares with: 'k× larger than', 'about the same as'."""
+    return f"{words} {'as' if words == 'about the same' else 'than'}"
+
+
 def separated(a: float, a_err: float, b: float, b_err: float) -> int:
     """+1 when a's error bar lies wholly above b's, -1 when wholly below, 0 when they overlap."""
     return 1 if a - a_err > b + b_err else -1 if a + a_err < b - b_err else 0
@@ -427,8 +447,6 @@ def _task_name(ck: Checkpoint) -> str:
 # ----------------------------------------------------------------------------- chapter 1
 
 SENSITIVITY_NS = (4, 6, 8, 10)
-BLIND_CUBE = ("vertex", "bits", "weight", "row", "col", "output", "output_pm1", "target")
-"""The columns of chapter 1's cube before the prediction: the inputs and the outputs, not s(f,x)."""
 FLIPS = {"none of them": 0.0, "about one": 1.0, "about half of them": 0.5, "all n of them": 1.0}
 
 
@@ -471,15 +489,16 @@ def _sensitivity_present(data: Data, n) -> Built:
                 f"degree {peaks['FIRST'][0]} (d_{peaks['FIRST'][0]} = {peaks['FIRST'][1]:.2f}).")
     answer = (f"{upper_first(correct)}: the trained PARITY model's as_n is {numbers['as_parity']:.3g} of {n}. Every flip "
               f"changes PARITY, so s(PARITY, x) = n; only the first bit's flip changes FIRST, so s(FIRST, x) = 1. "
-              "A function that reacts to every bit has all its Fourier weight at the top degree, and that is what "
-              "the paper proves is hard for a transformer.")
-    outputs = {name: grid[list(BLIND_CUBE)] for name, grid in grids.items()}  # no s(f,x) in its data or tooltips
+              "A function that reacts to every bit has all its Fourier weight at the top degree. The later chapters "
+              "show why such a function is hard for a transformer: to compute it at long inputs it needs large "
+              "weights or LayerNorm blowup (chapter 3), and its minima are sharp (chapters 4 and 5).")
+    # no blind view: the map of outputs in Gray order answers the question by counting neighbouring colours
     figures = [
         Figure("cube", f"s(f,x) of each model at each of the 2^{n} inputs (colour: 0 to {n} flips)",
                charts.cube_grids(grids, "s_model", n), cube_rows,
-               "Each cell is one input x; neighbouring cells differ in one bit. A dot marks f(x) = 1.",
-               blind=charts.cube_grids(outputs, "output_pm1", n),
-               blind_title=f"the output of each model at each of the 2^{n} inputs (colour: its answer, −1 or +1)"),
+               "Each cell is one input x; neighbouring cells differ in one bit. A white dot marks an input where "
+               f"the task's answer is 1. Hover a cell: bits is the input x, vertex its number (0 to {2**n - 1}), "
+               "output the model's raw output on the 0/1 scale it was trained on, s(model, x) the colour."),
         Figure("degrees", "Fourier degree profile d_k of each model", charts.degree_profiles(degree_rows), degree_rows,
                "d_k: the share of the function's weight on products of exactly k bits."),
     ]
@@ -532,23 +551,39 @@ def _training_present(data: Data, metric) -> Built:
     correct = ("it rises" if claims["sharpness"].startswith("rises") else
                "it falls" if claims["sharpness"].startswith("falls") else "it stays about the same")
     look_for = (f"Before step {step if step is not None else last}, the weight sits mostly at degree {low} (mean "
-                f"d_{low} = {numbers['low_weight']:.2f}) and d_{n} stays at or below {top_before:.2f}: PARITY has no "
-                f"weight below degree {n}, so nothing of it is learned yet. Degree {n} {claims['takeover']} "
-                f"(d_{n} = {numbers['top_end']:.2f} at step {last}). Sharpness L_ρ {claims['sharpness']} from before "
-                "that step to after it (mean over the measurements on each side).")
+                f"d_{low} = {numbers['low_weight']:.2f}) and d_{n} stays at or below {top_before:.2f}. PARITY has all "
+                f"its weight at degree {n}; the rule: degree {n} takes over at the first measured step with d_{n} ≥ "
+                f"0.5. Degree {n} {claims['takeover']} (d_{n} = {numbers['top_end']:.2f} at step {last}). Sharpness "
+                f"L_ρ {claims['sharpness']} from before that step to after it (mean over the measurements on each side).")
     answer = (f"{upper_first(correct)}. Until degree {n} appears the model is an almost constant function (degree "
               f"{low}); once it computes PARITY its output reacts to every bit, and so to small changes of the "
               f"parameters: sharpness {claims['sharpness']}.")
     shown_metric = CURVES.get(metric, SHARPNESS)
     shown = curves[curves["metric"].isin(["accuracy", shown_metric])].reset_index(drop=True)
-    blind = curves[curves["metric"].isin(["accuracy", "as_n(model)" if shown_metric == SHARPNESS else shown_metric])]
+    blind_metric = "loss" if shown_metric == SHARPNESS else shown_metric  # the sharpness is the answer
+    blind = curves[curves["metric"].isin(["accuracy", blind_metric])]
     figures = [
         Figure("degree_history", "Fourier degree profile d_k of the model over training", charts.degree_history(history),
                history, f"Each column is one measurement; degree {n} is PARITY's only Fourier weight."),
         Figure("curves", f"accuracy and {shown_metric} over training", charts.training_curves(shown, columns=2), shown,
-               blind=charts.training_curves(blind, columns=2)),
+               blind=charts.training_curves(blind, columns=2),
+               blind_title=f"accuracy and {blind_metric} over training"
+                           + (" (sharpness L_ρ appears when you reveal the answer)" if blind_metric != shown_metric else "")),
     ]
-    return Built(numbers, claims, figures, correct, look_for, answer)
+    return Built(numbers, claims, figures, correct, look_for, answer, curve_words(curves, shown_metric, step))
+
+
+def curve_words(curves: pd.DataFrame, metric: str, step: int | None) -> str:
+    """What chapter 2's chosen curve does: its first and last value, and its change from before the takeover step to
+    after it (the mean on each side, `change_words`)."""
+    line = curves[curves["metric"] == metric].sort_values("step")
+    first, last = line.iloc[0], line.iloc[-1]
+    said = (f"The curve beside accuracy is {metric}: {first['value']:.3g} at step {int(first['step'])}, "
+            f"{last['value']:.3g} at step {int(last['step'])}")
+    if step is None or not (line["step"] < step).any() or not (line["step"] >= step).any():
+        return said + "."
+    ratio = line[line["step"] >= step]["value"].mean() / line[line["step"] < step]["value"].mean()
+    return said + f"; it {change_words(ratio)} from before step {step} to after it (mean on each side)."
 
 
 ZOO_RUN, YOUR_RUN = "the pretrained model's run", "your run"
@@ -570,6 +605,7 @@ def your_run(data: Data, metric, records: list[dict]) -> Figure:
 # ----------------------------------------------------------------------------- chapter 3
 
 BLOWUP_NS = (8, 10, 12)
+BLOWUP_DEFAULT = 12  # the question's length: the longest, where the two models differ most
 
 
 def _blowup_measure(src: Sources, progress: Progress = None) -> Data:
@@ -588,6 +624,14 @@ def _blowup_measure(src: Sources, progress: Progress = None) -> Data:
                      "models": pd.DataFrame(rows)})
 
 
+def closed_steps(hist: pd.DataFrame) -> pd.DataFrame:
+    """Each model's histogram with a last point at the end of its last bin, at fraction 0: a step line ends at its last
+    point, so without it the last bin would be a single point at the axis' edge instead of a step of its width."""
+    ends = hist.loc[hist.groupby("model")["log10_end"].idxmax()].assign(
+        log10_start=lambda t: t["log10_end"], fraction=0.0)
+    return pd.concat([hist, ends], ignore_index=True).sort_values(["model", "log10_start"], kind="stable")
+
+
 def _blowup_present(data: Data, n) -> Built:
     layers = data.tables["layers"][data.tables["layers"]["n"] == n].drop(columns="n").reset_index(drop=True)
     hist = data.tables["histogram"][data.tables["histogram"]["n"] == n].reset_index(drop=True)
@@ -604,7 +648,7 @@ def _blowup_present(data: Data, n) -> Built:
               "norm": compare_words(numbers["norm_parity"] / numbers["norm_first"])}
     correct = ("the PARITY model" if factor_ratio > 1.2 else "the FIRST model" if factor_ratio < 1 / 1.2
                else "about the same")
-    look_for = (f"At n = {n} the PARITY model's LayerNorm factors N are {claims['factors']} than the FIRST model's "
+    look_for = (f"At n = {n} the PARITY model's LayerNorm factors N are {than(claims['factors'])} the FIRST model's "
                 f"(mean over LayerNorms and inputs {numbers['mean_N_parity']:.3g} against {numbers['mean_N_first']:.3g}; "
                 f"largest {numbers['max_N_parity']:.3g} against {numbers['max_N_first']:.3g}). Multiplied over the "
                 f"layers, its mean Blowup is {claims['blowup']} ({numbers['blowup_parity']:.3g} against "
@@ -617,9 +661,11 @@ def _blowup_present(data: Data, n) -> Built:
     figures = [
         Figure("factors", f"the LayerNorm factors N of each LayerNorm (n = {n}): mean and largest over the inputs",
                charts.per_ln_bars(layers.assign(model=layers["model"])), layers,
-               "N = 1/√(variance + ε) of the LayerNorm's input; ln_0 is the first LayerNorm."),
+               f"N = 1/√(variance + ε) of the LayerNorm's input; each bar is one LayerNorm, named as in the model "
+               f"({layers['ln_name'].iloc[0]} is the first)."),
         Figure("blowup_hist", "Blowup(x) over the inputs: the factors multiplied over the layers",
-               charts.model_log_histograms(hist), hist, "Blowup(x) = Π_k max_i (1 + N_i^(k)(x)); a log axis."),
+               charts.model_log_histograms(closed_steps(hist)), hist,
+               "Blowup(x) = Π_k max_i (1 + N_i^(k)(x)); a log axis."),
     ]
     return Built(numbers, claims, figures, correct, look_for, answer)
 
@@ -663,24 +709,25 @@ def _landscape_present(data: Data, fraction) -> Built:
                "sharp_ratio": ratio, "limit_parity": p["limit"], "limit_first": f["limit"], "limit_ratio": limit_ratio}
     claims = {"sharper": sharper_words(side, ratio),
               "limit": ("tells the same story" if limit_ratio > 1.5 else
-                        "does not separate them (ratio within 1.5)" if limit_ratio > 1 / 1.5 else
+                        "does not separate them (their ratio is between 1/1.5 and 1.5)" if limit_ratio > 1 / 1.5 else
                         "points the other way")}
     correct = "PARITY's" if side > 0 else "FIRST's" if side < 0 else "about the same"
     where = "the paper's radius" if fraction == 1.0 else f"{fraction:g} of the paper's radius"
     look_for = (f"At {where}, ρ = {p['rho']:.3g}: L_ρ is {p['value']:.3g} ± {p['stderr']:.2g} for PARITY and "
                 f"{f['value']:.3g} ± {f['stderr']:.2g} for FIRST, so PARITY's minimum is {claims['sharper']}. The "
                 f"chart divides by ρ² to put all radii on one scale: L_ρ/ρ² = {p['ratio']:.3g} and {f['ratio']:.3g} "
-                f"there. The dashed lines, the small-ρ limit E‖∇T‖²/P ({p['limit']:.3g} and {f['limit']:.3g}, "
-                f"ratio {limit_ratio:.2g}), {claims['limit']}.")
-    answer = (f"{upper_first(correct)}: at {where} PARITY's minimum is {claims['sharper']}. The small-ρ limit is "
-              f"only the first-order part of the sharpness (ratio {limit_ratio:.2g}); the theorem is about a fixed "
-              "radius as n grows, which is what the paper measures and the Landscape page shows first.")
+                f"there. The dashed lines show the small-ρ limit E‖∇T‖²/P ({p['limit']:.3g} and {f['limit']:.3g}, "
+                f"ratio {limit_ratio:.2g}): it {claims['limit']}.")
+    answer = (f"{upper_first(correct)}: at {where} PARITY's minimum is {claims['sharper']}. The theorem takes n → ∞ "
+              "first, at a small but fixed radius ρ, and only then lets ρ shrink: it speaks of L_ρ at a radius as the "
+              "input grows, what the paper measures and the Landscape page shows first. The dashed small-ρ limit at "
+              f"this one n is another quantity, the first-order part of the sharpness (ratio {limit_ratio:.2g}).")
     lines = slices_[slices_["fraction"] == fraction].drop(columns="fraction").reset_index(drop=True)
     figures = [
         Figure("radius", "L_ρ/ρ² against the radius ρ; dashed: the exact small-ρ limit; grey: the paper's radius",
                charts.radius_curves(curve, float(p["paper_rho"])), curve,
                f"±1 standard error over {LANDSCAPE.directions} seeded directions, the same directions at every radius."),
-        Figure("slices", f"the loss along one random direction, out to twice ρ = {p['rho']:.3g}", charts.model_lines(
+        Figure("slices", f"the loss along one random direction, out to 2ρ either side (ρ = {p['rho']:.3g})", charts.model_lines(
             lines, "alpha", "loss", "distance ‖Δ‖ along the direction (0 is the trained model)", "loss"), lines,
                "The same seeded unit direction for both models, so equal distances are equal radii."),
     ]
@@ -737,8 +784,8 @@ def after_filter_words(table: pd.DataFrame) -> str:
     relax, limit = int(asked["relax_steps"].max()), int(asked["steps"].max())
     done = int((table["steps_since_converged"] >= table["relax_steps"]).sum())
     if done == len(table):
-        return f"all {len(table)} runs trained {relax:,} steps after they first met the filter"
-    return (f"{done} of {len(table)} runs trained {relax:,} steps after they first met the filter; the other "
+        return f"all {len(table)} runs trained {relax:,} steps after they first passed the convergence filter"
+    return (f"{done} of {len(table)} runs trained {relax:,} steps after they first passed the convergence filter; the other "
             f"{len(table) - done} reached the limit of {limit:,} steps first")
 
 
@@ -760,7 +807,8 @@ def _length_present(data: Data, tasks, yours: pd.DataFrame | None = None) -> Bui
     mine = pd.concat([pretrained] + ([yours] if yours is not None and len(yours) else []), ignore_index=True)
     claims = {"slope": slope_words(num["slope_low"], num["slope_high"]),
               "trend": trend_words(parity["n"], parity["mean"]),
-              "after_filter": after_filter_words(data.tables["after_filter"])}
+              "after_filter": after_filter_words(data.tables["after_filter"]),
+              "bound": bound_words(parity["n"], parity["mean"])}
     counts = ", ".join(f"{int(c)} at n = {int(n)}" for n, c in zip(parity["n"], parity["count"]))
     correct = ("yes, it grows" if num["slope_low"] > 0 else "no, it stays flat or falls" if num["slope_high"] < 0
                else "these runs cannot tell")
@@ -772,17 +820,38 @@ def _length_present(data: Data, tasks, yours: pd.DataFrame | None = None) -> Bui
                 f"{'rises' if num['slope'] >= 0 else 'falls'} by "
                 f"{abs(num['slope']):.3g} per extra bit (its slope {num['slope']:.3g}), with a "
                 f"{num['level']:.0%} interval from {num['slope_low']:.3g} to {num['slope_high']:.3g}.")
-    found = (f"{upper_first(correct)}. In these {num['runs']} training runs, whose analysis was fixed before they were "
-             f"trained, PARITY's sharpness {claims['slope']} (the paper's claim, checked on them: {num['verdict']})")
+    found = (f"{upper_first(correct)}. In these {num['runs']} training runs (the rule that decides this answer was "
+             f"written down before they were trained), PARITY's sharpness {claims['slope']} (the paper's claim, "
+             f"checked on them: {num['verdict']})")
     answer = (f"{found}. The paper's claim is that it grows with n, so longer inputs put gradient descent in ever "
               "narrower valleys; with few runs per n that learned their task, more seeds are needed to see it here.")
     if num["slope_low"] > 0:
         answer = (f"{found}: longer inputs put gradient descent in ever narrower valleys, so PARITY gets harder to "
                   "find and to keep.")
+    answer += f" {claims['bound']}"
     figures = [Figure("length", "sharpness proxy ×4 against n (mean ± s.e. over the runs that learned their task)",
-                      charts.length_scaling(shown, mine), shown,
+                      lab_charts.length_scaling(shown, mine), shown,
                       "Black marks: single models measured the same way (the pretrained ones, and yours when you pick one).")]
-    return Built(numbers, claims, figures, correct, look_for, answer)
+    here = "; ".join(f"{TASK_NAMES[t]}'s mean proxy ×4 {trend_words(rows['n'], rows['mean'])}"
+                     for t, rows in ((t, shown[shown["task"] == t].sort_values("n")) for t in dict.fromkeys(shown["task"])))
+    return Built(numbers, claims, figures, correct, look_for, answer, f"The chart draws {tasks}: {here}.")
+
+
+TASK_NAMES = {"parity": "PARITY", "first": "FIRST", "majority": "MAJORITY", "mean": "MEAN"}
+BOUND = 0.5  # the theorem's liminf L_ρ,n ≥ 1/2 for PARITY (as_n = n), on the ±1 scale
+
+
+def bound_words(ns, means) -> str:
+    """The plotted PARITY means against the theorem's 1/2: all below it (and why that is no contradiction), or the
+    lengths where they reach it."""
+    ns, means = list(ns), list(means)
+    reach = [int(n) for n, m in zip(ns, means) if m >= BOUND]
+    if reach:
+        return (f"At n = {', '.join(map(str, reach))} the PARITY mean reaches the theorem's 1/2, the bound its "
+                "sharpness approaches as n grows.")
+    return (f"Every plotted PARITY mean ({min(means):.2g} to {max(means):.2g}) is below the theorem's 1/2. That is no "
+            "contradiction: the bound is a limit as n grows without end (less a term L e^(−Ω(d)) that shrinks only for "
+            f"wide models), while these runs stop at n = {int(max(ns))}; what they can show is the trend.")
 
 
 # ----------------------------------------------------------------------------- chapter 6
@@ -818,6 +887,29 @@ def _few_measure(src: Sources, progress: Progress = None) -> Data:
                           "training": over[over["metric"].isin(["as_n(model)", SHARPNESS])].reset_index(drop=True)})
 
 
+def guess_words(right: float, count: int) -> str:
+    """The share of held-out inputs guessed right against a coin flip's 1/2, by two standard errors of a coin flip
+    on `count` inputs (a random target's other values cannot be predicted: only luck beats 1/2)."""
+    se = (0.25 / count) ** 0.5
+    if abs(right - 0.5) <= 2 * se:
+        return (f"within two standard errors ({2 * se:.0%} points) of the 50 % a coin flip gets, as it must be on a random "
+                "target, whose other values nothing predicts")
+    side = "above" if right > 0.5 else "below"
+    return (f"more than two standard errors ({2 * se:.0%} points) {side} the 50 % of a coin flip: luck of this one random "
+            "target, whose other values nothing predicts")
+
+
+def fitting_words(training: pd.DataFrame) -> str:
+    """Chapter 6's second chart in words: as_n and sharpness L_ρ of the model from the first measurement to the last."""
+    said = []
+    for metric in ("as_n(model)", SHARPNESS):
+        line = training[training["metric"] == metric].sort_values("step")
+        if len(line):
+            said.append(f"{metric} from {line['value'].iloc[0]:.3g} to {line['value'].iloc[-1]:.3g}")
+    last = int(training["step"].max()) if len(training) else 0
+    return f"While it fits (steps 0 to {last}), the second chart shows {' and '.join(said)}." if said else ""
+
+
 def _few_present(data: Data, compare) -> Built:
     num = dict(data.numbers)
     functions = data.tables["functions"]
@@ -832,22 +924,22 @@ def _few_present(data: Data, compare) -> Built:
              if share > 0.5 else "not less sensitive than most of them")
     claims = {"below": below,
               "fit": "all of its training inputs" if num["fit"] >= 1 else f"{num['fit']:.0%} of its training inputs",
-              "guess": ("better than" if num["held_out"] > num["chance"] + 0.05 else "no better than")}
+              "guess": guess_words(num["held_out"], num["others"])}
     correct = ("less sensitive than most" if share > 0.5 else "more sensitive than most" if share < 0.2
                else "about typical")
     look_for = (f"The model fits {claims['fit']} ({num['train_size']} of {2**num['n']}) and guesses "
-                f"{num['held_out']:.0%} of the other {num['others']} right, {claims['guess']} a constant guess "
-                f"({num['chance']:.0%}). What it learned has as_n = {learned:.3g}: {claims['below']} "
-                f"({share:.0%} of the {len(others)} {compare} are more sensitive; their mean is "
-                f"{num['as_others']:.3g}; the target's is {num['as_target']:.3g}).")
+                f"{num['held_out']:.0%} of the other {num['others']} right: {claims['guess']}. What it learned has "
+                f"as_n = {learned:.3g}: {claims['below']} ({share:.0%} of the {len(others)} {compare} are more "
+                f"sensitive; their mean is {num['as_others']:.3g}; the target's is {num['as_target']:.3g}). "
+                f"{fitting_words(data.tables['training'])}")
     answer = (f"{upper_first(correct)}: as_n = {learned:.3g}, {claims['below']}. Of all the functions that agree with "
               "the data, the transformer picked a low-sensitivity one: it prefers functions that few bit flips change, "
               "the flip side of PARITY being hard.")
-    strip = charts.sensitivity_strip(shown)
+    kinds = (compare, TARGET, LEARNED)
     figures = [
-        Figure("few_as", f"as_n of the learned function beside {compare}", strip, shown,
-               "Each mark one function; the completions all agree with the target on the training inputs.",
-               blind=charts.sensitivity_strip(shown[shown["function"] != LEARNED])),
+        Figure("few_as", f"as_n of the learned function beside {compare}", lab_charts.strip(shown, num["n"], kinds),
+               shown, "Each mark one function; the completions all agree with the target on the training inputs.",
+               blind=lab_charts.strip(shown[shown["function"] != LEARNED], num["n"], kinds)),
         Figure("few_training", "as_n and sharpness of the model while it fits",
                charts.training_curves(data.tables["training"], columns=2), data.tables["training"]),
     ]
@@ -863,6 +955,9 @@ ORBIT_MODELS = ("encoder-parity-n8", "encoder-first-n8")
 INITS, UNIFORM = "random transformers, before training", "uniformly random functions"
 ORBIT = ("L_ρ as trained", "least L_ρ over function-preserving changes")
 INIT_OPTIONS = ("well below n/2", "about n/2", "above n/2")
+STRIP_KINDS = (UNIFORM, INITS, "trained PARITY model", "trained FIRST model")
+"""Chapter 7's kinds of function on its strip. Before the reveal only the uniformly random functions: the random
+transformers are the answer, and the trained models carry chapter 1's (PARITY's as_n = n, its weight at degree n)."""
 
 
 def _init_measure(src: Sources, progress: Progress = None) -> Data:
@@ -956,7 +1051,8 @@ def _init_present(data: Data, scale) -> Built:
                 f"(5 to 95 %), mean {numbers['as_init']:.3g}: {claims['init']} = {n / 2:g}, where the uniformly random "
                 f"functions sit (their mean {numbers['as_uniform']:.3g}). The rule: the 95 % interval of their mean "
                 f"as_n/n, {numbers['ratio_low']:.3f} to {numbers['ratio_high']:.3f}, lies wholly below 0.4 for “well "
-                "below”, above 0.5 for “above”. Their mean Fourier weight sits at low degrees "
+                "below n/2”, wholly above 0.5 for “above n/2”, and anything else is “about n/2”. Their mean Fourier weight "
+                "sits at low degrees "
                 f"({numbers['low_share']:.0%} on degrees 0 to 2, {numbers['top_init']:.2g} at degree {n}, PARITY's only "
                 f"degree). Training takes the PARITY model to as_n = {numbers['as_parity']:.3g} and the FIRST model to "
                 f"{numbers['as_first']:.3g}. Sharpness: L_ρ as trained is {p0['value']:.3g} ± {p0['stderr']:.2g} for "
@@ -977,15 +1073,13 @@ def _init_present(data: Data, scale) -> Built:
     bars = bars.assign(label=[f"{v:.3g} ± {e:.2g}" for v, e in zip(bars["value"], bars["stderr"])])
     figures = [
         Figure("init_as", f"as_n of {count} random transformers (init scale {scale:g}) beside uniformly random "
-                          "functions and the trained models", charts.sensitivity_strip(shown), shown,
+                          "functions and the trained models", lab_charts.strip(shown, n, STRIP_KINDS), shown,
                "Each mark one function, read as f(x) = sign(T(x) − median T): +1 above the middle output, else −1.",
-               blind=charts.sensitivity_strip(shown[shown["function"] != INITS]),
-               blind_title="where uniformly random functions and the trained models sit (as_n from 0 to n)"),
+               blind=lab_charts.strip(shown[shown["function"] == UNIFORM], n, STRIP_KINDS),
+               blind_title="where uniformly random functions sit (as_n from 0 to n)"),
         Figure("init_degrees", "Fourier degree profile d_k: the mean over the random transformers, and the trained "
                                "models'", charts.degree_profiles(degrees), degrees,
-               "d_k: the share of the function's weight on products of exactly k bits.",
-               blind=charts.degree_profiles(degrees[degrees["model"] != INITS].reset_index(drop=True)),
-               blind_title="Fourier degree profile d_k of the trained models"),
+               "d_k: the share of the function's weight on products of exactly k bits."),
         Figure("orbit", "L_ρ of the trained models: as trained, and the least over function-preserving changes",
                labels_at_least(charts.sharpness_at_radius(bars), charts.READABLE_PX), bars,
                f"ρ = {numbers['rho']:.3g}, the paper's radius; ±1 standard error over {SETTINGS.directions} seeded "
@@ -1011,6 +1105,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         Control("input length n", SENSITIVITY_NS, 8, lambda n: f"n = {n}"),
         "Open the Sensitivity page with both models and click any cell to see which flips change the output.",
         _sensitivity_measure, _sensitivity_present,
+        rule="the option nearest the trained PARITY model's as_n: none 0, about one 1, about half n/2, all n.",
         symbols=("n: the input length; x: one input, a string of n bits; cube: the set of all 2^n inputs, two "
                  "of them neighbours when they differ in one bit",
                  "i: a position, 1 to n; x^(⊕i): the input x with bit i flipped; f(x): the model's answer at x; "
@@ -1024,40 +1119,47 @@ CHAPTERS: tuple[Chapter, ...] = (
         "minimum when it does?",
         Prediction("When the model starts computing PARITY (degree n takes over), its sharpness L_ρ…",
                    ("it rises", "it stays about the same", "it falls")),
-        ("PARITY", "Fourier degree", "sharpness", "radius", "average sensitivity"),
+        ("PARITY", "Fourier degree", "sharpness", "radius", "average sensitivity", "Blowup", "param_norm"),
         ("encoder-parity-n8",), ("encoder-parity-n8",),
         (r"L_{\rho,n}(T) = \mathbb{E}_x \mathbb{E}_{\|\Delta\|=\rho} (T_{\theta+\Delta}(x)-T_\theta(x))^2",),
         Control("curve beside accuracy", tuple(CURVES), SHARPNESS),
         "Train it yourself: the Train page's PARITY, n = 8 preset measures the same curves.",
         _training_measure, _training_present,
+        rule=("“it rises” when the mean L_ρ after degree n takes over (the first measured step with d_n ≥ 0.5) is "
+              "more than 1.5× the mean before it, “it falls” when it is less than 1/1.5 of it, else “it stays about the "
+              "same”."),
         symbols=("θ: all the model's parameters; T_θ(x): its output at input x",
                  "Δ: a random step in parameter space of length ρ; E_x: the mean over the inputs x; n: the input length",
-                 "step: one update of gradient descent during training")),
+                 "step: one update of gradient descent during training; loss: the training loss, the mean squared "
+                 "error of the output against the target; accuracy: the share of inputs answered right")),
     Chapter(
-        3, "blowup", "How can a transformer be sensitive? LayerNorm blowup",
+        3, "blowup", "How can a transformer be sensitive at all?",
         "Attention averages over positions, so one changed bit moves a transformer's output little. How does the "
         "PARITY model manage to change its answer at every bit?",
-        Prediction("Which model has the larger LayerNorm factors N?", ("the PARITY model", "the FIRST model",
-                                                                       "about the same")),
+        Prediction(f"At n = {BLOWUP_DEFAULT} bits, which model has the larger LayerNorm factors N?",
+                   ("the PARITY model", "the FIRST model", "about the same")),
         ("LayerNorm factor", "Blowup", "param_norm"),
         ("encoder-parity-n12", "encoder-first-n12"),
         tuple(f"encoder-{task}-n{n}" for n in BLOWUP_NS for task in ("parity", "first")),
         (r"N_i^{(k)} = \frac{1}{\sqrt{\sigma^2(Y_i^{(k)})+\varepsilon}}, \mathrm{Blowup}(x) = \prod_k \max_i (1+N_i^{(k)}(x))",),
-        Control("input length n", BLOWUP_NS, 12, lambda n: f"n = {n}"),
+        Control("input length n", BLOWUP_NS, BLOWUP_DEFAULT, lambda n: f"n = {n}"),
         "Pick an input on the LayerNorm page and compare N_i^(k) of both models position by position.",
         _blowup_measure, _blowup_present,
+        rule=("“the PARITY model” when its mean factor N (over its LayerNorms and all inputs) is more than 1.2× the "
+              "FIRST model's, “the FIRST model” when it is less than 1/1.2 of it, else “about the same”."),
         theorem=(r"C \mathbb{E}[\mathrm{Blowup}^2] \ge \frac{\mathrm{as}_n(f)}{\sqrt{n\log n}} - \frac{H}{n}",),
         symbols=("x: one input; i: a position; Y_i^(k): the vector that LayerNorm k normalises at position i; σ²: the "
                  "variance of its d entries",
                  "ε: a small constant LayerNorm adds so that it never divides by zero",
                  "max_i: the largest over the positions i; Π_k: the product over the LayerNorms k"),
-        theorem_symbols=("C: a constant that grows with the size of the model's weights (the paper's parameter bound)",
+        theorem_symbols=("C: a number fixed by the sizes of the model's weight matrices, the same at every n (larger "
+                         "weights, larger C)",
                          "H: the number of attention heads; n: the input length; E: the mean over all inputs",
                          "f: the function the model computes; as_n(f): its average sensitivity"),
     ),
     Chapter(
         4, "landscape", "The landscape: sharp and flat minima",
-        "Move every parameter of a trained model a little, in a random direction. Whose loss rises more: the "
+        "Move every parameter of a trained model a little, in a random direction. Whose output changes more: the "
         "PARITY model's or the FIRST model's?",
         Prediction("At the paper's radius ρ, whose minimum is sharper (larger L_ρ)?",
                    ("PARITY's", "FIRST's", "about the same")),
@@ -1067,6 +1169,8 @@ CHAPTERS: tuple[Chapter, ...] = (
         Control("radius (fraction of the paper's ρ)", RADIUS_FRACTIONS, 1.0, lambda f: f"{f:g} ρ"),
         "Open the Landscape page with both models: the same L_ρ, with more radii and 2-D slices.",
         _landscape_measure, _landscape_present,
+        rule=("“PARITY's” when PARITY's L_ρ less one standard error is above FIRST's plus one (the error bars do "
+              "not overlap), “FIRST's” when it lies wholly below, else “about the same”."),
         theorem=(r"\lim_{\rho\to0} \liminf_{n\to\infty} L_{\rho,n}(T) \ge \liminf_{n\to\infty} \frac{\mathrm{as}_n(T)}{2n}"
                  r" - L e^{-\Omega(d)}",),
         symbols=("θ: all the model's parameters; T_θ(x): its output at input x; Δ: a random step of length ρ; "
@@ -1085,11 +1189,13 @@ CHAPTERS: tuple[Chapter, ...] = (
                    ("yes, it grows", "no, it stays flat or falls", "these runs cannot tell")),
         ("sharpness proxy", "convergence filter", "PARITY", "FIRST", "MAJORITY", "MEAN"),
         ("encoder-parity-n8", "encoder-first-n8"), LENGTH_MODELS,
-        (r"\mathrm{as}_n(f) = \mathbb{E}_x s(f,x)",
-         r"\mathrm{as}_n(\mathrm{PARITY}) = n, \quad \mathrm{as}_n(\mathrm{FIRST}) = 1"),
+        (r"\mathrm{as}_n(f) = \mathbb{E}_x s(f,x)",),
         Control("tasks", tuple(LENGTH_TASKS), "PARITY and FIRST"),
         "Train a model on the Train page and select it: it joins this chart as a point.",
-        _length_measure, _length_present, results="length_scaling", depends=(("tables", ("points", "after_filter")),),
+        _length_measure, _length_present,
+        results="length_scaling", depends=(("tables", ("points", "after_filter")),),
+        rule=("“yes, it grows” when the confidence interval of the slope of a straight line through the PARITY runs "
+              "lies above 0, “no, it stays flat or falls” when it lies below 0, else “these runs cannot tell”."),
         theorem=(r"\mathrm{as}_n(\mathrm{PARITY}) = n \Rightarrow \liminf_{n} L_{\rho,n} \ge \frac{1}{2}",
                  r"\mathrm{as}_n(\mathrm{FIRST}) = 1 \Rightarrow \mathrm{bound} \to 0"),
         symbols=("n: the input length; x: one input; s(f,x): how many single-bit flips change f's answer at input x; "
@@ -1100,7 +1206,8 @@ CHAPTERS: tuple[Chapter, ...] = (
     ),
     Chapter(
         6, "few-examples", "What transformers learn from few examples",
-        "Show a transformer a random function on a handful of inputs only. What does it guess for the rest?",
+        "Show a transformer a random function on some of its inputs only (its training inputs). What does it guess "
+        "for the rest?",
         Prediction("Compared with other functions that agree with the training inputs, the function the "
                    "transformer learned is…", ("less sensitive than most", "about typical", "more sensitive than most")),
         ("average sensitivity", "sharpness"),
@@ -1109,6 +1216,8 @@ CHAPTERS: tuple[Chapter, ...] = (
         Control("compare with", FEW_COMPARE, FEW_COMPARE[0]),
         "Train one yourself with fewer or more examples (the Train page's restricted training set).",
         _few_measure, _few_present,
+        rule=("“less sensitive than most” when more than half of the functions compared with are more sensitive "
+              "than the learned one, “more sensitive than most” when fewer than a fifth are, else “about typical”."),
         theorem=(r"\mathrm{as}_n(\hat{f}) \ll \mathbb{E}_{g} \mathrm{as}_n(g)",),
         symbols=("n: the input length; x: one input, a string of n bits; s(f,x): how many single-bit flips change "
                  "f's answer at x",
@@ -1122,15 +1231,15 @@ CHAPTERS: tuple[Chapter, ...] = (
         "Boolean function, or a simple one?",
         Prediction("A random transformer's answer f(x) (its output above or below its middle value) has average "
                    "sensitivity as_n…", INIT_OPTIONS),
-        ("average sensitivity", "Fourier degree", "initialisation", "init scale", "sharpness",
-         "function-preserving change"),
+        ("average sensitivity", "Fourier degree", "initialisation", "init scale"),
         ORBIT_MODELS, ORBIT_MODELS,
         (r"f(x) = \mathrm{sign}\big(T(x) - \mathrm{median}_{x'} T(x')\big)",
-         r"\mathrm{as}_n(f) = \mathbb{E}_x s(f,x), \quad \mathbb{E}_{f \text{ uniform}} \mathrm{as}_n(f) = n/2",
-         r"L^{\mathrm{sym}}_\rho = \min_{g} L_\rho(g\theta)"),
+         r"\mathrm{as}_n(f) = \mathbb{E}_x s(f,x), \quad \mathbb{E}_{f \text{ uniform}} \mathrm{as}_n(f) = n/2"),
         Control("init scale", INIT_SCALES, 1.0, lambda s: f"scale {s:g}"),
         "Open the Before training page: other widths, depths, lengths and targets, and the claim across them.",
         _init_measure, _init_present,
+        rule=("“well below n/2” when the 95 % interval of the random transformers' mean as_n/n lies wholly below "
+              "0.4, “above n/2” when it lies wholly above 0.5, else “about n/2”."),
         symbols=("n: the input length; x: one input, a string of n bits; Boolean function: one that answers −1 or +1 "
                  "(no or yes) at every input",
                  "T(x): the transformer's raw output at x; f(x): its answer read "
@@ -1139,9 +1248,11 @@ CHAPTERS: tuple[Chapter, ...] = (
                  "n/2: the average sensitivity of a uniformly random Boolean function (each flip changes it with "
                  "probability ½)",
                  "λ_P: the Fourier coefficient of f on the product of the bits in the set P; d_k: λ_P² added up over "
-                 "all sets P of k bits",
-                 "θ: all the model's parameters; g θ: θ after a function-preserving change g; ρ: the paper's radius; "
-                 "L_ρ: the sharpness at radius ρ; L^sym_ρ: the least L_ρ found over the changes tried"),
+                 "all sets P of k bits"),
+        theorem=(r"L^{\mathrm{sym}}_\rho = \min_{g} L_\rho(g\theta)",),
+        theorem_symbols=(glossary.definition("sharpness"), glossary.definition("function-preserving change"),
+                         "θ: all the model's parameters; g θ: θ after a function-preserving change g; ρ: the paper's "
+                         "radius; L_ρ: the sharpness at radius ρ; L^sym_ρ: the least L_ρ found over the changes tried"),
         depends=(("model", dataclasses.asdict(INIT_MODEL)), ("n", INIT_N), ("inits", INIT_COUNT),
                  ("scales", INIT_SCALES), ("seed", INIT_SEED), ("directions", SETTINGS.directions)),
     ),

@@ -1,6 +1,6 @@
 """What the Lab page shows, for the parts drawn before it (the sidebar's model summary): which chapter,
-and whether its question is still open (no prediction in this session, none locked on the server), so
-that nothing drawn around the page shows the answer before the student predicts."""
+and whether its question is still open (no prediction locked on the server by a reveal), so
+that nothing drawn around the page shows the answer before the student reveals it."""
 
 from __future__ import annotations
 
@@ -21,11 +21,12 @@ def chapter_shown() -> int:
     return value if isinstance(value, int) and 1 <= value <= len(lab.CHAPTERS) else 1
 
 
-def predicted(number: int) -> bool:
-    """Whether chapter `number` has a prediction: made in this session, or locked on the server."""
-    return number in st.session_state.get(registry.LAB_PREDICTIONS, {}) or number in predictions.locked(owner_id.owner())
+def revealed(number: int) -> bool:
+    """Whether chapter `number`'s answer was revealed: its prediction locked on the server (a prediction ticked
+    but not revealed, or one a link pre-selects, keeps the question open)."""
+    return number in predictions.locked(owner_id.owner())
 
 
 def question_open() -> bool:
     """Whether this run draws the Lab with its chapter's question still open."""
-    return st.session_state.get(registry.PAGE) == LAB and not predicted(chapter_shown())
+    return st.session_state.get(registry.PAGE) == LAB and not revealed(chapter_shown())

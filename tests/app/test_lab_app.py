@@ -20,6 +20,14 @@ def chart_data(at) -> list[bytes]:
     return [b"".join([d.data.data for d in c.proto.datasets] + [c.proto.data.data]) for c in at.get("vega_lite_chart")]
 
 
+def revealed(number: int, **params):
+    """Chapter `number` opened by a fresh session and revealed by Skip (its charts and answer shown)."""
+    at = open_url("lab", chapter=str(number), **params)
+    at.button(key=f"sv_w_lab_skip_{number}").click().run()
+    assert not at.exception and at.query_params["predict"] == "skip"
+    return at
+
+
 def shown_text(at) -> str:
     return " ".join([m.value for m in at.markdown] + [s.value for s in at.success] + [i.value for i in at.info])
 
@@ -31,18 +39,18 @@ def test_a_prediction_hides_the_answer_until_it_is_made_and_the_reveal_shows_it(
     built = cache.lab_chapter(4, 1.0)
     assert [s.value for s in at.subheader] == ["4. The landscape: sharp and flat minima"]
     assert any(lab.chapter(4).question in m.value for m in at.markdown)
-    assert charts(at) == [] and len([i for i in at.info if "prediction" in i.value]) == 2  # both charts wait
+    assert charts(at) == [] and len([i for i in at.info if "when you reveal" in i.value]) == 2  # both wait
     assert built.look_for not in shown_text(at) and built.answer not in shown_text(at)
     assert at.button(key="sv_w_lab_reveal_4").disabled
-    at.radio(key="sv_w_lab_predict_4").set_value("FIRST's").run()
-    assert not at.exception and len(charts(at)) == 2 and at.query_params["predict"] == "first-s"
+    at.radio(key="sv_w_lab_predict_4").set_value("FIRST's").run()  # ticked: the charts still wait for the reveal
+    assert not at.exception and charts(at) == [] and at.query_params["predict"] == "first-s"
     assert built.look_for not in shown_text(at) and built.answer not in shown_text(at)
     at.button(key="sv_w_lab_reveal_4").click().run()
-    assert built.look_for in shown_text(at) and built.answer in shown_text(at)
+    assert len(charts(at)) == 2 and built.look_for in shown_text(at) and built.answer in shown_text(at)
     assert any(s.value.startswith(f"**Answer: {built.correct}.** You predicted") for s in at.success)
 
 
-def test_skipping_shows_the_charts_and_a_blind_chart_leaves_out_the_asked_quantity():
+def test_skipping_reveals_the_charts_and_a_blind_chart_leaves_out_the_asked_quantity():
     at = open_url("lab", chapter="6")
     before = chart_data(at)
     assert len(before) == 1 and lab.LEARNED.encode() not in before[0]  # the strip without the learned function
@@ -54,20 +62,20 @@ def test_skipping_shows_the_charts_and_a_blind_chart_leaves_out_the_asked_quanti
 
 def test_a_prediction_in_the_url_is_restored_and_a_bad_one_is_a_notice():
     at = open_url("lab", chapter="2", predict="it-rises")
-    assert at.radio(key="sv_w_lab_predict_2").value == "it rises" and len(charts(at)) == 2
-    assert not at.button(key="sv_w_lab_reveal_2").disabled
+    assert at.radio(key="sv_w_lab_predict_2").value == "it rises"  # pre-selected, not revealed
+    assert not at.button(key="sv_w_lab_reveal_2").disabled and lab.SHARPNESS.encode() not in b"".join(chart_data(at))
     bad = open_url("lab", chapter="2", predict="maybe")
     assert any("predict=maybe" in w.value for w in bad.warning) and bad.radio(key="sv_w_lab_predict_2").value is None
 
 
 def test_try_it_redraws_the_chapter_from_the_shipped_data():
-    at = open_url("lab", chapter="1", predict="skip")
+    at = revealed(1)
     before = charts(at)
     start = time.perf_counter()
     at.segmented_control(key="sv_w_lab_try_1").set_value(4).run()
     print(f"chapter 1, n = 4: {time.perf_counter() - start:.2f} s")
     assert not at.exception and charts(at) != before and at.query_params["try"] == "4"
-    assert any("under all 4 flips" in m.value for m in at.markdown) is False  # the answer still waits for the reveal
+    assert any("under all 4 flips" in m.value for m in at.markdown)  # what changes here, at n = 4
 
 
 def test_setup_next_turns_to_the_top_and_a_bad_chapter():
@@ -103,7 +111,7 @@ def test_a_chapter_opens_from_the_shipped_data_without_measuring(number, monkeyp
 
     monkeypatch.setattr(lab.chapter(number), "measure", measure)
     start = time.perf_counter()
-    at = open_url("lab", chapter=str(number), predict="skip")
+    at = revealed(number)
     print(f"chapter {number}, a fresh session: {time.perf_counter() - start:.2f} s")
     assert not at.exception and charts(at)
 
@@ -113,7 +121,7 @@ def test_loading_a_chapters_models_reads_their_shipped_summaries(monkeypatch):
         raise AssertionError("measured: the shipped summary was not used")
 
     monkeypatch.setattr(cache, "measure", measure)
-    at = open_url("lab", chapter="4", predict="first-s")  # predicted: the summary's numbers are shown
+    at = revealed(4)  # revealed: the summary's numbers are shown
     at.button(key="sv_w_lab_setup_4").click().run()
     assert not at.exception and not at.error and selected(at).name.startswith("encoder-parity-n16")
     shipped = lab.read_summaries(lab.zoo_dir())["encoder-parity-n16"]["summary"]
@@ -121,14 +129,14 @@ def test_loading_a_chapters_models_reads_their_shipped_summaries(monkeypatch):
 
 
 def test_each_chart_is_converted_once_for_every_session_as_st_altair_chart_converts_it():
-    default = lab.chapter(1).control.default  # chapter 1: a blind chart and none
-    built, specs = cache.lab_chapter(1, default), cache.lab_specs(1, default)
-    assert cache.lab_specs(1, default) is specs  # kept, not converted again
+    default = lab.chapter(6).control.default  # chapter 6: a blind chart and none
+    built, specs = cache.lab_chapter(6, default), cache.lab_specs(6, default)
+    assert cache.lab_specs(6, default) is specs  # kept, not converted again
     assert list(specs) == [cache.vega_lite(f.chart) for f in built.figures]
-    blind = cache.lab_specs(1, default, blind=True)
-    assert [s is None for s in blind] == [f.blind is None for f in built.figures] and any(blind)
+    blind = cache.lab_specs(6, default, blind=True)
+    assert [s is None for s in blind] == [f.blind is None for f in built.figures] and any(blind) and not all(blind)
     assert [s for s in blind if s] == [cache.vega_lite(f.blind) for f in built.figures if f.blind is not None]
-    at = open_url("lab", chapter="1", predict="skip")  # the page draws the kept specs
+    at = revealed(6)  # the page draws the kept specs
     assert not at.exception and len(charts(at)) == len(specs)
 
 

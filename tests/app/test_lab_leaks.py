@@ -7,6 +7,7 @@ stated per chapter (`settings`: the chapter's settings, the prediction's options
 The same check reads the student handout's front sections (the paper a student holds before the back section).
 A chapter's charts may not carry the asked-for quantity at all (`HIDDEN`: its columns or metrics)."""
 
+import html
 import io
 import json
 import math
@@ -32,7 +33,8 @@ SECRETS = {  # per chapter: the numbers and claims that carry the answer
     6: (("as_learned", "more_sensitive"), ("below",)),
     7: (("as_init", "q05", "q95", "ratio", "ratio_low", "ratio_high", "low_share", "top_init"), ("init",)),
 }
-WORDS = {  # per chapter: the answer in symbols or words that no claim holds (a formula stating it)
+WORDS = {  # per chapter: the answer in symbols or words that no claim holds (a formula or a glossary line stating it)
+    1: ("n (PARITY)", "PARITY) = n", "(PARITY, x) = n", "every bit matters"),
     3: (r"\mathbb{E}[\mathrm{Blowup}^2] \ge",), 4: (r"\liminf_{n\to\infty} L_{\rho,n}(T) \ge",),
     6: (r"\ll", "≪", "low-sensitivity"),
 }
@@ -44,6 +46,12 @@ HIDDEN = {  # per chapter: data columns, and values of a `metric`, `function` or
     5: {"mean", "slope"},
     6: {lab.LEARNED},
     7: {"avg_sensitivity", lab.INITS},
+}
+EARLIER = {  # per chapter: how a later chapter's chart would carry its answer (a function, model or metric it draws)
+    1: {"trained PARITY model"},  # chapter 7's strip: the trained PARITY model at as_n = n, its weight at degree n
+}
+TELLS = {  # per chapter: the words that name what its answer turns on, which its title may not hold
+    3: ("blowup",),  # the PARITY model's LayerNorms blow small differences up
 }
 FORMATS = (".2g", ".3g", ".4g", ".2f", ".3f")  # the page's (page.figure: .4g; the sidebar's as_n: .3f)
 SHARES = {"more_sensitive", "all_parity", "one_first", "low_share"}  # printed as percentages
@@ -73,9 +81,11 @@ def forms(key: str, value: float) -> set[str]:
     return {p for p in printed if "." in p and len(p.lstrip("-0.").replace(".", "")) >= 2}
 
 
-def secret_strings(ch: lab.Chapter, built: lab.Built) -> dict[str, str]:
-    """{printed form: what it is} of the chapter's answer-bearing numbers and words, less what the rule allows."""
-    keys, claims = SECRETS[ch.number]
+def secret_strings(ch: lab.Chapter, built: lab.Built, own: bool = True) -> dict[str, str]:
+    """{printed form: what it is} of the chapter's answer-bearing numbers and words, less what the rule allows.
+    In another chapter (`own` False) its claims' words are not secrets: 'at every input' states chapter 1's answer
+    in chapter 1's sentence about PARITY, and is plain English in chapter 7's definition of a Boolean function."""
+    keys, claims = SECRETS[ch.number] if own else (SECRETS[ch.number][0], ())
     allowed = settings(ch, built)
     options = " ".join(ch.predict.options)
     found = {}
@@ -166,7 +176,7 @@ def test_nothing_shows_the_answer_before_the_prediction(number):
     secrets = secret_strings(ch, built)
     assert secrets, "every chapter has answer-bearing facts"
     assert leaks(text, secrets) == [], f"chapter {number}: the page shows the answer before the prediction"
-    assert carried(data, HIDDEN[number], built, SECRETS[number][0]) == [], f"chapter {number}: a chart's data"
+    assert carried(data, hidden_before(number), built, SECRETS[number][0]) == [], f"chapter {number}: a chart's data"
     assert "Download the data" not in text
     for choice in ch.control.options:  # a student may try every setting before predicting
         if choice == ch.control.default:
@@ -175,7 +185,7 @@ def test_nothing_shows_the_answer_before_the_prediction(number):
         here = ch.present(lab.stored(ch, SOURCES), choice)
         text, data, _ = seen(at)
         assert "predict" not in at.query_params and leaks(text, secrets | secret_strings(ch, here)) == [], (number, choice)
-        assert carried(data, HIDDEN[number], here, SECRETS[number][0]) == [], (number, choice)
+        assert carried(data, hidden_before(number), here, SECRETS[number][0]) == [], (number, choice)
     at.segmented_control(key=f"sv_w_lab_try_{number}").set_value(ch.control.default).run()
     # the same surfaces after the prediction and the reveal: the check finds the answer where it is shown
     at.radio(key=f"sv_w_lab_predict_{number}").set_value(ch.predict.options[0]).run()
@@ -183,6 +193,19 @@ def test_nothing_shows_the_answer_before_the_prediction(number):
     text, data, _ = seen(at)
     assert leaks(text, secrets) and carried(data, HIDDEN[number], built, SECRETS[number][0]), number
     assert any(m.label == "as_n model" for m in at.metric)  # the sidebar's summary is back
+
+
+def hidden_before(number: int) -> set[str]:
+    """What no chart of chapter `number` may carry before its reveal: its own `HIDDEN`, and every earlier chapter's
+    answer as a chart would draw it (`EARLIER`; a student may open chapter 7 first)."""
+    return HIDDEN[number].union(*(EARLIER.get(k, set()) for k in range(1, number)))
+
+
+def test_no_title_names_what_its_answer_turns_on():
+    """A chapter's title is on the page, the tabs' tooltips and the handout's front before the prediction."""
+    for ch in lab.CHAPTERS:
+        assert not [w for w in TELLS.get(ch.number, ()) if w in ch.title.lower()], ch.title
+        assert leaks(ch.title, secret_strings(ch, cache_built(ch.number))) == [], ch.title
 
 
 def cache_built(number: int) -> lab.Built:
@@ -206,7 +229,8 @@ def test_the_leak_check_finds_a_planted_answer():
 
 def test_the_student_handout_shows_no_answer_before_its_back_section():
     """On paper: each chapter's front section (its text, and the charts printed in it with their data) holds none
-    of the chapter's answer-bearing facts; the back section does (the check finds them there)."""
+    of its own or an earlier chapter's answer-bearing facts (the student turns to the back only once every
+    prediction is ticked); the back section does (the check finds them there), with each chapter's answer."""
     from sensviz import handout
 
     page = handout.handout(SOURCES)
@@ -215,12 +239,16 @@ def test_the_student_handout_shows_no_answer_before_its_back_section():
     back = back[:back.index("<script>")]
     for ch in lab.CHAPTERS:
         built = cache_built(ch.number)
-        secrets = secret_strings(ch, built)
+        secrets = {}
+        for k in range(1, ch.number + 1):
+            secrets |= secret_strings(lab.chapter(k), cache_built(k), own=k == ch.number)
         section = front[front.index(f'<section id="chapter-{ch.number}"'):]
         section = section[:section.index("</section>")]
         shown = [pd.DataFrame(rows) for i in map(int, re.findall(r'id="chart-(\d+)"', section))
                  for rows in specs[i].get("datasets", {}).values()]
-        assert leaks(section, secrets) == [] and carried(shown, HIDDEN[ch.number], built, SECRETS[ch.number][0]) == [], ch.number
+        assert leaks(section, secrets) == [] and carried(shown, hidden_before(ch.number) | EARLIER.get(ch.number, set()), built,
+                                                         SECRETS[ch.number][0]) == [], ch.number
+        assert html.escape(built.answer) in back and html.escape(built.look_for) in back, ch.number
     everything = [pd.DataFrame(rows) for i in map(int, re.findall(r'id="chart-(\d+)"', back))
                   for rows in specs[i].get("datasets", {}).values()]
     assert all(carried(everything, HIDDEN[ch.number], cache_built(ch.number), SECRETS[ch.number][0]) for ch in lab.CHAPTERS)

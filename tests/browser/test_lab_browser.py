@@ -1,8 +1,10 @@
 """The Lab walked as a student, in headless Chromium at 1024×768 against the served app: in each chapter the
 question and the prediction above the fold, the chapter's words and symbols before its first chart (or
-placeholder), the answer not on the page until revealed, the prediction kept in the URL, the try-it control
-redrawing a chart, after the reveal every chart at least 100 px tall and inside the window, no text cut short
-and every text at least 4.5:1 against its background, and the next chapter opening at its top.
+placeholder), the answer not on the page until revealed, ticking an option changing no chart (they stay blind
+until the reveal), the prediction kept in the URL, the try-it control redrawing a chart after the reveal,
+then every chart at least 100 px tall and inside the window, no text cut short
+and every text at least 4.5:1 against its background, and the next chapter opening at its top; at the end
+"My answers" with its table whole inside the window.
 Screenshots of each chapter before and after the reveal go to artifacts/screenshots/ (lab-<k>-before.png,
 lab-<k>-after.png); the times it measured are printed (`-s`; `benchmarks/lab_render.py` measures a
 chapter's first and cached renders on a fresh server)."""
@@ -103,25 +105,29 @@ def test_a_student_walks_every_chapter(server, browser):
         page.screenshot(path=str(SHOTS / f"lab-{number}-before.png"))
 
         option = ch.predict.options[0]
+        blind = chart_signature(page)
         page.locator('[data-testid="stRadio"]').get_by_text(option, exact=True).click()
         page.wait_for_function("() => location.search.includes('predict=')", timeout=60_000)  # kept in the URL
         wait_until_done(page)
+        page.wait_for_timeout(300)
+        assert chart_signature(page) == blind, f"chapter {number}: ticking an option unblinded a chart"
+
+        page.get_by_role("button", name="Reveal the answer").click()
+        page.get_by_text("What to look for").first.wait_for(timeout=60_000)
+        wait_until_done(page)
+        page.wait_for_timeout(300)  # Vega draws after the run ends
         before = chart_signature(page)
         other = next(o for o in ch.control.options if o != ch.control.default)
         clicked = time.perf_counter()
         page.locator('[data-testid="stButtonGroup"]').last.get_by_text(ch.control.fmt(other), exact=True).click()
         page.wait_for_function("() => location.search.includes('try=')", timeout=60_000)
+        page.get_by_text("What changes here.").first.wait_for(timeout=60_000)  # the try-it setting is another
         wait_until_done(page)
-        page.wait_for_timeout(300)  # Vega draws after the run ends
+        page.wait_for_timeout(300)
         tried = time.perf_counter() - clicked
         assert chart_signature(page) != before, f"chapter {number}: the try-it control changed no chart"
-
-        page.get_by_role("button", name="Reveal the answer").click()
-        page.get_by_text("What to look for").first.wait_for(timeout=60_000)
-        wait_until_done(page)
         built = ch.present(lab.stored(ch, lab.Sources.shipped()), ch.control.default)  # the question's own setting
         assert page.get_by_text(built.answer[:60]).first.is_visible()
-        assert page.get_by_text("What changes here.").first.is_visible()  # the try-it setting is another
         page.screenshot(path=str(SHOTS / f"lab-{number}-after.png"))
         wrong[number] = misfits(page)
         low = [(text, ratio) for text, ratio in caption_contrast(page) if ratio < 4.5]
@@ -136,6 +142,17 @@ def test_a_student_walks_every_chapter(server, browser):
             page.get_by_role("button", name=f"Chapter {number + 1} →").click()
             page.wait_for_function("() => document.querySelector('[data-testid=\"stMain\"]').scrollTop === 0",
                                    timeout=60_000)
+    # every chapter revealed: "My answers" lists them, its table whole inside the window (no column cut off)
+    page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollTo(0, 0)")
+    page.get_by_role("button", name="My answers").click()
+    grid = page.locator('[data-testid="stPopoverBody"] [data-testid="stDataFrame"]')
+    grid.first.wait_for(timeout=60_000)
+    page.wait_for_timeout(300)
+    box = grid.first.bounding_box()
+    cut = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stPopoverBody"] .dvn-scroller')]
+        .filter(e => e.scrollWidth > e.clientWidth + 1).length""")
+    page.screenshot(path=str(SHOTS / "lab-my-answers.png"))
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 1024 and box["y"] + box["height"] <= FOLD and cut == 0, (box, cut)
     page.close()
     print("\nchapter | first render (s) | try-it (s)")
     for number, first, tried in times:

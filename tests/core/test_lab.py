@@ -257,16 +257,17 @@ def test_chapter_5_counts_the_runs_that_trained_on_after_the_filter_from_the_tab
         kept = kept[kept["relax_steps"].notna()]
         relax = int(kept["relax_steps"].max())
         done = int((kept["steps_since_converged"] >= kept["relax_steps"]).sum())
-        assert f"{done} of {len(kept)} runs trained {relax:,} steps after they first met the filter" in built.look_for
+        said = f"{done} of {len(kept)} runs trained {relax:,} steps after they first passed the convergence filter"
+        assert said in built.look_for
         assert f"the other {len(kept) - done} reached the limit of {int(kept['steps'].max()):,} steps" in built.look_for
         assert done < len(kept) and "every run trains" not in built.look_for
         points = views(built.figures[0].chart)[0][1]
         assert points[points["task"] == "parity"]["count"].sum() == len(kept)  # the runs the line is drawn from
         every = altered(5, "after_filter", lambda t: t.assign(steps_since_converged=t["relax_steps"]))
         again = lab.chapter(5).present(every, "PARITY and FIRST")
-        assert f"all {len(kept)} runs trained {relax:,} steps after they first met the filter" in again.look_for
+        assert f"all {len(kept)} runs trained {relax:,} steps after they first passed the convergence filter" in again.look_for
     else:
-        assert "after they first met the filter" not in built.look_for
+        assert "after they first passed the convergence filter" not in built.look_for
 
 
 # ----------------------------------------------------------------------------- chapter 6
@@ -325,8 +326,8 @@ def test_chapter_7_decides_the_random_transformers_by_the_claims_rule_on_its_cha
         expected = "well below n/2" if high < 0.4 else "above n/2" if low > 0.5 else "about n/2"
         assert built.correct == built.claims["init"] == expected, scale
         assert f"{low:.3f} to {high:.3f}" in built.look_for
-        assert lab.INITS not in set(views(built.figures[0].blind)[0][1]["function"])  # the blind chart hides them
-        assert lab.INITS not in set(views(built.figures[1].blind)[0][1]["model"])
+        blind = set(views(built.figures[0].blind)[0][1]["function"])  # before the reveal: the random functions only
+        assert blind == {lab.UNIFORM} and built.figures[1].blind is None  # (the trained PARITY model is chapter 1's answer)
     # random transformers as sensitive as a random function: about n/2; far more: above n/2
     for shift, words in ((4.0, "about n/2"), (6.5, "above n/2")):
         moved = altered(7, "inits", lambda t, s=shift: t.assign(avg_sensitivity=s + 0.1 * np.sin(t["init"])))
@@ -536,6 +537,9 @@ def test_chapter_2s_try_it_options_each_draw_the_curve_they_name():
         fig = lab.chapter(2).present(data(2), option).figures[1]
         drawn = set(pd.concat(frame for _, frame in views(fig.chart))["metric"])
         assert drawn == {"accuracy", lab.CURVES[option]} and word in fig.title, option
+        blind = set(pd.concat(frame for _, frame in views(fig.blind))["metric"]) - {"accuracy"}  # before the reveal
+        title = fig.blind_title or fig.title
+        assert lab.SHARPNESS not in blind and len(blind) == 1 and f"accuracy and {blind.pop()} over" in title, option
 
 
 def test_the_answer_is_decided_at_the_questions_setting_and_other_settings_say_what_they_show():
@@ -546,6 +550,7 @@ def test_the_answer_is_decided_at_the_questions_setting_and_other_settings_say_w
         said = lab.what_changes(ch, asked, here, n)
         assert here.look_for in said and f"n = {n}" in said
         assert ("not visible at this setting" in said) == (here.correct != asked.correct), n
+        assert (ch.rule in said) == (here.correct != asked.correct), n  # the rule stated where it is used
     # the rule on altered data: factors as large at n = 8 as at 12 show the same answer there
     same = altered(3, "layers", lambda t: t.assign(mean_N=np.where(t["model"] == "PARITY", 3.0, 1.0)))
     assert "the same answer" in lab.what_changes(ch, asked, ch.present(same, 8), 8)
@@ -580,3 +585,86 @@ def test_the_models_and_tasks_of_every_chart_differ_in_dash_and_shape_not_only_c
                     assert len(set(shape["scale"]["range"])) == len(shape["scale"]["domain"])
                 checked += 1
     assert checked >= 5  # chapters 1, 3, 4 (two), 5
+
+
+def test_a_strips_axis_spans_every_possible_as_n_and_no_two_kinds_share_a_colour():
+    """Chapters 6 and 7: the axis runs from 0 to n with or without the hidden mark (its extent hints at nothing) and
+    leaves room for a mark at n (chapter 7's trained PARITY model); each kind of function has its own colour and shape."""
+    for number in (6, 7):
+        ch = lab.chapter(number)
+        built = ch.present(data(number), ch.control.default)
+        n = built.numbers["n"]
+        for chart in (built.figures[0].chart, built.figures[0].blind):
+            spec = chart.to_dict()
+            x, colour, shape = (spec["encoding"][k]["scale"] for k in ("x", "color", "shape"))
+            assert x["domain"] == [0, n] and x["padding"] >= 7  # half a mark's width beyond n
+            kinds = set(views(chart)[0][1]["function"])
+            assert kinds <= set(colour["domain"]) == set(shape["domain"])
+            assert len(set(colour["range"])) == len(colour["domain"]) == len(set(shape["range"]))
+
+
+def test_a_try_it_setting_that_changes_only_the_curve_says_what_that_curve_does():
+    """Chapter 2's curve and chapter 5's tasks: 'what changes here' describes the curve picked, from its data, not
+    the question's paragraph again; on altered data it says something else."""
+    ch = lab.chapter(2)
+    asked = ch.present(data(2), lab.SHARPNESS)
+    for option, metric in lab.CURVES.items():
+        here = ch.present(data(2), option)
+        said = lab.what_changes(ch, asked, here, option)
+        line = data(2).tables["curves"].query("metric == @metric").sort_values("step")
+        assert asked.look_for not in said and f"is {metric}: {line['value'].iloc[0]:.3g} at step 0" in said, option
+    flat = altered(2, "curves", lambda t: t.assign(value=np.where(t["metric"] == "loss", 0.25, t["value"])))
+    assert "stays about the same" in ch.present(flat, "loss").here
+    five = lab.chapter(5)
+    four = five.present(data(5), "all four tasks")
+    assert all(f"{name}'s mean proxy ×4" in four.here for name in ("PARITY", "FIRST", "MAJORITY", "MEAN"))
+    assert four.here != five.present(data(5), "PARITY and FIRST").here
+    assert five.rule and all(c.rule for c in lab.CHAPTERS)
+
+
+def test_chapter_5_says_how_its_points_stand_to_the_theorems_bound():
+    built = lab.chapter(5).present(data(5), "PARITY and FIRST")
+    means = data(5).tables["points"].query("task == 'parity'")["mean"]
+    assert (means < lab.BOUND).all() and f"({means.min():.2g} to {means.max():.2g}) is below" in built.answer
+    high = altered(5, "points", lambda t: t.assign(mean=np.where(t["n"] == t["n"].max(), 0.6, t["mean"])))
+    again = lab.chapter(5).present(high, "PARITY and FIRST")
+    assert f"At n = {int(data(5).tables['points']['n'].max())} the PARITY mean reaches" in again.answer
+
+
+def test_chapter_6_compares_its_guesses_with_a_coin_flip_by_two_standard_errors():
+    assert lab.guess_words(0.57, 192).startswith("within two standard errors")  # 2 s.e. = 7.2 points
+    assert lab.guess_words(0.60, 192).startswith("more than two standard errors (7% points) above")
+    built = lab.chapter(6).present(data(6), lab.FEW_COMPARE[0])
+    assert built.claims["guess"] in built.look_for and "constant guess" not in built.look_for
+    assert "sharpness L_ρ from" in built.look_for  # the second chart in words
+
+
+def test_chapter_5s_chart_has_one_legend_of_the_tasks_and_one_of_the_single_models():
+    """The tasks' shape is not listed a second time, nor merged with the single models' diamonds."""
+    for tasks in lab.chapter(5).control.options:
+        spec = lab.chapter(5).present(data(5), tasks).figures[0].chart.to_dict()
+        legends = [(layer["encoding"][k].get("title"), k) for layer in spec["layer"] for k in ("color", "shape", "strokeDash")
+                   if k in layer["encoding"] and layer["encoding"][k].get("legend", {}) is not None]
+        assert spec["resolve"]["scale"]["shape"] == "independent"
+        assert {title for title, _ in legends} == {"task", "single models"} and ("task", "shape") not in legends, tasks
+
+
+def test_chapter_3s_histogram_draws_its_last_bin_as_wide_as_the_others():
+    built = lab.chapter(3).present(data(3), 12)
+    drawn = views(built.figures[1].chart)[0][1]
+    for model, rows in built.figures[1].data.groupby("model"):
+        line = drawn[drawn["model"] == model].sort_values("log10_start")
+        assert len(line) == len(rows) + 1 and line["log10_start"].iloc[-1] == rows["log10_end"].max()
+        last = rows.sort_values("log10_start")["fraction"].iloc[-1]
+        assert line["fraction"].iloc[-1] == 0 and line["fraction"].iloc[-2] == last
+
+
+def test_chapter_3_compares_in_words_that_read_and_names_the_questions_length():
+    ch = lab.chapter(3)
+    assert f"n = {ch.control.default} bits" in ch.predict.prompt  # the answer can flip at another n: the question says which
+    same = altered(3, "layers", lambda t: t.assign(mean_N=1.0))
+    built = ch.present(same, ch.control.default)
+    assert built.claims["factors"] == "about the same" and "about the same as the FIRST model's" in built.look_for
+    assert "than the FIRST model's" in ch.present(data(3), ch.control.default).look_for
+    first = built.figures[0].data["ln_name"].iloc[0]
+    assert f"({first} is the first)" in built.figures[0].caption  # the caption names the LayerNorm as the axis does
