@@ -48,7 +48,7 @@ Modules, by job (every module of the package):
   confirmatory design sized from an exploratory one), `symmetry_zoo` (sharpness under
   function-preserving maps across the zoo, claim R3), `report` (a standalone HTML report of
   finished sweeps);
-- the Lab: `lab` (its guided chapters), `handout` (the Lab on paper), `glossary` (every term the
+- the Lab: `lab` (its guided chapters), `lab_charts` (its strip charts), `handout` (the Lab on paper), `glossary` (every term the
   pages use), `mathml` (formulas typeset offline);
 - around them: `processes` (child processes that end with their parent), `limits` (named limits on
   everything a user controls), `text` (user text shown as text), `files` (atomic writes, the data

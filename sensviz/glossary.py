@@ -27,8 +27,8 @@ TERMS: tuple[Term, ...] = (
          "Train; the zoo"),
     Term("sensitivity", "s(f,x)", "how many of the n single-bit flips of the input x change the output f(x).",
          "Sensitivity: the cube map, the histogram, by Hamming weight"),
-    Term("average sensitivity", "as_n(f)", "s(f,x) averaged over all 2^n inputs x: from 0 (constant) to n "
-         "(PARITY).", "sidebar summary; Sensitivity"),
+    Term("average sensitivity", "as_n(f)", "s(f,x) averaged over all 2^n inputs x: from 0 (a constant: no flip "
+         "ever changes f) to n (each of the n flips changes f, whatever x is).", "sidebar summary; Sensitivity"),
     Term("influence", "Inf_i(f)", "how often flipping bit i changes the output: E((f(x) − f(x^i))/2)².",
          "Sensitivity: per position"),
     Term("Fourier degree", "k, d_k", "f written as a sum of products of k input bits; d_k is the share of f's "
@@ -46,7 +46,7 @@ TERMS: tuple[Term, ...] = (
          "Landscape"),
     Term("sharpness proxy", "proxy ×4", "the paper's estimate of sharpness: the output's mean squared change "
          "under Gaussian noise of 0.02 per parameter; ×4 puts a model trained on 0/1 targets on the ±1 scale "
-         "((2y − 1)² = 4y² for a change y).", "Experiments; Lab chapter 5"),
+         "(y ↦ 2y − 1 turns a change Δy into 2Δy, and (2Δy)² = 4Δy²).", "Experiments; Lab chapter 5"),
     Term("initialisation", "θ₀", "the random parameters a model starts training from (PyTorch's default draw, "
          "seeded): before any training.", "Before training; Lab chapter 7"),
     Term("init scale", "s", "a factor on every initial parameter except the LayerNorms' (1: PyTorch's default).",

@@ -208,19 +208,8 @@ class Chapter:
         return self.present(data(self, sources, progress), self.control.default if choice is None else choice)
 
     def definitions(self) -> list[str]:
-        """One line per glossary term the chapter uses (the Lab's own line where `LAB_LINES` has one)."""
-        return [LAB_LINES.get(t) or glossary.definition(t) for t in self.terms]
-
-
-LAB_LINES = {
-    "average sensitivity": "average sensitivity (as_n(f)): s(f,x) averaged over all 2^n inputs x: from 0 (a constant: "
-                           "no flip ever changes f) to n (each of the n flips changes f, whatever x is).",
-    "sharpness proxy": "sharpness proxy (proxy ×4): the paper's estimate of sharpness: the output's mean squared "
-                       "change under Gaussian noise of 0.02 per parameter; ×4 puts a model trained on 0/1 targets on "
-                       "the ±1 scale (y ↦ 2y − 1 turns a change Δy into 2Δy, and (2Δy)² = 4Δy²).",
-}
-"""The Lab's line for a glossary term where the glossary's would give a chapter's answer away before its reveal
-(average sensitivity: "to n (PARITY)" is chapter 1's answer) or is wrong as written ("(2y − 1)² = 4y²")."""
+        """One line per glossary term the chapter uses."""
+        return [glossary.definition(t) for t in self.terms]
 
 
 def what_changes(ch: Chapter, asked: Built, here: Built, choice) -> str:

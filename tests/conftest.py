@@ -16,6 +16,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -90,6 +91,17 @@ def pytest_collection_modifyitems(items):
             if checked[path]:
                 raise pytest.UsageError(f"{path.relative_to(ROOT)} breaks the rule of the layers: "
                                         f"{', '.join(checked[path])}")
+
+
+@pytest.fixture(autouse=True)
+def after_the_warm_up():
+    """A test starts once the explorer's background warm-up (`ui.cache.warm_up`, which an app test starts once per
+    process) has ended: Streamlit converts its charts by switching Altair's global data transformer, so a test's
+    `chart.to_dict()` meanwhile could come back without its data (seen as a core Lab test failing beside an app test
+    on one xdist worker)."""
+    for thread in threading.enumerate():
+        if thread.name == "sensviz-warm-up":
+            thread.join(timeout=300)
 
 
 @pytest.fixture(autouse=True)
