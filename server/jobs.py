@@ -133,6 +133,23 @@ class _Job:
     collecting: bool = False  # its process ended and the manager's thread is keeping its model (`_collect`)
 
 
+def _weights_step(path: Path, records: list[dict]) -> int | None:
+    """The step of the weights a run's last measurement wrote, as their checkpoint says (the worker writes them before
+    the measurement's record, so a run stopped in between has weights one record ahead), else the last record's;
+    None without weights, or without either step."""
+    from sensviz.checkpoints import CheckpointError, read_metadata
+
+    if not path.is_file():
+        return None
+    try:
+        step = (read_metadata(path).get("training") or {}).get("steps")
+    except (OSError, CheckpointError):
+        return None
+    if isinstance(step, int):
+        return step
+    return records[-1]["step"] if records else None
+
+
 def max_per_address() -> int:
     """A hard cap on the jobs one client address has queued or running: $SENSVIZ_MAX_JOBS_PER_ADDRESS, by
     default `limits.DEFAULT_JOBS_PER_ADDRESS` (ValueError, one line naming the variable, for a bad value)."""
@@ -513,10 +530,9 @@ class JobManager:
     def _keep_last(self, job: _Job, why: str) -> None:
         """End a job with the weights of its last measurement, when there was one."""
         progress = _read_json(job.folder / "progress.json") or {}
-        records = self.records(job.status.id)
         job.status.state = "stopped"
-        if records and (job.folder / "last.safetensors").is_file():
-            measured = records[-1]["step"]
+        measured = _weights_step(job.folder / "last.safetensors", self.records(job.status.id))
+        if measured is not None:
             at = f" at step {progress['step']:,}" if progress.get("step") is not None else ""
             job.status.reason = f"{why}{at}; the weights of the last measurement (step {measured:,}) are kept"
             job.status.steps = measured

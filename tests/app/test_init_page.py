@@ -48,8 +48,8 @@ def test_where_training_goes_is_a_server_job_the_page_follows():
     assert services.job_manager().request(job_id) == init_path.request("encoder", 8, 1, 4, "parity", 100)
     linked = open_url("init", **view, job=job_id)  # a link made while it runs follows the same job
     assert registry.INIT_TRAIN not in [b.key for b in linked.button]
-    wait_until(at, lambda at: not services.job_manager().status(job_id).active
-               and any("starting band" in c.value for c in at.caption), ceiling=180)
+    wait_until(at, lambda at: not services.job_manager().status(job_id).active and "model" in at.query_params
+               and any("starting band" in c.value for c in at.caption), ceiling=180)  # its model kept and selected
     records = services.job_manager().records(job_id)
     assert records[0]["step"] == 0 and records[-1]["step"] == 100 and "scale_free_avg_sensitivity" in records[-1]
     assert any("trained by the server on all 16 strings" in c.value for c in at.caption)
@@ -57,7 +57,7 @@ def test_where_training_goes_is_a_server_job_the_page_follows():
     other = open_url("init", **{**view, "steps": "200"})  # another run's settings: not this path, the button again
     assert registry.INIT_TRAIN in [b.key for b in other.button]
     model = at.query_params["model"]  # the link once the run ended names its model, not the job
-    assert "job" not in at.query_params and model.startswith("trained:")
+    assert "job" not in at.query_params and model.startswith("trained:"), dict(at.query_params)
     later = open_url("init", **view, model=model)  # another browser: the path, found through the model's checkpoint
     assert registry.INIT_TRAIN not in [b.key for b in later.button]
     assert any("trained by the server on all 16 strings" in c.value for c in later.caption)

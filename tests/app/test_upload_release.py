@@ -86,8 +86,8 @@ def test_the_upload_cap_of_the_config_is_the_loaders(monkeypatch):
 
 def test_a_file_name_longer_than_a_file_can_have_reaches_the_app_as_one_it_refuses(monkeypatch):
     """Streamlit's upload route answers a 10,000-character name with 400 (the browser then shows only "AxiosError");
-    behind `app.py`'s middleware the upload lands under `LONG_NAME`, and the rest of the body arrives whole. A name
-    of 255 bytes passes unchanged."""
+    behind `app.py`'s middleware the route takes it (204), and what reaches the route is the same body under
+    `LONG_NAME`, its length declared right. A name of 254 bytes passes unchanged."""
     from starlette.applications import Starlette
     from streamlit import config
     from streamlit.web.server.starlette.starlette_routes import create_upload_routes
@@ -97,17 +97,27 @@ def test_a_file_name_longer_than_a_file_can_have_reaches_the_app_as_one_it_refus
     real = config.get_option
     monkeypatch.setattr(config, "get_option",
                         lambda key: False if key == "server.enableXsrfProtection" else real(key))
-    manager = MemoryUploadedFileManager("/_stcore/upload_file")
     session = SimpleNamespace(is_active_session=lambda session_id: session_id == "s")
-    routes = Starlette(routes=create_upload_routes(session, manager, None))
-    data = b"\x10\x00" + b"x" * 100_000
-    assert put(routes, "/_stcore/upload_file/s/a", "n" * 10_000 + ".safetensors", data) == 400
-    served = LongUploadNames(routes)
-    assert put(served, "/_stcore/upload_file/s/b", "n" * 10_000 + ".safetensors", data) == 204
-    assert put(served, "/_stcore/upload_file/s/c", "é" * 121 + ".safetensors", data) == 204  # 254 bytes
-    (long,), (kept,) = manager.get_files("s", ["b"]), manager.get_files("s", ["c"])
-    assert long.name == LONG_NAME and long.data == data
-    assert kept.name == "é" * 121 + ".safetensors" and kept.data == data
+    routes = Starlette(routes=create_upload_routes(session, MemoryUploadedFileManager("/_stcore/upload_file"), None))
+    data, long = b"\x10\x00" + b"x" * 100_000, "n" * 10_000 + ".safetensors"
+    assert put(routes, "/_stcore/upload_file/s/a", long, data) == 400
+    assert put(LongUploadNames(routes), "/_stcore/upload_file/s/b", long, data) == 204
+
+    seen = []
+
+    async def route(scope, receive, send):  # what the route is given
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body, more = body + message.get("body", b""), message.get("more_body", False)
+        seen.append((dict(scope["headers"])[b"content-length"], body))
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    for name, shown in ((long, LONG_NAME), ("é" * 121 + ".safetensors", "é" * 121 + ".safetensors")):  # 254 bytes
+        assert put(LongUploadNames(route), "/_stcore/upload_file/s/c", name, data) == 204
+        length, body = seen.pop()
+        assert int(length) == len(body) and body.count(f'name="{shown}"'.encode()) == 2 and data in body
 
 
 def test_a_closed_tabs_session_is_dropped_after_two_minutes():

@@ -120,7 +120,9 @@ def test_the_instructor_code_leaves_no_trace_in_the_history(server, browser):
     wait_until_done(teacher)
     teacher.get_by_text("Instructors").click()
     teacher.get_by_role("button", name="Make a one-time instructor link").click()
-    link = teacher.get_by_text("&instructor=").first.inner_text().strip()
+    link = teacher.wait_for_function(  # read in one go: a locator's element may be swapped by the click's rerun
+        """() => [...document.querySelectorAll('[data-testid="stCode"] code')].map(c => c.innerText.trim())
+                 .find(t => t.includes('&instructor='))""", timeout=LIVE_MS).json_value()
     other = browser.new_context(viewport=WIDE).new_page()  # the instructor's second browser
     other.goto(f"{server}/", wait_until="domcontentloaded")
     wait_until_done(other)
