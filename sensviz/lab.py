@@ -1097,7 +1097,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         rule="the option nearest the trained PARITY model's as_n: none 0, about one 1, about half n/2, all n.",
         symbols=("n: the input length; x: one input, a string of n bits; cube: the set of all 2^n inputs, two "
                  "of them neighbours when they differ in one bit",
-                 "i: a position, 1 to n; x^(⊕i): the input x with bit i flipped; f(x): the model's answer at x; "
+                 "i: a position, 1 to n (the Sensitivity page counts them from 0); x^(⊕i): the input x with bit i flipped; f(x): the model's answer at x; "
                  "E_x: the mean over all inputs x",
                  "Gray order: the rows and columns of the map are ordered so that neighbouring cells differ in one bit",
                  "λ_P: the Fourier coefficient of f on the product of the bits in the set P; d_k: λ_P² added up over "
@@ -1168,7 +1168,7 @@ CHAPTERS: tuple[Chapter, ...] = (
                  "E‖∇T‖²/P: the small-ρ limit of L_ρ/ρ², from the gradient; P: the number of parameters"),
         theorem_symbols=("liminf: the smallest value the sequence keeps coming back to as n grows",
                          "L: the number of layers; d: the width of the vector at each position",
-                         "Ω(d): a quantity that grows at least in proportion to d, so L e^{−Ω(d)} vanishes for wide models",
+                         "Ω(d): a quantity that grows at least in proportion to d, so L e^(−Ω(d)) vanishes for wide models",
                          "e: Euler's number, 2.718…"),
     ),
     Chapter(
