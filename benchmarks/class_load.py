@@ -11,7 +11,12 @@ trains, and wait for it to end. The last `--hostile` students attack instead, in
 - upload: uploads at the server's size cap (`server.maxUploadSize`) into its sessions, never
   claimed by a widget, the sessions left open;
 - links: crafted links (markdown links and images, bare links, a 5,000-digit n, 100,000-character
-  values, folders outside the results roots), each opened `--flood` times.
+  values, folders outside the results roots), each opened `--flood` times;
+- identities (issue 42's floods, each from the attacker's address with fresh owner ids, made through the
+  stores the server reads, on its data folder, as `benchmarks/hostile.py --floods` makes them): 100 owners
+  keeping 1 MiB each, 100 classes created, one class joined 199 times, one file kept 200 times under other n.
+
+An honest run that finished but whose model the store did not keep ends as "finished, not kept".
 
     python benchmarks/class_load.py --students 30 --hostile 5
 
@@ -64,6 +69,7 @@ class Outcome:
     states: list[str] = field(default_factory=list)  # how each honest run ended ("refused: ..." when it was not queued)
     peak_mib: float = 0.0
     uploads: list[int] = field(default_factory=list)  # the server's answers to the hostile uploads (0: connection closed)
+    floods: str = ""  # what the identity floods let through
 
 
 def address(k: int) -> str:
@@ -97,7 +103,8 @@ async def honest(base: str, k: int, data: Path, out: Outcome) -> None:
         state = json.loads(state_file.read_text()).get("state") if state_file.is_file() else None
         if state in FINAL:
             out.trained.append(time.perf_counter() - start)
-            out.states.append(state)
+            kept = json.loads(state_file.read_text()).get("kept")
+            out.states.append(state if kept or state != "finished" else "finished, not kept")
             return
         await asyncio.sleep(1.0)
     out.states.append("timed out")
@@ -149,6 +156,42 @@ async def links(base: str, k: int, times: int) -> None:
                 await session.open(url)
 
 
+async def identities(base: str, k: int, data: Path, out: Outcome) -> None:
+    out.floods = await asyncio.to_thread(identity_floods, data, address(k))
+
+
+def identity_floods(data: Path, source: str) -> str:
+    """Issue 42's identity floods from one address, through the server's own stores on its data folder: what each
+    let through."""
+    import os
+
+    from server.classes import ClassRefused, ClassStore
+    from server.kept import KeptRefused, KeptStore
+    from server.owners import owner_secret
+
+    secret = owner_secret(data)
+    classes = ClassStore(data / "classes", secret)
+    store = KeptStore(data / "kept", classes=data / "classes", secret=secret)
+    store.pins = classes.pins
+
+    def tried(call) -> bool:
+        try:
+            call()
+        except (KeptRefused, ClassRefused):
+            return False
+        return True
+
+    kept = sum(tried(lambda k=k: store.keep("upload", "m.safetensors", os.urandom(2**20), f"sybil{k}", address=source))
+               for k in range(100))
+    made = sum(tried(lambda k=k: classes.create(f"class {k}", f"bot{k}", source)) for k in range(100))
+    target = classes.create("Seminar", "prof", "127.0.1.1")
+    joined = sum(tried(lambda k=k: classes.join(target.code, f"sybil {k}", f"s{k}", source)) for k in range(199))
+    data_ = os.urandom(4096)
+    tokens = {store.keep("upload", "m.safetensors", data_, "relabel", {"n": n}, address=source).token
+              for n in range(1, 201)}
+    return f"kept {kept}/100 sybil MiB, created {made}/100 classes, joined {joined}/199, one file {len(tokens)} model(s)"
+
+
 def server_rss_mib(pid: int) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
     return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))) / 1024
@@ -164,12 +207,17 @@ async def run_class(base: str, pid: int, data: Path, students: int, hostile: int
     out = Outcome()
     done = asyncio.Event()
     watcher = asyncio.create_task(watch_memory(pid, out, done))
-    attacks = [flood, upload, links]
+    attacks = [flood, upload, links, identities]
     tasks = [honest(base, k, data, out) for k in range(students - hostile)]
     for i in range(hostile):
         k = students - hostile + i
         attack = attacks[i % len(attacks)]
-        tasks.append(_uploads(base, k, out) if attack is upload else attack(base, k, flood_n))
+        if attack is upload:
+            tasks.append(_uploads(base, k, out))
+        elif attack is identities:
+            tasks.append(identities(base, k, data, out))
+        else:
+            tasks.append(attack(base, k, flood_n))
     await asyncio.gather(*tasks)
     done.set()
     await watcher
@@ -195,7 +243,7 @@ def report(label: str, out: Outcome) -> str:
     ended = {s: out.states.count(s) for s in sorted(set(out.states))}
     return (f"{label:<22} {len(pages):>5} {statistics.median(pages):>7.2f} {pages[-1]:>7.2f} {out.page_errors:>6} "
             f"{len(trained):>7} {trained[-1] if trained else float('nan'):>9.1f} {out.peak_mib:>9.0f}   {ended}"
-            + (f"; uploads answered {out.uploads}" if out.uploads else ""))
+            + (f"; uploads answered {out.uploads}" if out.uploads else "") + (f"; floods: {out.floods}" if out.floods else ""))
 
 
 def main(argv=None) -> int:
