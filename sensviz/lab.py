@@ -1097,7 +1097,8 @@ CHAPTERS: tuple[Chapter, ...] = (
         rule="the option nearest the trained PARITY model's as_n: none 0, about one 1, about half n/2, all n.",
         symbols=("n: the input length; x: one input, a string of n bits; cube: the set of all 2^n inputs, two "
                  "of them neighbours when they differ in one bit",
-                 "i: a position, 1 to n (the Sensitivity page counts them from 0); x^(⊕i): the input x with bit i flipped; f(x): the model's answer at x; "
+                 "i: a position, 1 to n (the Sensitivity page counts them from 0); x^(⊕i): the input x with bit "
+                 "i flipped; f(x): the model's answer at x; "
                  "E_x: the mean over all inputs x",
                  "Gray order: the rows and columns of the map are ordered so that neighbouring cells differ in one bit",
                  "λ_P: the Fourier coefficient of f on the product of the bits in the set P; d_k: λ_P² added up over "
