@@ -225,7 +225,7 @@ async def run_class(base: str, pid: int, data: Path, students: int, hostile: int
 
 
 def measure(students: int, hostile: int, flood_n: int) -> Outcome:
-    with tempfile.TemporaryDirectory(prefix="sensviz-class-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="sensviz-class-", ignore_cleanup_errors=True) as tmp:  # a run ending now
         data = Path(tmp)
         with served(ROOT / "artifacts" / f"streamlit-class-{hostile}.log", env={"SENSVIZ_DATA_DIR": tmp}) as (base, proc):
             asyncio.run(_warm(base))
