@@ -99,9 +99,9 @@ except ValueError as err:  # e.g. no run finished yet: the runs and their errors
     st.warning(quoted(err, 300))
     found = []
 for fig in found:
-    st.subheader(fig["title"])
-    st.markdown(fig["explanation"])
-    st.caption(fig["note"])
+    st.subheader(fig["title"])  # the experiment module's own title
+    st.markdown(fig["explanation"])  # the experiment module's own prose
+    st.caption(escape_markdown(fig["note"]))  # names values from the runs table (a sweep folder's tasks, say)
     st.vega_lite_chart(spec=fig["spec"])  # its Vega-Lite spec, stored: no Altair conversion per view
     page.download(fig["data"], f"{fig['key']}.csv", "Download the data behind this figure (CSV)")
 

@@ -403,6 +403,27 @@ def test_experiments_page_with_a_sweep_folder(tmp_path):
     assert not at.exception and "Trade-off: parameter norm against LayerNorm blowup" in [s.value for s in at.subheader]
 
 
+def test_a_figures_note_shows_a_sweep_tables_values_as_text(tmp_path, monkeypatch):
+    """A figure's note names the dropped runs by their values (their task): a task in a sweep folder's table is
+    shown as typed, never as a link."""
+    import shutil
+
+    import pandas as pd
+
+    monkeypatch.setenv("SENSVIZ_RESULTS_DIRS", os.pathsep.join([str(ROOT / "experiments" / "results"), str(tmp_path)]))
+    folder = tmp_path / "crafted"
+    shutil.copytree(ROOT / "experiments" / "results" / "quick" / "length_scaling", folder)
+    runs = pd.read_parquet(folder / "runs.parquet")
+    runs.loc[0, ["task", "converged"]] = ["[log in](https://evil.invalid)", False]
+    runs.to_parquet(folder / "runs.parquet")
+    at = open_url("experiments")
+    at.segmented_control(key=registry.EXP_SOURCE).set_value("A sweep folder").run()
+    at.text_input(key=registry.EXP_FOLDER).set_value(str(folder)).run()
+    notes = [c.value for c in at.caption if "evil" in c.value]  # the markdown the page sends
+    assert not at.exception and notes, [c.value for c in at.caption]
+    assert all("[log in](" not in note and "log in" in note for note in notes), notes
+
+
 def test_experiments_page_with_a_sweep_whose_runs_all_failed(tmp_path, monkeypatch):
     from sweep_jobs import toy_job
 
