@@ -186,8 +186,8 @@ def identity_floods(data: Path, source: str) -> str:
     made = sum(tried(lambda k=k: classes.create(f"class {k}", f"bot{k}", source)) for k in range(100))
     target = classes.create("Seminar", "prof", "127.0.1.1")
     joined = sum(tried(lambda k=k: classes.join(target.code, f"sybil {k}", f"s{k}", source)) for k in range(199))
-    data_ = os.urandom(4096)
-    tokens = {store.keep("upload", "m.safetensors", data_, "relabel", {"n": n}, address=source).token
+    one_file = os.urandom(4096)
+    tokens = {store.keep("upload", "m.safetensors", one_file, "relabel", {"n": n}, address=source).token
               for n in range(1, 201)}
     return f"kept {kept}/100 sybil MiB, created {made}/100 classes, joined {joined}/199, one file {len(tokens)} model(s)"
 

@@ -51,15 +51,13 @@ from torch.overrides import TorchFunctionMode
 from . import cube
 from .base import TracedModel
 from .files import write_atomic
-from .limits import LIMITS, MiB, check_int, check_json_depth, is_int
+from .limits import LIMITS, MB, MiB, check_int, check_json_depth, is_int
 from .models import ARCHITECTURES, config_from_dict, config_to_dict
 from .tasks import ZERO_ONE, TargetEncoding, Task, TruthTable, get_encoding, get_task, task_from_spec
 from .text import short_label
 
 FORMAT = "sensviz"
 FORMAT_VERSION = "1"
-MB = 10**6
-"""A megabyte: the unit of the size cap, the one Streamlit's uploader counts in (in browsers on Linux and macOS)."""
 SIZE_CAP = min(64 * MB, LIMITS["file_bytes"].high)
 """Default largest checkpoint accepted, in bytes: 64 MB (within the `file_bytes` limit), the explorer's
 upload cap too (`server.maxUploadSize` in .streamlit/config.toml: the browser refuses a larger file before

@@ -44,6 +44,8 @@ class Limit:
 
 
 MiB = 2**20
+MB = 10**6
+"""A megabyte: the unit of the upload cap, the one Streamlit's uploader counts in (in browsers on Linux and macOS)."""
 
 _ALL = (
     # model sizes (every architecture; architecture-specific rules stay with the config)

@@ -29,7 +29,8 @@ def followed(wanted: TrainRequest) -> jobs.JobStatus | None:
     one this session follows, else the one that trained the selected model (a link made after the run ended
     names that model: its checkpoint records its job)."""
     manager = services.job_manager()
-    for job_id in (registry.followed_job(), _job_of_selected()):
+    for find in (registry.followed_job, _job_of_selected):  # the selected model read only when needed
+        job_id = find()
         if job_id is not None and manager.request(job_id) == wanted:
             return manager.status(job_id)
     return None
