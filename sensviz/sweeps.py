@@ -69,6 +69,7 @@ local workers watch their parent process and exit as soon as it is gone (even af
 
 from __future__ import annotations
 
+import copy
 import difflib
 import functools
 import hashlib
@@ -533,11 +534,26 @@ def load_spec(path, scale: str | None = None, max_runs: int | None = None) -> Sw
     """Parse and validate a TOML sweep spec; ValueError with the reason for a bad one.
 
     `max_runs`: the most runs the spec may expand to, needed above the `runs` limit (10,000).
+    A file read before and unchanged since (same size and modification time) is not parsed again;
+    every call returns its own copy.
     """
     path = Path(path)
     try:
-        check_int(f"{path}: the spec's size in bytes", path.stat().st_size, "spec_bytes")
-        data = tomllib.loads(path.read_text())
+        status = path.stat()
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such sweep spec") from None
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read it ({err.strerror or err})") from None
+    check_int(f"{path}: the spec's size in bytes", status.st_size, "spec_bytes")
+    spec = _parse_spec(str(path), status.st_mtime_ns, status.st_size, scale, max_runs)
+    return copy.deepcopy(spec)
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_spec(path: str, mtime_ns: int, size: int, scale: str | None, max_runs: int | None) -> SweepSpec:
+    """`load_spec`'s parse, remembered by the file's identity (its path, modification time and size)."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
     except FileNotFoundError:
         raise ValueError(f"{path}: no such sweep spec") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
@@ -554,8 +570,8 @@ def load_spec(path, scale: str | None = None, max_runs: int | None = None) -> Sw
     return SweepSpec(
         experiment=data["experiment"],
         runs=runs,
-        name=data.get("name", path.stem),
-        source=str(path),
+        name=data.get("name", Path(path).stem),
+        source=path,
         description=data.get("description", ""),
         batch=tuple(batch) if batch is not None else None,
         scale=scale,
