@@ -9,6 +9,7 @@
     sensviz train --task parity --n 8 --arch encoder --d-model 32 --n-layers 2 --n-heads 2 --steps 2000 --out m.safetensors
     sensviz zoo build [--dir checkpoints] [--only NAME ...] [--threads 1]
     sensviz zoo verify [--dir checkpoints] [--recompute]
+    sensviz zoo measure [--dir checkpoints]
     sensviz sweep experiments/length_scaling.toml --out results/ls [--executor local|ray] [--workers N]
                   [--address ADDR] [--scale paper] [--threads T] [--max-runs N]
     sensviz report results/ls --out report.html
@@ -248,6 +249,13 @@ def _zoo_build(args) -> dict:
     start = time.perf_counter()
     manifest = zoo.build(args.dir, only=args.only, log=lambda line: print(line, file=sys.stderr, flush=True))
     return {"directory": args.dir, "entries": len(manifest["entries"]), "built": args.only or "all",
+            "seconds": round(time.perf_counter() - start, 1)}
+
+
+def _zoo_measure(args) -> dict:
+    start = time.perf_counter()
+    manifest = zoo.remeasure(args.dir, log=lambda line: print(line, file=sys.stderr, flush=True))
+    return {"directory": args.dir, "measured": len(manifest["entries"]), "quantities": manifest["quantities"],
             "seconds": round(time.perf_counter() - start, 1)}
 
 
@@ -495,6 +503,10 @@ def _add_zoo(sub) -> None:
     q.add_argument("--dir", default="checkpoints")
     q.add_argument("--recompute", action="store_true", help="also recompute each recorded accuracy and as_n")
     q.set_defaults(run=_zoo_verify)
+    q = zoo_sub.add_parser("measure", help="measure every checkpoint again under today's quantities and rewrite the "
+                           "manifest (nothing is retrained; after a quantity is added)")
+    q.add_argument("--dir", default="checkpoints")
+    q.set_defaults(run=_zoo_measure)
 
 
 def _add_sweep(sub) -> None:

@@ -22,7 +22,9 @@ says something else.
 
 Fast on a fresh server: `write_data` measures the shipped checkpoints once (their bytes are never
 changed) and writes `lab-data.json` beside them, each chapter keyed by the sha256 of the files it
-reads; `data` uses it when the hashes match and measures on demand (with progress) when they do not.
+reads, the whole file by the quantity registry (`sensviz.measure.registry_key`: a file measured before a
+quantity was added is not read); `data` uses it when the keys match and measures on demand (with progress)
+when they do not.
 The same file holds the sidebar's summary of every model a chapter's setup selects (`stored_summary`),
 so "Load this chapter's models" measures nothing either.
 `sensviz.handout` prints the chapters on paper.
@@ -51,7 +53,7 @@ from .experiments import get_experiment, results_dir
 from .experiments.generalization import as_n, completions
 from .init_study import INIT_SCALES, init_studies, scale_free_view
 from .losses import loss_for, targets
-from .measure import RADIUS_FRACTIONS, MeasureSettings, measure
+from .measure import RADIUS_FRACTIONS, MeasureSettings, measure, registry_key
 from .models import ModelSettings
 from .report import write_text
 from .slices import loss_slice, random_directions
@@ -268,6 +270,8 @@ def _read_file(checkpoints: Path) -> dict:
         return {}
     if not isinstance(raw, dict) or raw.get("format") != DATA_FORMAT or raw.get("version") != DATA_VERSION:
         return {}
+    if raw.get("quantities") != registry_key():  # measured before a quantity was added, dropped or re-costed
+        return {}
     return raw
 
 
@@ -345,7 +349,8 @@ def write_data(checkpoints: str | Path | None = None, results: str | Path | None
             summarised.append(name)
         summaries[name] = entry
     path = sources.checkpoints / DATA_FILE
-    text = json.dumps({"format": DATA_FORMAT, "version": DATA_VERSION, "chapters": chapters, "summaries": summaries},
+    text = json.dumps({"format": DATA_FORMAT, "version": DATA_VERSION, "quantities": registry_key(),
+                       "chapters": chapters, "summaries": summaries},
                       indent=None, separators=(",", ":"), allow_nan=False)
     write_text(path, text + "\n")
     return {"written": str(path), "measured": measured, "kept": [c.number for c in CHAPTERS if c.number not in measured],

@@ -58,6 +58,8 @@ Measurements never modify the model.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -310,6 +312,13 @@ def _scale_free(ctx: _Context) -> ScaleFreeView:
     if ctx.n > ctx.settings.exact_limit:
         raise ValueError(f"the scale-free view enumerates the cube: n={ctx.n} is above exact_limit")
     return scale_free_view(ctx.model, ctx.n)
+
+
+def registry_key() -> str:
+    """The quantity registry's identity: sha256 of every quantity's name and cost, in registry order. A
+    shipped file of measurements (the zoo manifest, the Lab's lab-data.json) records the key it was measured
+    under; under another key it lacks a quantity (or has a dropped one): measure it again."""
+    return hashlib.sha256(json.dumps([[q.name, q.cost] for q in QUANTITIES.values()]).encode()).hexdigest()
 
 
 def default_quantities(model: TracedModel) -> tuple[str, ...]:

@@ -14,8 +14,9 @@ measurements of `MONITOR` while they train (the degree profile, Blowup and sharp
 in the checkpoint's `extra.measurements`): the Lab's live chapters and its handout draw them.
 
 `verify(directory)` re-checks every entry: the file exists, its sha256 matches, it loads, its
-metadata agrees with the manifest, and (`recompute=True`) its accuracy and as_n on the cube are
-what the manifest says.
+metadata agrees with the manifest, the manifest was measured under today's quantity registry
+(`sensviz.measure.registry_key`), and (`recompute=True`) every measured column is what the model gives.
+`remeasure(directory)` measures the files again without retraining (after a quantity is added).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import torch
 
 from .checkpoints import CheckpointError, file_hash, load_checkpoint
 from .files import write_atomic
-from .measure import MeasureSettings, affordable, columns
+from .measure import MeasureSettings, affordable, columns, registry_key
 from .measure import measure as measure_model
 from .models import build_model, config_to_dict
 from .monitor import MeasurementCallback
@@ -136,9 +137,14 @@ def measure(model, task, n: int, encoding) -> dict:
     return {**columns(found), "exact": found.sensitivity.exact}
 
 
+RECORDED = ("file", "name", "arch", "task", "n", "config", "n_params", "seed", "train", "steps", "stop_reason",
+            "final_eval_loss", "sha256", "bytes", "made_by", "trained_with", "batch_seconds")
+"""A manifest entry's fields from training and the file; its other fields are `measure`'s columns."""
+
+
 def _entry(recipe: Recipe, result: TrainResult, path: Path, seconds: float, batch: list[str]) -> dict:
     model = result.model
-    return {
+    recorded = {
         "file": path.name,
         "name": recipe.name,
         "arch": recipe.arch,
@@ -151,13 +157,29 @@ def _entry(recipe: Recipe, result: TrainResult, path: Path, seconds: float, batc
         "steps": result.steps,
         "stop_reason": result.stop_reason,
         "final_eval_loss": result.final["eval_loss"],
-        **measure(model, result.task, result.config.n, result.config.encoding),
         "sha256": file_hash(path),
         "bytes": path.stat().st_size,
         "made_by": "sensviz zoo build (sensviz.zoo.RECIPES)",
         "trained_with": batch,
         "batch_seconds": round(seconds, 1),
     }
+    return {**recorded, **measure(model, result.task, result.config.n, result.config.encoding)}
+
+
+def _write_manifest(directory: Path, entries: list[dict], trained_by: dict) -> dict:
+    """The manifest of these entries, in recipe order, under the quantity registry they were measured with;
+    `trained_by`: the torch version and thread count that trained them."""
+    order = [r.name for r in RECIPES]
+    manifest = {
+        "format": FORMAT,
+        "version": VERSION,
+        "quantities": registry_key(),
+        **trained_by,
+        "training_seconds": round(sum({tuple(e["trained_with"]): e["batch_seconds"] for e in entries}.values()), 1),
+        "entries": sorted(entries, key=lambda e: order.index(e["name"]) if e["name"] in order else len(order)),
+    }
+    write_atomic(directory / MANIFEST, (json.dumps(manifest, indent=1) + "\n").encode())
+    return manifest
 
 
 def _read_manifest(directory: Path) -> dict:
@@ -208,31 +230,45 @@ def build(directory="checkpoints", only: Sequence[str] | None = None, log: Calla
                 acc = entries[recipe.name]["accuracy"]
                 log(f"  {path.name}: {result.stop_reason} after {result.steps} steps, "
                     f"accuracy {'-' if acc is None else f'{acc:.4f}'}")
-    order = [r.name for r in RECIPES]
-    manifest = {
-        "format": FORMAT,
-        "version": VERSION,
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "training_seconds": round(sum({tuple(e["trained_with"]): e["batch_seconds"] for e in entries.values()}.values()), 1),
-        "entries": sorted(entries.values(), key=lambda e: order.index(e["name"]) if e["name"] in order else len(order)),
-    }
-    write_atomic(directory / MANIFEST, (json.dumps(manifest, indent=1) + "\n").encode())
-    return manifest
+    return _write_manifest(directory, list(entries.values()), {"torch": torch.__version__,
+                                                                "threads": torch.get_num_threads()})
+
+
+def remeasure(directory="checkpoints", log: Callable[[str], None] | None = None) -> dict:
+    """Measure every manifest entry's checkpoint again (`measure`, under today's quantity registry) and
+    rewrite the manifest; nothing is retrained. A file whose sha256 differs from its entry's is refused
+    (ValueError): rebuild it with `build(only=...)`."""
+    directory = Path(directory)
+    manifest, entries = _read_manifest(directory), []
+    for entry in manifest["entries"]:
+        path = directory / entry["file"]
+        if not path.is_file() or file_hash(path) != entry["sha256"]:
+            raise ValueError(f"{path}: missing or not the file the manifest lists; rebuild it "
+                             f"(`sensviz zoo build --only {entry['name']}`)")
+        if log:
+            log(f"measuring {entry['file']}")
+        ck = load_checkpoint(path)
+        recorded = {key: entry[key] for key in RECORDED}
+        entries.append({**recorded, **measure(ck.model, get_task(entry["task"]), ck.n, ck.encoding)})
+    return _write_manifest(directory, entries, {key: manifest.get(key) for key in ("torch", "threads")})
 
 
 def verify(directory="checkpoints", recompute: bool = False, tolerance: float = 1e-6) -> list[dict]:
     """Re-check every manifest entry; one row per file: `{"file", "ok", "problems"}`.
 
     The file exists, its sha256 matches, it loads, and its metadata agrees with the manifest; with
-    `recompute`, also its accuracy and as_n (`measure`, a minute or two for the whole zoo). Files in
-    the directory that the manifest does not list are reported as problems too.
+    `recompute`, also every measured column (`measure`, a minute or two for the whole zoo). Files in
+    the directory that the manifest does not list are reported as problems too, and a manifest measured
+    under another quantity registry as a row of its own.
     """
     directory = Path(directory)
     manifest = _read_manifest(directory)
     rows = []
     for entry in manifest["entries"]:
         rows.append({"file": entry["file"], "problems": _check_entry(directory, entry, recompute, tolerance)})
+    if manifest.get("quantities") != registry_key():
+        rows.append({"file": MANIFEST, "problems": ["measured under another quantity registry (a quantity was added, "
+                                                    "dropped or re-costed since): run `sensviz zoo measure`"]})
     listed = {e["file"] for e in manifest["entries"]}
     rows += [{"file": p.name, "problems": ["not in the manifest"]}
              for p in sorted(directory.glob("*.safetensors")) if p.name not in listed]
@@ -259,7 +295,8 @@ def _check_entry(directory: Path, entry: dict, recompute: bool, tolerance: float
     if problems or not recompute:
         return problems
     for key, value in measure(ck.model, get_task(entry["task"]), ck.n, ck.encoding).items():
-        if key not in entry:  # a quantity registered after this manifest was written
+        if key not in entry:
+            problems.append(f"{key} is not in the manifest: run `sensviz zoo measure`")
             continue
         expected = entry[key]
         if (value is None) != (expected is None) or (value is not None and abs(value - expected) > tolerance):

@@ -4,9 +4,10 @@ that say what a test needs (each one also `slow`); and the rule of the layers.
 
 The tests live by layer: `tests/core` (the science library: no Streamlit, no other process, no
 server, no training beyond `CORE_MAX_STEPS` steps, nothing slow; `python -m pytest tests/core` is the
-unit run, on two processes by pyproject's addopts), `tests/server` (the class server, its job processes, locks and Ray), `tests/app` (the
-explorer under AppTest or served, and the command line as a process), `tests/browser` (the served
-app in Chromium). What they share is in `tests/helpers/`; no test file imports another.
+unit run, on two processes by pyproject's addopts), `tests/server` (the class server, its job
+processes, locks and Ray), `tests/app` (the explorer under AppTest or served, and the command line
+as a process), `tests/browser` (the served app in Chromium). What they share is in `tests/helpers/`;
+no test file imports another.
 """
 
 import ast

@@ -79,6 +79,15 @@ def test_the_shipped_data_is_current_for_every_chapter_and_stale_data_is_measure
     assert built.numbers == pytest.approx(lab.chapter(2).present(data(2), lab.SHARPNESS).numbers, rel=1e-12)
 
 
+def test_data_measured_under_another_quantity_registry_is_not_read(tmp_path):
+    raw = json.loads((ROOT / "checkpoints" / lab.DATA_FILE).read_text())
+    assert lab.read_summaries(ROOT / "checkpoints") and raw["quantities"] == lab.registry_key()
+    (tmp_path / lab.DATA_FILE).write_text(json.dumps({**raw, "quantities": "0" * 64}))  # before a quantity was added
+    assert lab.read_store(tmp_path) == {} and lab.read_summaries(tmp_path) == {}
+    (tmp_path / lab.DATA_FILE).write_text(json.dumps(raw))
+    assert lab.read_store(tmp_path) == raw["chapters"]
+
+
 def test_write_data_measures_only_what_changed_and_leaves_the_checkpoints_alone(tmp_path):
     shutil.copy(ROOT / "checkpoints" / "encoder-parity-n8.safetensors", tmp_path)
     before = (tmp_path / "encoder-parity-n8.safetensors").read_bytes()

@@ -9,6 +9,7 @@ import pytest
 from helpers.core import TINY_ZOO as TINY
 
 import sensviz as sv
+import sensviz.measure as measure_module
 from sensviz import zoo
 
 CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
@@ -29,8 +30,8 @@ def test_recorded_accuracy_and_sensitivity_are_what_the_models_give():
         if entry["n"] <= 12:  # the larger ones: `sensviz zoo verify --recompute`
             ck = sv.load_checkpoint(CHECKPOINTS / entry["file"])
             measured = zoo.measure(ck.model, ck.task, ck.n, ck.encoding)
-            recorded = {key: measured[key] for key in measured if key in entry}  # the committed manifest predates some
-            assert {"accuracy", "avg_sensitivity", "task_avg_sensitivity", "exact"} <= set(recorded), entry["name"]
+            assert set(measured) <= set(entry), entry["name"]  # every column of today's registry (`zoo measure`)
+            recorded = {key: measured[key] for key in measured}
             assert recorded == pytest.approx({key: entry[key] for key in recorded}, abs=1e-6), entry["name"]
             if entry["task"] in ("parity", "majority", "first") and entry["n"] <= 10:
                 assert entry["accuracy"] == 1.0 and entry["avg_sensitivity"] == pytest.approx(entry["task_avg_sensitivity"])
@@ -115,3 +116,24 @@ def test_verify_reports_every_kind_of_problem(tmp_path, monkeypatch):
     (tmp_path / zoo.MANIFEST).write_text("{")
     with pytest.raises(ValueError, match="not valid JSON"):
         zoo.verify(tmp_path)
+
+
+def test_a_quantity_added_after_the_manifest_is_named_by_verify_and_measured_without_retraining(tmp_path, monkeypatch):
+    monkeypatch.setattr(zoo, "RECIPES", TINY[:1])
+    built = zoo.build(tmp_path)
+    assert built["quantities"] == measure_module.registry_key()
+    assert set(zoo.RECORDED) < set(built["entries"][0])  # what training recorded, then the measured columns
+    assert all(row["ok"] for row in zoo.verify(tmp_path))
+    monkeypatch.setattr(measure_module, "QUANTITIES", dict(measure_module.QUANTITIES))
+    measure_module.quantity("probe", lambda value: {"probe_value": value}, cost="instant")(lambda ctx: 0.5)
+    problems = {row["file"]: row["problems"] for row in zoo.verify(tmp_path, recompute=True) if not row["ok"]}
+    assert "sensviz zoo measure" in problems[zoo.MANIFEST][0]
+    assert problems[built["entries"][0]["file"]] == ["probe_value is not in the manifest: run `sensviz zoo measure`"]
+    measured = zoo.remeasure(tmp_path)
+    (entry,) = measured["entries"]
+    assert entry["probe_value"] == 0.5 and measured["quantities"] == measure_module.registry_key() != built["quantities"]
+    assert {key: entry[key] for key in zoo.RECORDED} == {key: built["entries"][0][key] for key in zoo.RECORDED}
+    assert all(row["ok"] for row in zoo.verify(tmp_path, recompute=True))
+    (tmp_path / entry["file"]).write_bytes(b"other bytes")
+    with pytest.raises(ValueError, match="not the file the manifest lists"):
+        zoo.remeasure(tmp_path)
