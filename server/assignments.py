@@ -17,21 +17,23 @@ direction +1. Both numbers below are computed by `plan(LENGTH_SCALING)` from the
 (`TABLES`: experiments/results/standard/length_scaling, 96 runs, and the decide scale's runs,
 experiments/results/decide/length_scaling) and one measured class run per n:
 
-- **time**: the lab's presets train one job at a time on this 2-core server (`server.jobs`:
-  one concurrent run per two cores), so the class's wall time is the sum of its runs' times: steps
-  times seconds per step at each n, the larger of the tables' (wall_s / steps_trained, but the
-  sweeps train several seeds vmapped in one job, so that is a share of a job: 12.8 ms at n = 4,
-  19.7 ms at n = 8) and a single class run's, measured here (`MEASURED_STEP_S`: 19.9 and 22.1 ms):
-  15 x 1,200 x 19.9 ms + 15 x 1,200 x 22.1 ms = **756 s, 12.6 minutes** for 30 runs (15 allowed);
+- **time**: a class run is small (`server.worker.run_threads`: one torch thread), so this 2-core server
+  trains two at once (`server.jobs`: runs fill the cores; `RUNS_AT_ONCE`), at a lower priority than the
+  pages: the class's wall time is the sum of its runs' times over two. A run's time is its steps times the
+  CPU seconds per step of a single class run at its n, measured here (`MEASURED_STEP_S`, with its
+  evaluations, measurements and checkpoints; the tables' times are no guide, `seconds_per_step`):
+  15 x 1,200 x 9.7 ms + 15 x 1,200 x 12.9 ms over 2 = **203 s, 3.4 minutes** for 30 runs (`CLASS_MINUTES`
+  allowed; the pages the members open while they wait take the rest of the cores:
+  `benchmarks/class_mode.py` measures the whole);
 - **power**: per task, the residual standard deviation of `sharpness` pooled over the tables' kept
   runs (the paper's filter: converged) at n = 4 and 8, the live monitor's extra measurement noise
-  added (each table's stderr times sqrt(its directions / 8)): 0.0116 for PARITY, 0.0031 for FIRST;
-  the expected kept runs (`keep_rate`: the tables' runs that met the filter by step 1,200; PARITY at
-  n = 8: 0.5, the others 1.0); the effect the tables measured (slopes 0.0093 and 0.0001 per unit of
-  n): the power of the two-sided t test at 5 % on the difference of slopes (Welch-Satterthwaite
-  degrees of freedom) is **0.999**; at half that effect 0.77. (The tables' runs trained 4,000 or
-  6,000 steps: at 1,200 the class measures models that have relaxed less, whose spread may be
-  larger; 11 + 4 seeds rather than 9 + 6 because PARITY's spread is four times FIRST's.)
+  added (each table's stderr times sqrt(its directions / the live monitor's, `server.worker.LIVE_DIRECTIONS`
+  = 16)); the expected kept runs (`keep_rate`: the tables' runs that met the filter by step 1,200; PARITY at
+  n = 8: 0.77, the others 1.0); the effect the tables measured: the power of the two-sided t test at 5 % on
+  the difference of slopes (Welch-Satterthwaite degrees of freedom) is above **0.99**, and **0.84** at half
+  that effect (0.75 with the 8 directions the live monitor took before). (The tables' runs trained 4,000 or
+  6,000 steps: at 1,200 the class measures models that have relaxed less, whose spread may be larger;
+  11 + 4 seeds rather than 9 + 6 because PARITY's spread is four times FIRST's.)
 
 `plan` prints both numbers with their inputs (`python -m server.assignments`); tests check them.
 """
@@ -49,19 +51,21 @@ import pandas as pd
 from sensviz import stats
 from sensviz.convergence import CONVERGED_MSE
 
+from .worker import LIVE_DIRECTIONS
+
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = (ROOT / "experiments/results/standard/length_scaling", ROOT / "experiments/results/decide/length_scaling")
 """The findings' tables the grid is chosen from (runs.parquet of `sensviz sweep`)."""
-CLASS_MINUTES = 15
-"""The class's runs must end within this many minutes."""
-LIVE_DIRECTIONS = 8
-"""Directions of the live monitor's L_rho (`server.worker.live_settings`)."""
-MEASURED_STEP_S = {4: 0.0199, 8: 0.0221}
-"""CPU seconds per step of one live class run on this server (the job manager's worker, one torch
-thread: evaluation every 100 steps, measurements every 500, the final checkpoint), measured on
-2026-12-02 with the assignment's settings at 1,500 steps: FIRST n = 4 took 32.8 s and PARITY n = 8
-36.0 s of CPU, less the worker's 2.9 s start (torch's import, which the app does while the previous
-run trains: `server.jobs` keeps a worker started ahead)."""
+CLASS_MINUTES = 5
+"""The class's runs must end within this many minutes (the class's verdict within a lecture's exercise)."""
+RUNS_AT_ONCE = 2
+"""Class runs training at once on the 2-core server the plan is made for (`server.jobs`: small runs fill
+the cores)."""
+MEASURED_STEP_S = {4: 0.0097, 8: 0.0129}
+"""CPU seconds per step of one live class run on this server (`server.worker.run`, one torch thread:
+evaluation every 100 steps, measurements every 500 with `LIVE_DIRECTIONS`, checkpoints), measured on
+2026-12-05 with the assignment's settings (1,200 steps, seed 20000): FIRST and PARITY at n = 4 took
+11.2 and 11.6 s of CPU, at n = 8 14.9 and 15.5 s; the larger of each n over 1,200 steps."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -151,20 +155,21 @@ def read_tables(folders=TABLES) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def seconds_per_step(runs: pd.DataFrame, n: int) -> float:
-    """Seconds per training step of one class run at `n`: the larger of the tables' medians of
-    wall_s / steps_trained and the single run measured here (`MEASURED_STEP_S`). The tables' wall_s
-    is a job's time divided by its models (the sweeps train several seeds at once, vmapped), so
-    alone it understates a run that trains one model."""
+    """CPU seconds per training step of one class run at `n`: the class run measured here (`MEASURED_STEP_S`);
+    for an n not measured, the tables' median of wall_s / steps_trained (an upper bound at best: their sweeps
+    ran niced beside other work, wall time up to five times their CPU time, and trained several seeds vmapped
+    in one job)."""
+    if n in MEASURED_STEP_S:
+        return MEASURED_STEP_S[n]
     rows = runs[(runs["n"] == n) & (runs["status"] == "finished")]
     if rows.empty:
         raise ValueError(f"no run at n = {n} in the findings' tables")
-    tables = float((rows["wall_s"] / rows["steps_trained"]).groupby(rows["table"]).median().max())
-    return max(tables, MEASURED_STEP_S.get(n, 0.0))
+    return float((rows["wall_s"] / rows["steps_trained"]).groupby(rows["table"]).median().max())
 
 
 def plan_seconds(a: Assignment, runs: pd.DataFrame) -> float:
-    """The class's wall time: every cell's steps times the seconds per step at its n, one run after another."""
-    return sum(a.settings["steps"] * seconds_per_step(runs, cell["n"]) for cell in a.cells())
+    """The class's training time: every cell's steps times the seconds per step at its n, `RUNS_AT_ONCE` at a time."""
+    return sum(a.settings["steps"] * seconds_per_step(runs, cell["n"]) for cell in a.cells()) / RUNS_AT_ONCE
 
 
 def _kept(runs: pd.DataFrame) -> pd.DataFrame:
@@ -243,8 +248,8 @@ def plan(a: Assignment = LENGTH_SCALING, folders=TABLES) -> dict:
 def describe(found: dict) -> str:
     """The plan in one paragraph for people."""
     steps = ", ".join(f"n = {n}: {s * 1000:.1f} ms" for n, s in found["seconds_per_step"].items())
-    return (f"{found['runs']} runs take about {found['seconds'] / 60:.1f} minutes on this server, one after another "
-            f"(within {found['limit_s'] / 60:.0f}; seconds per step from the findings' tables and a measured class run, "
+    return (f"{found['runs']} runs take about {found['seconds'] / 60:.1f} minutes on this server, {RUNS_AT_ONCE} at a time "
+            f"(within {found['limit_s'] / 60:.0f}; CPU seconds per step of a class run measured here, "
             f"{steps}); the class's slope comparison has {found['power']:.1%} power at the effect the tables measured "
             f"({found['power_half']:.0%} at half of it).")
 

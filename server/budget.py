@@ -21,9 +21,9 @@ activation element, b n (L (d + d_ff) + A H n). A training step is a forward and
 the flops, 3 x the ops, plus `TRAIN_OPS`) plus AdamW (`ADAM_FLOPS_PER_PARAM` * P). An evaluation
 is a forward over the evaluation strings in chunks of 2048; one every `eval_interval` steps, at
 step 0 and at the end. A measurement (`sensviz.monitor` with the worker's `live_settings()`: M =
-min(2^n, 256) landscape inputs, 8 directions) is a forward over M (loss, accuracy); the cube
+min(2^n, `LIVE_INPUTS`) landscape inputs, D = `LIVE_DIRECTIONS` directions) is a forward over M (loss, accuracy); the cube
 analyses, twice (sensitivity and Blowup), a forward over 2^n strings up to n = 14, else over 512
-samples with their n neighbours; 8 directions x (a forward over M + `PERTURB_FLOPS_PER_PARAM` * P);
+samples with their n neighbours; D directions x (a forward over M + `PERTURB_FLOPS_PER_PARAM` * P);
 for the scratchpad, greedy decoding of the M inputs (n forwards over the growing prefix: n x the
 ops, (n + 1) / 2 x the flops of a forward); per-example gradients over M (`PER_EXAMPLE_FACTOR` x the
 flops of a training pass, times n outputs for the scratchpad, plus `ELEMENT_FLOPS` per gradient
@@ -75,6 +75,8 @@ from pathlib import Path
 
 from sensviz.files import write_atomic
 
+from .worker import LIVE_DIRECTIONS, LIVE_INPUTS
+
 # The cost model's constants (fitted on the development machine; see the module docstring).
 OPS_PER_LAYER = 40
 """Tensor operations of one layer's forward pass (attention, feed-forward, two LayerNorms, residuals)."""
@@ -121,8 +123,6 @@ copying and packing a given one."""
 
 # What the worker and the library do (their sizes, as the cost model needs them).
 EVAL_CHUNK = 2048  # sensviz.training: evaluation strings per forward call
-MEASURE_INPUTS = 256  # worker.live_settings(): landscape inputs
-DIRECTIONS = 8  # worker.live_settings(): directions of L_rho
 SAMPLES = 512  # MeasureSettings: cube samples above the exact limit
 EXACT_LIMIT = 14  # MeasureSettings: the largest n analysed over the whole cube
 ANALYSIS_BATCH = 2048  # sensviz.analysis: strings per forward call of the cube analyses
@@ -295,12 +295,12 @@ def phases(model_settings, config, calibration: Calibration, task=None) -> dict[
     for strings in _eval_strings(config):
         evaluation += seconds(*_forward(s, strings, n, math.ceil(strings / EVAL_CHUNK)))
 
-    m = min(2**n, MEASURE_INPUTS)
+    m = min(2**n, LIVE_INPUTS)
     analysis = 2**n if n <= EXACT_LIMIT else SAMPLES * (n + 1)  # the cube, or samples with their n neighbours
     per_call = min(analysis, ANALYSIS_BATCH)
     grad_chunk = max(1, min(m, GRADIENT_CHUNK, GRADIENT_FLOATS // (s.params * outputs)))
     parts = [_forward(s, m, n), _forward(s, analysis, n, 2 * math.ceil(analysis / per_call)),
-             _forward(s, m, n, DIRECTIONS)]
+             _forward(s, m, n, LIVE_DIRECTIONS)]
     if s.arch == "scratchpad":  # greedy decoding: n passes over the growing prefix, (n + 1) / 2n of a full one each
         ops, flops = _forward(s, m, n, n)
         parts.append((ops, flops * (n + 1) / (2 * n)))
@@ -310,7 +310,7 @@ def phases(model_settings, config, calibration: Calibration, task=None) -> dict[
                           + CHECKPOINT_OPS,
                           sum(p[1] for p in parts) + limit * (PER_EXAMPLE_FACTOR * 3 * pex_flops * outputs
                                                               + ELEMENT_FLOPS * m * outputs * s.params)
-                          + (DIRECTIONS * PERTURB_FLOPS_PER_PARAM + CHECKPOINT_FLOPS_PER_PARAM) * s.params)
+                          + (LIVE_DIRECTIONS * PERTURB_FLOPS_PER_PARAM + CHECKPOINT_FLOPS_PER_PARAM) * s.params)
     checkpoint = seconds(CHECKPOINT_OPS, CHECKPOINT_FLOPS_PER_PARAM * s.params)
     table_bytes, table_flops = _table(task, n)
 

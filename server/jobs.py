@@ -1,14 +1,17 @@
 """Training jobs that belong to the server, not to a page: a queue, a cap, one process per run.
 
 `JobManager` (one per server and data folder, `server.services.job_manager()`) runs each job in its
-own process, at most `capacity` at once (default: one per two cores, each with up to cores / capacity
-torch threads), and queues the rest in order. Each process is forked from the launcher
-(`worker.launcher`, a `python -m server.worker` interpreter with torch and the trainer loaded; see
-there why not `multiprocessing`), so that a run starts at once, without the seconds of CPU a fresh
-interpreter and torch's one-time costs take. The launcher is started ahead, and started again if it
-ended, whenever a job waits in the queue or fewer than `capacity` run (a new one would start now),
-not while a full set of runs trains with nobody waiting, where its start-up's seconds of CPU would
-slow them down (the one run of a two-core server, the common case). The manager holds a
+own process, at most `capacity` at once, and queues the rest in order. A run trains on `threads` torch
+threads, a small one on one (`worker.run_threads`); by default the runs at once fill the machine's
+cores, thread for thread: two small runs or one larger one (two threads) on two cores, so a class's
+small runs use every core (they run at `worker.RUN_NICE`: the pages come first). Given a `capacity`
+($SENSVIZ_MAX_JOBS or the argument), at most that many run, each with up to cores / capacity threads.
+Each process is forked from the launcher (`worker.launcher`, a `python -m server.worker` interpreter with
+torch and the trainer loaded; see there why not `multiprocessing`), so that a run starts at once, without
+the seconds of CPU a fresh interpreter and torch's one-time costs take. The launcher is started ahead,
+and started again if it ended, whenever a job waits in the queue or one more run would start now, not
+while a full set of runs trains with nobody waiting, where its start-up's seconds of CPU would slow them
+down. The manager holds a
 lock on its jobs folder, so a second server on the same data folder is refused instead of taking
 over the first one's jobs.
 
@@ -131,6 +134,7 @@ class _Job:
     stop_why: str | None = None  # why the manager stopped it (over its time budget)
     device: str | None = None  # the device its request trains on (None: the model's default)
     collecting: bool = False  # its process ended and the manager's thread is keeping its model (`_collect`)
+    threads: int | None = None  # the torch threads it trains on (`worker.run_threads`; None: the manager's `threads`)
 
 
 def _weights_step(path: Path, records: list[dict]) -> int | None:
@@ -197,12 +201,14 @@ AHEAD_JOIN_S = 60
 """At exit, how long the threads paying a manager's one-time costs ahead may still take."""
 
 
-def default_capacity(cores: int | None = None) -> int:
-    """One concurrent run per two cores (at least one); $SENSVIZ_MAX_JOBS overrides."""
+def configured_capacity() -> int | None:
+    """$SENSVIZ_MAX_JOBS: the most runs at once (None when it is not set)."""
     configured = os.environ.get("SENSVIZ_MAX_JOBS")
-    if configured:
-        return max(1, int(configured))
-    return max(1, (cores or os.cpu_count() or 1) // 2)
+    return max(1, int(configured)) if configured else None
+
+
+DEFAULT_THREADS = 2
+"""Without a configured capacity, the torch threads of a run that is not small (`worker.run_threads`)."""
 
 
 class JobManager:
@@ -226,8 +232,10 @@ class JobManager:
         self._served: dict[str, int] = {}  # address -> the turn its last job started
         self.root = Path(root)
         self.store = store
-        self.capacity = capacity or default_capacity(cores)
-        self.threads = threads or max(1, cores // self.capacity)
+        configured = capacity or configured_capacity()
+        self.capacity = configured or cores
+        self.threads = threads or (max(1, cores // configured) if configured else min(DEFAULT_THREADS, cores))
+        self.cores = self.capacity * self.threads if configured else cores  # the threads its runs may use at once
         self.executor = executor or LocalExecutor(threads=self.threads, max_mib=self.budget.mib)
         self.max_queue = max_queue
         self.poll_s = poll_s
@@ -289,7 +297,8 @@ class JobManager:
             write_atomic(folder / "request.json", json.dumps(request.to_dict()).encode())
             status = JobStatus(job_id, owner, request.name, "queued", time.time())
             self.jobs[job_id] = _Job(status, folder, address=address, seq=self._seq, estimate_s=found.seconds,
-                                     device=config.device)
+                                     device=config.device,
+                                     threads=worker.run_threads(found.params, config.batch_size, self.threads))
             self._write_state(self.jobs[job_id])
             self.queue.append(job_id)
             self._order_queue()
@@ -390,23 +399,27 @@ class JobManager:
                 for job in self.jobs.values():  # taken from the queue, not started
                     if job.status.state == "queued" and job.status.id not in self.queue:
                         self._fail(job, f"the server could not start the training process ({_one_line(err)})")
-            if self.queue or self._running() < self.capacity:  # a job waits, or one would start now: a process waits for it
+            if self.queue or self._fits(1):  # a job waits, or one would start now: a process waits for it
                 self.executor.warm()
 
-    def _running(self) -> int:
-        return sum(1 for j in self.jobs.values() if j.status.state == "running")
+    def _threads(self, job: _Job) -> int:
+        return job.threads or self.threads
+
+    def _fits(self, threads: int) -> bool:
+        """Whether one more run on `threads` threads may start now: fewer than `capacity` run, and the
+        running ones leave it that many of the manager's `cores`."""
+        running = [j for j in self.jobs.values() if j.status.state == "running"]
+        return len(running) < self.capacity and sum(map(self._threads, running)) + threads <= self.cores
 
     def _start_queued(self) -> None:
-        running = self._running()
-        while self.queue and running < self.capacity and not self._closed.is_set():  # closing: no new process
-            job = self.jobs[self.queue.pop(0)]  # the queue is in the order of turns (`_order_queue`)
+        while self.queue and self._fits(self._threads(self.jobs[self.queue[0]])) and not self._closed.is_set():
+            job = self.jobs[self.queue.pop(0)]  # the queue is in the order of turns (`_order_queue`); closing: none
             self._turn += 1
             self._served[job.address] = self._turn
             job.process = self._start_process(job.folder, job.device)
             job.status.state = "running"
             job.started = time.monotonic()
             self._write_state(job)
-            running += 1
 
     def _order_queue(self) -> None:
         """Put the queue in the order of turns: repeatedly the address whose last job started longest

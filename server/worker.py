@@ -62,12 +62,28 @@ per-operation overhead, and a second thread made PARITY n = 8 (d = 32, batch 256
 PROGRESS_EVERY_S = 0.25
 
 
+LIVE_INPUTS = 256
+"""Landscape inputs of a live run's measurements (`live_settings`)."""
+LIVE_DIRECTIONS = 16
+"""Random directions of a live run's L_rho (`live_settings`): its standard error shrinks as one over their
+square root, and a class's slope comparison (`server.assignments`) reaches its power with 16."""
+RUN_NICE = 10
+"""A run's niceness: the server's pages come before the runs when both want a core (runs take what
+the pages leave, so a class training two runs at once on two cores still browses at speed)."""
+
+
 def live_settings():
-    """What live runs measure: everyone's defaults (`sensviz.measure`) on 256 inputs and 8 directions
-    (a function, not a constant: this module imports torch lazily)."""
+    """What live runs measure: everyone's defaults (`sensviz.measure`) on `LIVE_INPUTS` inputs and
+    `LIVE_DIRECTIONS` directions (a function, not a constant: this module imports torch lazily)."""
     from sensviz.measure import MeasureSettings
 
-    return MeasureSettings(measure_inputs=256, directions=8)
+    return MeasureSettings(measure_inputs=LIVE_INPUTS, directions=LIVE_DIRECTIONS)
+
+
+def run_threads(params: int, batch_size: int, threads: int) -> int:
+    """The torch threads a run trains on: one for small work (`SMALL_WORK`), else the `threads` it is given.
+    The job manager counts them to know how many runs fit the machine's cores."""
+    return 1 if params * batch_size < SMALL_WORK else max(1, threads)
 
 
 @dataclass(frozen=True)
@@ -336,6 +352,8 @@ def run(folder: str, threads: int, parent_pid: int, max_mib: float | None = None
     """The job process: train as `request.json` asks and write the files described above, within
     `max_mib` of memory (`limit_memory`) when given."""
     exit_with_parent(parent_pid)
+    with contextlib.suppress(OSError):
+        os.nice(RUN_NICE)
     folder = Path(folder)
     try:
         import torch
@@ -350,7 +368,7 @@ def run(folder: str, threads: int, parent_pid: int, max_mib: float | None = None
 
         request = TrainRequest.from_dict(json.loads((folder / "request.json").read_text()))
         model, task, config = prepare(request)
-        torch.set_num_threads(1 if model.n_params() * config.batch_size < SMALL_WORK else max(1, threads))
+        torch.set_num_threads(run_threads(model.n_params(), config.batch_size, threads))
         live = _live_callback(folder, request)
         result = train(model, task, config, [live])
         summary = result.summary(with_history=True)

@@ -75,7 +75,7 @@ def show_progress(status: jobs.JobStatus, key: str) -> None:
     if status.state == "queued":
         manager = services.job_manager()
         st.info(f"**{escape_markdown(status.name)}** waits in the queue: **{_ordinal(status.position)}** in line "
-                f"(the server trains {manager.capacity} model{'s' if manager.capacity > 1 else ''} at a time).")
+                f"(the server trains up to {manager.capacity} model{'s' if manager.capacity > 1 else ''} at a time).")
         if mine and st.button("Cancel", key=key):
             services.job_manager().stop(status.id, owner_id.owner())
             st.rerun()

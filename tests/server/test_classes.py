@@ -252,11 +252,13 @@ def test_the_deal_covers_the_grid_before_repeating():
 
 
 @pytest.mark.parametrize("tables", [assignments.TABLES, assignments.TABLES[:1]], ids=["both tables", "standard"])
-def test_the_plan_fits_15_minutes_with_80_percent_power(tables):
+def test_the_plan_fits_5_minutes_with_80_percent_power_at_half_the_effect(tables):
     found = assignments.plan(folders=tables)  # the decide table grows while its sweep runs: the rule, not the digits
     assert found["runs"] == 30
-    assert found["seconds"] <= found["limit_s"] == 900
+    assert found["seconds"] <= found["limit_s"] == 300
     assert found["power"] >= 0.8
+    if tables == assignments.TABLES:  # the plan as shipped (the standard table alone: its effect, 0.50 at half)
+        assert found["power_half"] >= 0.8
 
 
 def _runs(a, parity_slope: float, count: dict | None = None, noise: float = 0.002) -> pd.DataFrame:

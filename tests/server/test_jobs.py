@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 import sensviz as sv  # noqa: E402
 from sensviz.executors import LocalExecutor  # noqa: E402
-from server import budget, jobs  # noqa: E402
+from server import budget, jobs, worker  # noqa: E402
 from server.jobs import JobManager, JobRefused  # noqa: E402
 from server.kept import KeptRefused, KeptStore  # noqa: E402
 from server.worker import TrainRequest  # noqa: E402
@@ -257,6 +257,7 @@ def test_no_failure_of_one_job_stops_the_manager(make_manager, monkeypatch):
     wait_for(manager, grace, lambda s: s.state == "running" and manager.records(grace))
     launcher, run_pid = manager.executor._launcher.process, manager.jobs[grace].process.pid
     assert _parent(run_pid) == launcher.pid  # every run is forked from the launcher
+    assert os.getpriority(os.PRIO_PROCESS, run_pid) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + worker.RUN_NICE)
     launcher.kill()
     lost = wait_for(manager, grace, lambda s: not s.active)
     one_line(lost, "the server's training launcher ended (exit code -9) during the run", "last measurement")
@@ -381,6 +382,36 @@ def test_the_launcher_is_asked_for_only_where_a_run_could_start_on_it(make_manag
     manager.stop(bob, "bob")
     manager.tick()
     assert executor.asked
+
+
+def test_by_default_runs_fill_the_cores_thread_for_thread(make_manager, monkeypatch):
+    """Without a configured capacity, small runs (one torch thread) start while cores are free, a larger run
+    (`threads` threads) waits for as many; a configured capacity of 1 keeps one run at a time."""
+    monkeypatch.delenv("SENSVIZ_MAX_JOBS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    executor = _Asked()
+    manager = make_manager(runs_jobs=False, calibration=FAST, executor=executor)
+    assert (manager.capacity, manager.threads, manager.cores) == (2, 2, 2)
+    small = [manager.submit(f"s{k}", request(), f"10.0.0.{k}") for k in range(3)]  # d = 8, batch 64: small
+    wide = TrainRequest(task="first", model={"arch": "encoder", "d_model": 64, "n_layers": 2, "n_heads": 2},
+                        train={"n": 8, "steps": 200, "batch_size": 1024}, measure_every=50)
+    large = manager.submit("large", wide, "10.0.0.9")  # about 1e5 parameters x 1024 strings: not small
+    assert manager.jobs[large].threads == 2 and {manager.jobs[j].threads for j in small} == {1}
+    manager.tick()
+    assert [manager.status(j).state for j in (*small, large)] == ["running", "running", "queued", "queued"]
+    manager.stop(small[0], "s0")
+    manager.tick()
+    assert [manager.status(j).state for j in (*small, large)] == ["stopped", "running", "running", "queued"]
+    manager.stop(small[1], "s1")
+    manager.tick()
+    assert manager.status(large).state == "queued"  # one core free: the two-thread run waits for the second
+    manager.stop(small[2], "s2")
+    manager.tick()
+    assert manager.status(large).state == "running"
+    manager.close()
+    monkeypatch.setenv("SENSVIZ_MAX_JOBS", "1")
+    one = make_manager(runs_jobs=False, calibration=FAST, executor=_Asked())
+    assert (one.capacity, one.threads, one.cores) == (1, 2, 2)
 
 
 def names(manager: JobManager) -> list[str]:
