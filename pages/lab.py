@@ -289,23 +289,26 @@ def setup() -> None:
     registry.set_compared(refs[1] if len(refs) > 1 else None)
 
 
-st.markdown(f"**Try it yourself.** {chapter.try_it}")
-loaded = selection is not None and selection.ref.name == model_refs.zoo_ref(chapter.models[0]).name
-cols = st.columns([2, 3])
-cols[0].button("Load this chapter's models", on_click=setup, type="secondary" if loaded else "primary",
-               key=settings.key("setup", number),
-               help="Selects them in the sidebar: every page then shows them (the first beside the second).")
-cols[1].caption("Models: " + ", ".join(f"`{name}`" for name in chapter.models)
-                + (" — loaded in the sidebar." if loaded else "."))
-if number in TRY_IT:
-    target, preset = TRY_IT[number]
-    if st.button(f"Open the Train page with the preset “{preset}”", key=settings.key("train", number)):
-        train_form.apply_preset(preset)
-        st.switch_page(nav.spec(target).file)
-elif number in EXPLORE and st.button(f"Open the {nav.spec(EXPLORE[number]).title} page with these models",
-                                     key=settings.key("open", number)):
-    setup()
-    st.switch_page(nav.spec(EXPLORE[number]).file)
+if lock is None:  # the other pages show this chapter's models and numbers whole: a path to the answer
+    st.caption("**Try it yourself** comes with the answer: its links open pages that show it.")
+else:
+    st.markdown(f"**Try it yourself.** {chapter.try_it}")
+    loaded = selection is not None and selection.ref.name == model_refs.zoo_ref(chapter.models[0]).name
+    cols = st.columns([2, 3])
+    cols[0].button("Load this chapter's models", on_click=setup, type="secondary" if loaded else "primary",
+                   key=settings.key("setup", number),
+                   help="Selects them in the sidebar: every page then shows them (the first beside the second).")
+    cols[1].caption("Models: " + ", ".join(f"`{name}`" for name in chapter.models)
+                    + (" — loaded in the sidebar." if loaded else "."))
+    if number in TRY_IT:
+        target, preset = TRY_IT[number]
+        if st.button(f"Open the Train page with the preset “{preset}”", key=settings.key("train", number)):
+            train_form.apply_preset(preset)
+            st.switch_page(nav.spec(target).file)
+    elif number in EXPLORE and st.button(f"Open the {nav.spec(EXPLORE[number]).title} page with these models",
+                                         key=settings.key("open", number)):
+        setup()
+        st.switch_page(nav.spec(EXPLORE[number]).file)
 
 st.divider()
 cols = st.columns(3)

@@ -484,8 +484,7 @@ def _sensitivity_present(data: Data, n) -> Built:
     answer = (f"{upper_first(correct)}: the trained PARITY model's as_n is {numbers['as_parity']:.3g} of {n}. Every flip "
               f"changes PARITY, so s(PARITY, x) = n; only the first bit's flip changes FIRST, so s(FIRST, x) = 1. "
               "A function that reacts to every bit has all its Fourier weight at the top degree. The later chapters "
-              "show why such a function is hard for a transformer: to compute it at long inputs it needs large "
-              "weights or LayerNorm blowup (chapter 3), and its minima are sharp (chapters 4 and 5).")
+              "ask what it takes of a transformer to compute such a function, and what its training finds.")
     # no blind view: the map of outputs in Gray order answers the question by counting neighbouring colours
     figures = [
         Figure("cube", f"s(f,x) of each model at each of the 2^{n} inputs (colour: 0 to {n} flips)",

@@ -79,25 +79,36 @@ def test_try_it_redraws_the_chapter_from_the_shipped_data():
 
 
 def test_setup_next_turns_to_the_top_and_a_bad_chapter():
-    at = open_url("lab", chapter="1")
+    at = revealed(1)
     at.button(key="sv_w_lab_setup_1").click().run()
     assert not at.exception and selected(at).name.startswith("encoder-parity-n8")
     assert at.query_params["model"].startswith("encoder-parity-n8~") and at.query_params["compare"].startswith(
         "encoder-first-n8~")
-    at.radio(key="sv_w_lab_predict_1").set_value("about one").run()
     at.button(key="sv_w_lab_next").click().run()
     assert "2. Training PARITY: degree n takes over" in [h.value for h in at.subheader]
     assert at.query_params["chapter"] == "2" and "predict" not in at.query_params  # chapter 2 has its own
     assert any("scrollTop = 0" in h.proto.body for h in at.get("html"))
     at.button(key="sv_w_lab_previous").click().run()
-    assert "chapter" not in at.query_params and at.query_params["predict"] == "about-one"  # chapter 1's, kept
+    assert "chapter" not in at.query_params and at.query_params["predict"] == "skip"  # chapter 1's, kept
     bad = open_url("lab", chapter="9")
     assert not bad.exception and any("chapter=9" in w.value for w in bad.warning)
     assert "1. Sensitivity on the cube" in [h.value for h in bad.subheader]
 
 
+@pytest.mark.parametrize("number", [3, 6])
+def test_try_it_yourself_links_out_only_after_the_reveal(number):
+    """The other pages show a chapter's models whole (chapter 3's LayerNorm page its mean Blowup): no button
+    to them, to the Train page or to load the models before the answer is revealed."""
+    at = open_url("lab", chapter=str(number))
+    keys = {b.key for b in at.button}
+    assert not keys & {f"sv_w_lab_{k}_{number}" for k in ("setup", "train", "open")}
+    assert any("comes with the answer" in c.value for c in at.caption)
+    after = {b.key for b in revealed(number).button}
+    assert f"sv_w_lab_setup_{number}" in after and {f"sv_w_lab_train_{number}", f"sv_w_lab_open_{number}"} & after
+
+
 def test_lab_try_it_yourself_opens_the_train_form_with_its_preset():
-    at = open_url("lab", chapter="6")
+    at = revealed(6)
     at.button(key="sv_w_lab_train_6").click().run()
     assert not at.exception
     assert at.selectbox(key="sv_w_train_task").value == "random"

@@ -19,6 +19,7 @@ import pytest
 from helpers.app import open_url
 
 from sensviz import lab
+from ui import model_refs
 
 SOURCES = lab.Sources.shipped()
 
@@ -159,9 +160,10 @@ def carried(data: list[pd.DataFrame], hidden: set[str], built: lab.Built, keys) 
 
 
 def before_the_prediction(number: int):
-    """Chapter `number` as a new student opens it with its models loaded (the sidebar's summary shown), no prediction."""
-    at = open_url("lab", chapter=str(number))
-    at.button(key=f"sv_w_lab_setup_{number}").click().run()
+    """Chapter `number` as a new student opens it with its models selected (the sidebar's summary shown: from a
+    link, as the chapter's "Load" button comes only with the answer), no prediction."""
+    refs = [model_refs.zoo_ref(name).param for name in lab.chapter(number).models]
+    at = open_url("lab", chapter=str(number), model=refs[0], **({"compare": refs[1]} if len(refs) > 1 else {}))
     assert not at.exception and at.query_params.get("model"), "the chapter's models are loaded in the sidebar"
     assert "predict" not in at.query_params
     return at
