@@ -137,8 +137,8 @@ class Figure:
     blind_title: str = ""  # the title of `blind` (default: `title`)
 
     def __post_init__(self):
-        self.chart = charts.readable(self.chart)
-        self.blind = None if self.blind is None else charts.readable(self.blind)
+        self.chart = lab_charts.ticks(charts.readable(self.chart))
+        self.blind = None if self.blind is None else lab_charts.ticks(charts.readable(self.blind))
 
 
 @dataclass
@@ -719,7 +719,7 @@ def _landscape_present(data: Data, fraction) -> Built:
     lines = slices_[slices_["fraction"] == fraction].drop(columns="fraction").reset_index(drop=True)
     figures = [
         Figure("radius", "L_ρ/ρ² against the radius ρ; dashed: the exact small-ρ limit; grey: the paper's radius",
-               charts.radius_curves(curve, float(p["paper_rho"])), curve,
+               lab_charts.radius_ticks(charts.radius_curves(curve, float(p["paper_rho"])), curve["rho"].unique()), curve,
                f"±1 standard error over {LANDSCAPE.directions} seeded directions, the same directions at every radius."),
         Figure("slices", f"the loss along one random direction, out to 2ρ either side (ρ = {p['rho']:.3g})", charts.model_lines(
             lines, "alpha", "loss", "distance ‖Δ‖ along the direction (0 is the trained model)", "loss"), lines,

@@ -1,11 +1,17 @@
 """The Lab's own charts, where the explorer's (`sensviz.charts`) would give the answer away or hide a mark.
 
+`ticks`: every chart's x axis with at most one tick per `TICK_PX` of the width it is drawn at (Streamlit stretches a
+single or layered chart to its column: 564 px in a 1024 px window, 747 px in a 1280 px one) and Vega's overlap
+rule on with room between labels, so two tick labels never touch ("−5.0−4.5") at any width.
+
 `strip`: as_n of several kinds of function on one axis that always spans every possible value, 0 to n, so
 the axis's extent says nothing about a mark left out before the reveal, and a mark at n is drawn whole;
 each kind in its own colour and shape, so two kinds never share a colour (on screen or printed in grey).
 """
 
 from __future__ import annotations
+
+import math
 
 import altair as alt
 import pandas as pd
@@ -15,6 +21,43 @@ from . import charts
 SHAPES = ("circle", "square", "triangle-up", "diamond", "cross", "triangle-down")
 COLOURS = ("#6b6b6b", "#1f5fa8", "#d35400", "#111111", "#7b3294", "#1b7837")
 EDGE_PX = 14  # room beyond 0 and n, so a mark at either end is drawn whole
+TICK_PX = 90
+"""Width per x-axis tick: Vega-Lite's own default is one per 40 px, too dense for 14 px labels of four to six
+characters ("−4.5", "−0.05": 34 to 43 px in DejaVu Sans); d3's round steps give at most √2 as many ticks as asked
+for, so they stay at least 63 px apart."""
+LABEL_GAP_PX = 6
+"""Least room between two tick labels of one axis: Vega hides every other label until they keep it."""
+COMPOUND = ("concat", "hconcat", "vconcat")
+
+
+def ticks(chart):
+    """The top-level `chart` with its x axes' tick count following the plot's width, one tick per `TICK_PX` at most,
+    and its labels kept apart (`LABEL_GAP_PX`, overlap removed; the end labels centred on their ticks, not flush
+    with the axis's ends, where Vega-Lite's default puts them half a label nearer their neighbours). A single or
+    layered chart is stretched to its column: its count is an expression of its drawn width; the views of a
+    concatenated or faceted chart keep their own widths: the count for the narrowest."""
+    widths = _view_widths(chart)
+    count = {"expr": f"ceil(width / {TICK_PX})"} if widths is None else max(2, math.ceil(min(widths) / TICK_PX))
+    axis = {**_config(chart, "axis"), "labelOverlap": True, "labelSeparation": LABEL_GAP_PX}
+    axis_x = {**_config(chart, "axisX"), "tickCount": count, "labelFlush": False}
+    return chart.configure_axis(**axis).configure_axisX(**axis_x)  # each replaces its part of the config: kept above
+
+
+def _view_widths(chart) -> list[float] | None:
+    """The declared widths of a compound chart's views (None: a single or layered chart, drawn at its column's width)."""
+    if isinstance(chart, alt.FacetChart):
+        return [chart.spec.width if isinstance(chart.spec.width, (int, float)) else charts.WIDTH]
+    parts = next((getattr(chart, name) for name in COMPOUND if getattr(chart, name, alt.Undefined) is not alt.Undefined), None)
+    if parts is None:
+        return None
+    return [w for part in parts for w in (_view_widths(part) or
+                                          [part.width if isinstance(part.width, (int, float)) else charts.WIDTH])]
+
+
+def _config(chart, part: str) -> dict:
+    """One part of a chart's config as a dict ({} when unset)."""
+    found = alt.Undefined if chart.config is alt.Undefined else getattr(chart.config, part, alt.Undefined)
+    return {} if found is alt.Undefined else found.to_dict(validate=False)
 
 
 def strip(table: pd.DataFrame, n: int, kinds: tuple[str, ...]) -> alt.Chart:
@@ -39,4 +82,15 @@ def length_scaling(points: pd.DataFrame, models: pd.DataFrame) -> alt.LayerChart
     chart = charts.length_scaling(points, models).resolve_scale(shape="independent")
     chart.layer[0].encoding.shape.legend = None
     chart.layer[2].encoding.shape.title = "single models"
+    return chart
+
+
+def radius_ticks(chart: alt.LayerChart, radii) -> alt.LayerChart:
+    """Chapter 4's `charts.radius_curves` with its log radius axis ticked at the measured radii only (a log axis's
+    own ticks, 1 to 9 per decade, crowd "0.01 0.02 0.03" at the Lab's width)."""
+    axis = alt.Axis(values=sorted(float(r) for r in radii), format=".2~g")
+    for layer in chart.layer:
+        x = layer.encoding.x
+        if x is not alt.Undefined and (getattr(x, "field", None) == "rho" or getattr(x, "shorthand", None) == "rho:Q"):
+            x.axis = axis
     return chart
