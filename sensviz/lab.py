@@ -620,10 +620,13 @@ def _blowup_measure(src: Sources, progress: Progress = None) -> Data:
 
 def closed_steps(hist: pd.DataFrame) -> pd.DataFrame:
     """Each model's histogram with a last point at the end of its last bin, at fraction 0: a step line ends at its last
-    point, so without it the last bin would be a single point at the axis' edge instead of a step of its width."""
+    point, so without it the last bin would be a single point at the axis' edge instead of a step of its width. The
+    models stay in their order (PARITY first, as in the factors' chart: each keeps its colour, shape and dash)."""
     ends = hist.loc[hist.groupby("model")["log10_end"].idxmax()].assign(
         log10_start=lambda t: t["log10_end"], fraction=0.0)
-    return pd.concat([hist, ends], ignore_index=True).sort_values(["model", "log10_start"], kind="stable")
+    order = {model: i for i, model in enumerate(dict.fromkeys(hist["model"]))}
+    both = pd.concat([hist, ends], ignore_index=True)
+    return both.assign(rank=both["model"].map(order)).sort_values(["rank", "log10_start"], kind="stable").drop(columns="rank")
 
 
 def _blowup_present(data: Data, n) -> Built:
@@ -1075,7 +1078,8 @@ def _init_present(data: Data, scale) -> Built:
                                "models'", charts.degree_profiles(degrees), degrees,
                "d_k: the share of the function's weight on products of exactly k bits."),
         Figure("orbit", "L_ρ of the trained models: as trained, and the least over function-preserving changes",
-               labels_at_least(charts.sharpness_at_radius(bars), charts.READABLE_PX), bars,
+               lab_charts.fixed_domain(labels_at_least(charts.sharpness_at_radius(bars), charts.READABLE_PX), "quantity",
+                                       ORBIT), bars,
                f"ρ = {numbers['rho']:.3g}, the paper's radius; ±1 standard error over {SETTINGS.directions} seeded "
                f"directions, the same for every change; {numbers['orbit_points']} changes tried per model."),
     ]

@@ -6,20 +6,26 @@ rule on with room between labels, so two tick labels never touch ("−5.0−4.5"
 
 `strip`: as_n of several kinds of function on one axis that always spans every possible value, 0 to n, so
 the axis's extent says nothing about a mark left out before the reveal, and a mark at n is drawn whole;
-each kind in its own colour and shape, so two kinds never share a colour (on screen or printed in grey).
+each kind in its own colour and shape, so two kinds never share a colour (on screen or printed in grey); a kind that
+names a task ("trained PARITY model") in that task's colour, as in every other chart.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 import altair as alt
 import pandas as pd
 
 from . import charts
+from .figures import COLORS as SERIES_COLOURS
+from .figures import TASK_COLORS
 
 SHAPES = ("circle", "square", "triangle-up", "diamond", "cross", "triangle-down")
-COLOURS = ("#6b6b6b", "#1f5fa8", "#d35400", "#111111", "#7b3294", "#1b7837")
+COLOURS = ("#6b6b6b", SERIES_COLOURS[0], "#d35400", "#111111", "#7b3294", "#1b7837")
+"""The strip's kinds that name no task, in order: grey, then the first series colour of the other charts (chapter 7's
+random transformers are that blue in its degree chart too), orange, black, purple, green."""
 EDGE_PX = 14  # room beyond 0 and n, so a mark at either end is drawn whole
 TICK_PX = 90
 """Width per x-axis tick: Vega-Lite's own default is one per 40 px, too dense for 14 px labels of four to six
@@ -65,7 +71,7 @@ def strip(table: pd.DataFrame, n: int, kinds: tuple[str, ...]) -> alt.Chart:
     `kinds` fixes each kind's colour and shape (the same kind looks the same with or without the others)."""
     kinds = tuple(kinds)
     shown = [k for k in kinds if k in set(table["function"])]
-    style = {"domain": list(kinds), "range": list(COLOURS[: len(kinds)])}
+    style = {"domain": list(kinds), "range": kind_colours(kinds)}
     return alt.Chart(table).mark_point(size=70, filled=True, opacity=0.8).encode(
         x=alt.X("as_n:Q", title="average sensitivity as_n (0 to n)",
                 scale=alt.Scale(domain=[0, n], nice=False, padding=EDGE_PX)),
@@ -76,12 +82,26 @@ def strip(table: pd.DataFrame, n: int, kinds: tuple[str, ...]) -> alt.Chart:
     ).properties(width=charts.WIDTH, height=30 * max(len(shown), 2) + 40, autosize=charts.FIT_X)
 
 
+def kind_colours(kinds: tuple[str, ...]) -> list[str]:
+    """A colour per kind: its task's (`figures.TASK_COLORS`) where its label names one task in capitals, else the
+    next of `COLOURS`."""
+    found, free = [], iter(COLOURS)
+    for kind in kinds:
+        tasks = [w.lower() for w in re.findall(r"[A-Z]{4,}", kind) if w.lower() in TASK_COLORS]
+        found.append(TASK_COLORS[tasks[0]] if len(tasks) == 1 else next(free))
+    return found
+
+
 def length_scaling(points: pd.DataFrame, models: pd.DataFrame) -> alt.LayerChart:
     """Chapter 5's chart: `charts.length_scaling` with one legend for the tasks (colour and dash: no second legend
     of the same tasks by shape) and one for the single models (their own shape scale, not shared with the tasks)."""
     chart = charts.length_scaling(points, models).resolve_scale(shape="independent")
     chart.layer[0].encoding.shape.legend = None
-    chart.layer[2].encoding.shape.title = "single models"
+    single = chart.layer[2].encoding.shape
+    single.title = "single models"
+    names = list(dict.fromkeys(models["model"])) if len(models) else []
+    if names:  # each model's shape fixed by its place, as with the tasks (not Vega's order of appearance)
+        single["scale"] = alt.Scale(domain=names, range=list(single["scale"]["range"])[: len(names)])
     return chart
 
 
@@ -93,4 +113,14 @@ def radius_ticks(chart: alt.LayerChart, radii) -> alt.LayerChart:
         x = layer.encoding.x
         if x is not alt.Undefined and (getattr(x, "field", None) == "rho" or getattr(x, "shorthand", None) == "rho:Q"):
             x.axis = axis
+    return chart
+
+
+def fixed_domain(chart: alt.LayerChart, field: str, domain) -> alt.LayerChart:
+    """A layered chart whose colour by `field` maps `domain` to its range in that order, in every layer (a scale with
+    a range alone colours by Vega's order of appearance, which changes with the values shown)."""
+    for layer in chart.layer:
+        colour = layer.encoding.color
+        if colour is not alt.Undefined and getattr(colour, "shorthand", None) in (field, f"{field}:N"):
+            colour["scale"] = alt.Scale(domain=list(domain), range=list(colour["scale"]["range"])[: len(domain)])
     return chart

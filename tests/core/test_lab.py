@@ -778,3 +778,54 @@ def test_every_lab_charts_x_ticks_follow_its_width_and_their_labels_never_touch(
                         assert min(gaps) >= lab_charts.LABEL_GAP_PX - 0.5, (ch.number, choice, fig.key, width, labels)
                         drawn += 1
     assert drawn >= 40
+
+
+# ----------------------------------------------------------------------------- a series looks the same everywhere
+
+STYLED = ("color", "shape", "strokeDash")
+
+
+def series_styles(spec: dict) -> dict[tuple[str, str], str]:
+    """What each series of a chart's spec is drawn with: (channel, the series' label) -> its colour, shape or dash,
+    from every view's fixed scale (a channel on a nominal field without a domain and range fails: Vega would
+    colour by its own order, which changes with the series shown). The values of a field drawn outside the domain fail."""
+    found = {}
+    for view in all_views(spec):
+        for channel in STYLED:
+            enc = view.get("encoding", {}).get(channel)
+            if not enc or enc.get("type") != "nominal":
+                continue
+            scale = enc.get("scale", {})
+            assert "domain" in scale and "range" in scale, (channel, enc.get("field"))
+            for value, style in zip(scale["domain"], scale["range"]):
+                found[(channel, str(value))] = json.dumps(style)
+    return found
+
+
+def test_a_series_keeps_its_colour_shape_and_dash_across_the_reveal_and_the_chapters_charts():
+    """Before the reveal (a blind chart) and after it, and from one chart of a chapter to the next, a series (a model,
+    task or kind of function, by its label) keeps its colour, shape and dash: each is a fixed domain -> range mapping,
+    not Vega's order of appearance (chapter 7's series changed colour at the reveal on the third walk)."""
+    blinds = 0
+    for ch in lab.CHAPTERS:
+        for choice in ch.control.options:
+            seen: dict[tuple[str, str], tuple[str, str]] = {}
+            for fig in ch.present(data(ch.number), choice).figures:
+                for state, chart in (("after", fig.chart), ("before", fig.blind)):
+                    if chart is None:
+                        continue
+                    blinds += state == "before"
+                    spec = chart.to_dict()
+                    drawn = {str(v) for _, frame in views(chart) for col in frame.columns
+                             if col in ("model", "task", "function", "quantity") for v in frame[col].dropna()}
+                    styles = series_styles(spec)
+                    fields = {enc.get("field") for view in all_views(spec) for c in STYLED
+                              if (enc := view.get("encoding", {}).get(c)) and enc.get("type") == "nominal"}
+                    labelled = {str(v) for _, frame in views(chart) for col in fields & set(frame.columns)
+                                for v in frame[col].dropna()}
+                    assert labelled <= {label for _, label in styles}, (ch.number, fig.key, labelled)
+                    for key, style in styles.items():
+                        if key[1] in drawn:
+                            first = seen.setdefault(key, (style, f"{fig.key} {state}"))
+                            assert first[0] == style, (ch.number, choice, key, first, fig.key, state, style)
+    assert blinds >= 8
