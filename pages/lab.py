@@ -302,6 +302,9 @@ if number in TRY_IT:
     if st.button(f"Open the Train page with the preset “{preset}”", key=settings.key("train", number)):
         train_form.apply_preset(preset)
         st.switch_page(nav.spec(target).file)
+elif number in EXPLORE and lock is None:  # that page draws the asked-for quantity: a path to the answer
+    st.caption(f"The {nav.spec(EXPLORE[number]).title} page draws what this chapter asks about: its button comes with "
+               "the answer.")
 elif number in EXPLORE and st.button(f"Open the {nav.spec(EXPLORE[number]).title} page with these models",
                                      key=settings.key("open", number)):
     setup()

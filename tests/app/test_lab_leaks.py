@@ -16,7 +16,7 @@ import re
 import pandas as pd
 import pyarrow as pa
 import pytest
-from helpers.app import open_url
+from helpers.app import goto, open_url
 
 from sensviz import lab
 
@@ -192,7 +192,8 @@ def test_nothing_shows_the_answer_before_the_prediction(number):
     at.button(key=f"sv_w_lab_reveal_{number}").click().run()
     text, data, _ = seen(at)
     assert leaks(text, secrets) and carried(data, HIDDEN[number], built, SECRETS[number][0]), number
-    assert any(m.label == "as_n model" for m in at.metric)  # the sidebar's summary is back
+    metrics = {m.label for m in at.sidebar.metric}  # the sidebar's summary is back, with the revealed chapters' numbers
+    assert "accuracy" in metrics and ("as_n model" in metrics) == (number == 1) and ("mean Blowup" in metrics) == (number == 3)
 
 
 def hidden_before(number: int) -> set[str]:
@@ -252,3 +253,33 @@ def test_the_student_handout_shows_no_answer_before_its_back_section():
     everything = [pd.DataFrame(rows) for i in map(int, re.findall(r'id="chart-(\d+)"', back))
                   for rows in specs[i].get("datasets", {}).values()]
     assert all(carried(everything, HIDDEN[ch.number], cache_built(ch.number), SECRETS[ch.number][0]) for ch in lab.CHAPTERS)
+
+
+def summary_shown(at) -> tuple[set[str], str]:
+    """The sidebar summary's metrics (labels) and its captions, as a student sees them."""
+    return {m.label for m in at.sidebar.metric}, " ".join(c.value for c in at.sidebar.caption)
+
+
+def test_the_explorers_sidebar_shows_a_chapters_answer_only_once_that_chapter_is_revealed():
+    """`ui.lab_state.withheld`: for a student of the Lab, the sidebar's summary on any page (here the Sensitivity page,
+    opened from chapter 1 after its reveal) shows as_n once chapter 1 is revealed and param_norm and mean Blowup
+    (chapter 3's answer) once chapter 3 is; its line says which chapter they wait for. The page's own button appears
+    only with the answer. A session that never opened the Lab sees every number."""
+    at = before_the_prediction(1)
+    assert "sv_w_lab_open_1" not in {b.key for b in at.button}
+    at.button(key="sv_w_lab_skip_1").click().run()
+    at.button(key="sv_w_lab_open_1").click().run()
+    assert not at.exception and at.title[0].value == "Sensitivity"
+    metrics, captions = summary_shown(at)
+    assert {"accuracy", "as_n model", "as_n target"} <= metrics and not metrics & {"mean Blowup", "param_norm"}
+    assert "Waiting for your answer in the Lab: param_norm, mean Blowup (chapter 3)." in captions
+    assert "mean Blowup" not in captions.replace("mean Blowup (chapter 3)", "") and "as_n 1.000" in captions  # FIRST's
+    goto(at, "lab")
+    at.segmented_control(key="sv_w_lab_chapter").set_value(3).run()
+    at.button(key="sv_w_lab_skip_3").click().run()
+    goto(at, "sensitivity")
+    metrics, captions = summary_shown(at)
+    assert {"as_n model", "param_norm", "mean Blowup"} <= metrics and "Waiting" not in captions
+    assert "mean Blowup" in captions  # the compared model's
+    fresh = open_url("sensitivity", model=at.query_params["model"])  # never opened the Lab
+    assert {"as_n model", "param_norm", "mean Blowup"} <= summary_shown(fresh)[0]
