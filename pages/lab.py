@@ -90,14 +90,15 @@ def turn(k: int) -> None:
     st.session_state[registry.LAB_TOP] = True
 
 
-SHORT = {1: "Sensitivity", 2: "Training", 3: "LayerNorm", 4: "Landscape", 5: "Length", 6: "Few examples",
-         7: "Before training"}
+SHORT = {1: "Sensitivity", 2: "Training", 3: "LayerNorm", 4: "Minima", 5: "Length", 6: "Few data", 7: "At init"}
+# the chapters' tabs on one row in a 1024 px window (564 px of column beside the sidebar): short names, 8 px padding
+TABS = f'<style>.st-key-{settings.key("chapter")} button {{ padding-left: 8px; padding-right: 8px; }}</style>'
 number = settings.choice("chapter", NUMBERS, selection_mode="single", format_func=lambda k: f"{k} {SHORT[k]}",
                          label_visibility="collapsed", on_change=lambda: st.session_state.__setitem__(registry.LAB_TOP, True))
 chapter = lab.chapter(number)
 if st.session_state.pop(registry.LAB_TOP, False):
     st.html(TO_TOP, unsafe_allow_javascript=True)
-st.html(INK)
+st.html(INK + TABS)
 
 
 ANSWERS_RULE = ("A chapter's answer, and whether it was right, shows only for the chapters you have revealed "
