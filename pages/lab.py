@@ -111,6 +111,11 @@ def shown_to(found: dict[int, dict], revealed: set[int], instructor: bool) -> se
     return set(found) if instructor else set(found) & revealed
 
 
+def shown_time(revealed: str) -> str:
+    """A lock's time (ISO, UTC) as the page shows it: to the minute, "2026-01-02 03:04"."""
+    return revealed[:16].replace("T", " ")
+
+
 def answers_table(found: dict[int, dict], shown: set[int]) -> None:
     """Locked answers as a table (plain text cells): chapter, the answer, whether it was right, when it was revealed;
     a chapter not in `shown` with its answer and verdict left out."""
@@ -124,7 +129,7 @@ def answers_table(found: dict[int, dict], shown: set[int]) -> None:
         rows.append({"chapter": f"{k} {SHORT[k]}",
                      "answer": "(reveal this chapter to see it)" if hidden else entry["answer"],
                      "right?": "—" if hidden or entry["answer"] == SKIP else "yes" if entry["answer"] == correct else "no",
-                     "revealed (UTC)": entry["revealed"][:16].replace("T", " ")})
+                     "revealed (UTC)": shown_time(entry["revealed"])})
     st.dataframe(rows, hide_index=True)
 
 
@@ -197,7 +202,7 @@ cols[1].button("Skip", on_click=skip, key=settings.key("skip", number), disabled
                help="See the charts and the answer without predicting: counted as skipped, and locked")
 if lock is not None:
     st.caption(f"Your answer “{escape_markdown(lock['answer'])}” was locked when you revealed the answer "
-               f"({lock['revealed']} UTC): the first answer is the one scored.")
+               f"({shown_time(lock['revealed'])} UTC): the first answer is the one scored.")
 else:
     st.caption(LOCK_RULE)
 

@@ -72,10 +72,13 @@ class _Charts:
 
 
 def _theorem(ch: Chapter) -> list[str]:
+    """The chapter's theorem and the words of its symbols, kept on one page (a formula apart from its "where" reads
+    as nothing on paper)."""
     if not ch.theorem:
         return []
-    return ['<div class="formula">' + "".join(mathml(line) for line in ch.theorem) + "</div>",
-            f'<p class="terms">where {html.escape("; ".join(ch.theorem_symbols))}.</p>' if ch.theorem_symbols else ""]
+    return ['<div class="keep theorem"><div class="formula">' + "".join(mathml(line) for line in ch.theorem) + "</div>",
+            f'<p class="terms">where {html.escape("; ".join(ch.theorem_symbols))}.</p>' if ch.theorem_symbols else "",
+            "</div>"]
 
 
 def _front(ch: Chapter, built: Built, charts: _Charts, answers: bool, url: str | None) -> str:

@@ -1175,7 +1175,9 @@ CHAPTERS: tuple[Chapter, ...] = (
         symbols=("θ: all the model's parameters; T_θ(x): its output at input x; Δ: a random step of length ρ; "
                  "n: the input length",
                  "L_ρ/ρ²: the sharpness divided by the squared radius, so that all radii share one scale",
-                 "E‖∇T‖²/P: the small-ρ limit of L_ρ/ρ², from the gradient; P: the number of parameters"),
+                 "E‖∇T‖²/P: the small-ρ limit of L_ρ/ρ², from the gradient; P: the number of parameters",
+                 "loss: the training loss, the mean squared error of the output against the target (the second chart "
+                 "draws it along one line through the trained parameters)"),
         theorem_symbols=("liminf: the smallest value the sequence keeps coming back to as n grows",
                          "L: the number of layers; d: the width of the vector at each position",
                          "Ω(d): a quantity that grows at least in proportion to d, so L e^(−Ω(d)) vanishes for wide models",

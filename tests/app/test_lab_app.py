@@ -2,6 +2,7 @@
 reveal, the prediction kept in the URL, the try-it control redrawing the chapter, and a fast first render
 from the data shipped beside the zoo. One chapter per test."""
 
+import re
 import time
 
 import pytest
@@ -76,6 +77,8 @@ def test_try_it_redraws_the_chapter_from_the_shipped_data():
     print(f"chapter 1, n = 4: {time.perf_counter() - start:.2f} s")
     assert not at.exception and charts(at) != before and at.query_params["try"] == "4"
     assert any("under all 4 flips" in m.value for m in at.markdown)  # what changes here, at n = 4
+    assert any(re.search(r"locked when you revealed the answer \(\d{4}-\d\d-\d\d \d\d:\d\d UTC\)", c.value)
+               for c in at.caption)  # the lock's time to the minute, as in "My answers"
 
 
 def test_setup_next_turns_to_the_top_and_a_bad_chapter():

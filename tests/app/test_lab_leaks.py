@@ -19,6 +19,7 @@ import pytest
 from helpers.app import goto, open_url
 
 from sensviz import lab
+from sensviz.mathml import mathml
 
 SOURCES = lab.Sources.shipped()
 
@@ -250,6 +251,10 @@ def test_the_student_handout_shows_no_answer_before_its_back_section():
         assert leaks(section, secrets) == [] and carried(shown, hidden_before(ch.number) | EARLIER.get(ch.number, set()), built,
                                                          SECRETS[ch.number][0]) == [], ch.number
         assert html.escape(built.answer) in back and html.escape(built.look_for) in back, ch.number
+        if ch.theorem_symbols:  # the theorem and its "where" in one block kept on a page (not split across two)
+            where = back.index(f'<p class="terms">where {html.escape("; ".join(ch.theorem_symbols))}.</p>')
+            block = back[back.rindex('<div class="keep theorem">', 0, where):where]
+            assert mathml(ch.theorem[0]) in block and block.count("</div>") == 1, ch.number
     everything = [pd.DataFrame(rows) for i in map(int, re.findall(r'id="chart-(\d+)"', back))
                   for rows in specs[i].get("datasets", {}).values()]
     assert all(carried(everything, HIDDEN[ch.number], cache_built(ch.number), SECRETS[ch.number][0]) for ch in lab.CHAPTERS)

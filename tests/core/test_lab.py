@@ -417,6 +417,10 @@ def test_every_symbol_of_a_chapters_formulas_is_defined_in_its_words_and_symbols
     one = lab.chapter(1)
     assert {"cube", "Gray order", "λ_P"} <= set(defined(one))
     assert {"C", "H"} <= set(defined(lab.chapter(3))) and {"L", "d", "Ω(d)"} <= set(defined(lab.chapter(4)))
+    for ch in lab.CHAPTERS:  # a measured quantity a chart's title names is defined too (chapter 4's loss, third walk)
+        titles = " ".join(f.title + " " + f.blind_title for f in ch.present(data(ch.number), ch.control.default).figures)
+        named = {w for w in ("loss", "accuracy", "sharpness", "Blowup", "as_n", "d_k") if re.search(rf"\b{w}\b", titles)}
+        assert all(any(w in head for head in defined(ch)) for w in named), (ch.number, named)
 
 
 def contrast(colour: str, background: str = "#ffffff") -> float:
