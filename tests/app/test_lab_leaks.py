@@ -237,6 +237,7 @@ def test_the_student_handout_shows_no_answer_before_its_back_section():
 
     page = handout.handout(SOURCES)
     specs = json.loads(re.search(r"const specs = (\[.*?\]);\n", page, flags=re.S).group(1))
+    assert re.search(r"\.theorem \{ break-inside: avoid;", page)  # printed on one page
     front, back = page.split('<section class="back"', 1)
     back = back[:back.index("<script>")]
     for ch in lab.CHAPTERS:
@@ -253,7 +254,7 @@ def test_the_student_handout_shows_no_answer_before_its_back_section():
         assert html.escape(built.answer) in back and html.escape(built.look_for) in back, ch.number
         if ch.theorem_symbols:  # the theorem and its "where" in one block kept on a page (not split across two)
             where = back.index(f'<p class="terms">where {html.escape("; ".join(ch.theorem_symbols))}.</p>')
-            block = back[back.rindex('<div class="keep theorem">', 0, where):where]
+            block = back[back.rindex('<div class="theorem">', 0, where):where]
             assert mathml(ch.theorem[0]) in block and block.count("</div>") == 1, ch.number
     everything = [pd.DataFrame(rows) for i in map(int, re.findall(r'id="chart-(\d+)"', back))
                   for rows in specs[i].get("datasets", {}).values()]
