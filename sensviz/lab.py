@@ -951,6 +951,8 @@ INIT_N, INIT_COUNT, INIT_SEED = 8, 128, 0
 ORBIT_MODELS = ("encoder-parity-n8", "encoder-first-n8")
 INITS, UNIFORM = "random transformers, before training", "uniformly random functions"
 ORBIT = ("L_ρ as trained", "least L_ρ over function-preserving changes")
+ORBIT_COLOURS = ("#7b3294", "#d35400")
+"""Purple and orange: no model's colour in chapter 7 (PARITY is red, FIRST green, the random transformers blue)."""
 INIT_OPTIONS = ("well below n/2", "about n/2", "above n/2")
 STRIP_KINDS = (UNIFORM, INITS, "trained PARITY model", "trained FIRST model")
 """Chapter 7's kinds of function on its strip. Before the reveal only the uniformly random functions: the random
@@ -1079,7 +1081,7 @@ def _init_present(data: Data, scale) -> Built:
                "d_k: the share of the function's weight on products of exactly k bits."),
         Figure("orbit", "L_ρ of the trained models: as trained, and the least over function-preserving changes",
                lab_charts.fixed_domain(labels_at_least(charts.sharpness_at_radius(bars), charts.READABLE_PX), "quantity",
-                                       ORBIT), bars,
+                                       ORBIT, ORBIT_COLOURS), bars,
                f"ρ = {numbers['rho']:.3g}, the paper's radius; ±1 standard error over {SETTINGS.directions} seeded "
                f"directions, the same for every change; {numbers['orbit_points']} changes tried per model."),
     ]

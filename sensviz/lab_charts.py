@@ -116,11 +116,11 @@ def radius_ticks(chart: alt.LayerChart, radii) -> alt.LayerChart:
     return chart
 
 
-def fixed_domain(chart: alt.LayerChart, field: str, domain) -> alt.LayerChart:
-    """A layered chart whose colour by `field` maps `domain` to its range in that order, in every layer (a scale with
+def fixed_domain(chart: alt.LayerChart, field: str, domain, colours) -> alt.LayerChart:
+    """A layered chart whose colour by `field` maps `domain` to `colours` in that order, in every layer (a scale with
     a range alone colours by Vega's order of appearance, which changes with the values shown)."""
     for layer in chart.layer:
         colour = layer.encoding.color
         if colour is not alt.Undefined and getattr(colour, "shorthand", None) in (field, f"{field}:N"):
-            colour["scale"] = alt.Scale(domain=list(domain), range=list(colour["scale"]["range"])[: len(domain)])
+            colour["scale"] = alt.Scale(domain=list(domain), range=list(colours))
     return chart

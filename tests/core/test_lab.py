@@ -3,6 +3,7 @@ with the test's own rule, and the same chapter built on altered data, where the 
 else. One chapter per test, from the data shipped beside the zoo (`sensviz lab-data`)."""
 
 import copy
+import itertools
 import json
 import math
 import re
@@ -789,6 +790,11 @@ def test_every_lab_charts_x_ticks_follow_its_width_and_their_labels_never_touch(
 STYLED = ("color", "shape", "strokeDash")
 
 
+def rgb_distance(a: str, b: str) -> float:
+    """How far apart two #rrggbb colours are (Euclidean, 0..441): PARITY's #b2182b and a bar's #d62728 are 39 apart."""
+    return math.dist(*([int(c[i:i + 2], 16) for i in (1, 3, 5)] for c in (a, b)))
+
+
 def series_styles(spec: dict) -> dict[tuple[str, str], str]:
     """What each series of a chart's spec is drawn with: (channel, the series' label) -> its colour, shape or dash,
     from every view's fixed scale (a channel on a nominal field without a domain and range fails: Vega would
@@ -809,7 +815,8 @@ def series_styles(spec: dict) -> dict[tuple[str, str], str]:
 def test_a_series_keeps_its_colour_shape_and_dash_across_the_reveal_and_the_chapters_charts():
     """Before the reveal (a blind chart) and after it, and from one chart of a chapter to the next, a series (a model,
     task or kind of function, by its label) keeps its colour, shape and dash: each is a fixed domain -> range mapping,
-    not Vega's order of appearance (chapter 7's series changed colour at the reveal on the third walk)."""
+    not Vega's order of appearance (chapter 7's series changed colour at the reveal on the third walk); and within a
+    chapter a colour stands for one series only (chapter 7's L_ρ bars were in PARITY's red)."""
     blinds = 0
     for ch in lab.CHAPTERS:
         for choice in ch.control.options:
@@ -832,4 +839,7 @@ def test_a_series_keeps_its_colour_shape_and_dash_across_the_reveal_and_the_chap
                         if key[1] in drawn:
                             first = seen.setdefault(key, (style, f"{fig.key} {state}"))
                             assert first[0] == style, (ch.number, choice, key, first, fig.key, state, style)
+            colours = [(json.loads(style), label) for (channel, label), (style, _) in seen.items() if channel == "color"]
+            for (a, one), (b, other) in itertools.combinations(colours, 2):  # one series per colour, told apart
+                assert rgb_distance(a, b) >= 60, (ch.number, choice, one, a, other, b)
     assert blinds >= 8
