@@ -819,21 +819,21 @@ def test_a_series_keeps_its_colour_shape_and_dash_across_the_reveal_and_the_chap
     chapter a colour stands for one series only (chapter 7's L_ρ bars were in PARITY's red)."""
     blinds = 0
     for ch in lab.CHAPTERS:
+        shipped = data(ch.number)
         for choice in ch.control.options:
             seen: dict[tuple[str, str], tuple[str, str]] = {}
-            for fig in ch.present(data(ch.number), choice).figures:
+            for fig in ch.present(shipped, choice).figures:
                 for state, chart in (("after", fig.chart), ("before", fig.blind)):
                     if chart is None:
                         continue
                     blinds += state == "before"
                     spec = chart.to_dict()
-                    drawn = {str(v) for _, frame in views(chart) for col in frame.columns
-                             if col in ("model", "task", "function", "quantity") for v in frame[col].dropna()}
+                    rows = [row for table in spec.get("datasets", {}).values() for row in table]  # what it draws
+                    drawn = {str(row[c]) for row in rows for c in ("model", "task", "function", "quantity") if c in row}
                     styles = series_styles(spec)
                     fields = {enc.get("field") for view in all_views(spec) for c in STYLED
                               if (enc := view.get("encoding", {}).get(c)) and enc.get("type") == "nominal"}
-                    labelled = {str(v) for _, frame in views(chart) for col in fields & set(frame.columns)
-                                for v in frame[col].dropna()}
+                    labelled = {str(row[c]) for row in rows for c in fields if row.get(c) is not None}
                     assert labelled <= {label for _, label in styles}, (ch.number, fig.key, labelled)
                     for key, style in styles.items():
                         if key[1] in drawn:
