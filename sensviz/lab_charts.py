@@ -8,6 +8,9 @@ rule on with room between labels, so two tick labels never touch ("−5.0−4.5"
 the axis's extent says nothing about a mark left out before the reveal, and a mark at n is drawn whole;
 each kind in its own colour and shape, so two kinds never share a colour (on screen or printed in grey); a kind that
 names a task ("trained PARITY model") in that task's colour, as in every other chart.
+
+A series keeps its colour, shape and dash before and after the reveal and from chart to chart: `fixed_domain` and
+`length_scaling` give the explorer's range-only scales their domain. `radius_ticks` ticks chapter 4's log radius axis.
 """
 
 from __future__ import annotations
