@@ -90,14 +90,15 @@ def turn(k: int) -> None:
     st.session_state[registry.LAB_TOP] = True
 
 
-SHORT = {1: "Sensitivity", 2: "Training", 3: "LayerNorm", 4: "Landscape", 5: "Length", 6: "Few examples",
-         7: "Before training"}
+SHORT = {1: "Sensitivity", 2: "Training", 3: "LayerNorm", 4: "Minima", 5: "Length", 6: "Few data", 7: "At init"}
+# the chapters' tabs on one row in a 1024 px window (564 px of column beside the sidebar): short names, 8 px padding
+TABS = f'<style>.st-key-{settings.key("chapter")} button {{ padding-left: 8px; padding-right: 8px; }}</style>'
 number = settings.choice("chapter", NUMBERS, selection_mode="single", format_func=lambda k: f"{k} {SHORT[k]}",
                          label_visibility="collapsed", on_change=lambda: st.session_state.__setitem__(registry.LAB_TOP, True))
 chapter = lab.chapter(number)
 if st.session_state.pop(registry.LAB_TOP, False):
     st.html(TO_TOP, unsafe_allow_javascript=True)
-st.html(INK)
+st.html(INK + TABS)
 
 
 ANSWERS_RULE = ("A chapter's answer, and whether it was right, shows only for the chapters you have revealed "
@@ -108,6 +109,11 @@ def shown_to(found: dict[int, dict], revealed: set[int], instructor: bool) -> se
     """The chapters of an answers link whose answer and verdict a viewer sees (`ANSWERS_RULE`): those the viewer
     revealed, or all for an instructor."""
     return set(found) if instructor else set(found) & revealed
+
+
+def shown_time(revealed: str) -> str:
+    """A lock's time (ISO, UTC) as the page shows it: to the minute, "2026-01-02 03:04"."""
+    return revealed[:16].replace("T", " ")
 
 
 def answers_table(found: dict[int, dict], shown: set[int]) -> None:
@@ -123,7 +129,7 @@ def answers_table(found: dict[int, dict], shown: set[int]) -> None:
         rows.append({"chapter": f"{k} {SHORT[k]}",
                      "answer": "(reveal this chapter to see it)" if hidden else entry["answer"],
                      "right?": "—" if hidden or entry["answer"] == SKIP else "yes" if entry["answer"] == correct else "no",
-                     "revealed (UTC)": entry["revealed"][:16].replace("T", " ")})
+                     "revealed (UTC)": shown_time(entry["revealed"])})
     st.dataframe(rows, hide_index=True)
 
 
@@ -196,7 +202,7 @@ cols[1].button("Skip", on_click=skip, key=settings.key("skip", number), disabled
                help="See the charts and the answer without predicting: counted as skipped, and locked")
 if lock is not None:
     st.caption(f"Your answer “{escape_markdown(lock['answer'])}” was locked when you revealed the answer "
-               f"({lock['revealed']} UTC): the first answer is the one scored.")
+               f"({shown_time(lock['revealed'])} UTC): the first answer is the one scored.")
 else:
     st.caption(LOCK_RULE)
 

@@ -41,7 +41,7 @@ h2 {{ border-bottom: 1px solid #777; padding-bottom: 0.2em; margin-top: 1.6em; }
   nav, .screen {{ display: none; }}
   h2, h3 {{ break-after: avoid; page-break-after: avoid; }}
   .back {{ break-before: page; page-break-before: always; margin-top: 0; }}
-  .chart, figure, .predict, .respond, .formula, .answer, .terms, .shown, .ask, .keep {{ break-inside: avoid;
+  .chart, figure, .predict, .respond, .formula, .answer, .terms, .shown, .ask, .keep, .theorem {{ break-inside: avoid;
     page-break-inside: avoid; }}
   a {{ color: #111; }}
 }}
@@ -72,10 +72,13 @@ class _Charts:
 
 
 def _theorem(ch: Chapter) -> list[str]:
+    """The chapter's theorem and the words of its symbols, kept on one page (a formula apart from its "where" reads
+    as nothing on paper)."""
     if not ch.theorem:
         return []
-    return ['<div class="formula">' + "".join(mathml(line) for line in ch.theorem) + "</div>",
-            f'<p class="terms">where {html.escape("; ".join(ch.theorem_symbols))}.</p>' if ch.theorem_symbols else ""]
+    return ['<div class="theorem"><div class="formula">' + "".join(mathml(line) for line in ch.theorem) + "</div>",
+            f'<p class="terms">where {html.escape("; ".join(ch.theorem_symbols))}.</p>' if ch.theorem_symbols else "",
+            "</div>"]
 
 
 def _front(ch: Chapter, built: Built, charts: _Charts, answers: bool, url: str | None) -> str:

@@ -137,8 +137,8 @@ class Figure:
     blind_title: str = ""  # the title of `blind` (default: `title`)
 
     def __post_init__(self):
-        self.chart = charts.readable(self.chart)
-        self.blind = None if self.blind is None else charts.readable(self.blind)
+        self.chart = lab_charts.ticks(charts.readable(self.chart))
+        self.blind = None if self.blind is None else lab_charts.ticks(charts.readable(self.blind))
 
 
 @dataclass
@@ -619,10 +619,13 @@ def _blowup_measure(src: Sources, progress: Progress = None) -> Data:
 
 def closed_steps(hist: pd.DataFrame) -> pd.DataFrame:
     """Each model's histogram with a last point at the end of its last bin, at fraction 0: a step line ends at its last
-    point, so without it the last bin would be a single point at the axis' edge instead of a step of its width."""
+    point, so without it the last bin would be a single point at the axis' edge instead of a step of its width. The
+    models stay in their order (PARITY first, as in the factors' chart: each keeps its colour, shape and dash)."""
     ends = hist.loc[hist.groupby("model")["log10_end"].idxmax()].assign(
         log10_start=lambda t: t["log10_end"], fraction=0.0)
-    return pd.concat([hist, ends], ignore_index=True).sort_values(["model", "log10_start"], kind="stable")
+    order = {model: i for i, model in enumerate(dict.fromkeys(hist["model"]))}
+    both = pd.concat([hist, ends], ignore_index=True)
+    return both.assign(rank=both["model"].map(order)).sort_values(["rank", "log10_start"], kind="stable").drop(columns="rank")
 
 
 def _blowup_present(data: Data, n) -> Built:
@@ -718,7 +721,7 @@ def _landscape_present(data: Data, fraction) -> Built:
     lines = slices_[slices_["fraction"] == fraction].drop(columns="fraction").reset_index(drop=True)
     figures = [
         Figure("radius", "L_ρ/ρ² against the radius ρ; dashed: the exact small-ρ limit; grey: the paper's radius",
-               charts.radius_curves(curve, float(p["paper_rho"])), curve,
+               lab_charts.radius_ticks(charts.radius_curves(curve, float(p["paper_rho"])), curve["rho"].unique()), curve,
                f"±1 standard error over {LANDSCAPE.directions} seeded directions, the same directions at every radius."),
         Figure("slices", f"the loss along one random direction, out to 2ρ either side (ρ = {p['rho']:.3g})", charts.model_lines(
             lines, "alpha", "loss", "distance ‖Δ‖ along the direction (0 is the trained model)", "loss"), lines,
@@ -947,6 +950,8 @@ INIT_N, INIT_COUNT, INIT_SEED = 8, 128, 0
 ORBIT_MODELS = ("encoder-parity-n8", "encoder-first-n8")
 INITS, UNIFORM = "random transformers, before training", "uniformly random functions"
 ORBIT = ("L_ρ as trained", "least L_ρ over function-preserving changes")
+ORBIT_COLOURS = ("#7b3294", "#d35400")
+"""Purple and orange: no model's colour in chapter 7 (PARITY is red, FIRST green, the random transformers blue)."""
 INIT_OPTIONS = ("well below n/2", "about n/2", "above n/2")
 STRIP_KINDS = (UNIFORM, INITS, "trained PARITY model", "trained FIRST model")
 """Chapter 7's kinds of function on its strip. Before the reveal only the uniformly random functions: the random
@@ -1074,7 +1079,8 @@ def _init_present(data: Data, scale) -> Built:
                                "models'", charts.degree_profiles(degrees), degrees,
                "d_k: the share of the function's weight on products of exactly k bits."),
         Figure("orbit", "L_ρ of the trained models: as trained, and the least over function-preserving changes",
-               labels_at_least(charts.sharpness_at_radius(bars), charts.READABLE_PX), bars,
+               lab_charts.fixed_domain(labels_at_least(charts.sharpness_at_radius(bars), charts.READABLE_PX), "quantity",
+                                       ORBIT, ORBIT_COLOURS), bars,
                f"ρ = {numbers['rho']:.3g}, the paper's radius; ±1 standard error over {SETTINGS.directions} seeded "
                f"directions, the same for every change; {numbers['orbit_points']} changes tried per model."),
     ]
@@ -1170,7 +1176,9 @@ CHAPTERS: tuple[Chapter, ...] = (
         symbols=("θ: all the model's parameters; T_θ(x): its output at input x; Δ: a random step of length ρ; "
                  "n: the input length",
                  "L_ρ/ρ²: the sharpness divided by the squared radius, so that all radii share one scale",
-                 "E‖∇T‖²/P: the small-ρ limit of L_ρ/ρ², from the gradient; P: the number of parameters"),
+                 "E‖∇T‖²/P: the small-ρ limit of L_ρ/ρ², from the gradient; P: the number of parameters",
+                 "loss: the training loss, the mean squared error of the output against the target (the second chart "
+                 "draws it along one line through the trained parameters)"),
         theorem_symbols=("liminf: the smallest value the sequence keeps coming back to as n grows",
                          "L: the number of layers; d: the width of the vector at each position",
                          "Ω(d): a quantity that grows at least in proportion to d, so L e^(−Ω(d)) vanishes for wide models",

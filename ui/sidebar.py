@@ -182,16 +182,21 @@ def _summary(ref: ModelRef, ck: sv.Checkpoint) -> Selection:
     registry.set_analysis_n(ref, n)
     with page.progress_bar("Analysing the model on the cube…") as report:
         info = cache.summary(ref, n, progress=report)
+    waiting = lab_state.withheld()  # a Lab chapter's answer waits for its reveal (lab_state's rule)
     if lab_state.question_open():  # the Lab's question is open: its answer may be among these numbers
         st.caption(WAITING)
     else:
-        left, right = st.columns(2)
-        left.metric("accuracy", "—" if info["accuracy"] is None else f"{info['accuracy']:.1%}")
-        right.metric("param_norm", page.figure(info["param_norm"], 3))
-        left.metric("as_n model", f"{info['as_model']:.3f}", help="average sensitivity of the model (thresholded)")
-        right.metric("as_n target", "—" if info["as_target"] is None else f"{info['as_target']:.3f}")
-        left.metric("mean Blowup", page.figure(info["blowup_mean"]),
-                    help="E_x Blowup(x) = E_x Π_k max_w (1 + N_w^(k)(x))")
+        shown = {"param_norm": ("param_norm", page.figure(info["param_norm"], 3), None),
+                 "as_model": ("as_n model", f"{info['as_model']:.3f}", "average sensitivity of the model (thresholded)"),
+                 "as_target": ("as_n target", "—" if info["as_target"] is None else f"{info['as_target']:.3f}", None),
+                 "blowup_mean": ("mean Blowup", page.figure(info["blowup_mean"]),
+                                 "E_x Blowup(x) = E_x Π_k max_w (1 + N_w^(k)(x))")}
+        columns = st.columns(2)  # two by two, accuracy first
+        columns[0].metric("accuracy", "—" if info["accuracy"] is None else f"{info['accuracy']:.1%}")
+        for i, (label, value, note) in enumerate(v for k, v in shown.items() if k not in waiting):
+            columns[(i + 1) % 2].metric(label, value, help=note)
+        if waiting:
+            st.caption(lab_state.waiting_words(waiting, {k: label for k, (label, _, _) in shown.items()}))
     st.caption(f"**{escape_markdown(info['task'] or 'unknown task')}** · {escape_markdown(info['arch'])} · "
                f"{escape_markdown(info['size'])} · {info['n_params']:,} parameters "
                f"· trained at n={info['trained_n']} · {'exact' if info['exact'] else 'sampled'} at n={n}")
@@ -261,9 +266,12 @@ def _choose_compare(ref: ModelRef, n: int) -> tuple[ModelRef | None, int | None]
         st.warning(f"{escape_markdown(current.label)} {why}: it is analysed at n={compare_n}.")
     with page.progress_bar("Analysing the second model…") as report:
         info = cache.summary(current, compare_n, progress=report)
-    accuracy = "" if info["accuracy"] is None else f" · accuracy {info['accuracy']:.1%}"
-    numbers = (WAITING if lab_state.question_open() else
-               f"as_n {info['as_model']:.3f}{accuracy} · mean Blowup {page.figure(info['blowup_mean'])}")
+    waiting = lab_state.withheld()  # as in the summary above
+    parts = {"as_model": f"as_n {info['as_model']:.3f}",
+             "accuracy": "" if info["accuracy"] is None else f"accuracy {info['accuracy']:.1%}",
+             "blowup_mean": f"mean Blowup {page.figure(info['blowup_mean'])}"}
+    numbers = WAITING if lab_state.question_open() else " · ".join(
+        part for name, part in parts.items() if part and name not in waiting)
     st.caption(f"Compared with **{escape_markdown(current.label)}** at n={compare_n}: {numbers}")
     return current, compare_n
 

@@ -2,6 +2,7 @@
 reveal, the prediction kept in the URL, the try-it control redrawing the chapter, and a fast first render
 from the data shipped beside the zoo. One chapter per test."""
 
+import re
 import time
 
 import pytest
@@ -76,6 +77,8 @@ def test_try_it_redraws_the_chapter_from_the_shipped_data():
     print(f"chapter 1, n = 4: {time.perf_counter() - start:.2f} s")
     assert not at.exception and charts(at) != before and at.query_params["try"] == "4"
     assert any("under all 4 flips" in m.value for m in at.markdown)  # what changes here, at n = 4
+    assert any(re.search(r"locked when you revealed the answer \(\d{4}-\d\d-\d\d \d\d:\d\d UTC\)", c.value)
+               for c in at.caption)  # the lock's time to the minute, as in "My answers"
 
 
 def test_setup_next_turns_to_the_top_and_a_bad_chapter():
@@ -132,7 +135,9 @@ def test_loading_a_chapters_models_reads_their_shipped_summaries(monkeypatch):
         raise AssertionError("measured: the shipped summary was not used")
 
     monkeypatch.setattr(cache, "measure", measure)
-    at = revealed(4)  # revealed: the summary's numbers are shown
+    at = revealed(1)  # chapter 1 revealed: the summary's as_n is shown (ui.lab_state.withheld)
+    at.segmented_control(key="sv_w_lab_chapter").set_value(4).run()
+    at.button(key="sv_w_lab_skip_4").click().run()
     at.button(key="sv_w_lab_setup_4").click().run()
     assert not at.exception and not at.error and selected(at).name.startswith("encoder-parity-n16")
     shipped = lab.read_summaries(lab.zoo_dir())["encoder-parity-n16"]["summary"]

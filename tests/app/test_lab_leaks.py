@@ -16,9 +16,10 @@ import re
 import pandas as pd
 import pyarrow as pa
 import pytest
-from helpers.app import open_url
+from helpers.app import goto, open_url
 
 from sensviz import lab
+from sensviz.mathml import mathml
 from ui import model_refs
 
 SOURCES = lab.Sources.shipped()
@@ -194,7 +195,8 @@ def test_nothing_shows_the_answer_before_the_prediction(number):
     at.button(key=f"sv_w_lab_reveal_{number}").click().run()
     text, data, _ = seen(at)
     assert leaks(text, secrets) and carried(data, HIDDEN[number], built, SECRETS[number][0]), number
-    assert any(m.label == "as_n model" for m in at.metric)  # the sidebar's summary is back
+    metrics = {m.label for m in at.sidebar.metric}  # the sidebar's summary is back, with the revealed chapters' numbers
+    assert "accuracy" in metrics and ("as_n model" in metrics) == (number == 1) and ("mean Blowup" in metrics) == (number == 3)
 
 
 def hidden_before(number: int) -> set[str]:
@@ -237,6 +239,7 @@ def test_the_student_handout_shows_no_answer_before_its_back_section():
 
     page = handout.handout(SOURCES)
     specs = json.loads(re.search(r"const specs = (\[.*?\]);\n", page, flags=re.S).group(1))
+    assert re.search(r"\.theorem \{ break-inside: avoid;", page)  # printed on one page
     front, back = page.split('<section class="back"', 1)
     back = back[:back.index("<script>")]
     for ch in lab.CHAPTERS:
@@ -251,6 +254,40 @@ def test_the_student_handout_shows_no_answer_before_its_back_section():
         assert leaks(section, secrets) == [] and carried(shown, hidden_before(ch.number) | EARLIER.get(ch.number, set()), built,
                                                          SECRETS[ch.number][0]) == [], ch.number
         assert html.escape(built.answer) in back and html.escape(built.look_for) in back, ch.number
+        if ch.theorem_symbols:  # the theorem and its "where" in one block kept on a page (not split across two)
+            where = back.index(f'<p class="terms">where {html.escape("; ".join(ch.theorem_symbols))}.</p>')
+            block = back[back.rindex('<div class="theorem">', 0, where):where]
+            assert mathml(ch.theorem[0]) in block and block.count("</div>") == 1, ch.number
     everything = [pd.DataFrame(rows) for i in map(int, re.findall(r'id="chart-(\d+)"', back))
                   for rows in specs[i].get("datasets", {}).values()]
     assert all(carried(everything, HIDDEN[ch.number], cache_built(ch.number), SECRETS[ch.number][0]) for ch in lab.CHAPTERS)
+
+
+def summary_shown(at) -> tuple[set[str], str]:
+    """The sidebar summary's metrics (labels) and its captions, as a student sees them."""
+    return {m.label for m in at.sidebar.metric}, " ".join(c.value for c in at.sidebar.caption)
+
+
+def test_the_explorers_sidebar_shows_a_chapters_answer_only_once_that_chapter_is_revealed():
+    """`ui.lab_state.withheld`: for a student of the Lab, the sidebar's summary on any page (here the Sensitivity page,
+    opened from chapter 1 after its reveal) shows as_n once chapter 1 is revealed and param_norm and mean Blowup
+    (chapter 3's answer) once chapter 3 is; its line says which chapter they wait for. The page's own button appears
+    only with the answer. A session that never opened the Lab sees every number."""
+    at = before_the_prediction(1)
+    assert "sv_w_lab_open_1" not in {b.key for b in at.button}
+    at.button(key="sv_w_lab_skip_1").click().run()
+    at.button(key="sv_w_lab_open_1").click().run()
+    assert not at.exception and at.title[0].value == "Sensitivity"
+    metrics, captions = summary_shown(at)
+    assert {"accuracy", "as_n model", "as_n target"} <= metrics and not metrics & {"mean Blowup", "param_norm"}
+    assert "Waiting for your answer in the Lab: param_norm, mean Blowup (chapter 3)." in captions
+    assert "mean Blowup" not in captions.replace("mean Blowup (chapter 3)", "") and "as_n 1.000" in captions  # FIRST's
+    goto(at, "lab")
+    at.segmented_control(key="sv_w_lab_chapter").set_value(3).run()
+    at.button(key="sv_w_lab_skip_3").click().run()
+    goto(at, "sensitivity")
+    metrics, captions = summary_shown(at)
+    assert {"as_n model", "param_norm", "mean Blowup"} <= metrics and "Waiting" not in captions
+    assert "mean Blowup" in captions  # the compared model's
+    fresh = open_url("sensitivity", model=at.query_params["model"])  # never opened the Lab
+    assert {"as_n model", "param_norm", "mean Blowup"} <= summary_shown(fresh)[0]

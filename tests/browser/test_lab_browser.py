@@ -1,6 +1,6 @@
 """The Lab walked as a student, in headless Chromium at 1024×768 against the served app: in each chapter the
-question and the prediction above the fold, the chapter's words and symbols before its first chart (or
-placeholder), the answer not on the page until revealed, ticking an option changing no chart (they stay blind
+chapters' tabs on one row, the question and the prediction above the fold, the chapter's words and symbols before
+its first chart (or placeholder), the answer not on the page until revealed, ticking an option changing no chart (they stay blind
 until the reveal), the prediction kept in the URL, the try-it control redrawing a chart after the reveal,
 then every chart at least 100 px tall and inside the window, no text cut short
 and every text at least 4.5:1 against its background, and the next chapter opening at its top; at the end
@@ -102,6 +102,9 @@ def test_a_student_walks_every_chapter(server, browser):
         assert words.first.is_visible() and top_of(words) < top_of(shown), number
         assert page.get_by_text(built.answer[:60]).count() == 0 and page.get_by_text(built.look_for[:60]).count() == 0
         assert main_scroll(page) == 0, f"chapter {number} did not open at its top"
+        tabs = page.evaluate("""() => [...document.querySelectorAll('.st-key-sv_w_lab_chapter button')]
+            .map(b => Math.round(b.getBoundingClientRect().top))""")
+        assert len(tabs) == len(lab.CHAPTERS) and len(set(tabs)) == 1, f"the chapters' tabs on more than one row: {tabs}"
         page.screenshot(path=str(SHOTS / f"lab-{number}-before.png"))
 
         option = ch.predict.options[0]

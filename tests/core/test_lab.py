@@ -3,6 +3,7 @@ with the test's own rule, and the same chapter built on altered data, where the 
 else. One chapter per test, from the data shipped beside the zoo (`sensviz lab-data`)."""
 
 import copy
+import itertools
 import json
 import math
 import re
@@ -417,6 +418,10 @@ def test_every_symbol_of_a_chapters_formulas_is_defined_in_its_words_and_symbols
     one = lab.chapter(1)
     assert {"cube", "Gray order", "λ_P"} <= set(defined(one))
     assert {"C", "H"} <= set(defined(lab.chapter(3))) and {"L", "d", "Ω(d)"} <= set(defined(lab.chapter(4)))
+    for ch in lab.CHAPTERS:  # a measured quantity a chart's title names is defined too (chapter 4's loss, third walk)
+        titles = " ".join(f.title + " " + f.blind_title for f in ch.present(data(ch.number), ch.control.default).figures)
+        named = {w for w in ("loss", "accuracy", "sharpness", "Blowup", "as_n", "d_k") if re.search(rf"\b{w}\b", titles)}
+        assert all(any(w in head for head in defined(ch)) for w in named), (ch.number, named)
 
 
 def contrast(colour: str, background: str = "#ffffff") -> float:
@@ -677,3 +682,164 @@ def test_chapter_3_compares_in_words_that_read_and_names_the_questions_length():
     assert "than the FIRST model's" in ch.present(data(3), ch.control.default).look_for
     first = built.figures[0].data["ln_name"].iloc[0]
     assert f"({first} is the first)" in built.figures[0].caption  # the caption names the LayerNorm as the axis does
+
+
+# ----------------------------------------------------------------------------- tick labels that never touch
+
+WINDOWS = {1024: 564, 1280: 747}
+"""The width Streamlit stretches a single or layered chart to (the Lab's column, measured in Chromium) per window width."""
+DEJAVU_EM = {**dict.fromkeys("0123456789", 0.636), ".": 0.318, ",": 0.318, "−": 0.838, "-": 0.361, " ": 0.318,
+             "e": 0.615, "+": 0.838, "%": 0.950, "k": 0.579, "M": 0.863}
+"""Advance widths of DejaVu Sans (the browsers' 'sans-serif' here, the widest of the usual ones) in em; other characters 0.7."""
+
+
+def all_views(spec: dict) -> list[dict]:
+    """Every view of a spec (the spec itself, its layers, its concatenated and faceted views), nested ones too."""
+    found, stack = [], [spec]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        stack += [node["spec"]] if "spec" in node else []
+        stack += [v for key in ("layer", "concat", "hconcat", "vconcat") for v in node.get(key, [])]
+    return found
+
+
+def views_of(spec: dict) -> list[dict]:
+    """The single or layered views of a compound chart's spec."""
+    inner = [spec["spec"]] if "spec" in spec else [v for key in ("concat", "hconcat", "vconcat") for v in spec.get(key, [])]
+    return [w for v in inner for w in (views_of(v) if {"spec", "concat", "hconcat", "vconcat"} & v.keys() else [v])]
+
+
+def text_px(text: str, size: float) -> float:
+    return sum(DEJAVU_EM.get(c, 0.7) for c in text) * size
+
+
+def continuous_x_labels(svg: str) -> list[list[tuple[float, float, str]]]:
+    """Per continuous x axis of a rendered chart (Vega's SVG), every tick label's extent (left, right, text), shown or
+    hidden by Vega's overlap rule (the browser's own text metrics may keep labels Vega hid here)."""
+    import xml.etree.ElementTree as ET
+
+    ns = "{http://www.w3.org/2000/svg}"
+    axes = []
+    for group in ET.fromstring(svg).iter(f"{ns}g"):
+        label = group.get("aria-label", "")
+        if "role-axis" not in group.get("class", "") or not label.startswith("X-axis") or not re.search(
+                r"for a (linear|log|pow|sqrt|symlog) scale", label):
+            continue
+        found = []
+        for part in group.iter(f"{ns}g"):
+            if "role-axis-label" not in part.get("class", ""):
+                continue
+            for t in part.iter(f"{ns}text"):
+                if not (t.text or "").strip():  # a log axis's unlabelled ticks
+                    continue
+                x = float(re.search(r"translate\(([-\d.e]+)", t.get("transform")).group(1))
+                width = text_px(t.text or "", float(t.get("font-size", "14px").rstrip("px")))
+                left = {"start": x, "end": x - width}.get(t.get("text-anchor"), x - width / 2)
+                found.append((left, left + width, t.text))
+        axes.append(sorted(found))
+    return axes
+
+
+def test_every_lab_charts_x_ticks_follow_its_width_and_their_labels_never_touch():
+    """The rule (`lab_charts.ticks`): every chart's x axis has at most one tick per `TICK_PX` of the plot's width (an
+    expression of its drawn width where Streamlit stretches it, else of its narrowest view's) and Vega's overlap
+    removal on with `LABEL_GAP_PX` between labels. Checked on each chapter's charts and blind charts at every try-it
+    setting; the charts drawn by Vega (vl-convert) at the widths Streamlit gives them in 1024 and 1280 px windows: on
+    every continuous x axis the tick labels, hidden or not, lie at least `LABEL_GAP_PX` apart at the browser font's
+    widths, and there are at least two (a width signal of a wrong name draws none). A blind chart has its chart's
+    x axes (the same fields and scales), so it is not drawn again."""
+    import vl_convert
+
+    from sensviz import lab_charts
+
+    assert 34.1 - text_px("−4.5", 14) < lab_charts.LABEL_GAP_PX  # 34.1 px apart: Vega-Lite's default at 1280 px
+    drawn = 0
+    for ch in lab.CHAPTERS:
+        shipped = data(ch.number)
+        for choice in ch.control.options:
+            for fig in ch.present(shipped, choice).figures:
+                specs = [c.to_dict() for c in (fig.chart, fig.blind) if c is not None]
+                for spec in specs:
+                    config = spec["config"]
+                    assert config["axis"]["labelOverlap"] is True, (ch.number, fig.key)
+                    assert config["axis"]["labelSeparation"] >= lab_charts.LABEL_GAP_PX > 0
+                    count = config["axisX"]["tickCount"]
+                    if "autosize" in spec:  # a single or layered chart, stretched to its column
+                        assert count == {"expr": f"ceil(width / {lab_charts.TICK_PX})"}, (ch.number, fig.key)
+                    else:  # a compound chart's views keep their widths: at most one tick per TICK_PX of the narrowest
+                        narrowest = min(v["width"] for v in views_of(spec))
+                        assert 2 <= count <= max(2, math.ceil(narrowest / lab_charts.TICK_PX)), (ch.number, fig.key)
+                xs = [sorted(json.dumps(v.get("encoding", {}).get("x"), sort_keys=True) for v in all_views(spec))
+                      for spec in specs]
+                assert all(set(x) == set(xs[0]) for x in xs), (ch.number, fig.key)  # the blind chart's x axes: the chart's
+                if '"type": "quantitative"' not in "".join(xs[0]):
+                    continue  # no continuous x axis: its ticks are its categories, thinned by labelOverlap alone
+                for width in WINDOWS.values() if "autosize" in specs[0] else (None,):
+                    svg = vl_convert.vegalite_to_svg({**specs[0], "width": width} if width else specs[0], vl_version="6.4")
+                    for labels in continuous_x_labels(svg):
+                        assert len(labels) >= 2, (ch.number, choice, fig.key, width, labels)
+                        gaps = [b[0] - a[1] for a, b in zip(labels, labels[1:])]
+                        assert min(gaps) >= lab_charts.LABEL_GAP_PX - 0.5, (ch.number, choice, fig.key, width, labels)
+                        drawn += 1
+    assert drawn >= 40
+
+
+# ----------------------------------------------------------------------------- a series looks the same everywhere
+
+STYLED = ("color", "shape", "strokeDash")
+
+
+def rgb_distance(a: str, b: str) -> float:
+    """How far apart two #rrggbb colours are (Euclidean, 0..441): PARITY's #b2182b and a bar's #d62728 are 39 apart."""
+    return math.dist(*([int(c[i:i + 2], 16) for i in (1, 3, 5)] for c in (a, b)))
+
+
+def series_styles(spec: dict) -> dict[tuple[str, str], str]:
+    """What each series of a chart's spec is drawn with: (channel, the series' label) -> its colour, shape or dash,
+    from every view's fixed scale (a channel on a nominal field without a domain and range fails: Vega would
+    colour by its own order, which changes with the series shown). The values of a field drawn outside the domain fail."""
+    found = {}
+    for view in all_views(spec):
+        for channel in STYLED:
+            enc = view.get("encoding", {}).get(channel)
+            if not enc or enc.get("type") != "nominal":
+                continue
+            scale = enc.get("scale", {})
+            assert "domain" in scale and "range" in scale, (channel, enc.get("field"))
+            for value, style in zip(scale["domain"], scale["range"]):
+                found[(channel, str(value))] = json.dumps(style)
+    return found
+
+
+def test_a_series_keeps_its_colour_shape_and_dash_across_the_reveal_and_the_chapters_charts():
+    """Before the reveal (a blind chart) and after it, and from one chart of a chapter to the next, a series (a model,
+    task or kind of function, by its label) keeps its colour, shape and dash: each is a fixed domain -> range mapping,
+    not Vega's order of appearance (chapter 7's series changed colour at the reveal on the third walk); and within a
+    chapter a colour stands for one series only (chapter 7's L_ρ bars were in PARITY's red)."""
+    blinds = 0
+    for ch in lab.CHAPTERS:
+        shipped = data(ch.number)
+        for choice in ch.control.options:
+            seen: dict[tuple[str, str], tuple[str, str]] = {}
+            for fig in ch.present(shipped, choice).figures:
+                for state, chart in (("after", fig.chart), ("before", fig.blind)):
+                    if chart is None:
+                        continue
+                    blinds += state == "before"
+                    spec = chart.to_dict()
+                    rows = [row for table in spec.get("datasets", {}).values() for row in table]  # what it draws
+                    drawn = {str(row[c]) for row in rows for c in ("model", "task", "function", "quantity") if c in row}
+                    styles = series_styles(spec)
+                    fields = {enc.get("field") for view in all_views(spec) for c in STYLED
+                              if (enc := view.get("encoding", {}).get(c)) and enc.get("type") == "nominal"}
+                    labelled = {str(row[c]) for row in rows for c in fields if row.get(c) is not None}
+                    assert labelled <= {label for _, label in styles}, (ch.number, fig.key, labelled)
+                    for key, style in styles.items():
+                        if key[1] in drawn:
+                            first = seen.setdefault(key, (style, f"{fig.key} {state}"))
+                            assert first[0] == style, (ch.number, choice, key, first, fig.key, state, style)
+            colours = [(json.loads(style), label) for (channel, label), (style, _) in seen.items() if channel == "color"]
+            for (a, one), (b, other) in itertools.combinations(colours, 2):  # one series per colour, told apart
+                assert rgb_distance(a, b) >= 60, (ch.number, choice, one, a, other, b)
+    assert blinds >= 8
