@@ -825,7 +825,7 @@ def _length_present(data: Data, tasks, yours: pd.DataFrame | None = None) -> Bui
         answer = (f"{found}: longer inputs put gradient descent in ever narrower valleys, so PARITY gets harder to "
                   "find and to keep.")
     answer += f" {claims['bound']}"
-    figures = [Figure("length", "sharpness proxy ×4 against n (mean ± s.e. over the runs that learned their task)",
+    figures = [Figure("length", "sharpness proxy ×4 against n (mean ± standard error over the runs that learned their task)",
                       lab_charts.length_scaling(shown, mine), shown,
                       "Black marks: single models measured the same way (the pretrained ones, and yours when you pick one).")]
     here = "; ".join(f"{TASK_NAMES[t]}'s mean proxy ×4 {trend_words(rows['n'], rows['mean'])}"
@@ -934,7 +934,9 @@ def _few_present(data: Data, compare) -> Built:
     kinds = (compare, TARGET, LEARNED)
     figures = [
         Figure("few_as", f"as_n of the learned function beside {compare}", lab_charts.strip(shown, num["n"], kinds),
-               shown, "Each mark one function; the completions all agree with the target on the training inputs.",
+               shown, "Each mark one function: " + ("the completions all agree with the target on the training inputs."
+                                                     if compare == FEW_COMPARE[0] else
+                                                     "the uniformly random functions ignore the training inputs."),
                blind=lab_charts.strip(shown[shown["function"] != LEARNED], num["n"], kinds)),
         Figure("few_training", "as_n and sharpness of the model while it fits",
                charts.training_curves(data.tables["training"], columns=2), data.tables["training"]),

@@ -843,3 +843,13 @@ def test_a_series_keeps_its_colour_shape_and_dash_across_the_reveal_and_the_chap
             for (a, one), (b, other) in itertools.combinations(colours, 2):  # one series per colour, told apart
                 assert rgb_distance(a, b) >= 60, (ch.number, choice, one, a, other, b)
     assert blinds >= 8
+
+
+def test_chapter_6_says_what_its_comparison_functions_are_at_each_setting():
+    """The strip's caption names the functions drawn beside the learned one: completions agree with the training
+    data, uniformly random functions ignore it."""
+    ch = lab.chapter(6)
+    captions = {option: next(f.caption for f in ch.present(data(6), option).figures if f.key == "few_as")
+                for option in ch.control.options}
+    assert "agree with the target on the training inputs" in captions[lab.FEW_COMPARE[0]]
+    assert "ignore the training inputs" in captions[lab.FEW_COMPARE[1]]
