@@ -251,8 +251,8 @@ with figures_at:
             st.caption("The quantity the question asks about is left out until you reveal the answer.")
             continue
         st.vega_lite_chart(spec, theme=None)
-        if fig.caption:
-            st.caption(fig.caption)
+        if fig.caption or fig.hover:
+            st.caption(" ".join(filter(None, (fig.caption, fig.hover))))
         page.download(fig.data, f"lab_{number}_{fig.key}.csv", "Download the data behind this chart (CSV)")
 
 # ---------------------------------------------------------------- explain

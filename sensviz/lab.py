@@ -135,6 +135,7 @@ class Figure:
     caption: str = ""
     blind: object | None = None
     blind_title: str = ""  # the title of `blind` (default: `title`)
+    hover: str = ""  # what hovering the chart shows: on screen only, not on paper (`sensviz.handout`)
 
     def __post_init__(self):
         self.chart = lab_charts.ticks(charts.readable(self.chart))
@@ -490,8 +491,9 @@ def _sensitivity_present(data: Data, n) -> Built:
         Figure("cube", f"s(f,x) of each model at each of the 2^{n} inputs (colour: 0 to {n} flips)",
                charts.cube_grids(grids, "s_model", n), cube_rows,
                "Each cell is one input x; neighbouring cells differ in one bit. A white dot marks an input where "
-               f"the task's answer is 1. Hover a cell: bits is the input x, vertex its number (0 to {2**n - 1}), "
-               "output the model's raw output on the 0/1 scale it was trained on, s(model, x) the colour."),
+               "the task's answer is 1.",
+               hover=f"Hover a cell: bits is the input x, vertex its number (0 to {2**n - 1}), output the model's raw "
+               "output on the 0/1 scale it was trained on, s(model, x) the colour."),
         Figure("degrees", "Fourier degree profile d_k of each model", charts.degree_profiles(degree_rows), degree_rows,
                "d_k: the share of the function's weight on products of exactly k bits."),
     ]

@@ -65,6 +65,7 @@ def test_the_handout_from_another_folder_student_and_instructor(tmp_path, monkey
         assert page.count("<math") == definitions + theorems and "@media print" in page
         assert f'href="/lab?chapter={len(lab.CHAPTERS)}"' in page and "localhost" not in page  # no --url: the chapter's path only
         assert all(o in page for o in lab.chapter(1).predict.options)
+        assert "Hover" not in page  # what hovering shows is for the screen (`Figure.hover`), not for paper
     count = len(lab.CHAPTERS)
     # the student's back section, a section per chapter in it
     assert student.count("<section") == 2 * count + 1 and teacher.count("<section") == count
