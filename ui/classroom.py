@@ -14,6 +14,7 @@ this module is its Streamlit glue, used by the frame, the sidebar, the Home, Tra
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import altair as alt
 import pandas as pd
@@ -29,6 +30,7 @@ from server import assignments, jobs, services
 from server.classes import Class, ClassRefused
 from server.worker import TrainRequest
 from ui import cache, model_refs, owner_id, registry, train_form, url_state
+from ui.memo import memo
 
 GALLERY_EVERY_S = 3.0
 """How often the gallery and the class chart look for new models and runs (seconds)."""
@@ -458,12 +460,30 @@ def job_started(job_id: str, request) -> None:
 # ----------------------------------------------------------------------------- the class chart
 
 
+def table_stamp(found: Class) -> tuple | None:
+    """The state of the class's runs table on disk (its modification time and size; None before the first run):
+    what the table and the chart drawn from it are cached by."""
+    try:
+        status = (store().sweep_folder(found.code) / "runs.parquet").stat()
+    except OSError:
+        return None
+    return status.st_mtime_ns, status.st_size
+
+
+@memo
+def _read_runs(folder: str, stamp: tuple | None) -> pd.DataFrame | None:
+    """The runs table of a sweep folder in the state `stamp` (None where it cannot be read)."""
+    try:
+        runs, _, _ = read_results(Path(folder))
+    except (ValueError, OSError):
+        return None
+    return runs
+
+
 def class_runs(found: Class) -> pd.DataFrame:
     """The class's runs table (its sweep folder), with each run's member; empty before the first run."""
-    folder = store().sweep_folder(found.code)
-    try:
-        runs, _, _ = read_results(folder)
-    except (ValueError, OSError):
+    runs = _read_runs(str(store().sweep_folder(found.code)), table_stamp(found))
+    if runs is None:
         return pd.DataFrame()
     names = found.names()
     ids = runs["member"] if "member" in runs else pd.Series([None] * len(runs), index=runs.index)  # recorded with the run
@@ -518,6 +538,16 @@ def chart(a: assignments.Assignment, runs: pd.DataFrame, me: str | None, project
     return (points + means).properties(height=look["height"], padding={"left": 8, "top": 4, "right": 8, "bottom": 4})
 
 
+@memo
+def _chart_spec(code: str, stamp: tuple | None, names: tuple, me: str | None, projector: bool) -> dict:
+    """The class chart (`chart`) as a Vega-Lite spec (`cache.vega_lite`), converted once per state of the table
+    (`stamp`) and of the members' names, per member and view: a class whose members open the Class page every few
+    seconds would otherwise convert it on every view (Altair's validation: the page's largest cost in a profile of
+    `benchmarks/class_mode.py`)."""
+    found = store().get(code)
+    return cache.vega_lite(chart(assignments.ASSIGNMENTS[found.assignment], class_runs(found), me, projector))
+
+
 def chart_section(found: Class, projector: bool = False) -> None:
     """The class chart with the verdict (`server.assignments.verdict`: `sensviz.stats` on the class's table);
     `projector`: the chart in the back row's type and the verdict one line in large type under it."""
@@ -531,7 +561,8 @@ def chart_section(found: Class, projector: bool = False) -> None:
     me = member(found)
     st.markdown(f"**{escape_markdown(a.title)}**")
     if not runs.empty and "status" in runs and (runs["status"] == "finished").any():
-        st.altair_chart(chart(a, runs, me.name if me else None, projector))
+        names = tuple(sorted(found.names().items()))
+        st.vega_lite_chart(_chart_spec(found.code, table_stamp(found), names, me.name if me else None, projector))
     decided = assignments.verdict(a, runs if not runs.empty else pd.DataFrame(), ended=found.ended)
     if projector:  # one line of large type at 1024 px, the full sentence under it
         st.markdown(f"### Verdict: {PROJECTED_VERDICT[decided.verdict]}")

@@ -55,8 +55,11 @@ def join(browser, server, code: str, name: str):
     page.get_by_role("textbox", name="Your display name").press("Enter")
     wait_until_done(page)
     page.get_by_role("button", name="Join", exact=True).click()
-    # the click's rerun may not have started when the script state is read: wait for its outcome
-    page.get_by_text("Not joined").or_(page.get_by_text("Your rejoin code")).first.wait_for(timeout=60_000)
+    # the click's rerun may not have started when the script state is read: wait for its outcome, and read it
+    # then (a later rerun may replace the message)
+    outcome = page.get_by_text("Not joined").or_(page.get_by_text("Your rejoin code, for another browser")).first
+    outcome.wait_for(timeout=60_000)
+    page.outcome = outcome.inner_text()
     wait_until_done(page)
     return context, page
 
@@ -86,7 +89,7 @@ def test_students_join_and_compare_each_others_models(server, browser):
     code = create_class(teacher, server, "Tuesday lab")
 
     hostile_context, hostile = join(browser, server, code, "[Log in](https://evil.invalid)")
-    assert "Not joined" in hostile.inner_text("body") and hostile.locator('a[href*="evil"]').count() == 0
+    assert "Not joined" in hostile.outcome and hostile.locator('a[href*="evil"]').count() == 0
     hostile_context.close()
 
     ada_context, ada = join(browser, server, code, "Ada")
