@@ -134,7 +134,7 @@ class _Job:
     stop_why: str | None = None  # why the manager stopped it (over its time budget)
     device: str | None = None  # the device its request trains on (None: the model's default)
     collecting: bool = False  # its process ended and the manager's thread is keeping its model (`_collect`)
-    threads: int | None = None  # the torch threads it trains on (`worker.run_threads`; None: the manager's `threads`)
+    threads: int = 1  # the torch threads it trains on (`worker.run_threads`, set when submitted; a recovered job never runs)
 
 
 def _weights_step(path: Path, records: list[dict]) -> int | None:
@@ -402,17 +402,14 @@ class JobManager:
             if self.queue or self._fits(1):  # a job waits, or one would start now: a process waits for it
                 self.executor.warm()
 
-    def _threads(self, job: _Job) -> int:
-        return job.threads or self.threads
-
     def _fits(self, threads: int) -> bool:
         """Whether one more run on `threads` threads may start now: fewer than `capacity` run, and the
         running ones leave it that many of the manager's `cores`."""
         running = [j for j in self.jobs.values() if j.status.state == "running"]
-        return len(running) < self.capacity and sum(map(self._threads, running)) + threads <= self.cores
+        return len(running) < self.capacity and sum(j.threads for j in running) + threads <= self.cores
 
     def _start_queued(self) -> None:
-        while self.queue and self._fits(self._threads(self.jobs[self.queue[0]])) and not self._closed.is_set():
+        while self.queue and self._fits(self.jobs[self.queue[0]].threads) and not self._closed.is_set():
             job = self.jobs[self.queue.pop(0)]  # the queue is in the order of turns (`_order_queue`); closing: none
             self._turn += 1
             self._served[job.address] = self._turn
