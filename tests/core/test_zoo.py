@@ -131,6 +131,8 @@ def test_a_quantity_added_after_the_manifest_is_named_by_verify_and_measured_wit
     assert problems[built["entries"][0]["file"]] == ["probe_value is not in the manifest: run `sensviz zoo measure`"]
     measured = zoo.remeasure(tmp_path)
     (entry,) = measured["entries"]
+    ck = sv.load_checkpoint(tmp_path / entry["file"])  # an entry: what training recorded and the measured columns
+    assert set(entry) == set(zoo.RECORDED) | set(zoo.measure(ck.model, ck.task, ck.n, ck.encoding))
     assert entry["probe_value"] == 0.5 and measured["quantities"] == measure_module.registry_key() != built["quantities"]
     assert {key: entry[key] for key in zoo.RECORDED} == {key: built["entries"][0][key] for key in zoo.RECORDED}
     assert all(row["ok"] for row in zoo.verify(tmp_path, recompute=True))
