@@ -47,6 +47,7 @@ def sidebar_text(page) -> str:
 
 
 def join(browser, server, code: str, name: str):
+    """A new browser joins the class as `name`: its context, page and the join's outcome as the page said it."""
     context = browser.new_context(viewport=WIDE)
     page = context.new_page()
     page.goto(f"{server}/lab?class={code}", wait_until="domcontentloaded")
@@ -59,9 +60,9 @@ def join(browser, server, code: str, name: str):
     # then (a later rerun may replace the message)
     outcome = page.get_by_text("Not joined").or_(page.get_by_text("Your rejoin code, for another browser")).first
     outcome.wait_for(timeout=60_000)
-    page.outcome = outcome.inner_text()
+    said = outcome.inner_text()
     wait_until_done(page)
-    return context, page
+    return context, page, said
 
 
 def create_class(page, server: str, name: str) -> str:
@@ -88,12 +89,12 @@ def test_students_join_and_compare_each_others_models(server, browser):
     teacher = browser.new_context(viewport=WIDE).new_page()
     code = create_class(teacher, server, "Tuesday lab")
 
-    hostile_context, hostile = join(browser, server, code, "[Log in](https://evil.invalid)")
-    assert "Not joined" in hostile.outcome and hostile.locator('a[href*="evil"]').count() == 0
+    hostile_context, hostile, said = join(browser, server, code, "[Log in](https://evil.invalid)")
+    assert "Not joined" in said and hostile.locator('a[href*="evil"]').count() == 0
     hostile_context.close()
 
-    ada_context, ada = join(browser, server, code, "Ada")
-    bob_context, bob = join(browser, server, code, "Bob")
+    ada_context, ada, _ = join(browser, server, code, "Ada")
+    bob_context, bob, _ = join(browser, server, code, "Bob")
     for page, stem in ((ada, "encoder-parity-n6"), (bob, "encoder-first-n6")):
         choose_upload(page, str(ROOT / "checkpoints" / f"{stem}.safetensors"))
         page.get_by_text("· n = 6").first.wait_for(timeout=120_000)  # in the class's gallery (the sidebar)
@@ -203,7 +204,7 @@ def test_the_instructors_view_is_live_and_fits_1024_by_768(server, browser):
 def test_an_open_page_is_told_the_assignment_and_the_removal_without_a_reload(server, browser):
     teacher = browser.new_context(viewport=WIDE).new_page()
     code = create_class(teacher, server, "Notice lab")
-    ada_context, ada = join(browser, server, code, "Ada")
+    ada_context, ada, _ = join(browser, server, code, "Ada")
     loads = ada.evaluate("performance.getEntriesByType('navigation').length")
     teacher.goto(f"{server}/class?class={code}", wait_until="domcontentloaded")
     wait_until_done(teacher)
@@ -234,12 +235,12 @@ def test_the_instructors_histogram_fills_as_the_room_predicts(server, browser):
     teacher.goto(f"{server}/class?class={code}", wait_until="domcontentloaded")
     wait_until_done(teacher)
     teacher.get_by_text("No predictions yet").wait_for(timeout=LIVE_MS)
-    for k, (_, page) in enumerate(members, start=1):
+    for k, (_, page, _) in enumerate(members, start=1):
         page.goto(f"{server}/lab?class={code}&chapter={chapter.number}", wait_until="domcontentloaded")
         wait_until_done(page)
         page.get_by_role("radio", name=chapter.predict.options[0]).check(force=True)
         wait_until_done(page)
         teacher.get_by_text(f"({k} prediction{'s' if k > 1 else ''})").wait_for(timeout=LIVE_MS)  # live, no reload
-    for context, _ in members:
+    for context, _, _ in members:
         context.close()
     teacher.context.close()
