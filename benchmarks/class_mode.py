@@ -17,6 +17,7 @@ wall time achieves.
 
     python benchmarks/class_mode.py --members 30
     python benchmarks/class_mode.py --members 30 --capacity 2 [--ray]   # two runs at once, local or on Ray
+    python benchmarks/class_mode.py --step-times   # the plan's CPU seconds per step of one class run, no server
 
 Not run by .ci/run (the assignment's 30 runs train for about 12 minutes on 2 cores).
 """
@@ -136,6 +137,27 @@ def step_flops(a: assignments.Assignment, n: int) -> float:
     return float(counter.get_total_flops())
 
 
+def step_seconds(a: assignments.Assignment, n: int, seed: int = 0) -> float:
+    """CPU seconds per step of one class run of PARITY at length n, trained as the server's job process
+    trains it (`server.worker`: the request the Class page submits, the worker's torch threads, its live
+    monitor with evaluations, measurements and checkpoints written to a scratch folder), in this process:
+    the figure `server.assignments.MEASURED_STEP_S` records."""
+    import torch
+
+    from sensviz.training import train
+    from server import worker
+    from ui.classroom import canonical_request
+
+    request = canonical_request(a, {"task": "parity", "n": n, "seed": seed})
+    model, task, config = worker.prepare(request)
+    torch.set_num_threads(worker.run_threads(model.n_params(), config.batch_size, os.cpu_count() or 1))
+    with tempfile.TemporaryDirectory(prefix="sensviz-class-run-") as folder:
+        live = worker._live_callback(Path(folder), request)
+        start = time.process_time()
+        result = train(model, task, config, [live])
+        return (time.process_time() - start) / result.steps
+
+
 def matmul_rate(size: int = 1024, repeats: int = 20) -> float:
     """This machine's float32 matmul rate (FLOP/s) on every core: the best of `repeats` products of two
     size x size matrices."""
@@ -173,7 +195,16 @@ def main(argv=None) -> int:
                         "one per two cores); with --ray, also the cluster's nodes of one CPU each")
     parser.add_argument("--ray", action="store_true", help="run the jobs on a local Ray cluster on this machine "
                         "(`executor.ray_cluster`)")
+    parser.add_argument("--step-times", action="store_true", help="only the CPU seconds per step of one class run "
+                        "at each n (the plan's `MEASURED_STEP_S`), best of three, in this process; no server")
     args = parser.parse_args(argv)
+    if args.step_times:
+        a = assignments.LENGTH_SCALING
+        for n in a.lengths:
+            best = min(step_seconds(a, n, seed) for seed in range(3))
+            print(f"class run, parity n = {n}: {best * 1000:.1f} ms CPU per step (best of 3; the plan uses "
+                  f"{assignments.MEASURED_STEP_S[n] * 1000:.1f} ms)")
+        return 0
     capacity = args.capacity or (2 if args.ray else None)
     with tempfile.TemporaryDirectory(prefix="sensviz-class-mode-") as tmp, contextlib.ExitStack() as stack:
         data = Path(tmp)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from .base import LayerNorm, TracedModel
 from .hooks import HookPoint
@@ -83,12 +84,12 @@ class SelfAttention(nn.Module):
         batch, n, d = h.shape
         d_head = d // self.n_heads
         if memory is None:
-            q, k, v = (h @ self.in_proj_weight.T + self.in_proj_bias).split(d, dim=-1)  # [batch, n, d] each
+            q, k, v = F.linear(h, self.in_proj_weight, self.in_proj_bias).split(d, dim=-1)  # [batch, n, d] each
         else:
             w_q, w_kv = self.in_proj_weight.split([d, 2 * d])
             b_q, b_kv = self.in_proj_bias.split([d, 2 * d])
-            q = h @ w_q.T + b_q  # [batch, n, d]
-            k, v = (memory @ w_kv.T + b_kv).split(d, dim=-1)  # [batch, m, d] each
+            q = F.linear(h, w_q, b_q)  # [batch, n, d]
+            k, v = F.linear(memory, w_kv, b_kv).split(d, dim=-1)  # [batch, m, d] each
 
         def head(t: torch.Tensor, i: int) -> torch.Tensor:  # head i's columns: [batch, len, d_head], a view
             return t[..., i * d_head : (i + 1) * d_head]

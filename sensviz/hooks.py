@@ -18,6 +18,11 @@ from torch import nn
 class HookPoint(nn.Module):
     """Identity module whose output can be captured by name."""
 
+    @property
+    def active(self) -> bool:
+        """Whether anything captures this point now (a model may skip computing what nobody reads)."""
+        return bool(self._forward_hooks)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x
 

@@ -22,6 +22,7 @@ metadata agrees with the manifest, the manifest was measured under today's quant
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -259,7 +260,8 @@ def verify(directory="checkpoints", recompute: bool = False, tolerance: float = 
     The file exists, its sha256 matches, it loads, and its metadata agrees with the manifest; with
     `recompute`, also every measured column (`measure`, a minute or two for the whole zoo). Files in
     the directory that the manifest does not list are reported as problems too, and a manifest measured
-    under another quantity registry as a row of its own.
+    under another quantity registry as a row of its own. A measured value agrees when it is within `tolerance`,
+    absolute or relative (float32 models: values in the hundreds differ in their seventh digit between kernels).
     """
     directory = Path(directory)
     manifest = _read_manifest(directory)
@@ -299,6 +301,7 @@ def _check_entry(directory: Path, entry: dict, recompute: bool, tolerance: float
             problems.append(f"{key} is not in the manifest: run `sensviz zoo measure`")
             continue
         expected = entry[key]
-        if (value is None) != (expected is None) or (value is not None and abs(value - expected) > tolerance):
+        if (value is None) != (expected is None) or (
+                value is not None and not math.isclose(value, expected, rel_tol=tolerance, abs_tol=tolerance)):
             problems.append(f"{key} is {value} on the cube but {expected} in the manifest")
     return problems

@@ -347,11 +347,10 @@ def test_inspect_a_diverged_checkpoint_reports_what_it_cannot_measure(capsys, tm
     model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=5, seed=0)
     assert train(model, "parity", TrainConfig(n=5, batch_size=32, steps=50, lr=1e5, eval_interval=5)
                  ).stop_reason.startswith("diverged")
+    with torch.no_grad():  # how far a run diverges before its restore depends on rounding: blow up the read-out
+        model.linear_head.weight.mul_(1e20)  # so that the outputs stay finite (~1e25) and their squares do not
     path = sv.save_checkpoint(model, tmp_path / "diverged.safetensors", task="parity", n=5)
     code, out, err = run(capsys, "inspect", str(path), "--with", "hessian", "radii")
-    if code == 2:  # the loader refuses weights whose outputs overflow: one line, no traceback
-        assert err.count("\n") == 1 and "Traceback" not in err and "diverged.safetensors" in err
-        return
     assert code == 0 and "Traceback" not in err
     asked = set(sv.measure.default_quantities(model)) | {"hessian", "radii"}
     assert out["notes"]  # what could not be measured, and why

@@ -124,6 +124,39 @@ def test_our_layernorm_matches_torch():
     assert torch.allclose(ln(x), ref(x), atol=1e-5)
 
 
+@pytest.mark.parametrize("affine", [True, False])
+def test_fused_layernorm_is_the_formula_with_its_first_and_second_derivatives(affine):
+    """The fused kernel against (x - mean) / sqrt(var + eps) * weight + bias written out, in float64: the
+    output, the input gradient and a Hessian-vector product (sharpness differentiates twice); and a
+    captured pass gives the same output, to the bit, as one nobody captures."""
+    ln = sv.base.LayerNorm(12, eps=1e-5, affine=affine).double()
+    if affine:
+        with torch.no_grad():
+            ln.weight.normal_()
+            ln.bias.normal_()
+
+    def formula(x):
+        centered = x - x.mean(dim=-1, keepdim=True)
+        y = centered / torch.sqrt(centered.pow(2).mean(dim=-1, keepdim=True) + ln.eps)
+        return y * ln.weight + ln.bias if affine else y
+
+    x = (torch.randn(4, 5, 12, dtype=torch.float64) * 3).requires_grad_()
+    v = torch.randn_like(x)
+    results = []
+    for f in (ln, formula):
+        out = f(x)
+        (grad,) = torch.autograd.grad(out.pow(3).sum(), x, create_graph=True)
+        (hvp,) = torch.autograd.grad((grad * v).sum(), x)
+        results.append((out, grad, hvp))
+    for ours, written in zip(*results):
+        assert torch.allclose(ours, written, rtol=1e-10, atol=1e-10)
+    with capture(ln, ["hook_variance", "hook_scale"]) as cache:
+        captured = ln(x)
+    assert torch.equal(captured, results[0][0])
+    assert torch.allclose(cache["hook_scale"], 1 / torch.sqrt(x.detach().var(dim=-1, unbiased=False) + ln.eps))
+    assert not ln.hook_variance.active  # the capture removed its hooks: the next pass computes no variance
+
+
 def test_trace_shapes_and_layer_major_order(any_model):
     bits = cube.vertices(5)
     tr = any_model.trace(bits)

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -31,8 +32,10 @@ def test_recorded_accuracy_and_sensitivity_are_what_the_models_give():
             ck = sv.load_checkpoint(CHECKPOINTS / entry["file"])
             measured = zoo.measure(ck.model, ck.task, ck.n, ck.encoding)
             assert set(measured) <= set(entry), entry["name"]  # every column of today's registry (`zoo measure`)
-            recorded = {key: measured[key] for key in measured}
-            assert recorded == pytest.approx({key: entry[key] for key in recorded}, abs=1e-6), entry["name"]
+            for key, value in measured.items():  # float32 models: equal to a few units of rounding (rel 1e-6)
+                expected = entry[key]
+                assert (value is None) == (expected is None), (entry["name"], key)
+                assert value is None or math.isclose(value, expected, rel_tol=1e-6, abs_tol=1e-6), (entry["name"], key)
             if entry["task"] in ("parity", "majority", "first") and entry["n"] <= 10:
                 assert entry["accuracy"] == 1.0 and entry["avg_sensitivity"] == pytest.approx(entry["task_avg_sensitivity"])
 
