@@ -23,7 +23,7 @@ experiments/results/decide/length_scaling) and one measured class run per n:
   CPU seconds per step of a single class run at its n, measured here (`MEASURED_STEP_S`, with its
   evaluations, measurements and checkpoints: `python benchmarks/class_mode.py --step-times`; the tables'
   times are no guide, `seconds_per_step`):
-  15 x 1,200 x 7.5 ms + 15 x 1,200 x 8.9 ms over 2 = **148 s, 2.5 minutes** for 30 runs (`CLASS_MINUTES`
+  15 x 1,200 x 6.9 ms + 15 x 1,200 x 8.0 ms over 2 = **134 s, 2.2 minutes** for 30 runs (`CLASS_MINUTES`
   allowed; the pages the members open while they wait take the rest of the cores:
   `benchmarks/class_mode.py` measures the whole);
 - **power**: per task, the residual standard deviation of `sharpness` pooled over the tables' kept
@@ -62,12 +62,14 @@ CLASS_MINUTES = 5
 RUNS_AT_ONCE = 2
 """Class runs training at once on the 2-core server the plan is made for (`server.jobs`: small runs fill
 the cores)."""
-MEASURED_STEP_S = {4: 0.0075, 8: 0.0089}
+MEASURED_STEP_S = {4: 0.0069, 8: 0.0080}
 """CPU seconds per step of one live class run on this server (`server.worker.run`, one torch thread:
 evaluation every 100 steps, measurements every 500 with `LIVE_DIRECTIONS`, checkpoints), printed by
-`python benchmarks/class_mode.py --step-times` (PARITY, the best of three seeds) on 2026-12-05 after the
-LayerNorm became torch's fused kernel: 6.7 and 8.4 ms in one run, 7.5 and 8.9 ms in the next (this
-machine's speed drifts); the larger is kept. The same command on the code before took 9.6 and 10.9 ms."""
+`python benchmarks/class_mode.py --step-times` (PARITY, the best of three seeds) on 2026-12-05 with the
+LayerNorm and AdamW fused (`sensviz.base.LayerNorm`, `sensviz.training.adamw`): 6.9 and 8.0 ms, and
+6.0 / 7.0 and 5.7 / 6.8 ms in two later runs (this machine's speed drifts); the largest is kept. Before
+either was fused the same command took 9.6 and 10.9 ms, and with the LayerNorm alone 7.0 / 8.6 and
+6.7 / 8.2 ms, each run back to back with one of the fused code."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -364,9 +364,10 @@ def _step_seconds(d_model: int, n_layers: int, batch: int, n: int, repeats: int)
 
     import sensviz as sv
     from sensviz.losses import loss_value
+    from sensviz.training import adamw
 
     model = sv.build_model("encoder", d_model=d_model, n_layers=n_layers, n_heads=2, max_len=n, seed=0)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    optimizer = adamw(model.parameters(), lr=1e-3, weight_decay=0.01)
     bits = torch.randint(0, 2, (batch, n), generator=torch.Generator().manual_seed(0))
     best = math.inf
     for i in range(repeats + 1):
