@@ -50,9 +50,9 @@ if len(vertices) == len(models):
     if top <= cache.GRID_LIMIT:
         options = [c for c in COLOURS if all(COLOURS[c] in v for v in vertices.values())]
         shown = settings.choice("colour", options, format_func=LABELS.get)
-        st.altair_chart(
-            charts.cube_grids(vertices, COLOURS[shown], top,
-                              title=f"{charts.CUBE_COLOURINGS[COLOURS[shown]]} on every input"),
+        st.vega_lite_chart(
+            spec=cache.spec(charts.cube_grids, vertices, COLOURS[shown], top,
+                            title=f"{charts.CUBE_COLOURINGS[COLOURS[shown]]} on every input"),
             width="content", on_select=settings.pick_vertex(n), key=settings.chart_key("grid", n),
         )
         scale = (f"the fixed range 0..{top} (0: no flip changes f(x); {top}: every flip does)"
@@ -99,13 +99,14 @@ exact = all(found[m.label]["report"].exact for m in models)
 degrees = table("degrees") if all("degrees" in found[m.label] for m in models) else None
 # one model: two charts a row; two models: one chart a row, wide enough for both
 places = [st.container() for _ in range(4)] if compare else [*st.columns(2), *st.columns(2)]
-places[0].altair_chart(charts.histogram(histogram, "histogram of s(f,x)"))
-places[1].altair_chart(charts.lines(by_weight, "weight", "mean_sensitivity", "Hamming weight of x", "mean s(f,x)",
-                                    "sensitivity by Hamming weight"))
-places[2].altair_chart(charts.lines(influence, "position", "influence", "position i", "Inf_i",
-                                    "influence of each position", error=None if exact else "stderr"))
+# every chart as a spec converted once per content (cache.spec), not per view
+places[0].vega_lite_chart(spec=cache.spec(charts.histogram, histogram, "histogram of s(f,x)"))
+places[1].vega_lite_chart(spec=cache.spec(charts.lines, by_weight, "weight", "mean_sensitivity", "Hamming weight of x",
+                                          "mean s(f,x)", "sensitivity by Hamming weight"))
+places[2].vega_lite_chart(spec=cache.spec(charts.lines, influence, "position", "influence", "position i", "Inf_i",
+                                          "influence of each position", error=None if exact else "stderr"))
 if degrees is not None:
-    places[3].altair_chart(charts.degree_profiles(degrees, "Fourier degree profile"))
+    places[3].vega_lite_chart(spec=cache.spec(charts.degree_profiles, degrees, "Fourier degree profile"))
 else:
     places[3].info("The Fourier degree profile needs the whole cube: choose n within the exact limit.")
 page.download(histogram, "sensitivity_histogram.csv", "Download the histogram (CSV)")

@@ -10,6 +10,8 @@ between sessions and callers never modify them. A value read from a file has the
 - loaded models: `load`, in the model store bounded by their bytes (`MODEL_CACHE_BYTES`);
 - everything computed or read (tables, figures, reports, file metadata, digests): `@memo`, in the
   store of computed values (256 entries);
+- a page's chart as a Vega-Lite spec: `spec(chart_fn, *args)`, in the same store, keyed by the chart
+  function and its arguments, tables by a hash of their content (a page draws it with no conversion);
 - `st.cache_resource` holds only what there is one of per server: the two stores and the warm-up.
 
 Not `st.cache_data`: it replays the elements a cached function drew and fails on a progress bar
@@ -23,6 +25,7 @@ computation is logged (`sensviz.explorer`), which the load test reads.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import logging
 import math
@@ -48,7 +51,7 @@ from sensviz.text import escape_markdown
 from server import services
 from server.kept import KeptUnreadable
 from ui import model_refs
-from ui.memo import Store, memo
+from ui.memo import Store, keyed, memo
 from ui.model_refs import ModelRef
 
 UPLOAD_CAP_MB = SIZE_CAP // MB
@@ -714,6 +717,27 @@ def vega_lite(chart) -> dict:
     from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec  # noqa: PLC2701 (pinned 1.67)
 
     return _convert_altair_to_vega_lite_spec(chart)
+
+
+def spec(chart_fn: Callable, *args, **kwargs) -> dict:
+    """`chart_fn(*args, **kwargs)` (a `sensviz.charts` function) as a Vega-Lite spec (`vega_lite`), built and
+    converted once for every session, keyed by the function and its arguments, each table by its content
+    (`_content`): the Sensitivity page converted its five charts on every view, a third of the server's CPU
+    while a class browsed it (py-spy over `benchmarks/class_mode.py`)."""
+    key = ("spec", f"{chart_fn.__module__}.{chart_fn.__qualname__}", *(_content(a) for a in args),
+           *((name, _content(value)) for name, value in sorted(kwargs.items())))
+    return keyed(key, lambda: vega_lite(chart_fn(*args, **kwargs)))
+
+
+def _content(value):
+    """A hashable stand-in for a chart argument: a table by its columns, dtypes and a sha256 of its rows
+    (pandas' per-row hash, index included), a dict by its items, anything else as it is."""
+    if isinstance(value, pd.DataFrame):
+        rows = pd.util.hash_pandas_object(value, index=True).to_numpy().tobytes()
+        return "table", tuple(value.columns), tuple(map(str, value.dtypes)), hashlib.sha256(rows).hexdigest()
+    if isinstance(value, dict):
+        return "dict", tuple((k, _content(v)) for k, v in value.items())
+    return value
 
 
 @memo

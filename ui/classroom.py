@@ -504,14 +504,18 @@ PROJECTED_VERDICT = {stats.REPRODUCED: "reproduced", stats.DIFFERS: "differs", s
 """The verdict in the few words a projector shows in large type (the sentence follows in normal type)."""
 
 
-def chart(a: assignments.Assignment, runs: pd.DataFrame, me: str | None, projector: bool = False) -> alt.LayerChart:
-    """Every member's point (their own larger, outlined), the mean per setting (a line per task): the runs
-    the verdict counts (`server.assignments.counted`: each member's latest finished run). Tasks differ by
-    colour, shape and dash (`TASK_STYLE`); a run that did not converge is drawn faint; `projector`: the
-    back row's type (`PROJECTOR_TYPE`)."""
+YOU = "you"
+"""The chart's parameter holding the viewing member's display name (`for_member`): their own point is drawn larger
+and outlined. One spec serves every member; only this value differs."""
+
+
+def chart(a: assignments.Assignment, runs: pd.DataFrame, projector: bool = False) -> alt.LayerChart:
+    """Every member's point (the viewer's own larger and outlined: the parameter `YOU`), the mean per setting (a
+    line per task): the runs the verdict counts (`server.assignments.counted`: each member's latest finished run).
+    Tasks differ by colour, shape and dash (`TASK_STYLE`); a run that did not converge is drawn faint; `projector`:
+    the back row's type (`PROJECTOR_TYPE`)."""
     look = PROJECTOR_TYPE if projector else SCREEN_TYPE
     done = assignments.counted(runs).copy()
-    done["yours"] = done["member"] == me
     done["kept"] = done["converged"].fillna(False).astype(bool).map({True: "converged", False: "not converged"})
     tasks = [t for t in a.tasks if t in TASK_STYLE] + [t for t in a.tasks if t not in TASK_STYLE]
     style = [TASK_STYLE.get(t, ("#444444", "square", [2, 2])) for t in tasks]
@@ -526,26 +530,34 @@ def chart(a: assignments.Assignment, runs: pd.DataFrame, me: str | None, project
     dash = alt.StrokeDash("task:N", title="task", legend=legend, scale=alt.Scale(domain=tasks, range=[d for _, _, d in style]))
     faint = alt.Opacity("kept:N", title="", legend=legend,
                         scale=alt.Scale(domain=["converged", "not converged"], range=[0.85, 0.3]))
+    yours = f"datum.member === {YOU}"
     points = alt.Chart(done).mark_point(filled=True).encode(
         x=x, y=y, color=color, shape=shape, opacity=faint,
-        size=alt.condition("datum.yours", alt.value(look["point"] * 4), alt.value(look["point"])),
-        stroke=alt.condition("datum.yours", alt.value("black"), alt.value(None)),
+        size=alt.condition(yours, alt.value(look["point"] * 4), alt.value(look["point"])),
+        stroke=alt.condition(yours, alt.value("black"), alt.value(None)),
         tooltip=["member", "task", "n", "seed", alt.Tooltip(a.quantity, format=".4f", title="sharpness L_ρ (the live monitor's)"),
                  "kept"])
     means = alt.Chart(done[done["kept"] == "converged"]).mark_line(strokeWidth=4 if projector else 3).encode(
         x=x, y=alt.Y(f"mean({a.quantity}):Q"), color=color, strokeDash=dash)
     # axes and legend included (Streamlit fits the chart); a margin keeps the y title's ρ off the canvas's edge
-    return (points + means).properties(height=look["height"], padding={"left": 8, "top": 4, "right": 8, "bottom": 4})
+    return (points + means).add_params(alt.param(name=YOU, value="")).properties(
+        height=look["height"], padding={"left": 8, "top": 4, "right": 8, "bottom": 4})
+
+
+def for_member(spec: dict, me: str | None) -> dict:
+    """The class chart's spec as member `me` sees it (their point marked; None: nobody's): a copy with the `YOU`
+    parameter set, the rest shared."""
+    return {**spec, "params": [{**p, "value": me or ""} if p.get("name") == YOU else p for p in spec["params"]]}
 
 
 @memo
-def _chart_spec(code: str, stamp: tuple | None, names: tuple, me: str | None, projector: bool) -> dict:
+def _chart_spec(code: str, stamp: tuple | None, names: tuple, projector: bool) -> dict:
     """The class chart (`chart`) as a Vega-Lite spec (`cache.vega_lite`), converted once per state of the table
-    (`stamp`) and of the members' names, per member and view: a class whose members open the Class page every few
-    seconds would otherwise convert it on every view (Altair's validation: the page's largest cost in a profile of
-    `benchmarks/class_mode.py`)."""
+    (`stamp`) and of the members' names, per view, for every member (`for_member` marks each one's point): a class
+    whose members open the Class page every few seconds would otherwise convert it on every view (Altair's
+    validation: the page's largest cost in a profile of `benchmarks/class_mode.py`)."""
     found = store().get(code)
-    return cache.vega_lite(chart(assignments.ASSIGNMENTS[found.assignment], class_runs(found), me, projector))
+    return cache.vega_lite(chart(assignments.ASSIGNMENTS[found.assignment], class_runs(found), projector))
 
 
 def chart_section(found: Class, projector: bool = False) -> None:
@@ -562,7 +574,7 @@ def chart_section(found: Class, projector: bool = False) -> None:
     st.markdown(f"**{escape_markdown(a.title)}**")
     if not runs.empty and "status" in runs and (runs["status"] == "finished").any():
         names = tuple(sorted(found.names().items()))
-        st.vega_lite_chart(_chart_spec(found.code, table_stamp(found), names, me.name if me else None, projector))
+        st.vega_lite_chart(for_member(_chart_spec(found.code, table_stamp(found), names, projector), me.name if me else None))
     decided = assignments.verdict(a, runs if not runs.empty else pd.DataFrame(), ended=found.ended)
     if projector:  # one line of large type at 1024 px, the full sentence under it
         st.markdown(f"### Verdict: {PROJECTED_VERDICT[decided.verdict]}")

@@ -90,6 +90,12 @@ def stats() -> dict[str, int]:
     return dict(_store().computed)
 
 
+def keyed(key: tuple, compute: Callable[[], object]):
+    """The store's value under `key`, computed by `compute()` when missing: for a key its caller builds from
+    everything the value depends on (`ui.cache.spec`: a chart function and its arguments, tables by content)."""
+    return _store().get_or_compute(key, compute)
+
+
 def memo(fn):
     """Cache `fn` in the store under its name and bound arguments (not `progress`)."""
     signature = inspect.signature(fn)

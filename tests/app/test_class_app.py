@@ -208,8 +208,22 @@ def test_the_class_chart_shows_the_verdict_of_the_class_table():
     layers = {layer["mark"]["type"]: layer["encoding"] for layer in spec["layer"]}
     assert layers["point"]["shape"]["field"] == "task" and layers["line"]["strokeDash"]["field"] == "task"  # not colour alone
     assert min(layers["point"][axis]["axis"]["labelFontSize"] for axis in ("x", "y")) >= 16  # read from the back row
+    assert spec["params"] == [{"name": classroom.YOU, "value": ""}]  # the instructor is no member: no point marked
     shown = [m.value for m in teacher.markdown]
     assert "### Verdict: reproduced" in shown and escape_markdown("The class reproduced the paper's claim") + "." in shown
+
+
+def test_every_member_sees_their_own_point_marked_on_one_spec_converted_once():
+    a = assignments.LENGTH_SCALING
+    runs = pd.DataFrame([{**a.run_settings(cell), "status": "finished", "converged": True, "member": f"member {i}",
+                          a.quantity: 0.01 * i} for i, cell in enumerate(a.cells()[:6])])
+    spec = cache.vega_lite(classroom.chart(a, runs))
+    points = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "point")
+    assert points["encoding"]["size"]["condition"]["test"] == f"datum.member === {classroom.YOU}"
+    assert points["encoding"]["stroke"]["condition"]["value"] == "black"
+    mine = classroom.for_member(spec, "member 3")
+    assert mine["params"] == [{"name": classroom.YOU, "value": "member 3"}] and mine["layer"] is spec["layer"]
+    assert spec["params"] == [{"name": classroom.YOU, "value": ""}]  # the shared spec is left as it was
 
 
 @pytest.mark.slow  # a real training job (a worker process)
