@@ -265,7 +265,7 @@ def adamw(params, lr: float, weight_decay: float) -> torch.optim.AdamW:
 
 
 class _SingleLearner:
-    """One model, trained in place with `torch.optim.AdamW`."""
+    """One model, trained in place with the fused AdamW (`adamw`)."""
 
     size = 1
 
