@@ -720,10 +720,11 @@ def vega_lite(chart) -> dict:
 
 
 def spec(chart_fn: Callable, *args, **kwargs) -> dict:
-    """`chart_fn(*args, **kwargs)` (a `sensviz.charts` function) as a Vega-Lite spec (`vega_lite`), built and
-    converted once for every session, keyed by the function and its arguments, each table by its content
-    (`_content`): the Sensitivity page converted its five charts on every view, a third of the server's CPU
-    while a class browsed it (py-spy over `benchmarks/class_mode.py`)."""
+    """`chart_fn(*args, **kwargs)` (a chart function: `sensviz.charts`, the class chart) as a Vega-Lite spec
+    (`vega_lite`), built and converted once for every session, keyed by the function and its arguments, each
+    table by its content (`_content`): the Sensitivity page converted its five charts on every view and the
+    Class page its chart per member, a third of the server's CPU while a class browsed them (py-spy over
+    `benchmarks/class_mode.py`)."""
     key = ("spec", f"{chart_fn.__module__}.{chart_fn.__qualname__}", *(_content(a) for a in args),
            *((name, _content(value)) for name, value in sorted(kwargs.items())))
     return keyed(key, lambda: vega_lite(chart_fn(*args, **kwargs)))

@@ -550,16 +550,6 @@ def for_member(spec: dict, me: str | None) -> dict:
     return {**spec, "params": [{**p, "value": me or ""} if p.get("name") == YOU else p for p in spec["params"]]}
 
 
-@memo
-def _chart_spec(code: str, stamp: tuple | None, names: tuple, projector: bool) -> dict:
-    """The class chart (`chart`) as a Vega-Lite spec (`cache.vega_lite`), converted once per state of the table
-    (`stamp`) and of the members' names, per view, for every member (`for_member` marks each one's point): a class
-    whose members open the Class page every few seconds would otherwise convert it on every view (Altair's
-    validation: the page's largest cost in a profile of `benchmarks/class_mode.py`)."""
-    found = store().get(code)
-    return cache.vega_lite(chart(assignments.ASSIGNMENTS[found.assignment], class_runs(found), projector))
-
-
 def chart_section(found: Class, projector: bool = False) -> None:
     """The class chart with the verdict (`server.assignments.verdict`: `sensviz.stats` on the class's table);
     `projector`: the chart in the back row's type and the verdict one line in large type under it."""
@@ -573,8 +563,8 @@ def chart_section(found: Class, projector: bool = False) -> None:
     me = member(found)
     st.markdown(f"**{escape_markdown(a.title)}**")
     if not runs.empty and "status" in runs and (runs["status"] == "finished").any():
-        names = tuple(sorted(found.names().items()))
-        st.vega_lite_chart(for_member(_chart_spec(found.code, table_stamp(found), names, projector), me.name if me else None))
+        # one spec for every member, converted once per content of the table (members and their names in it)
+        st.vega_lite_chart(for_member(cache.spec(chart, a, runs, projector), me.name if me else None))
     decided = assignments.verdict(a, runs if not runs.empty else pd.DataFrame(), ended=found.ended)
     if projector:  # one line of large type at 1024 px, the full sentence under it
         st.markdown(f"### Verdict: {PROJECTED_VERDICT[decided.verdict]}")
