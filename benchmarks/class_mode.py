@@ -138,24 +138,25 @@ def step_flops(a: assignments.Assignment, n: int) -> float:
 
 
 def step_seconds(a: assignments.Assignment, n: int, seed: int = 0) -> float:
-    """CPU seconds per step of one class run of PARITY at length n, trained as the server's job process
-    trains it (`server.worker`: the request the Class page submits, the worker's torch threads, its live
-    monitor with evaluations, measurements and checkpoints written to a scratch folder), in this process:
-    the figure `server.assignments.MEASURED_STEP_S` records."""
-    import torch
+    """CPU seconds per step of one class run of PARITY at length n, trained by the server's job function
+    (`server.worker.run`: the request the Class page submits, its torch threads, its live monitor with
+    evaluations, measurements and checkpoints, in a scratch folder) in this process, at the worker's niceness: the figure
+    `server.assignments.MEASURED_STEP_S` records."""
+    import json
 
-    from sensviz.training import train
     from server import worker
     from ui.classroom import canonical_request
 
     request = canonical_request(a, {"task": "parity", "n": n, "seed": seed})
-    model, task, config = worker.prepare(request)
-    torch.set_num_threads(worker.run_threads(model.n_params(), config.batch_size, os.cpu_count() or 1))
     with tempfile.TemporaryDirectory(prefix="sensviz-class-run-") as folder:
-        live = worker._live_callback(Path(folder), request)
+        (Path(folder) / "request.json").write_text(json.dumps(request.to_dict()))
         start = time.process_time()
-        result = train(model, task, config, [live])
-        return (time.process_time() - start) / result.steps
+        worker.run(folder, os.cpu_count() or 1, os.getppid())
+        seconds = time.process_time() - start
+        outcome = json.loads((Path(folder) / "outcome.json").read_text())
+    if outcome["state"] != "finished":
+        raise RuntimeError(f"the class run failed: {outcome.get('error')}")
+    return seconds / outcome["steps"]
 
 
 def matmul_rate(size: int = 1024, repeats: int = 20) -> float:
