@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers.app import write_class_runs
-from helpers.browser import ROOT, WIDE, choose_upload, cut_short, load, screenshot, wait_until_done
+from helpers.browser import APPEARS_MS, ROOT, WIDE, choose_upload, cut_short, load, screenshot, wait_until_done
 from PIL import Image
 
 from server import assignments
@@ -23,7 +23,6 @@ from server.classes import ClassStore
 DATA_DIR = Path(tempfile.mkdtemp(prefix="sensviz-class-e2e-"))
 """The served app's data dir: the tests write a class's members, models and runs there as the server would."""
 SCREEN = {"width": 1024, "height": 768}
-LIVE_MS = 60_000  # the live parts look every 3 s; a busy two-core machine may take many times that
 pytestmark = pytest.mark.xdist_group("class_browser")  # one server and browser for the module's tests
 
 
@@ -59,7 +58,7 @@ def join(browser, server, code: str, name: str):
     # the click's rerun may not have started when the script state is read: wait for its outcome, and read it
     # then (a later rerun may replace the message)
     outcome = page.get_by_text("Not joined").or_(page.get_by_text("Your rejoin code, for another browser")).first
-    outcome.wait_for(timeout=60_000)
+    outcome.wait_for(timeout=APPEARS_MS)
     said = outcome.inner_text()
     wait_until_done(page)
     return context, page, said
@@ -75,12 +74,12 @@ def create_class(page, server: str, name: str) -> str:
     page.get_by_role("textbox", name="Class name").press("Enter")
     wait_until_done(page)
     page.get_by_role("button", name="Create the class").click()
-    page.get_by_text(f"{server}/lab?class=").first.wait_for(timeout=60_000)
+    page.get_by_text(f"{server}/lab?class=").first.wait_for(timeout=APPEARS_MS)
     code = re.search(r"/lab\?class=([A-Za-z0-9_-]+)", page.get_by_text("/lab?class=").first.inner_text()).group(1)
     assert page.get_by_text("&instructor=").count() == 0  # this browser is the instructor: no link to leak
     wait_until_done(page)
-    page.wait_for_function(f"() => location.search.includes('class={code}')", timeout=LIVE_MS)
-    page.locator('[data-testid="stSidebar"]').get_by_text(name).wait_for(timeout=LIVE_MS)
+    page.wait_for_function(f"() => location.search.includes('class={code}')", timeout=APPEARS_MS)
+    page.locator('[data-testid="stSidebar"]').get_by_text(name).wait_for(timeout=APPEARS_MS)
     return code
 
 
@@ -101,14 +100,14 @@ def test_students_join_and_compare_each_others_models(server, browser):
     ada.goto(f"{server}/class?class={code}", wait_until="domcontentloaded")
     wait_until_done(ada)
     main = ada.locator('[data-testid="stMain"]')
-    main.get_by_text("Bob · first · n = 6").wait_for(timeout=60_000)
+    main.get_by_text("Bob · first · n = 6").wait_for(timeout=APPEARS_MS)
     rows = main.locator('[data-testid="stHorizontalBlock"]')
     rows.filter(has_text="Ada · parity").get_by_role("button", name="open").click()
-    ada.wait_for_function("() => location.search.includes('model=upload')", timeout=60_000)
+    ada.wait_for_function("() => location.search.includes('model=upload')", timeout=APPEARS_MS)
     wait_until_done(ada)
     ada.mouse.move(0, 0)  # away from the open button's help tooltip
     rows.filter(has_text="Bob · first").get_by_role("button", name="compare").click()
-    ada.wait_for_function("() => location.search.includes('compare=upload')", timeout=60_000)
+    ada.wait_for_function("() => location.search.includes('compare=upload')", timeout=APPEARS_MS)
     assert "Compared with" in sidebar_text(ada)
     stranger = browser.new_context()
     assert "Tuesday lab" not in stranger.new_page().goto(f"{server}/class").text()  # nobody else's
@@ -126,7 +125,7 @@ def test_the_instructor_code_leaves_no_trace_in_the_history(server, browser):
     teacher.get_by_role("button", name="Make a one-time instructor link").click()
     link = teacher.wait_for_function(  # read in one go: a locator's element may be swapped by the click's rerun
         """() => [...document.querySelectorAll('[data-testid="stCode"] code')].map(c => c.innerText.trim())
-                 .find(t => t.includes('&instructor='))""", timeout=LIVE_MS).json_value()
+                 .find(t => t.includes('&instructor='))""", timeout=APPEARS_MS).json_value()
     other = browser.new_context(viewport=WIDE).new_page()  # the instructor's second browser
     other.goto(f"{server}/", wait_until="domcontentloaded")
     wait_until_done(other)
@@ -136,8 +135,8 @@ def test_the_instructor_code_leaves_no_trace_in_the_history(server, browser):
             history[name] = (s, t, u) => {log.push(name + ' ' + u); return orig(s, t, u);};}})()""")
     other.goto(link, wait_until="domcontentloaded")
     wait_until_done(other)
-    other.get_by_text("Instructor").first.wait_for(timeout=60_000)
-    other.wait_for_function("() => !location.search.includes('instructor')", timeout=60_000)
+    other.get_by_text("Instructor").first.wait_for(timeout=APPEARS_MS)
+    other.wait_for_function("() => !location.search.includes('instructor')", timeout=APPEARS_MS)
     entries = other.evaluate("history.length")
     other.wait_for_timeout(8_000)  # the live gallery's runs (every 3 s): the code leaves the server's URL too
     wait_until_done(other)
@@ -148,7 +147,7 @@ def test_the_instructor_code_leaves_no_trace_in_the_history(server, browser):
     thief = browser.new_context(viewport=WIDE).new_page()  # the link again, in another browser: exchanged once, dead
     thief.goto(link, wait_until="domcontentloaded")
     wait_until_done(thief)
-    thief.get_by_text("not valid").first.wait_for(timeout=60_000)
+    thief.get_by_text("not valid").first.wait_for(timeout=APPEARS_MS)
     assert thief.get_by_text("Make a one-time instructor link").count() == 0
     thief.context.close()
     other.context.close()
@@ -162,23 +161,23 @@ def test_the_instructors_view_is_live_and_fits_1024_by_768(server, browser):
     teacher.locator('[data-testid="stSidebar"]').get_by_text("Class gallery and chart").click()
     teacher.get_by_role("button", name="Start the length-scaling assignment").click()
     main, side = teacher.locator('[data-testid="stMain"]'), teacher.locator('[data-testid="stSidebar"]')
-    main.get_by_text("No runs yet").wait_for(timeout=LIVE_MS)
-    main.get_by_text("0 members joined").wait_for(timeout=LIVE_MS)
+    main.get_by_text("No runs yet").wait_for(timeout=APPEARS_MS)
+    main.get_by_text("0 members joined").wait_for(timeout=APPEARS_MS)
     store = ClassStore(DATA_DIR / "classes", b"test")  # a member's model and run, as the server records them
     store.join(code, "Ada", "ada-browser")
     store.add_model(code, "ada-browser", "ada-model-token", "parity", 6, 1.0, "ada-parity-n6")
     store.add_job(code, "ada-browser", "ada-job", "parity", 6, assignments.LENGTH_SCALING.deal(0))
-    side.get_by_text("Ada · parity · n = 6").wait_for(timeout=LIVE_MS)  # no reload: the sidebar's gallery
-    main.get_by_text("1 member joined").wait_for(timeout=LIVE_MS)  # the members table
-    main.get_by_text("1 run: gone 1").wait_for(timeout=LIVE_MS)  # the runs table (the job is no server's)
+    side.get_by_text("Ada · parity · n = 6").wait_for(timeout=APPEARS_MS)  # no reload: the sidebar's gallery
+    main.get_by_text("1 member joined").wait_for(timeout=APPEARS_MS)  # the members table
+    main.get_by_text("1 run: gone 1").wait_for(timeout=APPEARS_MS)  # the runs table (the job is no server's)
     write_class_runs(store, code)
-    main.get_by_text("Verdict: the class reproduced the paper's claim.").wait_for(timeout=LIVE_MS)
+    main.get_by_text("Verdict: the class reproduced the paper's claim.").wait_for(timeout=APPEARS_MS)
     for name, url in (("class-chart-1024x768", None), ("class-projector-1024x768", f"/class?class={code}&projector=1")):
         if url:
             teacher.goto(f"{server}{url}", wait_until="domcontentloaded")
         wait_until_done(teacher)
         chart = main.locator('[data-testid="stVegaLiteChart"]')
-        chart.locator("canvas, svg.marks").first.wait_for(timeout=LIVE_MS)
+        chart.locator("canvas, svg.marks").first.wait_for(timeout=APPEARS_MS)
         teacher.mouse.move(0, 0)  # no chart toolbar over the chart's title
         teacher.wait_for_timeout(500)  # Vega's first frame
         screenshot(teacher, name)
@@ -210,14 +209,14 @@ def test_an_open_page_is_told_the_assignment_and_the_removal_without_a_reload(se
     wait_until_done(teacher)
     teacher.get_by_role("button", name="Start the length-scaling assignment").click()
     started = time.monotonic()
-    ada.get_by_text("The instructor started the assignment").wait_for(timeout=LIVE_MS)
+    ada.get_by_text("The instructor started the assignment").wait_for(timeout=APPEARS_MS)
     told_s = time.monotonic() - started
     assert ada.get_by_role("button", name="Open the Train form with my assignment").count() == 1
-    teacher.get_by_text("1 member joined").wait_for(timeout=LIVE_MS)
+    teacher.get_by_text("1 member joined").wait_for(timeout=APPEARS_MS)
     teacher.get_by_text("Yes, remove Ada").click()
     wait_until_done(teacher)
     teacher.get_by_role("button", name="Remove from the class").click()
-    ada.get_by_text("The instructor removed you").wait_for(timeout=LIVE_MS)
+    ada.get_by_text("The instructor removed you").wait_for(timeout=APPEARS_MS)
     assert ada.evaluate("performance.getEntriesByType('navigation').length") == loads  # no reload
     print(f"the assignment reached the open page {told_s:.1f} s after the click")
     for context in (ada_context, teacher.context):
@@ -234,13 +233,13 @@ def test_the_instructors_histogram_fills_as_the_room_predicts(server, browser):
     members = [join(browser, server, code, name) for name in ("Ada", "Bob")]
     teacher.goto(f"{server}/class?class={code}", wait_until="domcontentloaded")
     wait_until_done(teacher)
-    teacher.get_by_text("No predictions yet").wait_for(timeout=LIVE_MS)
+    teacher.get_by_text("No predictions yet").wait_for(timeout=APPEARS_MS)
     for k, (_, page, _) in enumerate(members, start=1):
         page.goto(f"{server}/lab?class={code}&chapter={chapter.number}", wait_until="domcontentloaded")
         wait_until_done(page)
         page.get_by_role("radio", name=chapter.predict.options[0]).check(force=True)
         wait_until_done(page)
-        teacher.get_by_text(f"({k} prediction{'s' if k > 1 else ''})").wait_for(timeout=LIVE_MS)  # live, no reload
+        teacher.get_by_text(f"({k} prediction{'s' if k > 1 else ''})").wait_for(timeout=APPEARS_MS)  # live, no reload
     for context, _, _ in members:
         context.close()
     teacher.context.close()

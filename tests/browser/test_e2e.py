@@ -25,7 +25,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from helpers.browser import PROJECTOR, SHOTS, WIDE, chart_boxes, choose_upload, load, misfits, screenshot, wait_until_done  # noqa: E402
+from helpers.browser import (  # noqa: E402
+    APPEARS_MS,
+    PROJECTOR,
+    SHOTS,
+    WIDE,
+    chart_boxes,
+    choose_upload,
+    load,
+    misfits,
+    screenshot,
+    wait_until_done,
+)
 
 from ui import nav, train_form  # noqa: E402
 
@@ -68,7 +79,7 @@ def sidebar_text(page) -> str:
 
 def goto_page(page, title: str) -> None:
     page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).first.click()
-    page.wait_for_selector(f'h1:has-text("{title}")', timeout=60_000)
+    page.wait_for_selector(f'h1:has-text("{title}")', timeout=APPEARS_MS)
     wait_until_done(page)
 
 
@@ -98,7 +109,7 @@ def test_a_copied_link_opens_the_same_view_in_another_browser(server, browser):
     vertex = page.get_by_label("Vertex (0 … 63)")
     vertex.fill("9")
     vertex.press("Enter")
-    page.wait_for_function("() => window.location.search.includes('vertex=9')", timeout=60_000)
+    page.wait_for_function("() => window.location.search.includes('vertex=9')", timeout=APPEARS_MS)
     wait_until_done(page)
     page.locator("button.sv-copy-link").click()
     page.wait_for_function("() => document.querySelector('button.sv-copy-link').textContent.includes('copied')")
@@ -181,7 +192,7 @@ def test_a_click_on_either_models_cube_selects_that_input(server, visitor):
     chart_boxes(page)
     box = page.locator('[data-testid="stVegaLiteChart"]').first.locator("canvas, svg.marks").first.bounding_box()
     page.mouse.click(box["x"] + 0.75 * box["width"], box["y"] + 0.6 * box["height"])  # inside the second cube
-    page.wait_for_function("() => /[?&]vertex=[1-9]/.test(window.location.search)", timeout=60_000)
+    page.wait_for_function("() => /[?&]vertex=[1-9]/.test(window.location.search)", timeout=APPEARS_MS)
     wait_until_done(page)
     vertex = int(page.url.split("vertex=")[1].split("&")[0])
     bits = format(vertex, "06b")
@@ -198,13 +209,13 @@ def fill_preset(page, preset: str = PRESET) -> None:
     page.get_by_role("option").filter(has_text=preset).first.click()
     lr = f"{train_form.PRESETS[preset]['lr']:g}"
     page.wait_for_function("() => [...document.querySelectorAll('input')].some(e => e.getAttribute('aria-label') === "
-                           f"'lr' && e.value === '{lr}')", timeout=60_000)  # the preset reached the form
+                           f"'lr' && e.value === '{lr}')", timeout=APPEARS_MS)  # the preset reached the form
     wait_until_done(page)
 
 
 def press_train(page) -> None:
     page.get_by_role("button", name="Train", exact=True).click()
-    page.wait_for_function("() => window.location.search.includes('job=')", timeout=60_000)
+    page.wait_for_function("() => window.location.search.includes('job=')", timeout=APPEARS_MS)
 
 
 @pytest.mark.slow
@@ -221,19 +232,19 @@ def test_two_browsers_train_at_once_with_a_cap_of_one_and_a_run_outlives_its_pag
     fill_preset(b, QUICK_PRESET)  # it waits for a's run, then takes seconds
     press_train(a)
     press_train(b)
-    b.locator('[data-testid="stSidebar"]').get_by_text("waits in the queue").wait_for(timeout=60_000)
+    b.locator('[data-testid="stSidebar"]').get_by_text("waits in the queue").wait_for(timeout=APPEARS_MS)
     assert "1st in line" in sidebar_text(b)
     check_page(b, "queued")
 
     goto_page(a, "Sensitivity")
     assert "job=" in a.url
-    a.locator('[data-testid="stSidebar"]').get_by_text("Training", exact=True).wait_for(timeout=60_000)
+    a.locator('[data-testid="stSidebar"]').get_by_text("Training", exact=True).wait_for(timeout=APPEARS_MS)
     check_page(a, "training-elsewhere")
     a.reload(wait_until="domcontentloaded")
     wait_until_done(a)
     sidebar = a.locator('[data-testid="stSidebar"]')  # still running, or just finished: either way its own
     sidebar.get_by_text("Stop and keep what was learned").or_(sidebar.get_by_text("reached the target")).first.wait_for(
-        timeout=60_000)
+        timeout=APPEARS_MS)
     goto_page(a, "Attention")
     a.locator('[data-testid="stSidebar"]').get_by_text("reached the target").wait_for(timeout=TRAINING_MS)
     wait_until_done(a)
@@ -263,7 +274,7 @@ def test_a_corrupt_upload_in_the_browser(server, visitor, tmp_path):
     page.locator('[data-testid="stSidebar"] button').filter(has_text="Upload").click()
     wait_until_done(page)
     page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(broken))
-    page.get_by_text("cannot be used").wait_for(timeout=60_000)
+    page.get_by_text("cannot be used").wait_for(timeout=APPEARS_MS)
     check_page(page, "upload-corrupt")
     assert "broken.safetensors" in sidebar_text(page) and f"Still showing {MODEL}" in sidebar_text(page)
     page.close()
@@ -360,7 +371,7 @@ def test_a_hostile_upload_name_is_text_for_its_owner_and_whoever_opens_its_link(
     page.goto(server, wait_until="domcontentloaded")
     wait_until_done(page)
     choose_upload(page, {"name": NAME, "mimeType": "application/octet-stream", "buffer": data})
-    page.wait_for_function("() => window.location.search.includes('model=upload')", timeout=60_000)
+    page.wait_for_function("() => window.location.search.includes('model=upload')", timeout=APPEARS_MS)
     wait_until_done(page)
     assert "[a](https:" in sidebar_text(page)  # the name as typed
     link = page.url
@@ -368,7 +379,7 @@ def test_a_hostile_upload_name_is_text_for_its_owner_and_whoever_opens_its_link(
         goto_page(page, title)
         assert_text_only(page, requested, f"hostile-name-{title.lower()}")
     page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Home").first.click()
-    page.get_by_text("Selected:").wait_for(timeout=60_000)
+    page.get_by_text("Selected:").wait_for(timeout=APPEARS_MS)
     assert_text_only(page, requested, "hostile-name-home")
     page.locator('[data-testid="stSidebar"] button').filter(has_text="My models").click()
     assert_text_only(page, requested, "hostile-name-mine")

@@ -12,7 +12,7 @@ chapter's first and cached renders on a fresh server)."""
 import time
 
 import pytest
-from helpers.browser import SHOTS, misfits, wait_until_done
+from helpers.browser import APPEARS_MS, SHOTS, misfits, wait_until_done
 
 from sensviz import lab
 
@@ -91,10 +91,10 @@ def test_a_student_walks_every_chapter(server, browser):
         first = time.perf_counter() - start
         built = ch.present(lab.stored(ch, lab.Sources.shipped()), ch.control.default)
         question = page.get_by_text(ch.question, exact=False)
-        question.first.wait_for(timeout=60_000)  # the page's script state can read "done" before its run starts
+        question.first.wait_for(timeout=APPEARS_MS)  # the page's script state can read "done" before its run starts
         assert question.first.is_visible() and top_of(question) < FOLD, number
         shown = page.locator('[data-testid="stVegaLiteChart"], [data-testid="stAlertContentInfo"]')
-        shown.first.wait_for(timeout=60_000)
+        shown.first.wait_for(timeout=APPEARS_MS)
         wait_until_done(page)
         # the prediction above the fold; the chapter's words and symbols visible under it, before the first chart
         assert top_of(page.locator('[data-testid="stRadio"]')) < FOLD, f"chapter {number}: no prediction above the fold"
@@ -110,21 +110,21 @@ def test_a_student_walks_every_chapter(server, browser):
         option = ch.predict.options[0]
         blind = chart_signature(page)
         page.locator('[data-testid="stRadio"]').get_by_text(option, exact=True).click()
-        page.wait_for_function("() => location.search.includes('predict=')", timeout=60_000)  # kept in the URL
+        page.wait_for_function("() => location.search.includes('predict=')", timeout=APPEARS_MS)  # kept in the URL
         wait_until_done(page)
         page.wait_for_timeout(300)
         assert chart_signature(page) == blind, f"chapter {number}: ticking an option unblinded a chart"
 
         page.get_by_role("button", name="Reveal the answer").click()
-        page.get_by_text("What to look for").first.wait_for(timeout=60_000)
+        page.get_by_text("What to look for").first.wait_for(timeout=APPEARS_MS)
         wait_until_done(page)
         page.wait_for_timeout(300)  # Vega draws after the run ends
         before = chart_signature(page)
         other = next(o for o in ch.control.options if o != ch.control.default)
         clicked = time.perf_counter()
         page.locator('[data-testid="stButtonGroup"]').last.get_by_text(ch.control.fmt(other), exact=True).click()
-        page.wait_for_function("() => location.search.includes('try=')", timeout=60_000)
-        page.get_by_text("What changes here.").first.wait_for(timeout=60_000)  # the try-it setting is another
+        page.wait_for_function("() => location.search.includes('try=')", timeout=APPEARS_MS)
+        page.get_by_text("What changes here.").first.wait_for(timeout=APPEARS_MS)  # the try-it setting is another
         wait_until_done(page)
         page.wait_for_timeout(300)
         tried = time.perf_counter() - clicked
@@ -144,12 +144,12 @@ def test_a_student_walks_every_chapter(server, browser):
             start = time.perf_counter()
             page.get_by_role("button", name=f"Chapter {number + 1} →").click()
             page.wait_for_function("() => document.querySelector('[data-testid=\"stMain\"]').scrollTop === 0",
-                                   timeout=60_000)
+                                   timeout=APPEARS_MS)
     # every chapter revealed: "My answers" lists them, its table whole inside the window (no column cut off)
     page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollTo(0, 0)")
     page.get_by_role("button", name="My answers").click()
     grid = page.locator('[data-testid="stPopoverBody"] [data-testid="stDataFrame"]')
-    grid.first.wait_for(timeout=60_000)
+    grid.first.wait_for(timeout=APPEARS_MS)
     page.wait_for_timeout(300)
     box = grid.first.bounding_box()
     cut = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stPopoverBody"] .dvn-scroller')]

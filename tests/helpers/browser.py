@@ -15,6 +15,8 @@ import load  # noqa: E402, F401  (the tests serve the app with load.serve)
 SHOTS = Path(os.environ.get("SENSVIZ_SCREENSHOTS", ROOT / "artifacts" / "screenshots"))
 WIDE = {"width": 1024, "height": 2400}  # a projector's width; tall, so a screenshot shows the whole page
 PROJECTOR = {"width": 1024, "height": 768}
+APPEARS_MS = 180_000  # a ceiling for something to appear: the live parts look every 3 s, but a busy two-core
+# machine (the full suite beside a niced sweep) has taken over a minute; a passing test never waits it out
 
 
 def wait_until_done(page, timeout_ms: int = 240_000) -> None:
