@@ -210,7 +210,7 @@ def bench_sharpness(widths, n, repeat):
         ours_t, ours = best_time(lambda: sharpness(model, bits, rho, k, seed=0, limit=False), repeat)
         base_t, (base, base_err) = best_time(lambda: loop_sharpness(model, bits, rho, k, 0), 1)
         row(f"sharpness, {k} dirs x {2**n} inputs, d={d}", ours_t, base_t, abs(ours.value - base) <= 1e-5 * base,
-            "vmapped chunks vs functional_call per direction")
+            "ParamSpace.outputs (vmapped; a CPU call per direction for many inputs) vs functional_call per direction")
         limit_t, limit = best_time(lambda: sharpness_limit(model, bits), repeat)
         row(f"exact small-rho limit, {2**n} inputs, d={d}", limit_t, base_t,
             abs(base / rho**2 - limit.value) < 4 * base_err / rho**2,
@@ -231,7 +231,8 @@ def bench_slice(d, n, steps, repeat):
 
     base_t, base = best_time(loop, 1)
     agree = bool(torch.allclose(torch.tensor(frame["loss"].to_numpy()), base, rtol=1e-5))
-    row(f"2-D loss slice {steps}x{steps}, n={n}, d={d}", ours_t, base_t, agree, "vmapped grid vs functional_call per point")
+    row(f"2-D loss slice {steps}x{steps}, n={n}, d={d}", ours_t, base_t, agree,
+        "ParamSpace.outputs over the grid vs functional_call per point")
 
     one = bits[:1]
     ours_t, frame = best_time(lambda: slices.output_slice(model, one[0], directions, steps=steps), repeat)

@@ -52,6 +52,12 @@ def default_chunk_size(device: torch.device | str) -> int:
 MIN_OFFSETS_PER_CALL = 16
 """Offsets vmapped together at least (when there are that many), however many inputs there are."""
 
+LOOP_ACTIVATIONS = 2**16
+"""On the CPU, offsets whose forward over all the inputs holds at least this many activations per layer
+(inputs * n * d_model) run one plain call per offset instead of vmapped: each call is then already a large
+matmul, and vmapping offsets only adds copies (`python benchmarks/bench.py --only sharpness`: vmapped offsets
+took 1.5 times as long as one call per offset at n = 10, and half as long at n = 6, d = 32)."""
+
 GRADIENT_BUDGET = 2**24
 """Floats of per-example gradients computed at once (64 MiB in float32)."""
 
@@ -154,13 +160,21 @@ class ParamSpace:
         """T at theta + offset for every `offsets[K, P]` and every `bits[batch, n]`: `[K, batch * steps]`.
 
         vmapped over offsets; each call evaluates at most about `chunk_size` (offset, input) pairs
-        (default: `default_chunk_size` of the model's device).
+        (default: `default_chunk_size` of the model's device). On the CPU, many inputs (`LOOP_ACTIVATIONS`)
+        run one call per offset, on at most `chunk_size` inputs at a time.
         """
         if offsets.dim() != 2 or offsets.shape[1] != self.size:
             raise ValueError(f"offsets must have shape [K, {self.size}], got {tuple(offsets.shape)}")
         chunk_size = chunk_size or default_chunk_size(self.device)
         bits = bits.to(self.device)
         count, batch = offsets.shape[0], bits.shape[0]
+        if self.device.type == "cpu" and batch * bits.shape[1] * self.module.d_model >= LOOP_ACTIVATIONS:
+            with torch.no_grad():
+                return torch.stack([
+                    torch.cat([self.output(self.base + offset.to(self.device, self.base.dtype), bits[cols])
+                               for cols in chunked(batch, chunk_size)])
+                    for offset in offsets
+                ])
         per_call = min(count, max(MIN_OFFSETS_PER_CALL, chunk_size // max(batch, 1)))
         inputs_per_call = max(1, chunk_size // max(per_call, 1))
         evaluate = vmap(lambda offset, x: self.output(self.base + offset, x).reshape(x.shape[0], -1),

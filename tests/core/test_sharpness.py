@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import sensviz as sv
-from sensviz import curvature, slices
+from sensviz import curvature, params, slices
 from sensviz.blowup import blowup_summary
 from sensviz.losses import loss_value
 from sensviz.params import (
@@ -89,13 +89,17 @@ def test_vmapped_sharpness_equals_a_plain_loop_over_the_same_directions(any_mode
     assert sharpness(any_model, bits, 0.1, 12, 6, limit=False).value != ours.value
 
 
-def test_outputs_do_not_depend_on_the_chunk_size_and_accelerators_take_larger_chunks(any_model):
+def test_outputs_do_not_depend_on_the_chunk_size_and_accelerators_take_larger_chunks(any_model, monkeypatch):
     assert default_chunk_size("cpu") == CHUNK_SIZE and default_chunk_size(torch.device("cuda", 0)) == GPU_CHUNK_SIZE
     space = ParamSpace(any_model)
     bits = sv.cube.vertices(6)
+    assert bits.shape[0] * 6 * any_model.d_model < params.LOOP_ACTIVATIONS  # so the default is vmapped
     offsets = gaussian_directions(space.size, 40, 0.05, make_generator(0))
     default = space.outputs(bits, offsets)
     for chunk in (7, GPU_CHUNK_SIZE):  # 16 offsets x 1 input per call; every offset and input in one call
+        assert torch.allclose(space.outputs(bits, offsets, chunk), default, rtol=1e-5, atol=1e-6)
+    monkeypatch.setattr(params, "LOOP_ACTIVATIONS", 1)  # the CPU's path for many inputs: one call per offset
+    for chunk in (None, 7):
         assert torch.allclose(space.outputs(bits, offsets, chunk), default, rtol=1e-5, atol=1e-6)
 
 
