@@ -435,9 +435,10 @@ def kept_by(frame: pd.DataFrame, rule: str) -> pd.Series:
         return frame["converged"].fillna(False).astype(bool)
     if rule == "ever_converged":
         return frame["converged_step"].notna()
-    if rule == "relaxed":  # kept, and stopped relax_steps after it first met the filter
+    if rule == "relaxed":  # kept, and stopped relax_steps after it first met the filter where its arm relaxes
         relaxed = frame["stop_reason"] == "relaxed" if "stop_reason" in frame else False
-        return frame["converged"].fillna(False).astype(bool) & relaxed
+        fixed = frame["relax_steps"].isna() if "relax_steps" in frame else True  # an arm that never relaxes: kept
+        return frame["converged"].fillna(False).astype(bool) & (relaxed | fixed)
     return frame["eval_accuracy"].fillna(0) >= ACCURATE
 
 

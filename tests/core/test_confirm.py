@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from sensviz import confirm, preregistered, stats, sweeps
+from sensviz.claims import kept_by
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "experiments" / "length_scaling.toml"
@@ -201,3 +202,23 @@ def test_the_state_counts_each_claim_s_cpu_hours(tmp_path):
     assert state.loc["L2", "CPU-hours"] == pytest.approx(1.5)  # three PARITY rows, CPU time (not wall time)
     assert state.loc["L6", "CPU-hours"] == pytest.approx(2.0) and state.loc["L4", "CPU-hours"] == pytest.approx(1.5)
     assert set(state["rows in"]) == {f"4 of {len(spec.runs)}"}
+
+
+def test_the_relaxed_filter_on_the_fixed_arm_keeps_its_kept_runs(tmp_path):
+    """`filter = "relaxed"` is written for the relax arm; a secondary that moves a claim to the fixed arm (whose
+    runs never relax) keeps that arm's kept runs instead of none."""
+    spec = sweeps.load_spec(SPEC, "confirm")
+    parity = [s for s in spec.runs if s["task"] == "parity" and s["seed"] in (1000, 1001, 1002)]
+    relaxes = lambda s: s.get("relax_steps") is not None  # noqa: E731
+    rows = [{"run_id": sweeps.run_id(s), **s, "status": "finished", "converged": s["seed"] != 1002,
+             "stop_reason": "relaxed" if relaxes(s) and s["seed"] == 1000 else "completed",
+             "sharpness_proxy_pm1": 0.1 * s["n"] + 0.01 * s["seed"] % 3, "cpu_s": 1.0, "spec_hash": spec.hash}
+            for s in parity]
+    pd.DataFrame(rows).to_parquet(tmp_path / "runs.parquet", index=False)
+    pd.DataFrame(columns=["run_id", "step"]).to_parquet(tmp_path / "history.parquet", index=False)
+    frame = pd.DataFrame(rows)
+    kept = frame[kept_by(frame, "relaxed")]
+    assert set(zip(kept["seed"], kept["relax_steps"].notna())) == {(1000, True), (1000, False), (1001, False)}
+    l2 = next(c for c in preregistered.decide(SPEC, "confirm", tmp_path).claims if c.name == "L2")
+    fixed = next(s for s in l2.secondaries if s.label == "arm = fixed")
+    assert l2.primary.kept == 4 and fixed.kept == 8  # relax arm: seed 1000 at 4 n; fixed arm: seeds 1000, 1001
