@@ -10,7 +10,8 @@ excluded parameters and any buffers held fixed; `ParamSpace(model, positional=Tr
 parameter (the straight line between two checkpoints moves the positional encodings too).
 
 A model is evaluated at theta + offset with `torch.func.functional_call` on a parameter dict built
-from the flat vector, batched over offsets with `torch.func.vmap` in memory-bounded chunks. The
+from the flat vector, batched over offsets with `torch.func.vmap` in memory-bounded chunks (on a CPU,
+many inputs take one plain call per offset: `LOOP_ACTIVATIONS`). The
 calls run on a private copy of the module (functional_call swaps parameters in for the duration
 of a call), so the caller's model is never touched, not even while another thread uses it (a model
 shared by the app's sessions): its `state_dict()` stays bit-identical.

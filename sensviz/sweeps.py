@@ -109,7 +109,8 @@ ERRORS = {"classical": "the classical (homoscedastic) standard error", "HC3": "h
 FILTERS = {"converged": "kept at the end: the final evaluation meets the convergence filter",
            "ever_converged": "met the convergence filter at some evaluation (converged_step is set)",
            "accuracy_0.99": "final evaluation accuracy >= 0.99",
-           "relaxed": "kept, and relaxed: stopped relax_steps after it first met the filter (converged and relaxed)"}
+           "relaxed": "kept, and relaxed: stopped relax_steps after it first met the filter (converged and relaxed); "
+                      "in an arm that never relaxes (no relax_steps), kept"}
 CLAIM_KEYS = {"statement": str, "primary_arm": str, "runs": dict, "filter": str, "quantity": str, "x": str,
               "estimator": str, "error": str, "alpha": float, "power": float, "smallest_effect": float,
               "power_command": str, "secondaries": list, "versus": dict, "margin": float, "x_scale": str,

@@ -98,9 +98,13 @@ def test_outputs_do_not_depend_on_the_chunk_size_and_accelerators_take_larger_ch
     default = space.outputs(bits, offsets)
     for chunk in (7, GPU_CHUNK_SIZE):  # 16 offsets x 1 input per call; every offset and input in one call
         assert torch.allclose(space.outputs(bits, offsets, chunk), default, rtol=1e-5, atol=1e-6)
+    pad = ParamSpace(sv.build_model("scratchpad", d_model=16, n_layers=1, n_heads=2, max_len=7, seed=0), steps="all")
+    pad_offsets = gaussian_directions(pad.size, 5, 0.05, make_generator(1))
+    pad_default = pad.outputs(bits, pad_offsets)  # [5, 64 inputs * 6 steps], input-major
     monkeypatch.setattr(params, "LOOP_ACTIVATIONS", 1)  # the CPU's path for many inputs: one call per offset
     for chunk in (None, 7):
         assert torch.allclose(space.outputs(bits, offsets, chunk), default, rtol=1e-5, atol=1e-6)
+        assert torch.allclose(pad.outputs(bits, pad_offsets, chunk), pad_default, rtol=1e-5, atol=1e-6)
 
 
 def test_exact_limit_equals_per_example_gradients_from_plain_backward(any_model):
