@@ -370,10 +370,11 @@ def predictions_view(code: str, projector: bool = False) -> None:
                     f"{'s' if total != 1 else ''})")
         bars = alt.Chart(rows).mark_bar().encode(
             y=alt.Y("answer:N", sort=list(rows["answer"]), title=None, axis=alt.Axis(labelFontSize=16 if projector else 12,
-                                                                                   labelLimit=400)),
+                                                                                   labelLimit=400, labelOverlap=False)),
             x=alt.X("count:Q", title="predictions", axis=alt.Axis(tickMinStep=1, labelFontSize=16 if projector else 12)),
             color=alt.condition("datum.right", alt.value("#009E73"), alt.value("#56B4E9")))
-        st.altair_chart(bars.properties(height=36 * len(rows)))
+        st.altair_chart(bars.properties(height=alt.Step(44 if projector else 32)))  # a band per answer, each labelled
+        # (a total height was shared with the axis: its bands grew too thin, and Vega dropped every other label)
         if number in found.released:
             right = int(rows.loc[rows["right"].fillna(False).astype(bool), "count"].sum())
             st.markdown(f"Right: **{right} of {total}** ({right / total:.0%})." if total else "")

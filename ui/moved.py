@@ -6,19 +6,29 @@ Streamlit's browser code asks, on every reconnection, for the session it had: th
 websocket's `Sec-WebSocket-Protocol` header names it. A server that still holds that session resumes it
 (the same id, nothing lost); any other starts a new session with a new id. A session whose header names
 an id other than its own was therefore moved. What it keeps and what it loses is the serving doc's
-"What a student loses" (docs/serving.md)."""
+"What a student loses" (docs/serving.md): on a Ray cluster a training run goes on; on one server, whose runs
+train in its own processes, the run stopped with it and keeps its last measurement (`server.jobs`)."""
 
 from __future__ import annotations
+
+import os
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from server import jobs
 from ui import registry
 
 NOTICE = ("**This page reconnected to another server process**: the one that served it stopped or restarted. "
           "Your training run goes on (runs train on the cluster, not in the web server) and your kept models "
           "open as before (they live in the shared data folder). What only the old server held is gone: an upload "
           "that was in progress (upload the file again) and page settings that were not in the link.")
+"""What a moved session is told where the runs train on a Ray cluster ($SENSVIZ_RAY_ADDRESS)."""
+
+NOTICE_LOCAL = ("**This page reconnected to the server after it stopped or restarted.** A training run that was "
+                "going stopped with it and keeps its last measurement (its page says so; press Train to run it "
+                "again). Kept models open as before. An upload in progress and page settings not in the link are gone.")
+"""The same where the runs train in the server's own processes (no Ray cluster): they end with it."""
 
 
 def previous_session(protocol: str | None) -> str | None:
@@ -41,4 +51,4 @@ def notice() -> None:
         st.session_state[registry.MOVED] = was_moved(st.context.headers.get("Sec-Websocket-Protocol"),
                                                      ctx.session_id if ctx else None)
     if st.session_state[registry.MOVED]:
-        st.info(NOTICE, icon=":material/sync_problem:")
+        st.info(NOTICE if os.environ.get(jobs.RAY_ADDRESS) else NOTICE_LOCAL, icon=":material/sync_problem:")

@@ -240,6 +240,12 @@ def test_the_instructors_histogram_fills_as_the_room_predicts(server, browser):
         page.get_by_role("radio", name=chapter.predict.options[0]).check(force=True)
         wait_until_done(page)
         teacher.get_by_text(f"({k} prediction{'s' if k > 1 else ''})").wait_for(timeout=APPEARS_MS)  # live, no reload
+    wait_until_done(teacher)
+    chart = teacher.locator('[data-testid="stVegaLiteChart"]').last
+    chart.locator("canvas, svg.marks").first.wait_for(timeout=APPEARS_MS)
+    bands = len(chapter.predict.options)  # a band of 32 px per answer: none too thin to be labelled
+    assert chart.bounding_box()["height"] >= 32 * bands + 30, chart.bounding_box()  # and the count axis below
+    screenshot(teacher, "class-predictions")
     for context, _, _ in members:
         context.close()
     teacher.context.close()

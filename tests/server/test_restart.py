@@ -18,13 +18,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "deploy"))
 
 import load  # noqa: E402
+from department import student  # noqa: E402
 
 import sensviz as sv  # noqa: E402
 from server import assignments, owners  # noqa: E402
 from server.classes import ClassStore  # noqa: E402
 from server.kept import KeptStore  # noqa: E402
+from ui.moved import NOTICE, NOTICE_LOCAL  # noqa: E402
 
 CEILING_S = 120  # generous: the machine is shared; a deadlock never ends
 
@@ -175,4 +178,11 @@ def test_a_server_stopped_while_a_class_run_trains_starts_again_and_keeps_the_ru
         assert cells == sorted(tuple(found.jobs[j]["assignment"].values()) for j in (job, queued))  # dealt again
         opened = asyncio.run(load.open_once(base, f"class?class={code}"))[0]
         assert opened.ok, (opened.status, opened.exceptions)
+
+        async def reconnect():  # a page of the stopped server, reconnecting as Streamlit's browser code does
+            async with student(base, resume="a-session-of-the-stopped-server") as page:
+                return await page.open(f"train?job={job}")
+
+        moved = asyncio.run(reconnect())
+        assert moved.ok and NOTICE_LOCAL in moved.texts and NOTICE not in moved.texts, moved.texts  # no "goes on"
     print(f"{stop.name}: ended in {ended_s:.1f} s, ready again in {ready_s:.1f} s")
