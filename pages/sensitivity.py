@@ -55,10 +55,8 @@ if len(vertices) == len(models):
                             title=f"{charts.CUBE_COLOURINGS[COLOURS[shown]]} on every input"),
             width="content", on_select=settings.pick_vertex(n), key=settings.chart_key("grid", n),
         )
-        scale = (f"the fixed range 0..{top} (0: no flip changes f(x); {top}: every flip does)"
-                 if shown in ("model", "target") else "one range around 0 (blue above, red below)")
         st.caption(f"One cell per input, labelled by its bits; rows and columns follow the Gray code, so inputs one "
-                   f"bit apart are adjacent (with wrap-around). Colours on {scale}"
+                   f"bit apart are adjacent (with wrap-around). Colours on {charts.cube_scale_words(COLOURS[shown], top)}"
                    + (", the same for both models" if compare else "")
                    + "; a white dot marks an input where the target is 1. Click a cell to look at that input below.")
     else:

@@ -129,6 +129,15 @@ CUBE_COLOURINGS = {
 """What a cube grid can be coloured by (columns of `sensviz.tables.vertex_table`) and the legend's title."""
 
 
+def cube_scale_words(value: str, n: int) -> str:
+    """How `cube_grids` colours `value`, in words for a caption (tested against the drawn legend)."""
+    if value == "s_difference":
+        return f"one range −{n}..{n} around 0 (red: the model is more sensitive there than the target; blue: less)"
+    if value == "output_pm1":
+        return "one range around 0 fitted to the outputs (dark: −1, light: +1)"
+    return f"the fixed range 0..{n} (0: no flip changes f(x); {n}: every flip does)"
+
+
 def cube_grids(tables: dict[str, pd.DataFrame], value: str = "s_model", n: int | None = None,
                title: str = "") -> alt.ConcatChart:
     """The cubes of one or more models (`sensviz.tables.vertex_table`, by label) as Karnaugh maps:

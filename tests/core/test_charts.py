@@ -89,6 +89,24 @@ def test_the_cube_colours_s_on_the_fixed_domain_0_to_n_so_parity_and_first_look_
         assert {tuple(s["domain"]) for s in colour_scales(charts.cube_grids({model: grids[model]}).to_dict())} == {(0, 8)}
 
 
+def test_the_cube_caption_names_the_colours_its_legend_draws(found):
+    grids = {m: found[m]["vertices"] for m in MODELS}
+
+    def legend_ends(value) -> tuple[tuple[int, ...], tuple[int, ...]]:  # the gradient's colours at min and max
+        svg = vl_convert.vegalite_to_svg(charts.cube_grids(grids, value).to_dict())
+        stops = re.findall(r'<stop offset="[\d.]+" stop-color="rgb\(([\d, ]+)\)"', svg)
+        return tuple(map(int, stops[0].split(","))), tuple(map(int, stops[-1].split(",")))
+
+    low, high = legend_ends("s_difference")  # above 0: the model more sensitive than the target
+    words = charts.cube_scale_words("s_difference", 8)
+    above = "red" if high[0] > high[2] else "blue"
+    below = "red" if low[0] > low[2] else "blue"
+    assert above != below and f"{above}: the model is more sensitive" in words and f"{below}: less" in words
+    low, high = legend_ends("output_pm1")
+    assert sum(low) < sum(high) and "dark: −1, light: +1" in charts.cube_scale_words("output_pm1", 8)
+    assert "0..8" in charts.cube_scale_words("s_model", 8)
+
+
 def test_the_cube_diverging_colourings_are_symmetric_around_zero(found):
     grids = {m: found[m]["vertices"] for m in MODELS}
     difference = colour_scales(charts.cube_grids(grids, "s_difference").to_dict())[0]
