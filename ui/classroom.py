@@ -249,14 +249,17 @@ def _open(token: str, compare: bool) -> None:
 
 def gallery_rows(found: Class) -> pd.DataFrame:
     """The gallery as a table: member · task · n · accuracy · the model's name (a run's carries its seed; at
-    most 48 characters; a run trained off the running assignment says so) · when it was added (UTC), so two
-    runs of one setting differ; text cells, newest last."""
+    most 48 characters; a run trained off the running assignment says so, and so does one that ended before its
+    last step: stopped, or cut off by a server restart) · when it was added (UTC), so two runs of one setting
+    differ; text cells, newest last."""
     names = found.names()
     edited = {job for job, e in found.jobs.items() if found.assignment and not e["assignment"]}  # trained off the assignment
+    cut = {job for job, e in found.jobs.items() if e["recorded"] and e.get("finished") is False}
     return pd.DataFrame([{"member": names.get(m.member, "?"), "task": m.task, "n": m.n,
                           "accuracy": None if m.accuracy is None else round(float(m.accuracy), 4),
                           "model": (m.name if len(m.name) <= 48 else m.name[:47] + "…")
-                          + (f" ({NOT_ASSIGNMENT})" if m.job in edited else ""),
+                          + (f" ({NOT_ASSIGNMENT})" if m.job in edited else "")
+                          + (f" ({STOPPED_EARLY})" if m.job in cut else ""),
                           "added": time.strftime("%H:%M:%S", time.gmtime(m.added)), "token": m.token}
                          for m in found.model_list()],
                         columns=["member", "task", "n", "accuracy", "model", "added", "token"])
@@ -429,6 +432,7 @@ def fill_train_form(force: bool = False) -> dict | None:
 
 
 NOT_ASSIGNMENT = "not part of the assignment"
+STOPPED_EARLY = "stopped before its last step"
 
 
 def assignment_note(request: TrainRequest) -> str | None:

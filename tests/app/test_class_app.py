@@ -359,6 +359,28 @@ def test_an_edited_assignment_run_is_labelled_before_train_and_in_the_gallery():
     assert list(classroom.gallery_rows(store.get(code))["model"]) == ["parity-n4-s1000 (not part of the assignment)"]
 
 
+def test_a_run_that_ended_before_its_last_step_says_so_in_the_gallery():
+    code, teacher = new_class()
+    ada = join(code, "Ada")
+    store = services.class_store()
+    tokens = [keep(owner(ada), "encoder-parity-n6"), keep(owner(ada), "encoder-first-n6")]
+    for job in ("job-cutoff000000", "job-finished0000"):
+        store.add_job(code, owner(ada), job, "parity", 4, None)
+
+    class Ended:  # one run cut off by a server restart, one that trained to its last step
+        def status(self, job_id):
+            cut = job_id == "job-cutoff000000"
+            return JobStatus(job_id, owner(ada), job_id, "stopped" if cut else "finished", 0.0, kept=tokens[not cut],
+                             reason="the server stopped during this run" if cut else None)
+
+        def records(self, job_id):
+            return [{"step": 500, "accuracy": 1.0}]
+
+    assert store.sync(code, Ended()) == 2
+    rows = classroom.gallery_rows(store.get(code)).set_index("token")["model"]
+    assert rows[tokens[0]] == f"job-cutoff000000 ({classroom.STOPPED_EARLY})" and rows[tokens[1]] == "job-finished0000"
+
+
 def test_peer_instruction_counts_the_rooms_predictions_holds_the_reveal_and_shows_the_share():
     from sensviz import lab
 
