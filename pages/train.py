@@ -66,7 +66,7 @@ def live(job_id: str, log_loss: bool) -> None:
     show_records(job_id, log_loss)
 
 
-job_id = registry.followed_job()
+job_id = registry.followed_job() or job_panel.job_of_selected()  # after a reload: the run of the selected model
 status = services.job_manager().status(job_id) if job_id else None
 if status is not None:
     st.subheader(escape_markdown(status.name))

@@ -20,7 +20,7 @@ Files in the job folder (`server.jobs` reads them; every write is atomic or an a
 - `request.json`   the `TrainRequest` (written by the server before the process starts)
 - `progress.json`  step, steps, training loss, the last evaluation, seconds (about 4 times a second)
 - `records.jsonl`  one measurement record per line (`sensviz.monitor.MeasurementCallback`)
-- `last.safetensors`  the weights of the last measurement (what Stop keeps)
+- `last.safetensors`  the weights of the last measurement (what Stop keeps), with its job's id
 - `result.safetensors`  the final checkpoint, with its training history, its request and its job's id
 - `outcome.json`   how the run ended: finished (stop reason, steps, seconds) or failed (the error)
 
@@ -208,7 +208,7 @@ def _live_callback(folder: Path, request: TrainRequest):
             data = checkpoint_bytes(model, task=state.task, n=state.config.n, encoding=state.config.encoding,
                                     training={"trainer": "sensviz.training (explorer job)", "steps": step,
                                               "config": state.config.to_dict(), "request": request.to_dict(),
-                                              "history": state.history})
+                                              "history": state.history, "job": folder.name})
             write_atomic(folder / "last.safetensors", data)
             self.records_file.write(json.dumps(self.records[-1]) + "\n")
             self.records_file.flush()

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from sensviz.checkpoints import CheckpointError
 from sensviz.init_training import path_job
 from sensviz.models import ModelSettings
 from sensviz.text import quoted
 from server import jobs, services
 from server.worker import TrainRequest
-from ui import cache, owner_id, registry
+from ui import job_panel, owner_id, registry
 
 
 def request(arch: str, d_model: int, n_layers: int, n: int, task: str, steps: int) -> TrainRequest:
@@ -29,24 +28,11 @@ def followed(wanted: TrainRequest) -> jobs.JobStatus | None:
     one this session follows, else the one that trained the selected model (a link made after the run ended
     names that model: its checkpoint records its job)."""
     manager = services.job_manager()
-    for find in (registry.followed_job, _job_of_selected):  # the selected model read only when needed
+    for find in (registry.followed_job, job_panel.job_of_selected):  # the selected model read only when needed
         job_id = find()
         if job_id is not None and manager.request(job_id) == wanted:
             return manager.status(job_id)
     return None
-
-
-def _job_of_selected() -> str | None:
-    """The id of the server job that trained the selected model, as its checkpoint records it."""
-    ref = registry.selected()
-    if ref is None:
-        return None
-    try:
-        training = cache.load(ref).metadata.get("training") or {}
-    except CheckpointError:
-        return None
-    job_id = training.get("job") if isinstance(training, dict) else None
-    return job_id if isinstance(job_id, str) and jobs.JOB_ID.fullmatch(job_id) else None
 
 
 def submit(wanted: TrainRequest) -> None:

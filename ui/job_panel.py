@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import streamlit as st
 
+from sensviz.checkpoints import CheckpointError
 from sensviz.text import escape_markdown, quoted
 from server import jobs, services
-from ui import model_refs, owner_id, registry
+from ui import cache, model_refs, owner_id, registry
 
 
 def draw() -> str | None:
@@ -47,6 +48,20 @@ def draw() -> str | None:
             registry.mark_job_done(job_id)
             st.rerun()
     return None
+
+
+def job_of_selected() -> str | None:
+    """The id of the server job that trained the selected model, as its checkpoint records it (a link made after
+    the run ended names the model, not the job)."""
+    ref = registry.selected()
+    if ref is None:
+        return None
+    try:
+        training = cache.load(ref).metadata.get("training") or {}
+    except CheckpointError:
+        return None
+    job_id = training.get("job") if isinstance(training, dict) else None
+    return job_id if isinstance(job_id, str) and jobs.JOB_ID.fullmatch(job_id) else None
 
 
 def _job_in_sidebar(state: str) -> None:

@@ -243,6 +243,9 @@ def test_train_a_tiny_model_it_is_selected_kept_and_linkable():
     again = open_url("sensitivity", **link)  # a reload, or a colleague opening the link
     assert selected(again).key == link["model"].split(":")[1]
     assert any(m.label == "as_n model" for m in again.sidebar.metric)
+    reloaded = open_url("train", **link)  # the Train page reloaded after the run: its outcome and its curves again
+    assert any("completed every step after 40 steps" in s.value for s in reloaded.success)
+    assert reloaded.get("arrow_vega_lite_chart") or reloaded.get("vega_lite_chart"), "no training curves"
 
 
 def test_one_job_per_user_and_stop_keeps_the_last_measurement():
