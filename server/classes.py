@@ -412,7 +412,9 @@ class ClassStore:
     def _check_free(self, c: Class, name: str, member_id: str | None = None) -> None:
         """`ClassRefused` when another member's name looks like `name` (the same skeleton: `server.names`)."""
         if any(skeleton(m["name"]) == skeleton(name) and m["id"] != member_id for m in c.members):
-            raise ClassRefused(f"the name {name} is taken in this class, or one that looks like it; choose another")
+            raise ClassRefused(f"the name {name} is taken in this class, or one that looks like it; choose another, "
+                               "or, if it is yours (another browser, or a reload in one that keeps no cookies), "
+                               "give your rejoin code below")
 
     def join(self, code: str, name: str, owner: str, address: str | None = None) -> tuple[Member, str]:
         """`owner` joins under the display name `name` from the network `address`; returns the member and their

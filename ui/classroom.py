@@ -186,7 +186,8 @@ def sidebar() -> None:
     st.caption(f"**{escape_markdown(found.name)}**" + (" · closed" if found.closed else ""))
     rejoin = st.session_state.get(registry.CLASS_REJOIN, {}).get(found.code)
     if rejoin:
-        st.caption("Your rejoin code, for another browser (shown in this session only):")
+        st.caption("Your rejoin code, for another browser (shown in this session only; a browser that keeps no "
+                   "cookies needs it after every reload):")
         st.code(rejoin, language=None)
     live_gallery(found.code, compact=True)
     st.page_link("pages/class.py", label="Class gallery and chart", icon=":material/groups:",
@@ -209,7 +210,8 @@ def join_form(found: Class) -> None:
         else:
             st.session_state.setdefault(registry.CLASS_REJOIN, {})[found.code] = rejoin
             st.rerun()
-    code = st.text_input("…or your rejoin code (from another browser)", key=registry.CLASS_REJOIN_CODE, max_chars=64)
+    code = st.text_input("…or your rejoin code (from another browser, or after a reload that forgot you)",
+                         key=registry.CLASS_REJOIN_CODE, max_chars=64)
     if st.button("Rejoin", key=registry.CLASS_REJOIN_BUTTON) and code:
         try:
             store().rejoin(found.code, code.strip(), owner_id.owner())
