@@ -1,6 +1,7 @@
 """Class: the class's gallery, its members' runs of the assignment on one chart with the verdict, and
 the instructor's view (members, assignment, jobs with Stop, the class's tables, close and delete).
-Projector mode (`projector=1`): the gallery and the chart in large type, without the sidebar."""
+Projector mode (`projector=1`): the class link (to the instructor), the gallery and the chart in large type, without
+the sidebar."""
 
 import streamlit as st
 
@@ -41,6 +42,9 @@ projector = page.Settings("class").flag("projector", help="Large type, no sideba
 if projector:
     st.html(classroom.PROJECTOR_CSS)
 st.subheader(escape_markdown(found.name) + (" (closed)" if found.closed else ""))
+if projector and classroom.is_instructor(found) and not found.closed:  # the room's screen: where to join, first
+    st.markdown("Join the class at")
+    st.code(classroom.class_link(found.code), language=None)
 me = classroom.member(found)
 if me is not None and not projector:
     st.caption(f"You are **{escape_markdown(me.name)}** in this class.")

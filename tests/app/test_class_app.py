@@ -121,6 +121,7 @@ def test_the_instructor_link_is_exchanged_once_and_leaves_the_url():
     assert "### Class chart" not in shown  # the room's screen: the chart first, under the class's name
     assert "### Gallery" in shown and "assignment yet" in " ".join(c.value for c in teacher.caption)
     assert any("stSidebar" in h.proto.body for h in teacher.get("html"))
+    assert [c.value for c in teacher.code] == [classroom.class_link(code)]  # where to join, on the room's screen
 
 
 @pytest.mark.parametrize("name", ["Ada", "**bold** [x](https://e.vil)", ":red[alarm]", "  Zoë   O'Neil "])
