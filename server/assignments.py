@@ -319,6 +319,14 @@ class Verdict:
     text: str
     missing: dict  # {(task, n): runs still to come}
 
+    @property
+    def reason(self) -> str:
+        """The text without its leading "not yet resolved: " (what a heading that already says so leaves to say)."""
+        return self.text.removeprefix(NOT_YET)
+
+
+NOT_YET = "not yet resolved: "
+
 
 def counted(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs the verdict counts: each cell (task, n, seed: one member's) once, its latest finished
@@ -362,7 +370,7 @@ def verdict(a: Assignment, runs: pd.DataFrame, ended: bool = False) -> Verdict:
         return ended_verdict(a, kept, interval)
     missing = missing_runs(a, runs)
     if missing:
-        return Verdict(interval, stats.UNRESOLVED, f"not yet resolved: {_at(missing)}", missing)
+        return Verdict(interval, stats.UNRESOLVED, f"{NOT_YET}{_at(missing)}", missing)
     found = stats.verdict(interval, +1) if interval is not None else stats.UNRESOLVED
     if found == stats.REPRODUCED:
         return Verdict(interval, found, "the class reproduced the paper's claim", {})
@@ -371,8 +379,8 @@ def verdict(a: Assignment, runs: pd.DataFrame, ended: bool = False) -> Verdict:
     needed = interval.units_needed(0.8) if interval is not None else None
     more = {(a.tasks[0], n): max(1, (needed or 0) - int(interval.units)) if interval is not None else a.seeds[a.tasks[0]]
             for n in a.lengths}
-    text = f"not yet resolved: {_at(more)}" if needed is not None or interval is None else \
-        "not yet resolved: the class's effect is too small to be resolved by more runs"
+    text = f"{NOT_YET}{_at(more)}" if needed is not None or interval is None else \
+        f"{NOT_YET}the class's effect is too small to be resolved by more runs"
     return Verdict(interval, found, text, more)
 
 

@@ -575,7 +575,7 @@ def chart_section(found: Class, projector: bool = False) -> None:
     decided = assignments.verdict(a, runs if not runs.empty else pd.DataFrame(), ended=found.ended)
     if projector:  # one line of large type at 1024 px, the full sentence under it
         st.markdown(f"### Verdict: {PROJECTED_VERDICT[decided.verdict]}")
-        st.markdown(escape_markdown(decided.text[:1].upper() + decided.text[1:]) + ".")
+        st.markdown(escape_markdown(decided.reason[:1].upper() + decided.reason[1:]) + ".")  # not "not resolved" twice
     else:
         (st.success if decided.verdict == "reproduced" else st.info)(f"Verdict: {decided.text}.")
     if decided.interval is not None:

@@ -286,6 +286,7 @@ def test_the_class_verdict_uses_the_fidelity_rule():
     assert flat.verdict == stats.UNRESOLVED and flat.text.startswith("not yet resolved")
     empty = assignments.verdict(a, pd.DataFrame())
     assert empty.text == "not yet resolved: 30 more runs at n = 4 and 8" and empty.interval is None
+    assert empty.reason == "30 more runs at n = 4 and 8"  # what the projector says under "Verdict: not resolved yet"
 
 
 class _Manager:
