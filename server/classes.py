@@ -115,7 +115,8 @@ class Class:
     closed: bool = False
     members: list[dict] = field(default_factory=list)
     models: list[dict] = field(default_factory=list)
-    jobs: dict[str, dict] = field(default_factory=dict)  # job id -> {"member", "assignment": dict | None, "recorded"}
+    jobs: dict[str, dict] = field(default_factory=dict)  # job id -> {"member", "assignment": dict | None, "recorded",
+    # and once recorded "finished" (to its last step, by a member still in the class) and "ended" (the job's state)}
     assignment: str | None = None  # the running assignment's name (`server.assignments.ASSIGNMENTS`)
     removed: list[str] = field(default_factory=list)  # owner ids of removed members: they cannot join again (`readmit`)
     ended: bool = False  # the instructor ended the assignment: no more cells dealt, the verdict on the runs in
@@ -591,6 +592,7 @@ class ClassStore:
             for job_id, (entry, status) in ended.items():
                 entry["recorded"] = True
                 entry["finished"] = status is not None and status.state == "finished" and entry["member"] in names
+                entry["ended"] = status.state if status is not None else "gone"  # how the run ended (the gallery says)
                 if status is None:
                     continue
                 records = manager.records(job_id)

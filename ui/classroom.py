@@ -256,7 +256,7 @@ def gallery_rows(found: Class) -> pd.DataFrame:
     differ; text cells, newest last."""
     names = found.names()
     edited = {job for job, e in found.jobs.items() if found.assignment and not e["assignment"]}  # trained off the assignment
-    cut = {job for job, e in found.jobs.items() if e["recorded"] and e.get("finished") is False}
+    cut = {job for job, e in found.jobs.items() if e.get("ended") in ("stopped", "failed")}  # its last measurement
     return pd.DataFrame([{"member": names.get(m.member, "?"), "task": m.task, "n": m.n,
                           "accuracy": None if m.accuracy is None else round(float(m.accuracy), 4),
                           "model": (m.name if len(m.name) <= 48 else m.name[:47] + "…")
