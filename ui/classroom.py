@@ -534,7 +534,8 @@ def chart(a: assignments.Assignment, runs: pd.DataFrame, projector: bool = False
                         symbolSize=look["point"] * 2)  # one line above: the plot keeps the width and the height
     color = alt.Color("task:N", title="task", legend=legend, scale=alt.Scale(domain=tasks, range=[c for c, _, _ in style]))
     shape = alt.Shape("task:N", title="task", legend=legend, scale=alt.Scale(domain=tasks, range=[m for _, m, _ in style]))
-    dash = alt.StrokeDash("task:N", title="task", legend=legend, scale=alt.Scale(domain=tasks, range=[d for _, _, d in style]))
+    dash = alt.StrokeDash("task:N", title="task", legend=None,  # merged into the legend, it drew FIRST's circle dashed
+                          scale=alt.Scale(domain=tasks, range=[d for _, _, d in style]))
     faint = alt.Opacity("kept:N", title="", legend=legend,
                         scale=alt.Scale(domain=["converged", "not converged"], range=[0.85, 0.3]))
     yours = f"datum.member === {YOU}"
