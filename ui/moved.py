@@ -19,15 +19,15 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from server import jobs
 from ui import registry
 
-NOTICE = ("**This page reconnected to another server process**: the one that served it stopped or restarted. "
-          "Your training run goes on (runs train on the cluster, not in the web server) and your kept models "
-          "open as before (they live in the shared data folder). What only the old server held is gone: an upload "
-          "that was in progress (upload the file again) and page settings that were not in the link.")
+_MOVED = "**This page reconnected to another server process**: the one that served it stopped or restarted. "
+_LOST = ("Your kept models open as before (they live in the data folder). What only the old server held is gone: an "
+         "upload that was in progress (upload the file again) and page settings that were not in the link.")
+
+NOTICE = _MOVED + "Your training run goes on (runs train on the cluster, not in the web server). " + _LOST
 """What a moved session is told where the runs train on a Ray cluster ($SENSVIZ_RAY_ADDRESS)."""
 
-NOTICE_LOCAL = ("**This page reconnected to the server after it stopped or restarted.** A training run that was "
-                "going stopped with it and keeps its last measurement (its page says so; press Train to run it "
-                "again). Kept models open as before. An upload in progress and page settings not in the link are gone.")
+NOTICE_LOCAL = (_MOVED + "A training run that was going stopped with it and keeps its last measurement (its page says "
+                "so; press Train to run it again). " + _LOST)
 """The same where the runs train in the server's own processes (no Ray cluster): they end with it."""
 
 
