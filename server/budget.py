@@ -16,19 +16,25 @@ the formal model, whose heads are d wide each), one forward pass over b strings 
 
     flops_fwd(b) = 2 b n P  +  4 b n^2 d A          ops_fwd = OPS_PER_LAYER * L (per call)
 
-Elementwise work (LayerNorm, softmax, residuals: memory-bound) adds `ELEMENT_FLOPS` flops per
-activation element, b n (L (d + d_ff) + A H n). A training step is a forward and a backward (3 x
-the flops, 3 x the ops, plus `TRAIN_OPS`) plus AdamW (`ADAM_FLOPS_PER_PARAM` * P). An evaluation
+Elementwise work (LayerNorm, softmax, residuals, the heads' split and merge: memory-bound) adds, in
+flop-equivalents, a `PassCost` per token: `width` per unit of each layer's d + d_ff, `score` per
+attention score (A H n of them), `spill` more per score when one call's scores outgrow `CACHE_BYTES`,
+and `head` per head of each attention block (A H: a softmax row, narrow heads' overhead). `FORWARD`
+prices a pass without gradients, `TRAINING` a training step's forward and backward together, whose
+matmuls are 3 x the forward's and its ops 3 x plus `TRAIN_OPS`; AdamW adds `ADAM_FLOPS_PER_PARAM` * P.
+`python benchmarks/budget_fit.py` measures both on this machine and fits them (least squares on the
+relative error over one-layer encoders of widths 8-128, 1-8 heads, n 8-24). An evaluation
 is a forward over the evaluation strings in chunks of 2048; one every `eval_interval` steps, at
 step 0 and at the end. A measurement (`sensviz.monitor` with the worker's `live_settings()`: M =
-min(2^n, `LIVE_INPUTS`) landscape inputs, D = `LIVE_DIRECTIONS` directions) is a forward over M (loss, accuracy); the cube
-analyses, twice (sensitivity and Blowup), a forward over 2^n strings up to n = 14, else over 512
-samples with their n neighbours; D directions x (a forward over M + `PERTURB_FLOPS_PER_PARAM` * P);
+min(2^n, `LIVE_INPUTS`) landscape inputs, D = `LIVE_DIRECTIONS` directions) is a forward over M (loss, accuracy); sensitivity, a
+forward over the 2^n strings up to n = 14, else over 512 samples with their n neighbours; Blowup, a forward
+over the cube or the 512 samples; D directions x (a forward over M + `PERTURB_FLOPS_PER_PARAM` * P);
 for the scratchpad, greedy decoding of the M inputs (n forwards over the growing prefix: n x the
 ops, (n + 1) / 2 x the flops of a forward); per-example gradients over M (`PER_EXAMPLE_FACTOR` x the
-flops of a training pass, times n outputs for the scratchpad, plus `ELEMENT_FLOPS` per gradient
+flops of a training pass, times n outputs for the scratchpad, plus `GRADIENT_ELEMENT_FLOPS` per gradient
 element M P); `MEASURE_OPS_PER_LAYER` * L operations of bookkeeping; and a checkpoint
-(`CHECKPOINT_FLOPS_PER_PARAM` * P + `CHECKPOINT_OPS`). One is scheduled every `measure_every` steps,
+(`CHECKPOINT_FLOPS_PER_PARAM` * P + `CHECKPOINT_OPS`, and `TABLE_CHECKPOINT_FLOPS` * 2^n for a task given
+by a truth table, which also costs `TABLE_FLOPS` * 2^n once). One is scheduled every `measure_every` steps,
 at step 0 and at the end, but the worker skips one while measuring has taken longer than training,
 so measuring costs at most the training time plus two measurements.
 
@@ -82,9 +88,10 @@ OPS_PER_LAYER = 40
 """Tensor operations of one layer's forward pass (attention, feed-forward, two LayerNorms, residuals)."""
 TRAIN_OPS = 30
 """Operations of a step besides the model's (data, loss, AdamW's foreach kernels)."""
-ELEMENT_FLOPS = 1000
-"""Elementwise work (LayerNorm, softmax, activations, residuals) per activation element of a
-forward pass, in flop-equivalents: memory-bound, it dominates small and medium models."""
+GRADIENT_ELEMENT_FLOPS = 1000
+"""Work per element of the per-example gradients (gathering, flattening and reducing them)."""
+CACHE_BYTES = 2**21
+"""The cache one call's attention scores fit in (a core's 2 MiB of L2 here); larger ones stream through memory."""
 ADAM_FLOPS_PER_PARAM = 60
 """AdamW and the last-good copy per parameter, in flop-equivalents (elementwise, memory-bound)."""
 PERTURB_FLOPS_PER_PARAM = 40
@@ -117,9 +124,12 @@ TABLE_COPIES = {"random": 2, "table": 6}
 """Bytes per truth-table entry of the tasks given by a table (`sensviz.tasks._TableTask`): the random
 task's uint8 draw and its transient; a given table's label string, its bits, their encoding, the uint8
 table, its copy and the checkpoint's packing."""
-TABLE_FLOPS = {"random": 400, "table": 1000}
+TABLE_FLOPS = {"random": 400, "table": 1400}
 """Work per truth-table entry, once per run, in flop-equivalents: drawing the random table; parsing,
 copying and packing a given one."""
+TABLE_CHECKPOINT_FLOPS = {"random": 0, "table": 450}
+"""Work per truth-table entry of every checkpoint a run writes (a measurement's, the result's): a given table
+is checked against the length and hashed into the checkpoint again (the random task is saved as its seed)."""
 
 # What the worker and the library do (their sizes, as the cost model needs them).
 EVAL_CHUNK = 2048  # sensviz.training: evaluation strings per forward call
@@ -130,6 +140,26 @@ GRADIENT_FLOATS = 2**24  # sensviz.params.GRADIENT_BUDGET: per-example gradient 
 GRADIENT_CHUNK = 1024  # sensviz.params.CHUNK_SIZE
 DEFAULT_BUDGET = "1800s,4096MiB"
 MiB = 2**20
+
+
+@dataclass(frozen=True)
+class PassCost:
+    """The elementwise work of a pass per token, in flop-equivalents (the module docstring has the terms)."""
+
+    width: float  # per unit of d + d_ff of each layer (LayerNorm, activations, residuals)
+    score: float  # per attention score
+    spill: float  # added per score when one call's scores outgrow CACHE_BYTES
+    head: float  # per head of each attention block (a softmax row; narrow heads' split and merge)
+
+    def flops(self, s: Shape, strings: int, n: int, calls: int = 1) -> float:
+        width, scores, spilled, heads = elementwise_terms(s, strings, n, calls)
+        return self.width * width + self.score * scores + self.spill * spilled + self.head * heads
+
+
+FORWARD = PassCost(width=340, score=320, spill=340, head=8300)
+"""A pass without gradients (evaluations, the cube analyses, the directions), fitted by benchmarks/budget_fit.py."""
+TRAINING = PassCost(width=940, score=590, spill=1760, head=46_500)
+"""A training step's forward and backward together, fitted by benchmarks/budget_fit.py."""
 
 
 @dataclass(frozen=True)
@@ -247,11 +277,29 @@ def shape(model_settings, n: int) -> Shape:
                  config.n_heads, limit)
 
 
+def elementwise_terms(s: Shape, strings: int, n: int, calls: int = 1) -> tuple[float, float, float, float]:
+    """What passes over `strings` strings of length n in `calls` calls do elementwise, the terms of a `PassCost`:
+    units of width (b n L (d + d_ff)), attention scores (b n A H n), the scores of calls whose scores (one
+    block's) outgrow `CACHE_BYTES` (all or none), and heads (b n A H)."""
+    tokens = strings * n
+    scores = tokens * s.attention * s.heads * n
+    spilled = scores if 4.0 * scores / (s.attention * max(calls, 1)) > CACHE_BYTES else 0.0
+    return tokens * s.layers * (s.d_model + s.d_ff), scores, spilled, tokens * s.attention * s.heads
+
+
+def _matmul(s: Shape, strings: int, n: int) -> float:
+    """Flops of a forward pass's matmuls over `strings` strings of length n."""
+    return 2.0 * strings * n * s.params + 4.0 * strings * n * n * s.attention_width * s.attention
+
+
 def _forward(s: Shape, strings: int, n: int, calls: int = 1) -> tuple[float, float]:
-    """(ops, flops) of forward passes over `strings` strings of length n in `calls` calls."""
-    matmul = 2.0 * strings * n * s.params + 4.0 * strings * n * n * s.attention_width * s.attention
-    elements = strings * n * (s.layers * (s.d_model + s.d_ff) + s.attention * s.heads * n)
-    return calls * OPS_PER_LAYER * s.layers, matmul + ELEMENT_FLOPS * elements
+    """(ops, flops) of forward passes without gradients over `strings` strings of length n in `calls` calls."""
+    return calls * OPS_PER_LAYER * s.layers, _matmul(s, strings, n) + FORWARD.flops(s, strings, n, calls)
+
+
+def _training(s: Shape, strings: int, n: int, calls: int = 1) -> tuple[float, float]:
+    """(ops, flops) of forward and backward passes over `strings` strings of length n in `calls` calls."""
+    return 3 * calls * OPS_PER_LAYER * s.layers, 3 * _matmul(s, strings, n) + TRAINING.flops(s, strings, n, calls)
 
 
 def _activation_bytes(s: Shape, strings: int, n: int, saved: bool) -> float:
@@ -269,12 +317,13 @@ def _eval_strings(config) -> list[int]:
     return [min(2**n, config.eval_size) for n in config.lengths]
 
 
-def _table(task, n: int) -> tuple[float, float]:
-    """(bytes, flops) of a task given by a truth table at length n, once per run; (0, 0) for any other task."""
+def _table(task, n: int) -> tuple[float, float, float]:
+    """(bytes, flops once per run, flops per checkpoint) of a task given by a truth table at length n; zeros
+    for any other task."""
     name = getattr(task, "name", None)
     if name not in TABLE_COPIES:
-        return 0.0, 0.0
-    return TABLE_COPIES[name] * 2.0**n, TABLE_FLOPS[name] * 2.0**n
+        return 0.0, 0.0, 0.0
+    return TABLE_COPIES[name] * 2.0**n, TABLE_FLOPS[name] * 2.0**n, TABLE_CHECKPOINT_FLOPS[name] * 2.0**n
 
 
 def phases(model_settings, config, calibration: Calibration, task=None) -> dict[str, float]:
@@ -288,31 +337,33 @@ def phases(model_settings, config, calibration: Calibration, task=None) -> dict[
     def seconds(ops, flops):
         return calibration.op_s * ops + calibration.flop_s * flops
 
-    ops, flops = _forward(s, b, n)
-    step = seconds(3 * ops + TRAIN_OPS, 3 * flops + ADAM_FLOPS_PER_PARAM * s.params)
+    ops, flops = _training(s, b, n)
+    step = seconds(ops + TRAIN_OPS, flops + ADAM_FLOPS_PER_PARAM * s.params)
 
     evaluation = 0.0
     for strings in _eval_strings(config):
         evaluation += seconds(*_forward(s, strings, n, math.ceil(strings / EVAL_CHUNK)))
 
     m = min(2**n, LIVE_INPUTS)
-    analysis = 2**n if n <= EXACT_LIMIT else SAMPLES * (n + 1)  # the cube, or samples with their n neighbours
-    per_call = min(analysis, ANALYSIS_BATCH)
+    # sensitivity and Blowup: the cube, or samples with their n neighbours and the samples alone
+    analyses = [2**n, 2**n] if n <= EXACT_LIMIT else [SAMPLES * (n + 1), SAMPLES]
+    per_call = min(analyses[0], ANALYSIS_BATCH)
     grad_chunk = max(1, min(m, GRADIENT_CHUNK, GRADIENT_FLOATS // (s.params * outputs)))
-    parts = [_forward(s, m, n), _forward(s, analysis, n, 2 * math.ceil(analysis / per_call)),
-             _forward(s, m, n, LIVE_DIRECTIONS)]
+    parts = [_forward(s, m, n), *(_forward(s, a, n, math.ceil(a / per_call)) for a in analyses),
+             _forward(s, m * LIVE_DIRECTIONS, n, LIVE_DIRECTIONS)]
     if s.arch == "scratchpad":  # greedy decoding: n passes over the growing prefix, (n + 1) / 2n of a full one each
         ops, flops = _forward(s, m, n, n)
         parts.append((ops, flops * (n + 1) / (2 * n)))
-    pex_ops, pex_flops = _forward(s, m, n, math.ceil(m / grad_chunk))
+    pex_ops, _ = _forward(s, m, n, math.ceil(m / grad_chunk))
+    _, pex_flops = _training(s, m, n, math.ceil(m / grad_chunk))
     limit = 1.0 if s.limit else 0.0  # the per-example gradients of the small-rho limit, when the monitor measures it
-    measurement = seconds(sum(p[0] for p in parts) + limit * PER_EXAMPLE_OPS * pex_ops + MEASURE_OPS_PER_LAYER * s.layers
-                          + CHECKPOINT_OPS,
-                          sum(p[1] for p in parts) + limit * (PER_EXAMPLE_FACTOR * 3 * pex_flops * outputs
-                                                              + ELEMENT_FLOPS * m * outputs * s.params)
-                          + (LIVE_DIRECTIONS * PERTURB_FLOPS_PER_PARAM + CHECKPOINT_FLOPS_PER_PARAM) * s.params)
-    checkpoint = seconds(CHECKPOINT_OPS, CHECKPOINT_FLOPS_PER_PARAM * s.params)
-    table_bytes, table_flops = _table(task, n)
+    table_bytes, table_flops, table_checkpoint_flops = _table(task, n)
+    checkpoint = seconds(CHECKPOINT_OPS, CHECKPOINT_FLOPS_PER_PARAM * s.params + table_checkpoint_flops)
+    measurement = checkpoint + seconds(
+        sum(p[0] for p in parts) + limit * PER_EXAMPLE_OPS * pex_ops + MEASURE_OPS_PER_LAYER * s.layers,
+        sum(p[1] for p in parts) + limit * (PER_EXAMPLE_FACTOR * pex_flops * outputs
+                                            + GRADIENT_ELEMENT_FLOPS * m * outputs * s.params)
+        + LIVE_DIRECTIONS * PERTURB_FLOPS_PER_PARAM * s.params)
 
     transient = _activation_bytes(s, b, n, saved=True) + max(  # the allocator keeps what training freed
         _activation_bytes(s, min(max(_eval_strings(config)), EVAL_CHUNK), n, saved=False),
@@ -396,13 +447,13 @@ def calibrate() -> Calibration:
         wide_s = _step_seconds(*wide_settings, repeats=3)
     finally:
         torch.set_num_threads(threads)
-    tiny_ops = 3 * OPS_PER_LAYER * tiny.layers + 2
+    tiny_ops = _training(tiny, 1, 2)[0] + 2
     op_s = tiny_s / tiny_ops
     from sensviz.models import ModelSettings
 
     wide = shape(ModelSettings(d_model=256, n_layers=1, n_heads=2), 16)
-    ops, flops = _forward(wide, 256, 16)
-    flop_s = max(wide_s - op_s * (3 * ops + 2), wide_s / 10) / (3 * flops + ADAM_FLOPS_PER_PARAM * wide.params)
+    ops, flops = _training(wide, 256, 16)
+    flop_s = max(wide_s - op_s * (ops + 2), wide_s / 10) / (flops + ADAM_FLOPS_PER_PARAM * wide.params)
     return Calibration(op_s, flop_s)
 
 

@@ -232,6 +232,31 @@ def test_more_work_costs_more():
     assert cost(batch_size=4096).mib > base.mib and cost(d_model=256, n_heads=8).mib > base.mib
 
 
+def test_a_measurement_prices_every_direction_and_scores_that_outgrow_the_cache():
+    """Each of the D directions is a forward over the M inputs (more directions: that much more work per
+    direction), and one call's scores past `CACHE_BYTES` cost the `spill` more per score than the same
+    strings in calls under it."""
+    flops_only = budget.Calibration(op_s=0.0, flop_s=1.0)
+    _, settings, config = worker.check(live_request(CONFIGS[1]))
+    s = budget.shape(settings, config.n)
+    m = min(2**config.n, worker.LIVE_INPUTS)
+    per_direction = budget._forward(s, m, config.n)[1] + budget.PERTURB_FLOPS_PER_PARAM * s.params
+    with pytest.MonkeyPatch.context() as patch:
+        found = []
+        for directions in (16, 48):
+            patch.setattr(budget, "LIVE_DIRECTIONS", directions)
+            found.append(budget.phases(settings, config, flops_only)["measurement"])
+    assert found[1] - found[0] == pytest.approx(32 * per_direction)
+
+    strings, n = 4096, 24
+    whole = budget.elementwise_terms(s, strings, n, calls=1)
+    split = budget.elementwise_terms(s, strings, n, calls=64)
+    assert 4.0 * whole[1] / s.attention > budget.CACHE_BYTES > 4.0 * split[1] / (s.attention * 64)
+    assert whole[2] == whole[1] and split[2] == 0 and whole[::3] == split[::3]
+    assert (budget.FORWARD.flops(s, strings, n, 1) - budget.FORWARD.flops(s, strings, n, 64)
+            == pytest.approx(budget.FORWARD.spill * whole[1]))
+
+
 def test_the_live_caps_agree_with_the_library_limits():
     """Every cap of `LIVE_LIMITS` is within the library's limit of its setting; every size of the model
     the Train form takes is capped; the largest model the form allows (each architecture) is within
