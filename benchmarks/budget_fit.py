@@ -75,13 +75,11 @@ def measure(grid: dict, batches, seconds) -> list[dict]:
 
 
 def fixed_seconds(row: dict, calibration: budget.Calibration, training: bool) -> float:
-    """What the cost model holds fixed: a pass's ops and matmuls (and, for a step, its extra ops and AdamW)."""
+    """What the fit holds fixed: the module's estimate of the pass (or step) less its elementwise work."""
     s, n, b = row["shape"], row["n"], row["batch"]
-    if training:
-        ops, _ = budget._training(s, b, n)
-        return (calibration.op_s * (ops + budget.TRAIN_OPS)
-                + calibration.flop_s * (3 * budget._matmul(s, b, n) + budget.ADAM_FLOPS_PER_PARAM * s.params))
-    return calibration.op_s * budget._forward(s, b, n)[0] + calibration.flop_s * budget._matmul(s, b, n)
+    ops, flops = budget._step(s, b, n) if training else budget._forward(s, b, n)
+    elementwise = (budget.TRAINING if training else budget.FORWARD).flops(s, b, n)
+    return calibration.op_s * ops + calibration.flop_s * (flops - elementwise)
 
 
 def fit(rows: list[dict], calibration: budget.Calibration, training: bool) -> tuple[budget.PassCost, np.ndarray]:

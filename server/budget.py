@@ -302,6 +302,12 @@ def _training(s: Shape, strings: int, n: int, calls: int = 1) -> tuple[float, fl
     return 3 * calls * OPS_PER_LAYER * s.layers, 3 * _matmul(s, strings, n) + TRAINING.flops(s, strings, n, calls)
 
 
+def _step(s: Shape, batch: int, n: int) -> tuple[float, float]:
+    """(ops, flops) of one training step on `batch` strings of length n: forward, backward, data, loss and AdamW."""
+    ops, flops = _training(s, batch, n)
+    return ops + TRAIN_OPS, flops + ADAM_FLOPS_PER_PARAM * s.params
+
+
 def _activation_bytes(s: Shape, strings: int, n: int, saved: bool) -> float:
     """Activations of a forward over `strings` strings: every layer's, kept for the backward pass,
     when `saved`; else (no grad) the largest tensors alive at once."""
@@ -337,8 +343,7 @@ def phases(model_settings, config, calibration: Calibration, task=None) -> dict[
     def seconds(ops, flops):
         return calibration.op_s * ops + calibration.flop_s * flops
 
-    ops, flops = _training(s, b, n)
-    step = seconds(ops + TRAIN_OPS, flops + ADAM_FLOPS_PER_PARAM * s.params)
+    step = seconds(*_step(s, b, n))
 
     evaluation = 0.0
     for strings in _eval_strings(config):
