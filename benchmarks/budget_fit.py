@@ -9,7 +9,13 @@ the relative error, and prints, per pass, the fitted costs beside the module's a
 estimate / measured over the grid for both.
 
     python benchmarks/budget_fit.py            # the full grid: 90 forwards and 90 steps, minutes
-    python benchmarks/budget_fit.py --quick    # 8 of each (a smoke run)
+    python benchmarks/budget_fit.py --quick    # 16 of each (a smoke run)
+    python benchmarks/budget_fit.py --memory   # the activations' memory instead: 108 runs of 3 steps
+
+`--memory` runs 3 training steps of each model (widths 8, 32, 128; 1, 2, 8 heads; n = 8, 16, 24; batches
+1,024 and 4,096; 1 or 2 layers) in a child forked from this warm process, and fits its peak resident growth
+as a base plus 4 b n L (w d + s H n) bytes: with d_ff = d in the grid, `ACT_PER_WIDTH` is w less d_ff's 2
+floats, and `ACT_PER_SCORE` is s. The base (what 3 steps add whatever the model) is fitted for both rows.
 
 Copy fitted values into `server/budget.py` rounded; tests/server/test_budget.py then checks whole jobs.
 """
@@ -19,6 +25,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
+import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -96,11 +104,71 @@ def ratios(rows: list[dict], cost: budget.PassCost, fixed: np.ndarray, calibrati
     return estimate / np.array([r["seconds"] for r in rows])
 
 
+MEMORY_GRID = {"d": (8, 32, 128), "heads": (1, 2, 8), "n": (8, 16, 24), "batch": (1024, 4096), "layers": (1, 2)}
+QUICK_MEMORY_GRID = {"d": (8, 128), "heads": (2, 8), "n": (8, 24), "batch": (1024,), "layers": (1,)}
+
+
+def _status_bytes(key: str) -> int:
+    return int(re.search(rf"^{key}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M).group(1)) * 1024
+
+
+def step_growth(settings: ModelSettings, n: int, batch: int) -> int:
+    """Peak resident growth (bytes) of 3 training steps, in a child forked from this warm process."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        model = settings.build(n)
+        config = TrainConfig(n=n, batch_size=batch, steps=3, eval_interval=100_000, eval_size=64, seed=0)
+        Path("/proc/self/clear_refs").write_text("5")  # the peak starts afresh from the resident memory now
+        before = _status_bytes("VmRSS")
+        train(model, "parity", config)
+        os.write(write, str(_status_bytes("VmHWM") - before).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as answer:
+        found = int(answer.read())
+    os.waitpid(pid, 0)
+    return found
+
+
+def fit_memory(quick: bool) -> None:
+    """The activations' floats per width unit and per score, fitted and the module's, with their ranges."""
+    grid = QUICK_MEMORY_GRID if quick else MEMORY_GRID
+    train(ModelSettings(d_model=8, n_layers=1, n_heads=2).build(4), "parity", TrainConfig(n=4, steps=2, batch_size=16))
+    rows = []
+    for d, heads, n, batch, layers in itertools.product(*grid.values()):
+        settings = ModelSettings(d_model=d, n_layers=layers, n_heads=heads)
+        rows.append({"shape": budget.shape(settings, n), "n": n, "batch": batch, "growth": step_growth(settings, n, batch)})
+        print(f"  d={d} H={heads} n={n} b={batch} L={layers}: {rows[-1]['growth'] / budget.MiB:.0f} MiB", file=sys.stderr,
+              flush=True)
+    y = np.array([r["growth"] for r in rows], float)
+    tokens = np.array([4.0 * r["batch"] * r["n"] * r["shape"].layers for r in rows])
+    width = tokens * np.array([r["shape"].d_model for r in rows])
+    scores = tokens * np.array([r["shape"].heads * r["n"] for r in rows])
+    (base, w, per_score), *_ = np.linalg.lstsq(np.stack([np.ones_like(y), width, scores], 1) / y[:, None],
+                                               np.ones_like(y), rcond=None)
+    module = np.array([budget._activation_bytes(r["shape"], r["batch"], r["n"], saved=True) for r in rows])
+    module_base = np.median(y - module)
+    print("| activations | base (MiB) | ACT_PER_WIDTH | ACT_PER_SCORE | estimate / measured (min, median, max) |")
+    print("|---|---|---|---|---|")
+    for label, found, b, a_w, a_s in (("the module's", module + module_base, module_base, budget.ACT_PER_WIDTH,
+                                        budget.ACT_PER_SCORE),
+                                       ("fitted", base + w * width + per_score * scores, base, w - 2, per_score)):
+        r = found / y
+        print(f"| {label} ({len(rows)}) | {b / budget.MiB:.0f} | {a_w:.1f} | {a_s:.1f} | "
+              f"{r.min():.2f}, {np.median(r):.2f}, {r.max():.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small grid (a smoke run)")
+    parser.add_argument("--memory", action="store_true", help="fit the activations' memory instead of the time")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.memory:
+        fit_memory(args.quick)
+        return
     grid = QUICK if args.quick else FULL
     calibration = budget.calibrate()
     print(f"calibration: op_s {calibration.op_s:.3g}, flop_s {calibration.flop_s:.3g}", file=sys.stderr)

@@ -106,10 +106,12 @@ CHECKPOINT_FLOPS_PER_PARAM = 100
 """Serialising and writing one checkpoint, per parameter."""
 CHECKPOINT_OPS = 200
 """A checkpoint's fixed cost (metadata, the file), in operations."""
-ACT_PER_WIDTH = 24
-"""Floats saved for the backward pass per token, layer and unit of width."""
-ACT_PER_SCORE = 3
-"""Floats saved per attention score (scores, softmax, dropout-free weights)."""
+ACT_PER_WIDTH = 12
+"""Floats per token, layer and unit of width at a training step's peak (saved for the backward pass, and its
+gradients), fitted by `benchmarks/budget_fit.py --memory`."""
+ACT_PER_SCORE = 7
+"""Floats per attention score at a training step's peak: the scores, their shifted exponentials and the weights
+saved for the backward pass, and the gradients of the backward pass (fitted as `ACT_PER_WIDTH`)."""
 RESIDENT_PER_PARAM = 8
 """Floats per parameter held while training: weights, gradients, AdamW's two moments, the last
 good copy, and a checkpoint's bytes with their serialisation."""
