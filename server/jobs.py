@@ -44,7 +44,9 @@ first, after the server answers (`_recover`: a run keeps its last measurement), 
 ends is told to `on_ended` (the server's classes record their runs then).
 
 Stop ends the process at once and keeps the weights of its last measurement; Cancel removes a
-queued job. Only the owner stops or cancels. No Streamlit here.
+queued job. Only the owner stops or cancels. An owner who was away when their run ended (a closed
+browser, a restart) is told once, by their next session: `unseen` names that job until `mark_seen`.
+No Streamlit here.
 
 The background thread cannot die: any failure while collecting one job (its model refused by the
 store, a full or unwritable disk, a worker that died, anything unexpected) fails that job with one
@@ -112,6 +114,7 @@ class JobStatus:
     kept: str | None = None  # the kept model's token
     steps: int | None = None
     seconds: float | None = None
+    seen: bool = False  # its owner was shown how it ended (`JobManager.mark_seen`)
 
     def __post_init__(self):
         self.name = short_label(str(self.name))
@@ -322,6 +325,29 @@ class JobManager:
         """The id of `owner`'s queued or running job, if any."""
         with self.lock:
             return next((i for i, j in self.jobs.items() if j.status.owner == owner and j.status.active), None)
+
+    def unseen(self, owner: str) -> str | None:
+        """The id of `owner`'s newest job when it has ended and they were not shown how (`mark_seen`): what a
+        session of theirs says first when they come back (a closed browser, a restart), once. Only the newest:
+        an older run was followed by a newer one. Read from the job folders (a restarted server's too)."""
+        statuses = (self._from_disk(folder.name) for folder in self._folders() if self._owner_of(folder) == owner)
+        newest = max((status for status in statuses if status is not None), key=lambda status: status.created,
+                     default=None)
+        return newest.id if newest is not None and not newest.active and not newest.seen else None
+
+    def mark_seen(self, job_id: str, owner: str) -> None:
+        """`owner` was shown how their ended job `job_id` ended (`unseen` no longer names it); another owner's
+        job (followed by its link), an active or an unknown one is left as it is."""
+        with self.lock:
+            job = self.jobs.get(job_id)
+            if job is None:
+                status = self._from_disk(job_id)
+                job = _Job(status, self.root / job_id) if status is not None else None
+            if job is None or job.status.owner != owner or job.status.active or job.status.seen:
+                return
+            job.status.seen = True
+            with contextlib.suppress(OSError):  # a full disk: said again next time
+                self._write_state(job)
 
     def records(self, job_id: str) -> list[dict]:
         """The job's measurement records so far (`sensviz.monitor.MeasurementCallback` records)."""
@@ -742,7 +768,7 @@ class _Queue:
 
 
 class RayJobManager:
-    """The calls of `JobManager` (submit, status, active, records, request, stop, close), answered by the data
+    """The calls of `JobManager` (submit, status, active, unseen, mark_seen, records, request, stop, close), answered by the data
     folder's queue on the Ray cluster at `address`: a detached actor named after the folder, started by
     the first web server that asks and shared by all of them; this process only serves pages.
     `options`: `JobManager`'s (capacity, threads, job_budget, max_queue, per_address, calibration),
@@ -800,6 +826,12 @@ class RayJobManager:
 
     def active(self, owner: str) -> str | None:
         return self._call("active", owner)
+
+    def unseen(self, owner: str) -> str | None:
+        return self._call("unseen", owner)
+
+    def mark_seen(self, job_id: str, owner: str) -> None:
+        self._call("mark_seen", job_id, owner)
 
     def records(self, job_id: str) -> list[dict]:
         return read_records(self.root, job_id)

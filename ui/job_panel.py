@@ -1,6 +1,7 @@
 """The training job in the sidebar of every page and on the Train page: progress or place in the
 queue, Stop or Cancel, and the one message about how the run ended (whose model then becomes the
-selected one). The sidebar part refreshes itself (`st.fragment(run_every=...)`).
+selected one), also to an owner who was away when it ended: their next session says it once
+(`JobManager.unseen`). The sidebar part refreshes itself (`st.fragment(run_every=...)`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ def draw() -> str | None:
     """The job this session follows (its own, or one named in the URL), while it runs and once it
     ended; returns its id while it is worth keeping in the URL."""
     manager = services.job_manager()
-    job_id = registry.followed_job() or manager.active(owner_id.owner())
+    owner = owner_id.owner()
+    job_id = registry.followed_job() or manager.active(owner)
+    # once a session: their run that ended while no page of theirs was open (a model named by a link comes first;
+    # the owner's next session without one says it)
+    if job_id is None and registry.first_ask_for_away_run() and registry.selected() is None:
+        job_id = manager.unseen(owner)
     if job_id is None:
         return None
     status = manager.status(job_id)
@@ -30,14 +36,14 @@ def draw() -> str | None:
         return job_id
     if status.kept:
         if not registry.job_done(job_id):  # once: the user may pick another model afterwards
-            registry.mark_job_done(job_id)
+            _shown(job_id, owner)
             try:
                 ref = model_refs.kept_ref("trained", status.kept)
             except ValueError as err:  # evicted since (the server keeps a limited total)
                 st.warning(f"**{escape_markdown(status.name)}** ended, but its model is gone: {quoted(err, 300)}.")
                 return None
             registry.select(ref, show=True)
-            if status.owner != owner_id.owner():  # a run someone shared by its link
+            if status.owner != owner:  # a run someone shared by its link
                 registry.add_shared(ref)
         current = registry.selected()
         if current is not None and current.key == status.kept:
@@ -45,9 +51,15 @@ def draw() -> str | None:
     elif not registry.job_done(job_id):  # failed or cancelled: said until dismissed
         show_outcome(status)
         if st.button("Dismiss", key=registry.JOB_STOP):
-            registry.mark_job_done(job_id)
+            _shown(job_id, owner)
             st.rerun()
     return None
+
+
+def _shown(job_id: str, owner: str) -> None:
+    """This session has shown how the job ended: not again in it, nor in the owner's next (`JobManager.unseen`)."""
+    registry.mark_job_done(job_id)
+    services.job_manager().mark_seen(job_id, owner)
 
 
 def job_of_selected() -> str | None:

@@ -31,6 +31,7 @@ PAGE_SETTINGS = "sv_settings"  # {(page id, param): (value, its default then)} t
 NOTICES = "sv_notices"  # this run's one-line notices about the URL
 JOB = "sv_job"  # id of the training job this session follows
 JOB_DONE = "sv_job_done"  # ids of finished jobs whose model this session has selected
+AWAY_ASKED = "sv_away_asked"  # the server was asked for a run of this owner that ended while they were away
 UPLOADS = "sv_uploads"  # {(digest, overrides): token} uploads kept in this session
 SHARED = "sv_shared"  # kept models of other owners opened by a link in this session
 SHOW_SOURCE = "sv_show_source"  # the sidebar switches to this model source on its next run
@@ -126,6 +127,13 @@ def job_done(job_id: str) -> bool:
 
 def mark_job_done(job_id: str) -> None:
     st.session_state.setdefault(JOB_DONE, set()).add(job_id)
+
+
+def first_ask_for_away_run() -> bool:
+    """True once a session: whether to ask the server for the owner's run that ended while they were away."""
+    asked = st.session_state.get(AWAY_ASKED, False)
+    st.session_state[AWAY_ASKED] = True
+    return not asked
 
 
 def shared_refs() -> list[ModelRef]:

@@ -4,6 +4,7 @@ switches, the summary against the core, the pages' main widgets, training as a s
 uploads and kept models."""
 
 import io
+import json
 import os
 import re
 import shutil
@@ -12,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from helpers.app import (  # noqa: I001
+    APP,
     PAGE,
     ROOT,
     ZOO,
@@ -28,6 +30,7 @@ from helpers.app import (  # noqa: I001
 
 import sensviz as sv  # noqa: E402
 from sensviz import findings, sweeps  # noqa: E402
+from sensviz.files import data_dir  # noqa: E402
 from server import services  # noqa: E402
 from ui import memo, model_refs, nav, registry, sidebar, train_form  # noqa: E402
 
@@ -268,6 +271,39 @@ def test_one_job_per_user_and_stop_keeps_the_last_measurement():
     assert any("weights of the last measurement" in w.value for w in at.sidebar.warning)
     kept = sv.load_checkpoint(services.kept_store().data(selected(at).key))
     assert kept.metadata["training"]["steps"] == stopped.steps
+
+
+def test_an_owner_back_after_their_run_ended_is_told_once():
+    """A student who closed the browser during a run (or whose server restarted) comes back: their next
+    session selects the run's model and says how it ended, once; a link naming another model comes first."""
+    owner, job_id = "owner-away-from-their-run", "awayrun000000000"
+    model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=24, seed=0)
+    kept = services.kept_store().keep("trained", "first n=4", sv.checkpoint_bytes(model, task="first", n=4), owner)
+    folder = data_dir() / "jobs" / job_id
+    folder.mkdir(parents=True)
+    (folder / "state.json").write_text(json.dumps({"id": job_id, "owner": owner, "name": "first n=4",
+                                                   "state": "finished", "created": 1.0, "reason": "completed",
+                                                   "kept": kept.token, "steps": 40, "seconds": 2.0}))
+
+    def session(**params) -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=300)
+        at.session_state[registry.OWNER] = owner  # the browser's cookie
+        at.query_params.update(params)
+        at.switch_page(PAGE["sensitivity"].file)
+        at.run()
+        assert not at.exception, at.exception
+        return at
+
+    def told(at: AppTest) -> bool:
+        return any("completed every step after 40 steps" in s.value for s in at.sidebar.success)
+
+    linked = session(model=ZOO)
+    assert not told(linked) and selected(linked).kind == "zoo"
+    back = session()
+    assert told(back) and selected(back).key == kept.token
+    goto(back, "attention")  # said with its model on every page of that session
+    assert told(back)
+    assert not told(session()) and selected(session()) is None  # the next session: said already
 
 
 def test_bad_training_settings_give_a_message():

@@ -222,7 +222,9 @@ def press_train(page) -> None:
 def test_two_browsers_train_at_once_with_a_cap_of_one_and_a_run_outlives_its_page(server, browser):
     """The second browser's run waits in the queue behind the first's; the first run belongs to the
     server, not to the Train page: it goes on across page switches, a reload (the job id in the URL and
-    the owner's cookie) reattaches to it, and the finished model is selected and kept by a reload."""
+    the owner's cookie) reattaches to it, and the finished model is selected and kept by a reload. The
+    second student closes their browser while their run waits; someone else watching it by its link does
+    not count as them seeing it; when they come back (their cookie) their run's outcome is said, once."""
     first, second = browser.new_context(viewport=WIDE), browser.new_context(viewport=WIDE)
     a, b = first.new_page(), second.new_page()
     for page in (a, b):
@@ -235,6 +237,9 @@ def test_two_browsers_train_at_once_with_a_cap_of_one_and_a_run_outlives_its_pag
     b.locator('[data-testid="stSidebar"]').get_by_text("waits in the queue").wait_for(timeout=APPEARS_MS)
     assert "1st in line" in sidebar_text(b)
     check_page(b, "queued")
+    b_job = dict(part.split("=", 1) for part in urlsplit(b.url).query.split("&"))["job"]
+    b_cookies = second.storage_state()
+    second.close()  # the student closes the browser while the run waits
 
     goto_page(a, "Sensitivity")
     assert "job=" in a.url
@@ -258,11 +263,20 @@ def test_two_browsers_train_at_once_with_a_cap_of_one_and_a_run_outlives_its_pag
     assert PRESET_RUN in sidebar_text(a) and "as_n model" in sidebar_text(a)
     assert "Delete this model" in sidebar_text(a)  # the browser's owner cookie: it is this user's model
 
-    b.locator('[data-testid="stSidebar"]').get_by_text("reached the target").wait_for(timeout=TRAINING_MS)
-    wait_until_done(b)
-    assert "model=trained" in b.url
+    a.goto(f"{server}/sensitivity?job={b_job}", wait_until="domcontentloaded")  # a classmate follows it by its link
+    a.locator('[data-testid="stSidebar"]').get_by_text("reached the target").wait_for(timeout=TRAINING_MS)
+    for told in (True, False):  # the student back (the same cookie), then once more
+        back = browser.new_context(viewport=WIDE, storage_state=b_cookies)
+        page = back.new_page()
+        page.goto(server, wait_until="domcontentloaded")
+        wait_until_done(page)
+        assert ("reached the target" in sidebar_text(page)) is told
+        assert ("model=trained" in page.url) is told
+        if told:
+            assert "It is the selected model now" in sidebar_text(page)
+            check_page(page, "back-after-the-run")
+        back.close()
     first.close()
-    second.close()
 
 
 def test_a_corrupt_upload_in_the_browser(server, visitor, tmp_path):

@@ -196,6 +196,43 @@ def test_jobs_of_an_earlier_server_run_are_recovered(make_manager, tmp_path):
     assert manager.status("no-such-job-id") is None and manager.status("../../etc") is None
 
 
+def test_an_owner_away_when_their_run_ended_is_told_once_also_after_a_restart(make_manager, tmp_path):
+    """`unseen` names an owner's newest job once it ended, until `mark_seen` by that owner; the mark is kept
+    in the job's folder (a restarted server knows it), and a run the restart stopped is news to its owner."""
+    folders = tmp_path / "jobs"
+
+    def job(job_id: str, owner: str, created: float, state: str) -> Path:
+        folder = folders / job_id
+        folder.mkdir(parents=True)
+        (folder / "state.json").write_text(json.dumps({"id": job_id, "owner": owner, "name": "m", "state": state,
+                                                       "created": created}))
+        return folder
+
+    job("alicesolderrun0", "alice", 1.0, "finished")
+    job("alicesnewestrun", "alice", 2.0, "failed")
+    job("bobsrun00000000", "bob", 3.0, "finished")
+    manager = make_manager(runs_jobs=False, capacity=1)
+    assert manager.unseen("alice") == "alicesnewestrun" and manager.unseen("bob") == "bobsrun00000000"
+    assert manager.unseen("carol") is None
+    manager.mark_seen("alicesnewestrun", "bob")  # not bob's (followed by its link): left as it is
+    manager.mark_seen("no-such-job-id", "alice")
+    assert manager.unseen("alice") == "alicesnewestrun"
+    manager.mark_seen("alicesnewestrun", "alice")
+    assert manager.unseen("alice") is None  # nor the older run: the newer one came after it
+    manager.close()
+
+    model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=24, seed=0)
+    running = job("alicesrunning00", "alice", 4.0, "running")  # training when the server stopped
+    (running / "last.safetensors").write_bytes(sv.checkpoint_bytes(model, task="first", n=4))
+    (running / "records.jsonl").write_text(json.dumps({"step": 75}) + "\n")
+    restarted = make_manager(runs_jobs=False, capacity=1)
+    assert restarted.unseen("alice") is None  # still running for all it knows, until it is recovered
+    assert wait_for(restarted, running.name, lambda s: not s.active).state == "stopped"
+    assert restarted.unseen("alice") == running.name and restarted.unseen("bob") == "bobsrun00000000"
+    restarted.mark_seen(running.name, "alice")
+    assert restarted.unseen("alice") is None and restarted.status(running.name).seen
+
+
 def test_a_second_server_on_the_same_data_folder_is_refused(make_manager):
     make_manager(runs_jobs=False, capacity=1)
     with pytest.raises(RuntimeError, match="another server runs the training jobs"):
