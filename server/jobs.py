@@ -333,7 +333,10 @@ class JobManager:
         statuses = (self._from_disk(folder.name) for folder in self._folders() if self._owner_of(folder) == owner)
         newest = max((status for status in statuses if status is not None), key=lambda status: status.created,
                      default=None)
-        return newest.id if newest is not None and not newest.active and not newest.seen else None
+        if newest is None or newest.seen:
+            return None
+        # active on disk but not this manager's: an earlier server's run, being recovered (its outcome follows)
+        return newest.id if not newest.active or newest.id not in self.jobs else None
 
     def mark_seen(self, job_id: str, owner: str) -> None:
         """`owner` was shown how their ended job `job_id` ended (`unseen` no longer names it); another owner's
@@ -370,6 +373,7 @@ class JobManager:
             if job is None or job.status.owner != owner or not job.status.active:
                 return False
             if job.status.state == "queued":
+                job.status.seen = True  # the owner cancelled it: nothing to tell them later
                 self._cancel(job, "cancelled while waiting in the queue")
                 return True
             job.stop_requested = job.collecting = True  # collected here, not by the manager's thread
@@ -607,8 +611,8 @@ class JobManager:
         if not JOB_ID.fullmatch(job_id or ""):
             return None
         data = _read_json(self.root / job_id / "state.json")
-        try:
-            return JobStatus(**data) if isinstance(data, dict) else None
+        try:  # a state written before `seen` existed: its owner is not told of it now
+            return JobStatus(**{"seen": True, **data}) if isinstance(data, dict) else None
         except TypeError:  # not a state this manager wrote
             return None
 
@@ -623,6 +627,7 @@ class JobManager:
             if status is None or not status.active:
                 continue
             job = _Job(status, folder)
+            status.seen = False  # it ends now, with its owner away
             if status.state == "queued":
                 status.state, status.reason = "cancelled", "the server restarted before this run started"
             else:

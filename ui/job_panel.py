@@ -6,6 +6,8 @@ selected one), also to an owner who was away when it ended: their next session s
 
 from __future__ import annotations
 
+import contextlib
+
 import streamlit as st
 
 from sensviz.checkpoints import CheckpointError
@@ -57,9 +59,11 @@ def draw() -> str | None:
 
 
 def _shown(job_id: str, owner: str) -> None:
-    """This session has shown how the job ended: not again in it, nor in the owner's next (`JobManager.unseen`)."""
+    """This session has shown how the job ended: not again in it, nor in the owner's next (`JobManager.unseen`;
+    best effort: a queue that does not answer now leaves it to be said once more)."""
     registry.mark_job_done(job_id)
-    services.job_manager().mark_seen(job_id, owner)
+    with contextlib.suppress(jobs.JobRefused):
+        services.job_manager().mark_seen(job_id, owner)
 
 
 def job_of_selected() -> str | None:

@@ -283,7 +283,8 @@ def test_an_owner_back_after_their_run_ended_is_told_once():
     folder.mkdir(parents=True)
     (folder / "state.json").write_text(json.dumps({"id": job_id, "owner": owner, "name": "first n=4",
                                                    "state": "finished", "created": 1.0, "reason": "completed",
-                                                   "kept": kept.token, "steps": 40, "seconds": 2.0}))
+                                                   "kept": kept.token, "steps": 40, "seconds": 2.0,
+                                                   "seen": False}))
 
     def session(**params) -> AppTest:
         at = AppTest.from_file(APP, default_timeout=300)

@@ -108,6 +108,7 @@ def test_one_job_per_owner_a_queue_behind_the_cap_stop_and_cancel(make_manager):
     assert not manager.stop(long, "bob")  # only the owner stops a run
     assert manager.stop(carol, "carol")  # a queued job is cancelled
     assert manager.status(carol).state == "cancelled"
+    assert manager.unseen("carol") is None  # she cancelled it herself: nothing to tell her later
 
     assert manager.stop(long, "alice")
     stopped = manager.status(long)
@@ -198,22 +199,24 @@ def test_jobs_of_an_earlier_server_run_are_recovered(make_manager, tmp_path):
 
 def test_an_owner_away_when_their_run_ended_is_told_once_also_after_a_restart(make_manager, tmp_path):
     """`unseen` names an owner's newest job once it ended, until `mark_seen` by that owner; the mark is kept
-    in the job's folder (a restarted server knows it), and a run the restart stopped is news to its owner."""
+    in the job's folder (a restarted server knows it), and a run the restart stopped is news to its owner,
+    also while it is being recovered. A state written before the mark existed is not news."""
     folders = tmp_path / "jobs"
 
-    def job(job_id: str, owner: str, created: float, state: str) -> Path:
+    def job(job_id: str, owner: str, created: float, state: str, **seen) -> Path:
         folder = folders / job_id
         folder.mkdir(parents=True)
         (folder / "state.json").write_text(json.dumps({"id": job_id, "owner": owner, "name": "m", "state": state,
-                                                       "created": created}))
+                                                       "created": created, **seen}))
         return folder
 
-    job("alicesolderrun0", "alice", 1.0, "finished")
-    job("alicesnewestrun", "alice", 2.0, "failed")
-    job("bobsrun00000000", "bob", 3.0, "finished")
+    job("alicesolderrun0", "alice", 1.0, "finished", seen=False)
+    job("alicesnewestrun", "alice", 2.0, "failed", seen=False)
+    job("bobsrun00000000", "bob", 3.0, "finished", seen=False)
+    job("carolsrun000000", "carol", 3.0, "finished")  # from before the mark: said long ago
     manager = make_manager(runs_jobs=False, capacity=1)
     assert manager.unseen("alice") == "alicesnewestrun" and manager.unseen("bob") == "bobsrun00000000"
-    assert manager.unseen("carol") is None
+    assert manager.unseen("carol") is None and manager.unseen("dave") is None
     manager.mark_seen("alicesnewestrun", "bob")  # not bob's (followed by its link): left as it is
     manager.mark_seen("no-such-job-id", "alice")
     assert manager.unseen("alice") == "alicesnewestrun"
@@ -222,11 +225,11 @@ def test_an_owner_away_when_their_run_ended_is_told_once_also_after_a_restart(ma
     manager.close()
 
     model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=24, seed=0)
-    running = job("alicesrunning00", "alice", 4.0, "running")  # training when the server stopped
+    running = job("alicesrunning00", "alice", 4.0, "running", seen=False)  # training when the server stopped
     (running / "last.safetensors").write_bytes(sv.checkpoint_bytes(model, task="first", n=4))
     (running / "records.jsonl").write_text(json.dumps({"step": 75}) + "\n")
     restarted = make_manager(runs_jobs=False, capacity=1)
-    assert restarted.unseen("alice") is None  # still running for all it knows, until it is recovered
+    assert restarted.unseen("alice") == running.name  # recovered or not yet: a page follows it to its outcome
     assert wait_for(restarted, running.name, lambda s: not s.active).state == "stopped"
     assert restarted.unseen("alice") == running.name and restarted.unseen("bob") == "bobsrun00000000"
     restarted.mark_seen(running.name, "alice")
