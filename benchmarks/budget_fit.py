@@ -3,10 +3,13 @@
 Measures, on one torch thread in CPU seconds, forward passes without gradients (`training_outputs` under
 no_grad, the best of 3) and training steps (`sensviz.training.train` of 9 steps less 1 step, over 8, the
 best of 2: data, loss, backward and AdamW included) of one-layer encoders over a grid of widths, heads,
-lengths and batches. With this machine's calibration (`budget.calibrate`) and the model's ops and matmul
-flops held as they are, it fits each pass's `PassCost` (width, score, spill, head) by least squares on
-the relative error, and prints, per pass, the fitted costs beside the module's and the range of
-estimate / measured over the grid for both.
+lengths and batches. With the model's ops and matmul flops held as they are, it fits each pass's
+`PassCost` (width, score, spill, head) by least squares on the relative error, and prints, per pass, the
+fitted costs beside the module's and the range of estimate / measured over the grid for both. The
+calibration's `flop_s` depends on `TRAINING` (it prices the wide reference step's elementwise work,
+`budget.calibration_from`), so `TRAINING` is fitted to a fixed point: fit, calibrate from the same
+reference steps with the fit, fit again; the module's rows use the module's calibration, the fitted rows
+the fitted one (what the module would use with the fitted costs copied in).
 
     python benchmarks/budget_fit.py            # the full grid: 90 forwards and 90 steps, minutes
     python benchmarks/budget_fit.py --quick    # 16 of each (a smoke run)
@@ -29,6 +32,7 @@ import os
 import re
 import sys
 import time
+from dataclasses import astuple
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,6 +164,19 @@ def fit_memory(quick: bool) -> None:
               f"{r.min():.2f}, {np.median(r):.2f}, {r.max():.2f} |")
 
 
+def consistent_fit(rows: list[dict], reference: tuple[float, float]) -> tuple[budget.PassCost, budget.Calibration]:
+    """`TRAINING`'s fit and the calibration it implies, iterated until the costs move by under 0.5 %."""
+    cost = budget.TRAINING
+    for _ in range(20):
+        calibration = budget.calibration_from(*reference, training=cost)
+        fitted, _ = fit(rows, calibration, training=True)
+        settled = all(abs(new - old) <= 0.005 * abs(old) for new, old in zip(astuple(fitted), astuple(cost)))
+        cost = fitted
+        if settled:
+            break
+    return cost, budget.calibration_from(*reference, training=cost)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small grid (a smoke run)")
@@ -170,15 +187,20 @@ def main() -> None:
         fit_memory(args.quick)
         return
     grid = QUICK if args.quick else FULL
-    calibration = budget.calibrate()
-    print(f"calibration: op_s {calibration.op_s:.3g}, flop_s {calibration.flop_s:.3g}", file=sys.stderr)
+    reference = budget.reference_seconds()
+    module = budget.calibration_from(*reference)
+    steps = measure(grid, STEP_BATCHES, step_seconds)
+    training, fitted_calibration = consistent_fit(steps, reference)
+    forwards = measure(grid, FORWARD_BATCHES, forward_seconds)
+    forward, _ = fit(forwards, fitted_calibration, training=False)
+    for label, calibration in (("the module's", module), ("fitted", fitted_calibration)):
+        print(f"{label} calibration: op_s {calibration.op_s:.3g}, flop_s {calibration.flop_s:.3g}", file=sys.stderr)
     print("| pass | costs | width | score | spill | head | estimate / measured (min, median, max) |")
     print("|---|---|---|---|---|---|---|")
-    for name, batches, seconds, current in (("forward", FORWARD_BATCHES, forward_seconds, budget.FORWARD),
-                                            ("training step", STEP_BATCHES, step_seconds, budget.TRAINING)):
-        rows = measure(grid, batches, seconds)
-        fitted, fixed = fit(rows, calibration, training=name != "forward")
-        for label, cost in (("the module's", current), ("fitted", fitted)):
+    for name, rows, current, fitted in (("forward", forwards, budget.FORWARD, forward),
+                                        ("training step", steps, budget.TRAINING, training)):
+        for label, cost, calibration in (("the module's", current, module), ("fitted", fitted, fitted_calibration)):
+            fixed = np.array([fixed_seconds(r, calibration, name != "forward") for r in rows])
             r = ratios(rows, cost, fixed, calibration)
             print(f"| {name} ({len(rows)}) | {label} | {cost.width:,.0f} | {cost.score:,.0f} | {cost.spill:,.0f} | "
                   f"{cost.head:,.0f} | {r.min():.2f}, {np.median(r):.2f}, {r.max():.2f} |", flush=True)

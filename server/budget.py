@@ -11,10 +11,11 @@ seconds with a `Calibration` measured on this machine, and into bytes with the f
 bounds small models) and `flops` (multiply-adds x 2: what bounds large ones). With P the model's
 parameters, n the (longest) input length, d the width, L the layers (3L for the scratchpad: an
 encoder layer, and a decoder layer counted twice for its self-attention and cross-attention blocks,
-each with its LayerNorm and residual) and A the attention blocks (L; 3L for the scratchpad; H*L for
-the formal model, whose heads are d wide each), one forward pass over b strings costs
+each with its LayerNorm and residual), A the attention blocks (L; 3L for the scratchpad) of H heads each,
+and w a block's width (d; H d for the formal model, whose heads are d wide each), one forward pass over b
+strings costs
 
-    flops_fwd(b) = 2 b n P  +  4 b n^2 d A          ops_fwd = OPS_PER_LAYER * L (per call)
+    flops_fwd(b) = 2 b n P  +  4 b n^2 w A          ops_fwd = OPS_PER_LAYER * L (per call)
 
 Elementwise work (LayerNorm, softmax, residuals, the heads' split and merge: memory-bound) adds, in
 flop-equivalents, a `PassCost` per token: `width` per unit of each layer's d + d_ff, `score` per
@@ -26,9 +27,10 @@ matmuls are 3 x the forward's and its ops 3 x plus `TRAIN_OPS`; AdamW adds `ADAM
 relative error over one-layer encoders of widths 8-128, 1-8 heads, n 8-24). An evaluation
 is a forward over the evaluation strings in chunks of 2048; one every `eval_interval` steps, at
 step 0 and at the end. A measurement (`sensviz.monitor` with the worker's `live_settings()`: M =
-min(2^n, `LIVE_INPUTS`) landscape inputs, D = `LIVE_DIRECTIONS` directions) is a forward over M (loss, accuracy); sensitivity, a
-forward over the 2^n strings up to n = 14, else over 512 samples with their n neighbours; Blowup, a forward
-over the cube or the 512 samples; D directions x (a forward over M + `PERTURB_FLOPS_PER_PARAM` * P);
+min(2^n, `LIVE_INPUTS`) landscape inputs, D = `LIVE_DIRECTIONS` directions) is
+two forwards over M (loss and accuracy; L_rho's unperturbed outputs); sensitivity, a forward over the 2^n
+strings up to n = 14, else over 512 samples with their n neighbours and one over the samples (accuracy);
+Blowup, a forward over the cube or the 512 samples; D directions x (a forward over M + `PERTURB_FLOPS_PER_PARAM` * P);
 for the scratchpad, greedy decoding of the M inputs (n forwards over the growing prefix: n x the
 ops, (n + 1) / 2 x the flops of a forward); per-example gradients over M (`PER_EXAMPLE_FACTOR` x the
 flops of a training pass, times n outputs for the scratchpad, plus `GRADIENT_ELEMENT_FLOPS` per gradient
@@ -49,7 +51,8 @@ a busy machine is slower in wall-clock terms).
 
     resident  = 4 P * RESIDENT_PER_PARAM   weights, gradients, AdamW's two moments, the last good
                                            copy; a checkpoint's bytes and its serialisation
-    training  = 4 b n L (ACT_PER_WIDTH d + 2 d_ff + ACT_PER_SCORE H n)   activations saved for backward
+    training  = 4 b n L (ACT_PER_WIDTH d + 2 d_ff + ACT_PER_SCORE H n)   a training step's activations at
+                                           its peak (saved for backward, and the backward's gradients)
     no grad   = 4 b n (8 d + 2 d_ff + 2 H n)   the largest tensors of a forward pass without gradients
                 (an evaluation chunk, a batch of the cube analyses)
     gradients = 4 c k P + training(c k)   a chunk of c = min(M, 1024, 2^24 / (k P)) per-example
@@ -353,10 +356,10 @@ def phases(model_settings, config, calibration: Calibration, task=None) -> dict[
 
     m = min(2**n, LIVE_INPUTS)
     # sensitivity and Blowup: the cube, or samples with their n neighbours and the samples alone
-    analyses = [2**n, 2**n] if n <= EXACT_LIMIT else [SAMPLES * (n + 1), SAMPLES]
+    analyses = [2**n, 2**n] if n <= EXACT_LIMIT else [SAMPLES * (n + 1), SAMPLES, SAMPLES]  # sampled: its accuracy
     per_call = min(analyses[0], ANALYSIS_BATCH)
     grad_chunk = max(1, min(m, GRADIENT_CHUNK, GRADIENT_FLOATS // (s.params * outputs)))
-    parts = [_forward(s, m, n), *(_forward(s, a, n, math.ceil(a / per_call)) for a in analyses),
+    parts = [_forward(s, 2 * m, n, 2), *(_forward(s, a, n, math.ceil(a / per_call)) for a in analyses),  # M: loss, L_rho's base
              _forward(s, m * LIVE_DIRECTIONS, n, LIVE_DIRECTIONS)]
     if s.arch == "scratchpad":  # greedy decoding: n passes over the growing prefix, (n + 1) / 2n of a full one each
         ops, flops = _forward(s, m, n, n)
@@ -439,29 +442,42 @@ def _step_seconds(d_model: int, n_layers: int, batch: int, n: int, repeats: int)
     return best
 
 
-def calibrate() -> Calibration:
-    """Measure `op_s` and `flop_s` here: a tiny model's step (overhead only) and a wide one's (arithmetic).
+TINY_REPEATS = 100
+"""Tiny steps `calibrate` takes the fastest of: a fresh process's first ones run slow (1.5-1.7 times the rest here,
+which made the best of 20 vary 1.7x between calibrations; the best of 100 varied 1.06x)."""
 
-    Uses one torch thread while it measures (CPU time, so other processes on the machine matter little)."""
+
+def reference_seconds() -> tuple[float, float]:
+    """The CPU seconds of one training step of `calibrate`'s two reference models on one torch thread: a tiny one
+    (overhead only) and a wide one (arithmetic)."""
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        tiny = Shape("encoder", 0, 8, 8, 1, 1, 8, 2)
-        tiny_s = _step_seconds(8, 1, 1, 2, repeats=20)
-        wide_settings = (256, 1, 256, 16)
-        wide_s = _step_seconds(*wide_settings, repeats=3)
+        return _step_seconds(8, 1, 1, 2, repeats=TINY_REPEATS), _step_seconds(256, 1, 256, 16, repeats=3)
     finally:
         torch.set_num_threads(threads)
-    tiny_ops = _training(tiny, 1, 2)[0] + 2
-    op_s = tiny_s / tiny_ops
+
+
+def calibration_from(tiny_s: float, wide_s: float, training: PassCost | None = None) -> Calibration:
+    """`op_s` and `flop_s` from the reference steps' seconds (`reference_seconds`), the wide step's elementwise
+    work priced by `training` (default `TRAINING`; benchmarks/budget_fit.py passes the costs it fits)."""
     from sensviz.models import ModelSettings
 
+    tiny = Shape("encoder", 0, 8, 8, 1, 1, 8, 2)
+    op_s = tiny_s / (_training(tiny, 1, 2)[0] + 2)
     wide = shape(ModelSettings(d_model=256, n_layers=1, n_heads=2), 16)
-    ops, flops = _training(wide, 256, 16)
-    flop_s = max(wide_s - op_s * (ops + 2), wide_s / 10) / (flops + ADAM_FLOPS_PER_PARAM * wide.params)
-    return Calibration(op_s, flop_s)
+    ops = _training(wide, 256, 16)[0]
+    flops = 3 * _matmul(wide, 256, 16) + (training or TRAINING).flops(wide, 256, 16) + ADAM_FLOPS_PER_PARAM * wide.params
+    return Calibration(op_s, max(wide_s - op_s * (ops + 2), wide_s / 10) / flops)
+
+
+def calibrate() -> Calibration:
+    """Measure `op_s` and `flop_s` here: a tiny model's step (overhead only) and a wide one's (arithmetic).
+
+    Uses one torch thread while it measures (CPU time, so other processes on the machine matter little)."""
+    return calibration_from(*reference_seconds())
 
 
 CALIBRATION_MAX_AGE_S = 86_400
