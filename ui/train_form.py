@@ -144,8 +144,9 @@ def _defaults() -> None:
                 st.session_state.setdefault(_task_key(name, p.name), p.default)
 
 
-def _grid(items, columns: int = 4):
-    """Place widgets `columns` to a row: yields (container, item)."""
+def _grid(items, columns: int = 3):
+    """Place widgets `columns` to a row: yields (container, item). Three: at a 1024 px window a number widget of a
+    four-column row showed two digits of its value."""
     for start in range(0, len(items), columns):
         row = st.columns(columns)
         yield from zip(row, items[start : start + columns])
@@ -171,13 +172,13 @@ def form(note=None) -> TrainRequest | None:
         st.markdown("**Training**")
         shown = [s for s in settings_of(TrainConfig) if s.name not in SERVER_SIDE | EARLY_STOP]
         train = {s.name: setting_widget(c, s, key(s.name)) for c, s in _grid(shown)}
-        cols = st.columns(4)
-        early = cols[0].checkbox("stop early", key=key("early_stop"), persist_state="session",
+        early = st.checkbox("stop early", key=key("early_stop"), persist_state="session",
                                  help="at the targets on the right: the paper's convergence filter is 100 % accuracy "
                                  "and MSE < 0.001")
-        for c, s in zip(cols[1:3], [s for s in settings_of(TrainConfig) if s.name in EARLY_STOP]):
+        cols = st.columns(3)
+        for c, s in zip(cols[:2], [s for s in settings_of(TrainConfig) if s.name in EARLY_STOP]):
             train[s.name] = setting_widget(c, s, key(s.name)) if early else None
-        every = cols[3].number_input("measure every … steps", 1, LIVE_LIMITS["measure_every"], key=key("measure_every"),
+        every = cols[2].number_input("measure every … steps", 1, LIVE_LIMITS["measure_every"], key=key("measure_every"),
                                      persist_state="session",
                                      help="sharpness, Blowup, as_n and the degree profile; skipped while measuring "
                                      "would take longer than training")
