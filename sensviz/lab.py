@@ -370,11 +370,12 @@ def share_words(share: float) -> str:
     return f"at {share:.0%} of the inputs"
 
 
-def change_words(ratio: float) -> str:
-    """A change by `ratio` (after / before): 'rises k-fold' above 1.5, 'falls k-fold' below 1/1.5, else 'stays about the same'."""
-    if ratio > 1.5:
+def change_words(ratio: float, fold: float = 1.5) -> str:
+    """A change by `ratio` (after / before): 'rises k-fold' above `fold`, 'falls k-fold' below 1/`fold`, else 'stays
+    about the same'."""
+    if ratio > fold:
         return f"rises {ratio:.2g}-fold"
-    if ratio < 1 / 1.5:
+    if ratio < 1 / fold:
         return f"falls {1 / ratio:.2g}-fold"
     return "stays about the same"
 
@@ -568,17 +569,28 @@ def _training_present(data: Data, metric) -> Built:
     return Built(numbers, claims, figures, correct, look_for, answer, curve_words(curves, shown_metric, step))
 
 
+CURVE_FOLD = 1.1
+"""Chapter 2's try-it curve is described as rising or falling from a 1.1-fold change of its mean (the answer's own
+rule, for the sharpness, needs 1.5-fold): a curve that visibly steps up is not 'about the same'."""
+
+LOG_CURVES = {"E[log Blowup]": "Blowup's geometric mean (e^E[log Blowup])"}
+"""Curves recorded as a logarithm: their change is the fold of e^value, named so."""
+
+
 def curve_words(curves: pd.DataFrame, metric: str, step: int | None) -> str:
     """What chapter 2's chosen curve does: its first and last value, and its change from before the takeover step to
-    after it (the mean on each side, `change_words`)."""
+    after it (the mean on each side, `change_words` at `CURVE_FOLD`; for a logarithm, e^(mean after − mean before))."""
     line = curves[curves["metric"] == metric].sort_values("step")
     first, last = line.iloc[0], line.iloc[-1]
     said = (f"The curve beside accuracy is {metric}: {first['value']:.3g} at step {int(first['step'])}, "
             f"{last['value']:.3g} at step {int(last['step'])}")
     if step is None or not (line["step"] < step).any() or not (line["step"] >= step).any():
         return said + "."
-    ratio = line[line["step"] >= step]["value"].mean() / line[line["step"] < step]["value"].mean()
-    return said + f"; it {change_words(ratio)} from before step {step} to after it (mean on each side)."
+    after, before = line[line["step"] >= step]["value"].mean(), line[line["step"] < step]["value"].mean()
+    if metric in LOG_CURVES:
+        return said + (f"; its mean is {before:.3g} before step {step} and {after:.3g} after it, so "
+                       f"{LOG_CURVES[metric]} {change_words(float(np.exp(after - before)), CURVE_FOLD)}.")
+    return said + f"; it {change_words(after / before, CURVE_FOLD)} from before step {step} to after it (mean on each side)."
 
 
 ZOO_RUN, YOUR_RUN = "the pretrained model's run", "your run"

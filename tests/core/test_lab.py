@@ -663,6 +663,23 @@ def test_chapter_5s_chart_has_one_legend_of_the_tasks_and_one_of_the_single_mode
         assert {title for title, _ in legends} == {"task", "single models"} and ("task", "shape") not in legends, tasks
 
 
+def test_chapter_5s_chart_keeps_a_students_model_inside_its_width_and_visible_on_the_pretrained_one():
+    """A student's model with a long name: the single models' legend goes below the plot, so the chart drawn by Vega at
+    the Lab's 1024 px column keeps its width (two legends side by side at the top ran past it, cutting the name); the
+    student's model has a fill of its own, so a model trained like the pretrained one (the same point) still shows."""
+    import vl_convert
+
+    yours = pd.DataFrame([{"model": "your model: parity-n8-encoder-d16-seed1", "task": "parity", "n": 8, "value": 0.14}])
+    spec = lab.chapter(5).present(data(5), "all four tasks", yours).figures[0].chart.to_dict()
+    svg = vl_convert.vegalite_to_svg({**spec, "width": WINDOWS[1024]}, vl_version="6.4")
+    assert float(re.search(r'<svg[^>]* width="([\d.]+)"', svg).group(1)) <= WINDOWS[1024] + 1
+    assert "parity-n8-encoder-d16-seed1" in svg  # the name is drawn whole, not cut with an ellipsis
+    single = spec["layer"][2]["encoding"]
+    assert single["shape"]["legend"]["orient"] == "bottom" and single["fill"]["legend"] == single["shape"]["legend"]
+    fills = dict(zip(single["fill"]["scale"]["domain"], single["fill"]["scale"]["range"]))
+    assert fills[lab.PRETRAINED] != fills[yours["model"][0]]
+
+
 def test_chapter_3s_histogram_draws_its_last_bin_as_wide_as_the_others():
     built = lab.chapter(3).present(data(3), 12)
     drawn = views(built.figures[1].chart)[0][1]
@@ -853,3 +870,17 @@ def test_chapter_6_says_what_its_comparison_functions_are_at_each_setting():
                 for option in ch.control.options}
     assert "agree with the target on the training inputs" in captions[lab.FEW_COMPARE[0]]
     assert "ignore the training inputs" in captions[lab.FEW_COMPARE[1]]
+
+
+def test_chapter_2s_blowup_curve_is_described_by_the_fold_of_blowup_not_of_its_logarithm():
+    """E[log Blowup] is a logarithm: its change is e^(mean after − mean before), the fold of Blowup's geometric mean
+    (a ratio of two logarithms' means says nothing); a curve that steps up 1.1-fold or more is not 'about the same'."""
+    built = lab.chapter(2).present(data(2), "Blowup")
+    step = built.numbers["step"]
+    line = data(2).tables["curves"].query("metric == 'E[log Blowup]'")
+    fold = np.exp(line[line["step"] >= step]["value"].mean() - line[line["step"] < step]["value"].mean())
+    said = lab.what_changes(lab.chapter(2), lab.chapter(2).present(data(2), lab.SHARPNESS), built, "Blowup")
+    word = "rises" if fold > lab.CURVE_FOLD else "falls" if fold < 1 / lab.CURVE_FOLD else None
+    assert (f"{word} {fold:.2g}-fold" if word else "stays about the same") in said, said
+    flat = altered(2, "curves", lambda t: t.assign(value=np.where(t["metric"] == "E[log Blowup]", 3.0, t["value"])))
+    assert "geometric mean (e^E[log Blowup]) stays about the same" in lab.chapter(2).present(flat, "Blowup").here
