@@ -95,16 +95,26 @@ def kind_colours(kinds: tuple[str, ...]) -> list[str]:
     return found
 
 
+SINGLE_COLOURS = ("#222222", "#e8590c", "#7048e8", "#0c8599")
+"""Chapter 5's single models: the pretrained ones black, a student's own in a colour of its own, so that a model
+trained like the pretrained one (same point) still shows on top of it."""
+
+
 def length_scaling(points: pd.DataFrame, models: pd.DataFrame) -> alt.LayerChart:
     """Chapter 5's chart: `charts.length_scaling` with one legend for the tasks (colour and dash: no second legend
-    of the same tasks by shape) and one for the single models (their own shape scale, not shared with the tasks)."""
-    chart = charts.length_scaling(points, models).resolve_scale(shape="independent")
+    of the same tasks by shape) and one, below the plot, for the single models (their own shape and fill scales,
+    not shared with the tasks; below, so that a long model name never pushes the legends past the chart's width)."""
+    chart = charts.length_scaling(points, models).resolve_scale(shape="independent", fill="independent")
     chart.layer[0].encoding.shape.legend = None
-    single = chart.layer[2].encoding.shape
-    single.title = "single models"
+    single = chart.layer[2].encoding
+    legend = alt.Legend(orient="bottom", labelLimit=charts.WIDTH - 80)  # one legend: shape and fill share it
+    single.shape.title = "single models"
+    single.shape.legend = legend
     names = list(dict.fromkeys(models["model"])) if len(models) else []
-    if names:  # each model's shape fixed by its place, as with the tasks (not Vega's order of appearance)
-        single["scale"] = alt.Scale(domain=names, range=list(single["scale"]["range"])[: len(names)])
+    if names:  # each model's shape and colour fixed by its place, as with the tasks (not Vega's order of appearance)
+        single.shape["scale"] = alt.Scale(domain=names, range=list(single.shape["scale"]["range"])[: len(names)])
+        single.fill = alt.Fill("model:N", title="single models", legend=legend,
+                               scale=alt.Scale(domain=names, range=list(SINGLE_COLOURS[: len(names)])))
     return chart
 
 
