@@ -4,6 +4,8 @@ and the line to a second model on demand. In compare mode both models on the sam
 import streamlit as st
 
 from sensviz import charts
+from sensviz.lab import gap_words
+from sensviz.sharpness import limit_gap
 from sensviz.text import escape_markdown
 from ui import cache, page, router
 from ui.model_refs import ModelRef
@@ -99,11 +101,14 @@ page.download(table, "sharpness.csv")
 
 st.subheader("How L_ρ/ρ² depends on ρ")
 if settings.flag("curve"):
-    curve = page.labelled(page.each_model(models, "Sweeping ρ for {label}…", lambda ref, n: cache.sharpness_curve(
-        ref, n, min(directions, 64), min(inputs, 256), seed), progress=False))
+    drawn = min(directions, 64)
+    curves = page.each_model(models, "Sweeping ρ for {label}…", lambda ref, n: cache.sharpness_curve(
+        ref, n, drawn, min(inputs, 256), seed), progress=False)
+    curve = page.labelled(curves)
     st.altair_chart(charts.radius_curves(curve, [cache.paper_rho(m.ref) for m in models],
-                                         "L_ρ / ρ² approaches the exact limit as ρ → 0"))
-    st.caption("Dashed: the exact small-ρ limit E‖∇T‖²/P; grey: the paper's radius 0.02·√P.")
+                                         "L_ρ / ρ² against ρ; dashed: its exact limit as ρ → 0"))
+    st.caption(f"±1 standard error over {drawn} seeded directions; grey: the paper's radius 0.02·√P. "
+               + gap_words({escape_markdown(label): limit_gap(c) for label, c in curves.items()}, drawn))
     page.download(curve, "sharpness_curve.csv")
 
 st.subheader("A function-preserving change")

@@ -56,6 +56,7 @@ from .losses import loss_for, targets
 from .measure import RADIUS_FRACTIONS, MeasureSettings, measure, registry_key
 from .models import ModelSettings
 from .report import write_text
+from .sharpness import limit_gap
 from .slices import loss_slice, random_directions
 from .training import TrainingData
 from .zoo import measure as zoo_measure
@@ -426,6 +427,20 @@ def trend_words(ns, means) -> str:
     return f"does not rise steadily: it goes {values} over n = {lengths}, highest at n = {int(ns[top])}"
 
 
+def gap_words(gaps: dict[str, float], directions: int) -> str:
+    """Where each curve's smallest-ρ point lies from its exact dashed limit (`sharpness.limit_gap`, in standard
+    errors, by name): within two standard errors when every |gap| ≤ 2, else which lie further."""
+    listed = ", ".join(f"{name} {gap:+.1f}" for name, gap in gaps.items())
+    far = [name for name, gap in gaps.items() if abs(gap) > 2]
+    if not far:
+        return (f"At the smallest radius each curve lies within two standard errors of its exact dashed line "
+                f"({listed}): the curve is an estimate from {directions} random directions, the same ones at every "
+                "radius, so their sampling error stays as ρ shrinks.")
+    return (f"At the smallest radius {' and '.join(far)} lie{'s' if len(far) == 1 else ''} more than two standard "
+            f"errors from the exact dashed line ({listed}), more than {directions} random directions' sampling error "
+            "usually gives.")
+
+
 def upper_first(text: str) -> str:
     """The text with its first letter a capital (the rest as it is: PARITY stays PARITY)."""
     return text[:1].upper() + text[1:]
@@ -736,7 +751,8 @@ def _landscape_present(data: Data, fraction) -> Built:
     figures = [
         Figure("radius", "L_ρ/ρ² against the radius ρ; dashed: the exact small-ρ limit; grey: the paper's radius",
                lab_charts.radius_ticks(charts.radius_curves(curve, float(p["paper_rho"])), curve["rho"].unique()), curve,
-               f"±1 standard error over {LANDSCAPE.directions} seeded directions, the same directions at every radius."),
+               f"±1 standard error over {LANDSCAPE.directions} seeded directions. " + gap_words(
+                   {name: limit_gap(rows) for name, rows in curve.groupby("model", sort=False)}, LANDSCAPE.directions)),
         Figure("slices", f"the loss along one random direction, out to 2ρ either side (ρ = {p['rho']:.3g})", charts.model_lines(
             lines, "alpha", "loss", "distance ‖Δ‖ along the direction (0 is the trained model)", "loss"), lines,
                "The same seeded unit direction for both models, so equal distances are equal radii."),

@@ -251,6 +251,17 @@ def sharpness_curve(
     return pd.DataFrame(rows)
 
 
+def limit_gap(curve: pd.DataFrame) -> float:
+    """How far a curve's smallest-rho estimate lies from the exact small-rho limit, in its standard errors:
+    (L_rho - lim * rho^2) / stderr at the smallest rho (columns rho, value, stderr, limit).
+
+    L_rho / rho^2 -> E_x ||grad_theta T(x)||^2 / P as rho -> 0 in expectation over the directions; a curve measured
+    with the same directions at every rho tends to those directions' own linearised value, so its gap at a small
+    rho is their sampling error, which the standard error measures."""
+    row = curve.loc[curve["rho"].idxmin()]
+    return float((row["value"] - row["limit"] * row["rho"] ** 2) / row["stderr"])
+
+
 def sharpness_proxy(
     model: TracedModel,
     bits: torch.Tensor,

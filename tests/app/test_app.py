@@ -73,7 +73,8 @@ VIEWS = {
     "landscape": ({"rho": "0.01", "directions": "16", "inputs": "64", "curve": "1"},
                   lambda at: any(m.label.startswith("L_ρ at ρ = 0.01") for m in at.metric)
                   and at.toggle(key="sv_w_landscape_curve").value is True
-                  and at.select_slider(key="sv_w_landscape_directions").value == 16),
+                  and at.select_slider(key="sv_w_landscape_directions").value == 16
+                  and any("standard errors" in c.value and "exact dashed line" in c.value for c in at.caption)),
     "experiments": ({"experiment": "tradeoff"},
                     lambda at: at.selectbox(key="sv_w_experiments_experiment_standard").value == "tradeoff"
                     and "Trade-off: parameter norm against LayerNorm blowup" in [s.value for s in at.subheader]),

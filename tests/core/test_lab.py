@@ -216,6 +216,20 @@ def test_chapter_4_states_the_charted_quantity_and_compares_by_error_bars():
     assert "not clearly sharper" in again.look_for and again.correct == "about the same"
 
 
+def test_chapter_4_says_how_far_each_curve_ends_from_its_exact_limit_from_the_charted_rows():
+    """The curves are estimates from seeded directions and the dashed lines exact: the caption gives each curve's gap
+    at the smallest radius in its own standard errors, computed from the chart's rows, and the rule's two branches."""
+    built = lab.chapter(4).present(data(4), 1.0)
+    curve = views(built.figures[0].chart)[0][1]
+    for name, rows in curve.groupby("model"):
+        low = rows.loc[rows["rho"].idxmin()]
+        gap = (low["value"] - low["limit"] * low["rho"] ** 2) / low["stderr"]
+        assert f"{name} {gap:+.1f}" in built.figures[0].caption
+    assert "within two standard errors" in built.figures[0].caption  # the shipped gaps: -1.6 and -1.2
+    off = altered(4, "radius", lambda t: t.assign(limit=np.where(t["model"] == "FIRST", t["limit"] * 2, t["limit"])))
+    assert "FIRST lies more than two standard errors" in lab.chapter(4).present(off, 1.0).figures[0].caption
+
+
 # ----------------------------------------------------------------------------- chapter 5
 
 
