@@ -259,9 +259,19 @@ def _short(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+TORCH_MAGIC = (b"PK\x03\x04", b"\x80\x02\x8a\x0a")
+"""The first bytes of a file `torch.save` wrote: its zip archive, or its legacy pickle format."""
+
+CONVERT_HINT = ("convert it first with `sensviz convert FILE.pt model.safetensors --n-heads H --task T --n N` (the "
+                "model's heads, task and input length; without a task there is no accuracy, target or proxy)")
+"""How to turn the authors' `.pt` state dict into a file sensviz reads, for every message that refuses one."""
+
+
 def _parse_header(data: bytes, name: str) -> _Header:
     """The safetensors header, every entry checked against the limits and the file's length."""
     not_st = f"{name}: not a safetensors file"
+    if data.startswith(TORCH_MAGIC):
+        raise CheckpointError(f"{name}: a PyTorch file (torch.save), not safetensors: {CONVERT_HINT}")
     if len(data) < 8:
         raise CheckpointError(f"{not_st} (only {len(data)} bytes)")
     (header_len,) = struct.unpack("<Q", data[:8])
@@ -665,16 +675,23 @@ def convert_torch_file(pt_path, out_path, n_heads: int, task: Task | str | None 
         raise CheckpointError(f"{pt_path}: no such file")
     if path.stat().st_size > SIZE_CAP:
         raise CheckpointError(f"{pt_path}: over the {SIZE_CAP / MB:.0f} MB size cap (limit 'file_bytes')")
+    with path.open("rb") as f:
+        if not f.read(4).startswith(TORCH_MAGIC):
+            raise CheckpointError(f"{pt_path}: not a file torch.save wrote (its first bytes are neither a zip archive "
+                                  "nor a PyTorch pickle)")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many types for foreign files
-        raise CheckpointError(f"{pt_path}: cannot read it as a PyTorch state dict ({_one_line(err)})") from None
+        raise CheckpointError(f"{pt_path}: cannot read it as a PyTorch state dict; the file may be truncated or "
+                              f"corrupt ({_one_line(err)})") from None
     if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
         state = state["state_dict"]
     if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
         raise CheckpointError(f"{pt_path}: expected a state dict (a mapping of names to tensors)")
     data = _guarded(str(pt_path), lambda: safetensors.torch.save({k: v.contiguous().clone() for k, v in state.items()}))
-    checkpoint = load_checkpoint(io.BytesIO(data), n_heads=n_heads, task=task, n=n)
+    named = io.BytesIO(data)
+    named.name = str(pt_path)  # messages name the file, not "<upload>"
+    checkpoint = load_checkpoint(named, n_heads=n_heads, task=task, n=n)
     return save_checkpoint(checkpoint.model, out_path, task=checkpoint.task, n=checkpoint.n,
                            training={"converted_from": str(pt_path)})
 

@@ -221,7 +221,6 @@ def load(ref: ModelRef) -> sv.Checkpoint:
 
 TORCH_SUFFIXES = ("pt", "pth")
 """PyTorch's pickle-based files: the uploader takes them only to refuse them with a way forward."""
-_TORCH_MAGIC = (b"PK\x03\x04", b"\x80\x02\x8a\x0a")  # torch.save's zip archive, its legacy pickle format
 _APP_TERMS = (
     ("n_heads / --n-heads", "the field **Attention heads** under “For files without sensviz metadata”"),
     ("pass n (--n)", "set **Trained input length n** under “For files without sensviz metadata”"),
@@ -243,10 +242,13 @@ def check_upload(name: str, data: bytes, overrides: dict) -> str | None:
     """None when an upload loads; else the message as markdown, naming the file (escaped) and the
     fields of the app. A PyTorch file is refused by its name or its first bytes, never opened: the
     server never unpickles a user's file (not even with `weights_only`)."""
-    if name.lower().rsplit(".", 1)[-1] in TORCH_SUFFIXES or data.startswith(_TORCH_MAGIC):
-        return (f"{escape_markdown(name)} is a PyTorch file (a pickle), which the explorer never opens. Convert it on "
-                "your own machine with `sensviz convert FILE.pt model.safetensors --n-heads 2` (the number of heads "
-                "of the authors' models) and upload model.safetensors.")
+    if data.startswith(sv.checkpoints.TORCH_MAGIC):
+        return (f"{escape_markdown(name)} is a PyTorch file (a pickle), which the explorer never opens: on your own "
+                f"machine, {sv.checkpoints.CONVERT_HINT}, and upload model.safetensors.")
+    if name.lower().rsplit(".", 1)[-1] in TORCH_SUFFIXES:
+        return (f"{escape_markdown(name)} is named like a PyTorch file, but its first bytes are not those of a file "
+                "torch.save wrote. The explorer reads .safetensors files (a PyTorch file it never opens: "
+                f"{sv.checkpoints.CONVERT_HINT}).")
     source = io.BytesIO(data)
     source.name = _NAME
     try:

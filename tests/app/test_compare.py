@@ -206,7 +206,9 @@ def test_a_pytorch_file_is_refused_unopened_with_the_way_to_convert_it(monkeypat
                        ("renamed.safetensors", zipped.getvalue())):
         at = upload(at, name, data)
         errors = [plain(e.value) for e in at.sidebar.error]
-        assert any(name in e and "sensviz convert" in e and "never opens" in e for e in errors), errors
+        assert any(name in e and "sensviz convert" in e and "--task" in e and "never opens" in e for e in errors), errors
+        said = "is named like a PyTorch file, but its first bytes" if data == b"anything" else "is a PyTorch file (a pickle)"
+        assert any(said in e for e in errors), errors  # a text file named .pt is not called a pickle
         assert any(f"Still showing **{ZOO}**" in plain(c.value) for c in at.sidebar.caption)
         assert selected(at).key == ZOO
     assert not calls  # no loader, no unpickling: refused by its name or first bytes

@@ -75,6 +75,27 @@ def test_convert_refuses_pickled_objects(tmp_path):
         convert_torch_file(pt, tmp_path / "x.safetensors", n_heads=2)
 
 
+def test_a_wrong_pt_file_gets_a_message_that_names_it_and_says_what_it_is(tmp_path):
+    """A PyTorch file read as safetensors (`sensviz inspect model.pt`) says how to convert it; `convert` of a file
+    torch.save did not write says so before torch reads it, a truncated one says it may be truncated, and a model
+    refused after conversion names the .pt file, not "<upload>"."""
+    reference, _ = authors_file(tmp_path)
+    pt = tmp_path / "model.pt"
+    torch.save(reference.state_dict(), pt)
+    with pytest.raises(CheckpointError, match=r"model\.pt: a PyTorch file .*sensviz convert .*--task T --n N"):
+        load_checkpoint(pt)
+    notes = tmp_path / "notes.pt"
+    notes.write_text("my notes on the run\n")
+    with pytest.raises(CheckpointError, match=r"notes\.pt: not a file torch\.save wrote"):
+        convert_torch_file(notes, tmp_path / "x.safetensors", n_heads=2)
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes(pt.read_bytes()[: pt.stat().st_size // 2])
+    with pytest.raises(CheckpointError, match=r"cut\.pt: cannot read it as a PyTorch state dict; the file may be truncated"):
+        convert_torch_file(cut, tmp_path / "x.safetensors", n_heads=2)
+    with pytest.raises(CheckpointError, match=r"model\.pt: n=16 "):
+        convert_torch_file(pt, tmp_path / "x.safetensors", n_heads=2, task="first", n=16)
+
+
 def _valid_bytes(model, **meta):
     return sv.checkpoint_bytes(model, task="parity", n=6, **meta)
 
