@@ -271,7 +271,7 @@ def _parse_header(data: bytes, name: str) -> _Header:
     """The safetensors header, every entry checked against the limits and the file's length."""
     not_st = f"{name}: not a safetensors file"
     if data.startswith(TORCH_MAGIC):
-        raise CheckpointError(f"{name}: a PyTorch file (torch.save), not safetensors: {CONVERT_HINT}")
+        raise CheckpointError(f"{not_st} (it starts as a file torch.save writes: if it is one, {CONVERT_HINT})")
     if len(data) < 8:
         raise CheckpointError(f"{not_st} (only {len(data)} bytes)")
     (header_len,) = struct.unpack("<Q", data[:8])
