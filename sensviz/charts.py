@@ -376,21 +376,37 @@ def model_log_histograms(table: pd.DataFrame, title: str = "") -> alt.Chart:
     return log_histogram(table, "log10 Blowup(x)", title, color="model")
 
 
+def short_names(names) -> dict[str, str]:
+    """Module names without the dotted prefix they all share, an index read as a layer's ("encoders.layers.0.norm1"
+    among layer 0 and 1's LayerNorms: "layer 0 norm1"), so that an axis can label every one of them."""
+    names = list(dict.fromkeys(names))
+    parts = [name.split(".") for name in names]
+    shared = 0
+    while len(names) > 1 and all(len(p) > shared + 1 and p[shared] == parts[0][shared] for p in parts):
+        shared += 1
+    return {name: " ".join(f"layer {w}" if w.isdigit() else w for w in (p[shared:] if len(names) > 1 else p[-1:]))
+            for name, p in zip(names, parts)}
+
+
 def per_ln_bars(table: pd.DataFrame, title: str = "") -> alt.Chart:
     """Mean and maximum of N per LayerNorm over the inputs (`sensviz.tables.per_ln_table`): side by side
-    for one model; with a `model` column, the models side by side on one axis, a panel per statistic."""
+    for one model; with a `model` column, the models side by side on one axis, a panel per statistic. Each
+    LayerNorm is labelled by its short name (`short_names`; the full one in the tooltip)."""
     ids = ["ln", "ln_name"] + (["model"] if "model" in table else [])
+    short = short_names(table.sort_values("ln")["ln_name"])
     long = table.rename(columns={"mean_N": "mean of N", "max_N": "maximum of N"}).melt(
         id_vars=ids, value_vars=["mean of N", "maximum of N"], var_name="statistic", value_name="N")
-    x = alt.X("ln_name:N", sort=alt.SortField("ln"), title="LayerNorm k", axis=alt.Axis(labelAngle=-45))
+    long = long.assign(layernorm=long["ln_name"].map(short))
+    x = alt.X("layernorm:N", sort=list(short.values()), title="LayerNorm k",
+              axis=alt.Axis(labelAngle=0 if len(short) <= 6 else -45))
     tooltip = ids[1:] + ["statistic:N", alt.Tooltip("N:Q", format=VALUE)]
     if "model" not in table:
         return _single(alt.Chart(long, title=title).mark_bar().encode(
             x=x, xOffset="statistic:N", y=alt.Y("N:Q", title="N_i^(k)"),
             color=alt.Color("statistic:N", title="", legend=alt.Legend(orient="top")), tooltip=tooltip,
         ))
-    return alt.Chart(long).mark_bar(stroke=INK, strokeWidth=1.5).encode(
-        x=x, xOffset="model:N", y=alt.Y("N:Q", title="N_i^(k)"), color=model_colour(long["model"]), tooltip=tooltip,
+    return alt.Chart(long).mark_bar(stroke=INK, strokeWidth=1.5).encode(  # each panel's header names its statistic
+        x=x, xOffset="model:N", y=alt.Y("N:Q", title=None), color=model_colour(long["model"]), tooltip=tooltip,
         strokeDash=series_marks(long["model"], "model")["strokeDash"],
     ).properties(width=WIDTH - 90, height=140).facet(row=alt.Row("statistic:N", title=None, sort=None)).properties(
         title=title)

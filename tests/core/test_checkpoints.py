@@ -82,7 +82,8 @@ def test_a_wrong_pt_file_gets_a_message_that_names_it_and_says_what_it_is(tmp_pa
     reference, _ = authors_file(tmp_path)
     pt = tmp_path / "model.pt"
     torch.save(reference.state_dict(), pt)
-    with pytest.raises(CheckpointError, match=r"model\.pt: not a safetensors file \(it starts as a file torch\.save writes: .*sensviz convert .*--task T --n N"):
+    told = r"model\.pt: not a safetensors file \(it starts as a file torch\.save writes: .*sensviz convert .*--task T --n N"
+    with pytest.raises(CheckpointError, match=told):
         load_checkpoint(pt)
     notes = tmp_path / "notes.pt"
     notes.write_text("my notes on the run\n")

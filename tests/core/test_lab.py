@@ -898,3 +898,18 @@ def test_chapter_2s_blowup_curve_is_described_by_the_fold_of_blowup_not_of_its_l
     assert (f"{word} {fold:.2g}-fold" if word else "stays about the same") in said, said
     flat = altered(2, "curves", lambda t: t.assign(value=np.where(t["metric"] == "E[log Blowup]", 3.0, t["value"])))
     assert "geometric mean (e^E[log Blowup]) stays about the same" in lab.chapter(2).present(flat, "Blowup").here
+
+
+def test_chapter_3s_bars_label_every_layernorm_at_the_labs_width():
+    """Each LayerNorm's short name (the shared prefix "encoders.layers." dropped) drawn by Vega with its label shown:
+    the full module names, rotated, lost two of the four to Vega's overlap removal at 1024 px."""
+    import vl_convert
+
+    from sensviz import charts
+
+    built = lab.chapter(3).present(data(3), 12)
+    names = charts.short_names(built.figures[0].data.sort_values("ln")["ln_name"])
+    assert list(names.values()) == ["layer 0 norm1", "layer 0 norm2", "layer 1 norm1", "layer 1 norm2"]
+    svg = vl_convert.vegalite_to_svg(built.figures[0].chart.to_dict(), vl_version="6.4")
+    shown = re.findall(r'<text[^>]*opacity="1"[^>]*>(layer \d norm\d)</text>', svg)
+    assert sorted(shown) == sorted(names.values()), shown
