@@ -201,8 +201,10 @@ cols[0].radio(f"Your prediction: {chapter.predict.prompt}", chapter.predict.opti
 cols[1].button("Skip", on_click=skip, key=settings.key("skip", number), disabled=lock is not None or held,
                help="See the charts and the answer without predicting: counted as skipped, and locked")
 if lock is not None:
-    st.caption(f"Your answer “{escape_markdown(lock['answer'])}” was locked when you revealed the answer "
-               f"({shown_time(lock['revealed'])} UTC): the first answer is the one scored.")
+    locked = ("Your prediction was a skip, locked" if lock["answer"] == "skip" else
+              f"Your answer “{escape_markdown(lock['answer'])}” was locked")
+    st.caption(f"{locked} when you revealed the answer ({shown_time(lock['revealed'])} UTC): the first answer is "
+               "the one scored.")
 else:
     st.caption(LOCK_RULE)
 
@@ -296,7 +298,7 @@ def setup() -> None:
 
 
 if lock is None:  # the other pages show this chapter's models and numbers whole: a path to the answer
-    st.caption("**Try it yourself** comes with the answer: its links open pages that show it.")
+    st.caption("**Try it yourself** appears once you reveal the answer: the pages its links open would show it.")
 else:
     st.markdown(f"**Try it yourself.** {chapter.try_it}")
     loaded = selection is not None and selection.ref.name == model_refs.zoo_ref(chapter.models[0]).name

@@ -225,7 +225,7 @@ def what_changes(ch: Chapter, asked: Built, here: Built, choice) -> str:
     at = ch.control.fmt(choice)
     shown = here.here or here.look_for
     if here.correct == asked.correct:
-        return f"At {at} the charts show the same answer (“{here.correct}”). {shown}"
+        return f"With “{at}” chosen, the charts show the same answer (“{here.correct}”). {shown}"
     return (f"The answer is not visible at this setting ({at}). The rule: {ch.rule} By it the charts here say "
             f"“{here.correct}”, not “{asked.correct}” as at the question's setting "
             f"({ch.control.fmt(ch.control.default)}). {shown}")

@@ -59,6 +59,7 @@ def test_skipping_reveals_the_charts_and_a_blind_chart_leaves_out_the_asked_quan
     at.button(key="sv_w_lab_skip_6").click().run()
     after = chart_data(at)
     assert at.query_params["predict"] == "skip" and len(after) == 2 and lab.LEARNED.encode() in after[0]
+    assert any(c.value.startswith("Your prediction was a skip, locked when") for c in at.caption)  # not "answer “skip”"
 
 
 def test_a_prediction_in_the_url_is_restored_and_a_bad_one_is_a_notice():
@@ -105,7 +106,7 @@ def test_try_it_yourself_links_out_only_after_the_reveal(number):
     at = open_url("lab", chapter=str(number))
     keys = {b.key for b in at.button}
     assert not keys & {f"sv_w_lab_{k}_{number}" for k in ("setup", "train", "open")}
-    assert any("comes with the answer" in c.value for c in at.caption)
+    assert any("appears once you reveal the answer" in c.value for c in at.caption)
     after = {b.key for b in revealed(number).button}
     assert f"sv_w_lab_setup_{number}" in after and {f"sv_w_lab_train_{number}", f"sv_w_lab_open_{number}"} & after
 
