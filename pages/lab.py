@@ -326,6 +326,13 @@ if number > 1:
 if number < len(NUMBERS):
     cols[2].button(f"Chapter {number + 1} →", help=lab.chapter(number + 1).title, on_click=turn, args=(number + 1,),
                    key=settings.key("next"), type="primary", width="stretch")
+else:
+    still_open = [k for k in NUMBERS if k not in locks]
+    st.info(f"**The end of the Lab.** You revealed {len(locks)} of {len(NUMBERS)} chapters"
+            + (f"; still open: {', '.join(f'chapter {k}' for k in still_open)}" if still_open else "")
+            + ". To hand in your answers, open **My answers** above the chapter and send its link: it lists each "
+            "chapter's prediction, whether it was right and when you revealed it, signed by this server.",
+            icon=":material/flag:")
 tools = tools_at.columns(3)
 with tools[0].popover("My answers", width="stretch"):
     if not locks:

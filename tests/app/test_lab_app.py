@@ -166,3 +166,13 @@ def test_the_answer_stays_the_questions_at_another_try_it_setting():
     assert here.correct != asked.correct  # at n = 8 the charts do not show it: the page says so
     assert any(s.value.startswith(f"**Answer: {asked.correct}.** Your prediction was right.") for s in at.success)
     assert any(m.value.startswith("**What changes here.**") and "not visible" in m.value for m in at.markdown)
+
+
+def test_the_last_chapter_ends_with_what_is_revealed_and_how_to_hand_it_in():
+    at = revealed(len(lab.CHAPTERS))
+    end = next(i.value for i in at.info if "The end of the Lab" in i.value)
+    count = int(re.search(r"You revealed (\d+) of 7 chapters", end).group(1))
+    still = re.findall(r"chapter (\d)", end)
+    assert count >= 1 and "7" not in still and len(still) == 7 - count, end  # the open ones named, the revealed not
+    assert "My answers" in end
+    assert not any("The end of the Lab" in i.value for i in revealed(6).info)
