@@ -10,7 +10,7 @@ import streamlit as st
 import sensviz as sv
 from sensviz.text import escape_markdown, quoted
 from server import services
-from ui import cache, classroom, job_panel, model_refs, moved, owner_id, page, registry, sidebar, url_state
+from ui import cache, classroom, job_panel, model_refs, moved, owner_id, page, registry, sidebar, uploads, url_state
 from ui.model_refs import ModelRef
 from ui.nav import PageSpec
 
@@ -55,6 +55,9 @@ def draw(spec: PageSpec) -> None:
         classroom.joining_hint(joining)
     elif registry.current_class():
         classroom.notices(registry.current_class())  # what the room is told, live
+    refused = uploads.refused_upload() if st.session_state.get(registry.SOURCE) == "Upload" else None
+    if refused is not None:  # said here too, while the sidebar shows the upload: its line sits below a laptop's fold
+        st.error(f"Your upload was not used. {refused}")
     if spec.needs_model and selection is None:
         st.info("No model selected yet. Pick a pretrained checkpoint, upload a `.safetensors` file, or train one on "
                 "the **Train** page — the sidebar on the left has all three.")

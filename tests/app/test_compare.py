@@ -209,9 +209,13 @@ def test_a_pytorch_file_is_refused_unopened_with_the_way_to_convert_it(monkeypat
         assert any(name in e and "sensviz convert" in e and "--task" in e and "never opens" in e for e in errors), errors
         said = "is named like a PyTorch file, but its first bytes" if data == b"anything" else "is a PyTorch file (a pickle)"
         assert any(said in e for e in errors), errors  # a text file named .pt is not called a pickle
+        main = [plain(e.value) for e in at.main.error]  # also above the page's content, not only below the sidebar's fold
+        assert any(e.startswith("Your upload was not used.") and name in e for e in main), main
         assert any(f"Still showing **{ZOO}**" in plain(c.value) for c in at.sidebar.caption)
         assert selected(at).key == ZOO
     assert not calls  # no loader, no unpickling: refused by its name or first bytes
+    at.sidebar.segmented_control(key=registry.SOURCE).set_value("Pretrained").run()
+    assert not any("Your upload was not used" in e.value for e in at.main.error)  # gone once the upload is put aside
 
 
 def test_an_authors_file_without_heads_names_the_apps_field(tmp_path):
