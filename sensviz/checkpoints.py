@@ -647,6 +647,10 @@ def _load(source, name, size_cap, n_heads, task, n, encoding, device, config_ove
         notes.append(f"n={n} was inferred from the positional table's length; pass n (--n) for another input length")
     if n is not None and n > config.max_len:
         raise CheckpointError(f"{name}: n={n} is outside the model's positional range 1..{config.max_len}")
+    if layout == "authors" and not n_inferred and n is not None and n < config.max_len:
+        notes.append(f"n={n} is less than the positional table's {config.max_len} positions, the length the authors' "
+                     "configuration trains at (conf/train_config.yaml: model.max_len = basic.max_len = min_len): "
+                     "check that n is the length this model was trained at")
     if task is not None and n is not None:
         model.check_task(task, n)  # the task's parameters against n (k <= n, a table's length), the scratchpad's PARITY
     if encoding is None:

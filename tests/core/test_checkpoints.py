@@ -209,3 +209,12 @@ def test_a_table_task_is_a_tensor_beside_the_weights_and_older_files_still_load(
 def test_a_path_that_is_not_a_file_is_named_for_what_it_is(path, says):
     with pytest.raises(CheckpointError, match=says):
         sv.load_checkpoint(path)
+
+
+def test_an_authors_file_read_at_a_length_below_its_positional_table_gets_a_note(tmp_path):
+    """The authors' configuration trains at the positional table's length (model.max_len = basic.max_len = min_len):
+    a shorter n given for such a file is noted, not refused (the model reads every length up to the table's)."""
+    _, path = authors_file(tmp_path)  # a table of 10 positions
+    shorter = load_checkpoint(path, n_heads=2, n=6)
+    assert shorter.n == 6 and any("less than the positional table's 10 positions" in note for note in shorter.notes)
+    assert not any("positional table's" in note for note in load_checkpoint(path, n_heads=2, n=10).notes)
