@@ -138,6 +138,15 @@ locks = predictions.locked(owner)  # the revealed chapters: their first answer, 
 code = registry.current_class()
 joined = services.class_store().view(code, owner) if code else None
 instructor = joined is not None and joined.is_instructor(owner)
+
+# a returning student (a new session: a new tab, the home address again) at chapter 1: their first open chapter, once
+resume = next((k for k in NUMBERS if k not in locks), None)
+if registry.first_lab_run() and "chapter" not in st.query_params and number == 1 and locks and resume not in (None, 1):
+    cols = st.columns([3, 1], vertical_alignment="center")
+    cols[0].info(f"Welcome back: you have revealed {len(locks)} of {len(NUMBERS)} chapters.",
+                 icon=":material/bookmark:")
+    cols[1].button(f"Continue at chapter {resume}", on_click=turn, args=(resume,), type="primary",
+                   key=settings.key("resume"), width="stretch")
 token = settings.read("answers", None, str)  # a "my answers" link, shown to whoever opens it
 if token is not None:
     found = predictions.read_token(token, services.server_secret())

@@ -37,6 +37,7 @@ SHARED = "sv_shared"  # kept models of other owners opened by a link in this ses
 SHOW_SOURCE = "sv_show_source"  # the sidebar switches to this model source on its next run
 LAB_PREDICTIONS = "sv_lab_predictions"  # {Lab chapter: the student's prediction (an option, or "skip")}
 LAB_TOP = "sv_lab_top"  # the Lab turned a page: scroll to its top on this run
+LAB_RESUME_ASKED = "sv_lab_resume_asked"  # the Lab offered to continue at the first chapter not yet revealed
 PAGE = "sv_page"  # the url_path of the page this run draws, set by the router before the frame (ui.lab_state reads it)
 UPLOAD_REFUSED = "sv_upload_refused"  # the one line about the last upload refused in this session
 MOVED = "sv_moved"  # this session started on a server that did not hold the browser's earlier session (ui.moved)
@@ -133,6 +134,13 @@ def first_ask_for_away_run() -> bool:
     """True once a session: whether to ask the server for the owner's run that ended while they were away."""
     asked = st.session_state.get(AWAY_ASKED, False)
     st.session_state[AWAY_ASKED] = True
+    return not asked
+
+
+def first_lab_run() -> bool:
+    """True once a session: whether the Lab may offer a returning student their first chapter not yet revealed."""
+    asked = st.session_state.get(LAB_RESUME_ASKED, False)
+    st.session_state[LAB_RESUME_ASKED] = True
     return not asked
 
 

@@ -176,3 +176,35 @@ def test_the_last_chapter_ends_with_what_is_revealed_and_how_to_hand_it_in():
     assert count >= 1 and "7" not in still and len(still) == 7 - count, end  # the open ones named, the revealed not
     assert "My answers" in end
     assert not any("The end of the Lab" in i.value for i in revealed(6).info)
+
+
+def test_a_returning_student_is_offered_their_first_chapter_not_yet_revealed_once():
+    """A new session of an owner who revealed chapters 1 and 2 opens the Lab at chapter 1 (a link without a chapter):
+    it offers chapter 3, whose button turns there; a link naming another chapter, or a second run, offers nothing."""
+    from helpers.app import APP, PAGE
+    from streamlit.testing.v1 import AppTest
+
+    from ui import registry
+
+    owner = "owner-back-in-the-lab"
+
+    def session(**params) -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=300)
+        at.session_state[registry.OWNER] = owner  # the browser's cookie
+        at.query_params.update(params)
+        at.switch_page(PAGE["lab"].file)
+        return at.run()
+
+    def offered(at: AppTest) -> bool:
+        return any("Welcome back" in i.value for i in at.info)
+
+    first = session()
+    assert not offered(first)  # nothing revealed yet
+    for number in (1, 2):
+        first.button(key=f"sv_w_lab_skip_{number}").click().run()
+        first.button(key="sv_w_lab_next").click().run()
+    back = session()
+    assert offered(back) and any("2 of 7 chapters" in i.value for i in back.info)
+    back.button(key="sv_w_lab_resume").click().run()
+    assert not back.exception and back.query_params["chapter"] == "3" and not offered(back)
+    assert not offered(session(chapter="2"))  # a link's own chapter is kept as it is
