@@ -824,12 +824,20 @@ def slope_words(low: float, high: float) -> str:
     return "is not shown to grow with n: the interval of its slope includes 0"
 
 
+def single_words(zoo: pd.DataFrame) -> str:
+    """What the pretrained single models (one per n: `n`, `value`) do over n (`trend_words`), said as a scatter
+    unless they rise at every step."""
+    said = f"the pretrained ones' proxy ×4 {trend_words(zoo['n'], zoo['value'])}"
+    return upper_first(said) if said.split("×4 ")[1].startswith("rises") else f"One model per n scatters: {said}"
+
+
 def _length_present(data: Data, tasks, yours: pd.DataFrame | None = None) -> Built:
     num = data.numbers
     points = data.tables["points"]
     shown = points[points["task"].isin(LENGTH_TASKS.get(tasks, LENGTH_TASKS["PARITY and FIRST"]))].reset_index(drop=True)
     parity = points[points["task"] == "parity"].sort_values("n")
-    pretrained = data.tables["zoo"].assign(model=PRETRAINED)
+    zoo = data.tables["zoo"].sort_values("n")
+    pretrained = zoo.assign(model=PRETRAINED)
     mine = pd.concat([pretrained] + ([yours] if yours is not None and len(yours) else []), ignore_index=True)
     claims = {"slope": slope_words(num["slope_low"], num["slope_high"]),
               "trend": trend_words(parity["n"], parity["mean"]),
@@ -857,7 +865,8 @@ def _length_present(data: Data, tasks, yours: pd.DataFrame | None = None) -> Bui
     answer += f" {claims['bound']}"
     figures = [Figure("length", "sharpness proxy ×4 against n (mean ± standard error over the runs that learned their task)",
                       lab_charts.length_scaling(shown, mine), shown,
-                      "Black marks: single models measured the same way (the pretrained ones, and yours when you pick one).")]
+                      "Marks: single models measured the same way, the pretrained ones in black (yours in colour when "
+                      f"you pick one). {single_words(zoo)}; the answer rests on the means over many runs.")]
     here = "; ".join(f"{TASK_NAMES[t]}'s mean proxy ×4 {trend_words(rows['n'], rows['mean'])}"
                      for t, rows in ((t, shown[shown["task"] == t].sort_values("n")) for t in dict.fromkeys(shown["task"])))
     return Built(numbers, claims, figures, correct, look_for, answer, f"The chart draws {tasks}: {here}.")

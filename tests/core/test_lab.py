@@ -913,3 +913,13 @@ def test_chapter_3s_bars_label_every_layernorm_at_the_labs_width():
     svg = vl_convert.vegalite_to_svg(built.figures[0].chart.to_dict(), vl_version="6.4")
     shown = re.findall(r'<text[^>]*opacity="1"[^>]*>(layer \d norm\d)</text>', svg)
     assert sorted(shown) == sorted(names.values()), shown
+
+
+def test_chapter_5s_caption_says_what_the_pretrained_single_models_do_from_their_points():
+    built = lab.chapter(5).present(data(5), "PARITY and FIRST")
+    zoo = data(5).tables["zoo"].sort_values("n")
+    assert lab.trend_words(zoo["n"], zoo["value"]) in built.figures[0].caption
+    assert "scatters" in built.figures[0].caption  # the shipped ones go down, then up
+    rising = altered(5, "zoo", lambda t: t.assign(value=t["n"] / 100))
+    caption = lab.chapter(5).present(rising, "PARITY and FIRST").figures[0].caption
+    assert "The pretrained ones' proxy ×4 rises with n at every step" in caption and "scatters" not in caption
