@@ -36,8 +36,9 @@ TERMS: tuple[Term, ...] = (
     Term("attention", "â_ij", "how much position i reads from position j, per layer and head.", "Attention"),
     Term("LayerNorm factor", "N_i^(k)", "1/√(variance + ε) of LayerNorm k's input at position i: how much that "
          "LayerNorm magnifies small differences.", "LayerNorm: heatmap and distributions"),
-    Term("Blowup", "Blowup(x)", "the product over LayerNorms k of τ^(k)(x) = max_i (1 + N_i^(k)(x)): the "
-         "largest magnification LayerNorms apply to input x, all layers together.", "LayerNorm"),
+    Term("Blowup", "Blowup(x)", "how much the LayerNorms, all layers together, can magnify a change at input x: "
+         "the product over LayerNorms k of τ^(k)(x) = max_i (1 + N_i^(k)(x)), where N_i^(k)(x) is LayerNorm k's "
+         "factor at position i, 1/√(variance + ε) of what it normalises there.", "LayerNorm"),
     Term("param_norm", "‖θ‖", "the size (Euclidean norm) of all parameters except the positional encodings.",
          "sidebar; LayerNorm trade-off"),
     Term("sharpness", "L_ρ", "the mean squared change of the output when all parameters are moved by a "
@@ -45,7 +46,8 @@ TERMS: tuple[Term, ...] = (
     Term("radius", "ρ", "the length of that random parameter step; the paper's is ρ = 0.02·√P (P parameters).",
          "Landscape"),
     Term("sharpness proxy", "proxy ×4", "the paper's estimate of sharpness: the output's mean squared change "
-         "under Gaussian noise of 0.02 per parameter; ×4 puts a model trained on 0/1 targets on the ±1 scale "
+         "under Gaussian noise of 0.02 per parameter (L_ρ moves the parameters by a random step of fixed length ρ "
+         "instead; the noise's typical length is the paper's radius); ×4 puts a model trained on 0/1 targets on the ±1 scale "
          "(y ↦ 2y − 1 turns a change Δy into 2Δy, and (2Δy)² = 4Δy²).", "Experiments; Lab chapter 5"),
     Term("initialisation", "θ₀", "the random parameters a model starts training from (PyTorch's default draw, "
          "seeded): before any training.", "Before training; Lab chapter 7"),

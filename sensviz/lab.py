@@ -1172,7 +1172,8 @@ CHAPTERS: tuple[Chapter, ...] = (
         symbols=("θ: all the model's parameters; T_θ(x): its output at input x",
                  "Δ: a random step in parameter space of length ρ; E_x: the mean over the inputs x; n: the input length",
                  "step: one update of gradient descent during training; loss: the training loss, the mean squared "
-                 "error of the output against the target; accuracy: the share of inputs answered right")),
+                 "error of the output against the target; accuracy: the share of inputs answered right",
+                 "E[log Blowup]: the mean over the inputs of Blowup's logarithm (a 2-fold Blowup adds log 2 ≈ 0.69)")),
     Chapter(
         3, "blowup", "How can a transformer be sensitive at all?",
         "Attention averages over positions, so one changed bit moves a transformer's output little. How does the "
@@ -1274,7 +1275,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         "Boolean function, or a simple one?",
         Prediction("A random transformer's answer f(x) (its output above or below its middle value) has average "
                    "sensitivity as_n…", INIT_OPTIONS),
-        ("average sensitivity", "Fourier degree", "initialisation", "init scale"),
+        ("average sensitivity", "Fourier degree", "initialisation", "init scale", "function-preserving change"),
         ORBIT_MODELS, ORBIT_MODELS,
         (r"f(x) = \mathrm{sign}\big(T(x) - \mathrm{median}_{x'} T(x')\big)",
          r"\mathrm{as}_n(f) = \mathbb{E}_x s(f,x), \quad \mathbb{E}_{f \text{ uniform}} \mathrm{as}_n(f) = n/2"),
