@@ -167,7 +167,8 @@ def _slice(args) -> dict:
         other = load_checkpoint(args.to, n_heads=args.n_heads)
         directions = slices.line_direction(ck.model, other.model)
         span = 0.5 if args.span is None else args.span
-        alphas = torch.linspace(-span, 1 + span, args.steps, dtype=torch.float64)
+        # rounded: linspace's 2.8e-17 for 0 put the model itself (and centre_loss) off the grid
+        alphas = torch.linspace(-span, 1 + span, args.steps, dtype=torch.float64).round(decimals=12)
         kind = f"line to {args.to}"
     elif args.hessian:
         directions = slices.hessian_directions(ck.model, bits, labels, loss, args.dims, args.seed)

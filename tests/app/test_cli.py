@@ -235,6 +235,10 @@ def test_slice_to_another_checkpoint(capsys, tmp_path, encoder_model):
     with torch.no_grad():
         other_loss = ((other(bits).double() - bits[:, 0].double()) ** 2).mean().item()
     assert frame.loss[3] == pytest.approx(other_loss, rel=1e-5)
+    line = run(capsys, "slice", str(path), "--to", str(other_path), "--steps", "41", "--out", str(out_csv))[1]
+    alphas = pd.read_csv(out_csv).alpha
+    assert 0.0 in alphas.tolist() and alphas[12] == 0.1  # on the grid exactly (linspace gave 2.8e-17, 0.10000000000000003)
+    assert line["centre_loss"] == pytest.approx(frame.loss[1], rel=1e-6)  # the model's own loss
 
 
 def test_slice_errors(capsys, tmp_path, encoder_model):
