@@ -37,9 +37,12 @@ PAGE = {  # read by ui.nav without running this file
         "plane": {"label": "Compute the 2-D slice (21 × 21 points)", "widget": "toggle"},
         "hessian": {"label": "Compute the top Hessian eigenvalues (Lanczos)", "widget": "toggle"},
         "line": {"label": "Walk the straight line to a second model of the same size", "widget": "toggle"},
+        "proxy": {"label": "Compute the paper's sharpness proxy (Gaussian noise on every parameter)",
+                  "widget": "toggle"},
     },
     "shows": ("sharpness L_ρ at the paper's radius with its error bar beside the exact small-ρ limit; on "
-              "demand the ρ curve, 1-D and 2-D loss slices, Hessian eigenvalues and the line to a second model"),
+              "demand the ρ curve, the paper's sharpness proxy, 1-D and 2-D loss slices, Hessian eigenvalues and the "
+              "line to a second model"),
 }
 
 settings = page.Settings("landscape")
@@ -133,6 +136,26 @@ if ck.task is None:
     st.info("Loss slices and curvature need the model's task; upload it with the task named in the sidebar.")
     st.stop()
 tasked = [m for m in models if cache.model_facts(m.ref)["task"]]
+
+st.subheader("The paper's sharpness proxy")
+if settings.flag("proxy"):
+    proxies = page.each_model(tasked, "Adding Gaussian noise to {label}…",
+                              lambda ref, n: cache.proxy(ref, n, inputs, seed), progress=False)
+    for m in tasked:
+        found, factor = proxies[m.label]
+        if compare:
+            st.markdown(f"**{m.markdown_label}** (n={m.n})")
+        cols = st.columns(3)
+        cols[0].metric("E[L(θ+Δ) − L(θ)]", page.figure(found.value),
+                       help=f"± {found.stderr:.2g}: one standard error over {found.n_draws} noise draws")
+        cols[1].metric("± stderr", page.figure(found.stderr, 2))
+        cols[2].metric("on the ±1 scale (×4)" if factor != 1 else "on the ±1 scale", page.figure(factor * found.value),
+                       help="what the paper's length-scaling and trade-off plots show: a model trained on 0/1 targets "
+                       "times 4" if factor != 1 else "this model's targets are already on the ±1 scale")
+    found = proxies[tasked[0].label][0]
+    st.caption(f"The paper's own measurement: the loss's mean rise under Gaussian noise of ε = {found.eps:g} per "
+               f"parameter (its typical length ε·√P is the paper's radius), over {found.n_draws} seeded draws (seed "
+               f"{seed}). L_ρ above measures the outputs' change instead, under a random step of fixed length ρ.")
 
 st.subheader("Loss slices")
 if settings.flag("slice"):

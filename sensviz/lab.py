@@ -58,6 +58,7 @@ from .models import ModelSettings
 from .report import write_text
 from .sharpness import limit_gap
 from .slices import loss_slice, random_directions
+from .tasks import pm1_factor
 from .training import TrainingData
 from .zoo import measure as zoo_measure
 
@@ -770,8 +771,7 @@ LENGTH_TASKS = {"PARITY and FIRST": ("parity", "first"), "all four tasks": ("par
 def zoo_point(ck: Checkpoint, label: str) -> dict:
     """One model as a point of the length-scaling figure: its proxy on the ±1 scale at its own n."""
     found = measure(ck.model, ck.task, ck.n, SETTINGS, ("proxy",), ck.encoding)
-    scale = 4.0 if ck.encoding.name == "zero_one" else 1.0
-    return {"model": label, "task": ck.task.name, "n": ck.n, "value": scale * found.proxy.value}
+    return {"model": label, "task": ck.task.name, "n": ck.n, "value": pm1_factor(ck.encoding) * found.proxy.value}
 
 
 def _length_measure(src: Sources, progress: Progress = None) -> Data:

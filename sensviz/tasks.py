@@ -470,6 +470,12 @@ LOGIT = TargetEncoding("logit", 0.0)
 ENCODINGS = {e.name: e for e in (ZERO_ONE, PM1, LOGIT)}
 
 
+def pm1_factor(encoding: TargetEncoding) -> float:
+    """The factor that puts a squared output change on the ±1 scale of the paper's plots: 4 for a model trained
+    on 0/1 targets (y -> 2y - 1 turns a change dy into 2 dy, and (2 dy)^2 = 4 dy^2), else 1."""
+    return 4.0 if encoding.name == ZERO_ONE.name else 1.0
+
+
 def get_encoding(name: str) -> TargetEncoding:
     """`zero_one`, `pm1` or `logit`, with a clear error otherwise."""
     try:

@@ -564,6 +564,15 @@ def sharpness(ref: ModelRef, n: int, rho: float, directions: int, inputs: int, s
     return result, found.inputs["kind"] == "cube", found.inputs["n_inputs"]
 
 
+@memo
+def proxy(ref: ModelRef, n: int, inputs: int, seed: int):
+    """The paper's sharpness proxy E[L(θ+Δ) − L(θ)], Δ Gaussian of `proxy_eps` per parameter, over the cube or a
+    seeded sample (`sensviz.measure`), and its factor to the ±1 scale of the paper's plots (`tasks.pm1_factor`)."""
+    ck = load(ref)
+    settings = dataclasses.replace(SETTINGS, measure_inputs=inputs, measure_seed=seed)
+    return measure(ck.model, ck.task, n, settings, ("proxy",), ck.encoding).proxy, sv.tasks.pm1_factor(ck.encoding)
+
+
 def sharpness_table(result) -> pd.DataFrame:
     """L_rho with its error bar beside the first-order prediction rho^2 * lim L_rho / rho^2, as rows
     (a quantity that is missing or not finite for this model, e.g. a diverged one, is left out)."""

@@ -214,15 +214,20 @@ def test_landscape_shows_the_paper_radius_first_and_the_rest_on_demand():
     # summary: sensviz.measure; the checkpoint folder's listing and the file's digest are read once per file
     # version, by whichever test opens them first
     assert new_computations(before) - {"_zoo_entries", "_file_digest"} == {"model_facts", "task_defined", "summary", "sharpness"}
-    for flag in ("curve", "slice", "hessian", "line"):
+    for flag in ("curve", "proxy", "slice", "hessian", "line"):
         at.toggle(key=f"sv_w_landscape_{flag}").set_value(True).run()
         assert not at.exception, flag
+    shown = {m.label: m.value for m in at.metric}
+    proxy = sv.sharpness.sharpness_proxy(ck.model, bits, sv.losses.targets(ck.task, bits, ck.encoding),
+                                         sv.losses.loss_for(ck.encoding), eps=0.02, n_draws=32, seed=0)
+    assert shown["E[L(θ+Δ) − L(θ)]"] == f"{proxy.value:.4g}"  # the core's number, on the page's inputs and seed
+    assert shown["on the ±1 scale (×4)"] == f"{4 * proxy.value:.4g}"  # trained on 0/1 targets
     at.toggle(key="sv_w_landscape_plane").set_value(True).run()
     at.selectbox(key="sv_w_landscape_compare").set_value(
         next(o for o in at.selectbox(key="sv_w_landscape_compare").options if "first" in o)).run()
     assert not at.exception
     assert at.query_params["compare"].startswith("encoder-first-n4~")  # the second model is a public parameter
-    assert {"sharpness_curve", "loss_slice", "hessian_top", "line_between", "contours"} <= new_computations(before)
+    assert {"sharpness_curve", "proxy", "loss_slice", "hessian_top", "line_between", "contours"} <= new_computations(before)
 
 
 def test_layernorm_page_zoo_tradeoff():
