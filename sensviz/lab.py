@@ -827,8 +827,9 @@ def slope_words(low: float, high: float) -> str:
 def single_words(zoo: pd.DataFrame) -> str:
     """What the pretrained single models (one per n: `n`, `value`) do over n (`trend_words`), said as a scatter
     unless they rise at every step."""
-    said = f"the pretrained ones' proxy ×4 {trend_words(zoo['n'], zoo['value'])}"
-    return upper_first(said) if said.split("×4 ")[1].startswith("rises") else f"One model per n scatters: {said}"
+    trend = trend_words(zoo["n"], zoo["value"])
+    said = f"the pretrained ones' proxy ×4 {trend}"
+    return upper_first(said) if trend.startswith("rises") else f"One model per n scatters: {said}"
 
 
 def _length_present(data: Data, tasks, yours: pd.DataFrame | None = None) -> Built:
