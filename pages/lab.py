@@ -351,7 +351,7 @@ with tools[0].popover("My answers", width="stretch"):
         link = f"lab?answers={predictions.answers_token(locks, services.server_secret())}"
         st.markdown("One link with these answers and their times, signed by this server (an instructor can check it "
                     f"is unchanged): [my answers]({link})")
-        st.code(f"{(st.context.url or '').split('?')[0].rsplit('/', 1)[0]}/{link}", language=None)
+        st.code(f"{(st.context.url or '').split('?')[0].rsplit('/', 1)[0]}/{link}", language=None, wrap_lines=True)
 with tools[1].popover("Handout (student)", width="stretch"):
     st.markdown("The whole lab as one HTML page to print, offline: questions, words, predictions to tick and boxes to "
                 "answer in front; the charts and the answers in a back section.")

@@ -117,6 +117,8 @@ def test_my_answers_is_one_signed_link_and_shows_a_classmate_only_what_they_reve
     assert set(locked) == {1, 6}
     token = predictions.answers_token(locked, server_secret())
     assert any(f"lab?answers={token}" in m.value for m in at.markdown)  # the page's own link
+    whole = next(c for c in at.code if f"lab?answers={token}" in c.value)
+    assert whole.proto.wrap_lines  # the whole address shown, wrapped, not cut at the popover's edge
     mine = as_owner("student-3", answers=token).dataframe[0].value.set_index("answer")
     assert mine.loc["all n of them", "right?"] == "yes" and mine.loc["about typical", "right?"] == "no"
     # a classmate who revealed nothing sees the times, no answer and no verdict
