@@ -20,6 +20,8 @@ OPERATORS = {
     "sum": "∑", "prod": "∏", "cdot": "·", "|": "‖", "#": "#", "{": "{", "}": "}", "in": "∈", "subseteq": "⊆",
 }
 FUNCTIONS = {"max", "min", "lim", "liminf", "log", "exp"}
+LIMITS = {"max", "min", "lim", "liminf", "sum", "prod"}
+"""Operators whose scripts go under and over them in a displayed formula (lim_{n → ∞}, ∑_i), as LaTeX sets them."""
 SPACES = {",", ";", "quad", "qquad", "big", "Big", "textstyle", "left", "right"}
 TOKEN = re.compile(r"\\([A-Za-z]+|.)|([A-Za-z])|(\d+(?:\.\d+)?)|(\s+)|(.)")
 
@@ -68,6 +70,12 @@ class _Parser:
         return self.atom()
 
     def scripted(self) -> str:
+        kind, name = self.peek()
+        spaced = self._scripts(kind == "cmd" and name in LIMITS)
+        return spaced + '<mspace width="0.17em"/>' if kind == "cmd" and name in FUNCTIONS else spaced  # "lim inf L"
+
+    def _scripts(self, under: bool) -> str:
+        """The next atom with its `_` and `^` scripts: beside it, or under and over it (`under`)."""
         base = self.atom()
         sub = sup = None
         while self.peek() in (("ch", "_"), ("ch", "^")):
@@ -76,12 +84,13 @@ class _Parser:
                 sub = self.argument()
             else:
                 sup = self.argument()
+        low, high = ("munder", "mover") if under else ("msub", "msup")
         if sub is not None and sup is not None:
-            return f"<msubsup>{base}{sub}{sup}</msubsup>"
+            return f"<{'munderover' if under else 'msubsup'}>{base}{sub}{sup}</{'munderover' if under else 'msubsup'}>"
         if sub is not None:
-            return f"<msub>{base}{sub}</msub>"
+            return f"<{low}>{base}{sub}</{low}>"
         if sup is not None:
-            return f"<msup>{base}{sup}</msup>"
+            return f"<{high}>{base}{sup}</{high}>"
         return base
 
     def atom(self) -> str:
@@ -93,7 +102,7 @@ class _Parser:
         if kind == "ch":
             if value == "{":
                 return self.row("}")
-            return f"<mo>{html.escape(value)}</mo>"
+            return f"<mo>{'−' if value == '-' else html.escape(value)}</mo>"  # a minus sign, not a hyphen
         if kind is None:
             return "<mrow></mrow>"
         return self.command(value)

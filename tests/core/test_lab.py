@@ -501,6 +501,10 @@ def test_formulas_are_mathml():
     out = mathml(r"\frac{1}{\sqrt{\sigma^2+\varepsilon}}")
     assert "<mfrac><mn>1</mn><msqrt>" in out and "σ" in out and "ε" in out
     assert "<msubsup><mi>N</mi><mi>i</mi>" in mathml(r"N_i^{(k)}")
+    limit = mathml(r"\liminf_{n\to\infty} L - e^{-d}")  # as a displayed formula sets it: the limit under, a minus
+    assert limit.startswith('<math xmlns="http://www.w3.org/1998/Math/MathML" display="block"><mrow><munder><mi>lim inf')
+    assert '</munder><mspace width="0.17em"/><mi>L</mi><mo>−</mo>' in limit and "<mo>-</mo>" not in limit
+    assert "<munderover><mo>∑</mo>" in mathml(r"\sum_{i=1}^{n} x_i")
     for ch in lab.CHAPTERS:
         assert all("\\" not in mathml(line) for line in ch.formula), ch.slug
 
