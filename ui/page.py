@@ -274,6 +274,7 @@ class Settings:
             st.info("No other model with the same architecture and size is available (pretrained, or kept by you).")
             return None
         by_param = {c.param: c for c in candidates}
+        labels = distinct({p: c.label for p, c in by_param.items()})
         key = self.key("compare")
         current = registry.compared()
         st.session_state[key] = current.param if current in candidates else None
@@ -282,7 +283,7 @@ class Settings:
             registry.set_compared(by_param.get(st.session_state.get(key)))
 
         st.selectbox("Second model", list(by_param), index=None, key=key, placeholder="Choose a model of the same size",
-                     format_func=lambda p: by_param[p].label, on_change=picked)
+                     format_func=labels.get, on_change=picked)
         return current if current in candidates else None
 
     def choose_input(self, n: int, param: str = "x") -> tuple[int, ...]:
@@ -346,6 +347,22 @@ def each_model(models: list[Shown], text: str, compute, progress: bool = True) -
         else:
             with st.spinner(shown):
                 found[m.label] = compute(m.ref, m.n)
+    return found
+
+
+def distinct(labels: dict) -> dict:
+    """A select box's option labels made all different: Streamlit tells which option a browser picked by its label,
+    so of two equal labels either pick gives the same option (a student's stopped run and its re-run, both named
+    "parity-n12-..."). A repeated label gets " (2)", " (3)", ... in the order given."""
+    used, found = set(labels.values()), {}
+    for key, label in labels.items():
+        if label in found.values():
+            count = 2
+            while f"{label} ({count})" in used:
+                count += 1
+            label = f"{label} ({count})"
+            used.add(label)
+        found[key] = label
     return found
 
 

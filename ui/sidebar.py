@@ -5,6 +5,8 @@ second model to compare with, the download and the link to the view.
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from collections.abc import Callable
 
 import streamlit as st
@@ -143,6 +145,12 @@ def _refused() -> None:
                else "No model is selected; change the fields above if it says so, then upload the file again.")
 
 
+def _utc(when: float) -> str:
+    """A time as the sidebar shows it: to the minute, UTC ("14:05"), the day too when it is not today's."""
+    day, now = time.gmtime(when), time.gmtime()
+    return time.strftime("%H:%M" if day[:3] == now[:3] else "%Y-%m-%d %H:%M", day)
+
+
 def _choose_mine() -> None:
     store = services.kept_store()
     mine = {k.token: k for k in store.owned(owner_id.owner())}
@@ -151,7 +159,10 @@ def _choose_mine() -> None:
         st.caption("No models of yours yet: train one on the **Train** page or upload one; they are kept on "
                    "the server for you (and for whoever you send a link).")
         return
-    labels = {t: f"{k.name} · {k.kind}" for t, k in mine.items()} | {t: f"{r.name} · shared with you" for t, r in shared.items()}
+    names = Counter(k.name for k in mine.values())
+    labels = page.distinct(  # newest first; a repeated name with the time it was kept
+        {t: f"{k.name} · {k.kind}" + (f" · kept {_utc(k.created)} UTC" if names[k.name] > 1 else "") for t, k in mine.items()}
+        | {t: f"{r.name} · shared with you" for t, r in shared.items()})
     kinds = {t: k.kind for t, k in mine.items()} | {t: r.kind for t, r in shared.items()}
     current = registry.selected()
     st.session_state[registry.MINE] = current.key if current and current.key in labels else None
@@ -246,6 +257,7 @@ def _choose_compare(ref: ModelRef, n: int) -> tuple[ModelRef | None, int | None]
     options |= {_compare_value(r): r.label for r in page.my_models() if r != ref}
     value = _compare_value(current) if current else NO_COMPARE
     options.setdefault(value, current.label if current else "")
+    options = page.distinct(options)
     st.session_state[registry.COMPARE_WITH] = value
     st.selectbox("Compare with…", list(options), format_func=options.get, key=registry.COMPARE_WITH,
                  on_change=_compare_picked,

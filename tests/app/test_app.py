@@ -635,3 +635,26 @@ def test_the_experiments_page_refuses_a_folder_outside_its_roots_in_one_line(typ
     shown = " ".join(e.value for kind in ("error", "info", "caption", "markdown", "text_input") for e in at.get(kind)
                      if isinstance(e.value, str))
     assert str(ROOT) not in shown and str(services.results_dir()) not in shown
+
+
+def test_two_kept_models_of_one_name_are_two_choices():
+    """A stopped run and its re-run share a name: My models lists each with the time it was kept, and picking either
+    selects that one (Streamlit tells a browser's pick by its label: of two equal labels, both picks gave one model)."""
+    from streamlit.testing.v1 import AppTest
+
+    owner = "owner-with-a-rerun"
+    model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=24, seed=0)
+    store = services.kept_store()
+    first = store.keep("trained", "parity n=4 again", sv.checkpoint_bytes(model, task="parity", n=4), owner)
+    other = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=24, seed=1)
+    second = store.keep("trained", "parity n=4 again", sv.checkpoint_bytes(other, task="parity", n=4), owner)
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.session_state[registry.OWNER] = owner
+    at.switch_page(PAGE["sensitivity"].file)
+    at.run()
+    at.sidebar.segmented_control(key=registry.SOURCE).set_value("My models").run()
+    box = at.sidebar.selectbox(key=registry.MINE)
+    assert len(set(box.options)) == len(box.options) == 2 and all(" · kept " in o for o in box.options), box.options
+    for token in (first.token, second.token, first.token):
+        at.sidebar.selectbox(key=registry.MINE).set_value(token).run()
+        assert not at.exception and selected(at).key == token
