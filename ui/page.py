@@ -283,7 +283,7 @@ class Settings:
             registry.set_compared(by_param.get(st.session_state.get(key)))
 
         st.selectbox("Second model", list(by_param), index=None, key=key, placeholder="Choose a model of the same size",
-                     format_func=labels.get, on_change=picked)
+                     format_func=lambda p: labels.get(p, p), on_change=picked)
         return current if current in candidates else None
 
     def choose_input(self, n: int, param: str = "x") -> tuple[int, ...]:
