@@ -98,6 +98,11 @@ class JobRefused(Exception):
     """A job that cannot be queued, with the reason for the user."""
 
 
+STOPPED_BY_RESTART = "the server stopped during this run"
+CANCELLED_BY_RESTART = "the server restarted before this run started"
+"""How a run that a server restart ended begins its reason (`JobManager._recover`)."""
+
+
 @dataclass
 class JobStatus:
     """What a page shows of a job."""
@@ -122,6 +127,11 @@ class JobStatus:
     @property
     def active(self) -> bool:
         return self.state in ACTIVE
+
+    @property
+    def ended_by_restart(self) -> bool:
+        """Whether a server restart ended it: stopped while it ran, or cancelled while it waited."""
+        return (self.reason or self.error or "").startswith((STOPPED_BY_RESTART, CANCELLED_BY_RESTART))
 
 
 @dataclass
@@ -629,14 +639,14 @@ class JobManager:
             job = _Job(status, folder)
             status.seen = False  # it ends now, with its owner away
             if status.state == "queued":
-                status.state, status.reason = "cancelled", "the server restarted before this run started"
+                status.state, status.reason = "cancelled", CANCELLED_BY_RESTART
             else:
                 try:
-                    self._keep_last(job, "the server stopped during this run")
+                    self._keep_last(job, STOPPED_BY_RESTART)
                 except KeptRefused as err:
-                    self._fail(job, f"the server stopped during this run, and its model was not kept: {err}")
+                    self._fail(job, f"{STOPPED_BY_RESTART}, and its model was not kept: {err}")
                 except Exception as err:  # noqa: BLE001 - one job's files must not stop the server's start
-                    self._fail(job, f"the server stopped during this run and could not recover it ({_one_line(err)})")
+                    self._fail(job, f"{STOPPED_BY_RESTART} and could not recover it ({_one_line(err)})")
             with contextlib.suppress(OSError):
                 self._write_state(job)
             self._ended(status.id)

@@ -13,7 +13,7 @@ import streamlit as st
 from sensviz.checkpoints import CheckpointError
 from sensviz.text import escape_markdown, quoted
 from server import jobs, services
-from ui import cache, model_refs, owner_id, registry
+from ui import cache, classroom, model_refs, owner_id, registry
 
 
 def draw() -> str | None:
@@ -50,12 +50,38 @@ def draw() -> str | None:
         current = registry.selected()
         if current is not None and current.key == status.kept:
             show_outcome(status)
+            offer_rerun(status)
     elif not registry.job_done(job_id):  # failed or cancelled: said until dismissed
         show_outcome(status)
+        offer_rerun(status)
         if st.button("Dismiss", key=registry.JOB_STOP):
             _shown(job_id, owner)
             st.rerun()
     return None
+
+
+def offer_rerun(status: jobs.JobStatus) -> None:
+    """A run of this owner's that a server restart ended: one click queues it again with the settings it had (its
+    `request.json`); the Train form of the session after a restart holds its defaults, not that run's settings."""
+    owner = owner_id.owner()
+    if status.owner != owner or not status.ended_by_restart:
+        return
+    if not st.button("Run it again with the same settings", key=registry.JOB_RERUN, type="primary",
+                     help="Queues a new run with this run's settings; it starts from step 0"):
+        return
+    manager = services.job_manager()
+    try:
+        request = manager.request(status.id)
+        if request is None:
+            raise ValueError("this run's settings were not kept; fill in the Train form")
+        job_id = manager.submit(owner, request, owner_id.client_address())
+    except (jobs.JobRefused, ValueError) as err:
+        st.error(f"Cannot run it again: {quoted(err, 300)}")
+        return
+    _shown(status.id, owner)
+    classroom.job_started(job_id, request)  # a class's run again, the assignment's when it was
+    registry.follow_job(job_id)
+    st.rerun()
 
 
 def _shown(job_id: str, owner: str) -> None:

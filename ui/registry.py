@@ -59,6 +59,7 @@ COMPARE_WITH = "sv_w_compare_with"
 DELETE = "sv_w_delete"
 DOWNLOAD = "sv_w_download_ck"
 JOB_STOP = "sv_w_job_stop"
+JOB_RERUN = "sv_w_job_rerun"  # a run a server restart ended: queue it again with its own settings
 TRAIN_BUTTON = "sv_w_train_button"
 TRAIN_PRESET = "sv_w_train_preset"
 TRAIN_STOP = "sv_w_train_stop"

@@ -658,3 +658,38 @@ def test_two_kept_models_of_one_name_are_two_choices():
     for token in (first.token, second.token, first.token):
         at.sidebar.selectbox(key=registry.MINE).set_value(token).run()
         assert not at.exception and selected(at).key == token
+
+
+def test_a_run_a_restart_stopped_runs_again_with_its_own_settings_at_one_click():
+    """After a restart the Train form of a new session holds its defaults: a student who pressed Train as told
+    trained something else. The stopped run's message offers to run it again from its request.json instead."""
+    from streamlit.testing.v1 import AppTest
+
+    from server import jobs
+    from server.worker import TrainRequest
+
+    owner, job_id = "owner-whose-run-a-restart-stopped", "restartstop00000"
+    asked = TrainRequest(task="first", model={"arch": "encoder", "d_model": 8, "n_layers": 1, "n_heads": 2},
+                         train={"n": 4, "steps": 30, "batch_size": 32, "lr": 3e-3, "eval_interval": 10, "seed": 7},
+                         measure_every=10)
+    model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=24, seed=0)
+    kept = services.kept_store().keep("trained", asked.name, sv.checkpoint_bytes(model, task="first", n=4), owner)
+    folder = data_dir() / "jobs" / job_id
+    folder.mkdir(parents=True)
+    (folder / "request.json").write_text(json.dumps(asked.to_dict()))
+    (folder / "state.json").write_text(json.dumps({
+        "id": job_id, "owner": owner, "name": asked.name, "state": "stopped", "created": 1.0, "kept": kept.token,
+        "reason": f"{jobs.STOPPED_BY_RESTART} at step 20; the weights of the last measurement (step 20) are kept",
+        "steps": 20, "seen": False}))
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.session_state[registry.OWNER] = owner
+    at.switch_page(PAGE["sensitivity"].file)
+    at.run()
+    assert not at.exception and selected(at).key == kept.token
+    at.sidebar.button(key=registry.JOB_RERUN).click().run()
+    assert not at.exception and not at.sidebar.error, [e.value for e in at.sidebar.error]
+    again = at.query_params.get("job")  # the new run, followed
+    manager = services.job_manager()
+    assert again not in (None, job_id) and manager.status(again).owner == owner
+    assert manager.request(again).to_dict() == asked.to_dict()  # the stopped run's settings, not the form's
+    wait_until(at, lambda at: not manager.status(again).active)  # it trains (and ends) as any run does

@@ -113,6 +113,7 @@ def test_one_job_per_owner_a_queue_behind_the_cap_stop_and_cancel(make_manager):
     assert manager.stop(long, "alice")
     stopped = manager.status(long)
     assert stopped.state == "stopped" and "weights of the last measurement" in stopped.reason
+    assert not stopped.ended_by_restart  # its owner stopped it: nothing to offer again
     last = manager.records(long)[-1]["step"]
     ck = sv.load_checkpoint(manager.store.data(stopped.kept))
     # the kept weights are those of the last measurement, and the status says which: the worker writes a
@@ -190,10 +191,11 @@ def test_jobs_of_an_earlier_server_run_are_recovered(make_manager, tmp_path):
                                                        "created": 0.0}))
     manager = make_manager(runs_jobs=False, capacity=1)  # recovers them in its thread, after it answers
     recovered = wait_for(manager, running.name, lambda s: not s.active)
-    assert recovered.state == "stopped" and "step 75" in recovered.reason
+    assert recovered.state == "stopped" and "step 75" in recovered.reason and recovered.ended_by_restart
     assert sv.load_checkpoint(manager.store.data(recovered.kept)).task.label == "first"
     assert not (running / "last.safetensors").exists()  # in the store now, not counted twice
-    assert wait_for(manager, queued.name, lambda s: not s.active).state == "cancelled"
+    cancelled = wait_for(manager, queued.name, lambda s: not s.active)
+    assert cancelled.state == "cancelled" and cancelled.ended_by_restart
     assert manager.status("no-such-job-id") is None and manager.status("../../etc") is None
 
 
