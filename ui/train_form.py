@@ -73,13 +73,17 @@ def apply_preset(name: str | None) -> None:
         fill({**form_defaults(), **PRESETS[name]})
 
 
+def _fields(values: dict) -> dict:
+    """A preset's values by the session-state key of the form field each fills."""
+    values = dict(values)
+    seed = {_task_key(values["task"], "seed"): values.pop("task_seed")} if "task_seed" in values else {}
+    return seed | {key(field): value for field, value in values.items()}
+
+
 def fill(values: dict) -> None:
     """Fill these form fields (a preset's, or a class assignment's: `ui.classroom`); the others stay."""
-    values = dict(values)
-    if "task_seed" in values:
-        st.session_state[_task_key(values["task"], "seed")] = values.pop("task_seed")
-    for field, value in values.items():
-        st.session_state[key(field)] = value
+    for field, value in _fields(values).items():
+        st.session_state[field] = value
 
 
 JS_INT = 2**53 - 1
@@ -157,6 +161,9 @@ def form(note=None) -> TrainRequest | None:
     line shown above Train for the request the form holds now (None: nothing to say), e.g. that the run
     would not be the class's assignment run."""
     _defaults()
+    chosen = st.session_state.get(registry.TRAIN_PRESET)
+    if chosen in PRESETS and any(st.session_state.get(k) != v for k, v in _fields(PRESETS[chosen]).items()):
+        st.session_state[registry.TRAIN_PRESET] = None  # edited since, or a new session's defaults: not that preset
     st.selectbox("Preset", list(PRESETS), index=None, key=registry.TRAIN_PRESET, on_change=_apply_preset,
                  placeholder="Start from a preset (fills in the form)…", persist_state="session")
     tasks = sv.tasks.TASKS

@@ -334,6 +334,9 @@ def test_a_preset_fills_the_form_over_the_defaults():
     assert at.number_input(key="sv_w_train_target_loss").value == pytest.approx(1e-3)
     at.selectbox(key=registry.TRAIN_PRESET).select("PARITY, n = 12 (slow: minutes)").run()
     assert at.checkbox(key="sv_w_train_full_batch").value is False
+    assert at.selectbox(key=registry.TRAIN_PRESET).value == "PARITY, n = 12 (slow: minutes)"  # the form holds it
+    at.number_input(key="sv_w_train_n").set_value(10).run()
+    assert at.selectbox(key=registry.TRAIN_PRESET).value is None  # edited: the label no longer names what Train runs
 
 
 # ----------------------------------------------------------------------------- uploads and kept models
