@@ -44,7 +44,7 @@ if projector:
 st.subheader(escape_markdown(found.name) + (" (closed)" if found.closed else ""))
 if projector and classroom.is_instructor(found) and not found.closed:  # the room's screen: where to join, first
     st.markdown("Join the class at")
-    st.code(classroom.class_link(found.code), language=None)
+    classroom.show_class_link(found.code, warn=False)  # the room's screen: the link alone (the instructor's view warns)
 me = classroom.member(found)
 if me is not None and not projector:
     st.caption(f"You are **{escape_markdown(me.name)}** in this class.")
@@ -94,7 +94,7 @@ if classroom.is_instructor(found) and not projector:
     st.markdown("### Instructor")
     store = classroom.store()
     st.markdown("Class link for the students:")
-    st.code(classroom.class_link(found.code), language=None)
+    classroom.show_class_link(found.code)
     if found.assignment is None and not found.closed:
         if st.button("Start the length-scaling assignment", key=registry.CLASS_ASSIGN):
             store.start_assignment(found.code, owner_id.owner(), "length_scaling")

@@ -54,7 +54,7 @@ def create_class() -> None:
         created = st.session_state.get(registry.CLASS_CREATED)
         if created:
             st.markdown("**The class link** (for the students):")
-            st.code(classroom.class_link(created["code"]), language=None)
+            classroom.show_class_link(created["code"])
             st.caption("You are the class's instructor in this browser. For another browser of yours or a co-instructor, "
                        "make a one-time instructor link on the Class page.")
 

@@ -106,6 +106,32 @@ def class_link(code: str) -> str:
     return url_state.link("lab", {"class": code})
 
 
+def show_class_link(code: str, warn: bool = True) -> None:
+    """The class link in a box to copy. Where it names localhost (the instructor opened the app on the server itself)
+    the box shows it at this server's network address, and (`warn`) a warning says why, or that the server listens
+    on this computer only (`server.address`), where no student's computer reaches it at all."""
+    link = class_link(code)
+    if not url_state.loopback(link):
+        st.code(link, language=None)
+        return
+    bound = st.get_option("server.address") or ""
+    only_here = bool(bound) and url_state.loopback(f"http://{bound}/")
+    others = [] if only_here else url_state.elsewhere(link, url_state.network_addresses())
+    st.code(others[0] if others else link, language=None)
+    if not warn:
+        return
+    said = "You opened the app as **localhost**, which each student's computer reads as itself. "
+    if only_here:
+        said += (f"This server listens on this computer only (server.address {escape_markdown(bound)}): start it with "
+                 "`--server.address 0.0.0.0` for the students to reach it.")
+    elif others:
+        said += (f"The link above uses this server's network address{'es' if len(others) > 1 else ''}"
+                 + (f" (also: {', '.join(others[1:])})" if len(others) > 1 else "") + "; check that a student can open it.")
+    else:
+        said += "This server shows no network address: give the students the address they reach it at."
+    st.warning(said, icon=":material/lan:")
+
+
 def instructor_link(code: str, private: str) -> str:
     """The instructor link (absolute), with the private code that `take_instructor_code` exchanges."""
     return url_state.link("class", {"class": code, INSTRUCTOR_PARAM: private})

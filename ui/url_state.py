@@ -7,6 +7,9 @@ one-line notice and the default."""
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
+import socket
 from collections.abc import Callable
 from typing import TypeVar
 from urllib.parse import urlencode, urlsplit
@@ -63,6 +66,40 @@ def link(page: str, params: dict[str, str]) -> str:
         return path
     parts = urlsplit(browser)
     return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
+
+
+def loopback(link: str) -> bool:
+    """Whether an absolute link names this computer to itself only (localhost, 127.0.0.1, ::1): another computer
+    that opens it reaches itself."""
+    host = urlsplit(link).hostname or ""
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def network_addresses() -> list[str]:
+    """This computer's IPv4 addresses that others may reach it at: the one its default route leaves from (a UDP
+    socket's connect sends nothing) and its host name's; loopback ones left out."""
+    found = []
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.1", 9))  # TEST-NET-1: only picks the interface
+        found.append(probe.getsockname()[0])
+    with contextlib.suppress(OSError):
+        found += [info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)]
+    return [a for a in dict.fromkeys(found) if not ipaddress.ip_address(a).is_loopback]
+
+
+def elsewhere(link: str, addresses: list[str]) -> list[str]:
+    """The same link at each of these addresses (its scheme, port, path and query kept)."""
+    parts = urlsplit(link)
+    port = f":{parts.port}" if parts.port else ""
+    return [parts._replace(netloc=f"{address}{port}").geturl() for address in addresses]
 
 
 def keep_only(allowed: tuple[str, ...]) -> None:

@@ -223,3 +223,17 @@ def test_the_readme_page_table_follows_the_page_list():
     section = readme.split("## The explorer", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| \*\*(.+?)\*\* \(`(.*?)`\) \| (.+) \|$", section, flags=re.M)
     assert rows == [(p.title, "/" + p.url_path, p.shows) for p in nav.PAGES]
+
+
+def test_a_class_link_that_names_localhost_is_given_at_the_servers_network_addresses():
+    """An instructor who opened the app on the server as localhost got a class link no student's computer could
+    open: such a link is recognised, and the same link is made at other addresses (port, path and query kept)."""
+    from ui import url_state
+
+    for link in ("http://localhost:8621/lab?class=AB12", "http://127.0.0.1:8501/lab", "https://[::1]/lab"):
+        assert url_state.loopback(link), link
+    for link in ("http://10.0.0.5:8501/lab", "https://lab.example.org/lab", "/lab?class=AB12"):
+        assert not url_state.loopback(link), link
+    assert url_state.elsewhere("http://localhost:8621/lab?class=AB12", ["10.0.0.5", "192.168.1.9"]) == [
+        "http://10.0.0.5:8621/lab?class=AB12", "http://192.168.1.9:8621/lab?class=AB12"]
+    assert all(not url_state.loopback(f"http://{a}/") for a in url_state.network_addresses())

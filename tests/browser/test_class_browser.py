@@ -162,6 +162,8 @@ def test_the_instructors_view_is_live_and_fits_1024_by_768(server, browser):
     teacher.get_by_role("button", name="Start the length-scaling assignment").click()
     main, side = teacher.locator('[data-testid="stMain"]'), teacher.locator('[data-testid="stSidebar"]')
     main.get_by_text("No runs yet").wait_for(timeout=APPEARS_MS)
+    # the test's server listens on 127.0.0.1 and the browser opened it so: the link names this computer only
+    main.get_by_text("This server listens on this computer only (server.address 127.0.0.1)").wait_for(timeout=APPEARS_MS)
     main.get_by_text("0 members joined").wait_for(timeout=APPEARS_MS)
     store = ClassStore(DATA_DIR / "classes", b"test")  # a member's model and run, as the server records them
     store.join(code, "Ada", "ada-browser")
