@@ -700,6 +700,15 @@ def convert_torch_file(pt_path, out_path, n_heads: int, task: Task | str | None 
                            training={"converted_from": str(pt_path)})
 
 
+def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    """Whether two models hold the same parameters and buffers, bit for bit (two files of one training run's
+    settings and seed differ in their metadata, never in these)."""
+    first, second = a.state_dict(), b.state_dict()
+    return first.keys() == second.keys() and all(
+        first[k].shape == second[k].shape and first[k].dtype == second[k].dtype and torch.equal(first[k], second[k])
+        for k in first)
+
+
 def file_hash(path) -> str:
     """The sha256 of a file's content (hex), for caches and manifests."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -276,6 +276,12 @@ def init_band_study(arch: str, d_model: int, n_layers: int, n: int, inits: int, 
 
 
 @memo
+def same_weights(a: ModelRef, b: ModelRef) -> bool:
+    """Whether two models hold the same weights (`sensviz.checkpoints.same_weights`)."""
+    return sv.checkpoints.same_weights(load(a).model, load(b).model)
+
+
+@memo
 def model_facts(ref: ModelRef) -> dict:
     """What the pages say about a model without computing anything: task, lengths, sizes."""
     ck = load(ref)

@@ -165,7 +165,9 @@ def form(note=None) -> TrainRequest | None:
     if chosen in PRESETS and any(st.session_state.get(k) != v for k, v in _fields(PRESETS[chosen]).items()):
         st.session_state[registry.TRAIN_PRESET] = None  # edited since, or a new session's defaults: not that preset
     st.selectbox("Preset", list(PRESETS), index=None, key=registry.TRAIN_PRESET, on_change=_apply_preset,
-                 placeholder="Start from a preset (fills in the form)…", persist_state="session")
+                 placeholder="Start from a preset (fills in the form)…", persist_state="session",
+                 help="A preset fixes the seed, so everyone who runs it trains the same model; change **seed** for a "
+                 "run of your own")
     tasks = sv.tasks.TASKS
     with st.container(border=True):  # not st.form: its values would only reach the server on submit
         cols = st.columns([1, 3])

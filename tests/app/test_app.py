@@ -696,3 +696,28 @@ def test_a_run_a_restart_stopped_runs_again_with_its_own_settings_at_one_click()
     assert again not in (None, job_id) and manager.status(again).owner == owner
     assert manager.request(again).to_dict() == asked.to_dict()  # the stopped run's settings, not the form's
     wait_until(at, lambda at: not manager.status(again).active)  # it trains (and ends) as any run does
+
+
+def test_comparing_a_model_with_its_twin_says_they_are_one_model():
+    """Two students who ran one preset (its seed fixed) compare identical models: the sidebar says so, and how to get
+    two runs that differ; two different models get no such line."""
+    from streamlit.testing.v1 import AppTest
+
+    owner = "owner-comparing-twins"
+    model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=24, seed=0)
+    store = services.kept_store()
+    mine = store.keep("trained", "parity n=4 mine", sv.checkpoint_bytes(model, task="parity", n=4), owner)
+    twin = sv.checkpoint_bytes(model, task="parity", n=4, training={"job": "theirs"})  # another file, one model
+    theirs = store.keep("trained", "parity n=4 theirs", twin, owner)
+
+    def comparing(compare: str) -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=300)
+        at.session_state[registry.OWNER] = owner
+        at.query_params.update({"model": f"trained:{mine.token}", "compare": compare})
+        at.switch_page(PAGE["sensitivity"].file)
+        return at.run()
+
+    twins = comparing(f"trained:{theirs.token}")
+    assert not twins.exception and any("same model, weight for weight" in i.value for i in twins.sidebar.info)
+    other = comparing("encoder-first-n4")
+    assert not other.exception and not any("weight for weight" in i.value for i in other.sidebar.info)

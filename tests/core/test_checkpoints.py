@@ -218,3 +218,14 @@ def test_an_authors_file_read_at_a_length_below_its_positional_table_gets_a_note
     shorter = load_checkpoint(path, n_heads=2, n=6)
     assert shorter.n == 6 and any("less than the positional table's 10 positions" in note for note in shorter.notes)
     assert not any("positional table's" in note for note in load_checkpoint(path, n_heads=2, n=10).notes)
+
+
+def test_same_weights_sees_through_metadata_and_not_past_one_bit():
+    model = sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=6, seed=0)
+    again = load_checkpoint(io.BytesIO(sv.checkpoint_bytes(model, task="first", n=4, training={"job": "another"})))
+    assert sv.checkpoints.same_weights(model, again.model)  # another file, the same weights
+    with torch.no_grad():
+        next(again.model.parameters()).view(-1)[0] += 2.0**-20
+    assert not sv.checkpoints.same_weights(model, again.model)
+    assert not sv.checkpoints.same_weights(model, sv.build_model("encoder", d_model=8, n_layers=1, n_heads=2, max_len=6,
+                                                                 seed=1))
