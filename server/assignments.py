@@ -85,6 +85,7 @@ class Assignment:
     measure_every: int = 500
     quantity: str = "sharpness"
     seed_base: int = 20_000  # seeds from here on: disjoint from every sweep scale's (the confirm scale's 1000+ too)
+    lab_chapter: int | None = None  # the Lab chapter whose question its chart answers (held with that chapter's reveal)
 
     def cells(self) -> list[dict]:
         """The grid in dealing order: the first seed of every setting, then the second, ..."""
@@ -136,6 +137,7 @@ LENGTH_SCALING = Assignment(
     seeds={"parity": 11, "first": 4},
     settings={"arch": "encoder", "d_model": 32, "n_layers": 2, "n_heads": 2, "batch_size": 256, "lr": 1e-3,
               "weight_decay": 0.1, "steps": 1200, "eval_interval": 100},
+    lab_chapter=5,  # "Does PARITY's sharpness grow with n?"
 )
 ASSIGNMENTS = {LENGTH_SCALING.name: LENGTH_SCALING}
 

@@ -597,6 +597,14 @@ def chart_section(found: Class, projector: bool = False) -> None:
     runs = class_runs(found)
     me = member(found)
     st.markdown(f"**{escape_markdown(a.title)}**")
+    if a.lab_chapter in found.held and (projector or not is_instructor(found)):
+        finished = int((runs["status"] == "finished").sum()) if "status" in runs else 0
+        st.info(f"The chart and its verdict wait for the reveal of the Lab's chapter {a.lab_chapter}, whose question "
+                f"they answer ({finished} run{'s' if finished != 1 else ''} finished so far).",
+                icon=":material/visibility_off:")
+        return
+    if a.lab_chapter in found.held:
+        st.caption(f"Hidden from the members and the room's screen while you hold chapter {a.lab_chapter}'s reveal.")
     if not runs.empty and "status" in runs and (runs["status"] == "finished").any():
         # one spec for every member, converted once per content of the table (members and their names in it)
         st.vega_lite_chart(for_member(cache.spec(chart, a, runs, projector), me.name if me else None))

@@ -427,3 +427,28 @@ def test_a_browser_without_cookies_gets_its_models_back_with_its_rejoin_code():
     reloaded.sidebar.segmented_control(key=registry.SOURCE).set_value("My models").run()
     assert services.kept_store().info(token).name == "encoder-parity-n4"
     assert reloaded.sidebar.selectbox(key=registry.MINE).options == ["encoder-parity-n4 · trained"]  # the first's
+
+
+def test_the_assignments_chart_waits_with_the_lab_chapter_it_answers():
+    """The length-scaling chart answers the Lab's chapter 5: while the instructor holds that reveal, the members and
+    the room's screen see how many runs are in, not the chart or its verdict; the instructor's own view keeps both."""
+    code, teacher = new_class()
+    ada = join(code, "Ada")
+    store = services.class_store()
+    store.start_assignment(code, owner(teacher), "length_scaling")
+    write_class_runs(store, code)
+    store.hold(code, owner(teacher), assignments.LENGTH_SCALING.lab_chapter)
+
+    def charts(at: AppTest) -> list:
+        return at.get("arrow_vega_lite_chart") + at.get("vega_lite_chart")
+
+    member = ada.switch_page("pages/class.py").run()
+    assert not charts(member) and not any(v.value.startswith("Verdict") for v in [*member.success, *member.info])
+    assert any("wait for the reveal of the Lab's chapter 5" in i.value and "30 runs finished" in i.value
+               for i in member.info)
+    teacher.switch_page("pages/class.py").run()
+    assert charts(teacher) and "while you hold chapter 5's reveal" in texts(teacher)
+    next(t for t in teacher.toggle if t.label == "Projector mode").set_value(True).run()
+    assert not charts(teacher) and any("wait for the reveal" in i.value for i in teacher.info)
+    store.hold(code, owner(teacher), 5, held=False)  # revealed to the class: the chart is the room's
+    assert charts(teacher.run()) and charts(member.run())
