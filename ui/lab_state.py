@@ -11,6 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from sensviz import lab
+from server import services
 from ui import owner_id, page, predictions, registry
 
 LAB = "lab"
@@ -40,8 +41,14 @@ def question_open() -> bool:
 
 
 def started() -> bool:
-    """Whether this browser works through the Lab: this session opened it, or its owner revealed a chapter."""
-    return registry.LAB_PREDICTIONS in st.session_state or bool(predictions.locked(owner_id.owner()))
+    """Whether this browser works through the Lab: this session opened it, its owner revealed a chapter, or its owner
+    is a member of the session's class (a class works through the Lab: the session a restart or a reload starts is
+    still its student's, before it opens the Lab again)."""
+    if registry.LAB_PREDICTIONS in st.session_state or predictions.locked(owner_id.owner()):
+        return True
+    code = registry.current_class()
+    found = services.class_store().get(code) if code else None
+    return found is not None and found.member_of(owner_id.owner()) is not None
 
 
 def withheld() -> dict[str, int]:

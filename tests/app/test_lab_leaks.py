@@ -291,3 +291,29 @@ def test_the_explorers_sidebar_shows_a_chapters_answer_only_once_that_chapter_is
     assert "mean Blowup" in captions  # the compared model's
     fresh = open_url("sensitivity", model=at.query_params["model"])  # never opened the Lab
     assert {"as_n model", "param_norm", "mean Blowup"} <= summary_shown(fresh)[0]
+
+
+def test_a_class_members_new_session_withholds_the_answers_before_it_opens_the_lab():
+    """A restart (or a reload) starts a new session that has not opened the Lab: a member of a class is still a
+    student of the Lab, so the sidebar waits for chapters 1 and 3 as before; the class's instructor sees them."""
+    import secrets
+
+    from helpers.app import APP, PAGE
+    from streamlit.testing.v1 import AppTest
+
+    from server import services
+    from ui import registry
+
+    room = services.class_store().create(f"Leak lab {secrets.token_hex(4)}", "teacher-of-the-leak-lab")
+    services.class_store().join(room.code, "Cy", "cy-browser")
+
+    def new_session(owner: str) -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=300)
+        at.session_state[registry.OWNER] = owner
+        at.query_params.update({"model": "encoder-parity-n6", "class": room.code})
+        at.switch_page(PAGE["sensitivity"].file)
+        return at.run()
+
+    metrics, captions = summary_shown(new_session("cy-browser"))
+    assert not metrics & {"as_n model", "param_norm", "mean Blowup"} and "Waiting for your answer in the Lab" in captions
+    assert {"as_n model", "param_norm", "mean Blowup"} <= summary_shown(new_session("teacher-of-the-leak-lab"))[0]
