@@ -35,7 +35,9 @@ if found is None:
                 classroom.enter(c.code)
                 st.rerun()
     else:
-        st.info("Open your class link (from your instructor) to join a class, or create one on the Home page.")
+        st.info("Open your class link (from your instructor) to join a class, or create one on the Home page, under "
+                "“Create a class”.")
+        st.page_link("pages/home.py", label="Create a class on the Home page", icon=":material/groups:")
     st.stop()
 
 projector = page.Settings("class").flag("projector", help="Large type, no sidebar: for the room's screen.")

@@ -171,8 +171,8 @@ def joining() -> Class | None:
 
 def joining_hint(found: Class) -> None:
     """The main area's line for a session that opened a class link: where to join."""
-    st.info(f"This is the class link of **{escape_markdown(found.name)}**: choose a display name at the top of the "
-            "sidebar to join, or give your rejoin code there.", icon=":material/groups:")
+    st.info(f"This is the class link of **{escape_markdown(found.name)}**: choose a display name in the sidebar, "
+            "under the list of pages, to join, or give your rejoin code there.", icon=":material/groups:")
 
 
 def visible() -> Class | None:
