@@ -301,6 +301,8 @@ def state(spec_path, scale: str, tables, root=None) -> pd.DataFrame:
             "rows in": f"{finished} of {planned}",
             "confirm estimate": "—" if not c or not c.primary.interval else
             f"{c.primary.interval.estimate:.3g} ({c.primary.kept} runs) {c.primary.verdict}",
+            "estimate": "—" if not c or not c.primary.interval else f"{c.primary.interval.estimate:.3g}",
+            "kept": c.primary.kept if c and c.primary.interval else 0,
             "after Holm": c.holm_verdict if c and c.holm else stats.UNRESOLVED,
             "power now": s.power_at(units_now) if units_now else math.nan,
             "CPU-hours": 0.0 if table is None else spent_hours(table.finished(

@@ -64,6 +64,8 @@ def confirm_section(folder) -> tuple[str, str]:
         state = confirm.state(spec, CONFIRM, rows)
         source = load_spec(spec, CONFIRM).analysis["sized_from"]["scale"]
         where = "/".join(rows.parts[-4:])
+        done, planned = state["rows in"].iloc[0].split(" of ")
+        holm = "after Holm" if done == planned else "after Holm (interim)"
         lines.append(f" A second pre-registered design (`{CONFIRM}` scale of {experiment}) has {state['rows in'].iloc[0]} "
                      f"runs in ({where}).")
         parts.append(
@@ -72,9 +74,11 @@ def confirm_section(folder) -> tuple[str, str]:
             f"Holm's step-down across its {len(state)} primaries (`docs/confirm.md`). Rows: `{where}`. The power at "
             f"that effect and level: *then*, of the `{source}` tables' own kept runs (not designed for these claims); "
             "*designed*, of the planned kept runs; *now*, of the runs kept so far. CPU-hours: the rows of the claim's "
-            "runs so far (a row two claims share counts for each).\n\n"
+            "runs so far (a row two claims share counts for each)."
+            + (" Until its stop rule ends the design, *after Holm* is an interim reading of the rows in, which no "
+               "verdict above rests on." if done != planned else "") + "\n\n"
             + table(["claim", "statement", f"exploratory (`{source}`)", "power then", "power designed", "rows in",
-                     "estimate so far", "after Holm", "power now", "CPU-hours"],
+                     "estimate so far", holm, "power now", "CPU-hours"],
                     [[r["claim"], r["statement"], r["exploratory"], num(r["power then"]), num(r["power designed"]),
                       r["rows in"], r["confirm estimate"], f"**{r['after Holm']}**",
                       num(r["power now"]) if r["power now"] == r["power now"] else "—", num(r["CPU-hours"])]

@@ -217,8 +217,8 @@ def _running_evidence(folder: Path) -> dict[str, Evidence]:
         if (folder / CONFIRM / experiment).is_dir():
             continue  # finished: decided with the others
         for r in confirm.state(spec, CONFIRM, rows, folder.parent.parent).to_dict("records"):
-            found[r["claim"]] = Evidence(f"{CONFIRM} ({r['rows in']} runs in)", PREREGISTERED, r["after Holm"],
-                                         r["confirm estimate"], 0, finished=False)
+            found[r["claim"]] = Evidence(f"{CONFIRM} ({r['rows in']} runs in; interim until its stop)", PREREGISTERED,
+                                         r["after Holm"], r["estimate"], int(r["kept"]), finished=False)
     return found
 
 

@@ -265,3 +265,21 @@ def test_convergence_steps_take_a_recorded_step_else_the_historys_and_none_for_t
                             "eval_loss": [0.1, 1e-4, 1e-4, 1e-4], "eval_accuracy": [0.9, 1.0, 1.0, 1.0]})
     t = claims.Tables("scratchpad", runs, history, None)
     assert t.convergence_steps(t.kept()).to_dict() == {"old": 500, "new": 750}
+
+
+def test_a_design_still_filling_is_shown_as_interim_with_its_estimate_verdict_and_kept_runs_once():
+    """The confirm design's rows beside a claim: its estimate, the verdict after Holm so far and its kept runs, each
+    once (it read "0.0528 (51 runs) reproduced reproduced (0 runs kept)"), marked interim until the stop."""
+    from sensviz import confirm, findings
+
+    results = ROOT / "experiments" / "results"
+    running = findings._running_evidence(results)
+    spec, rows = findings.confirm_designs(results)["length_scaling"]
+    state = confirm.state(spec, findings.CONFIRM, rows).set_index("claim")
+    for name in ("L2", "L9"):
+        text = running[name].text()
+        assert "interim until its stop" in running[name].source and not running[name].finished
+        assert text == f"{state.loc[name, 'estimate']} {state.loc[name, 'after Holm']} ({state.loc[name, 'kept']} runs kept)"
+        assert state.loc[name, "kept"] > 0 and text.count(state.loc[name, "after Holm"]) == 1
+    page = (ROOT / "docs" / "fidelity.md").read_text(encoding="utf-8")
+    assert "| after Holm (interim) |" in page and "an interim reading of the rows in" in page
