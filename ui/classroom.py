@@ -240,11 +240,10 @@ def join_form(found: Class) -> None:
                          key=registry.CLASS_REJOIN_CODE, max_chars=64)
     if st.button("Rejoin", key=registry.CLASS_REJOIN_BUTTON) and code:
         try:
-            member = store().rejoin(found.code, code.strip(), owner_id.owner())
+            store().rejoin(found.code, code.strip(), owner_id.owner())
         except ClassRefused as err:
             st.error(quoted(err, 200))
-        else:  # the member's first browser's id: their models, runs and Lab answers come back with the class
-            owner_id.become(member.owners[0])
+        else:
             st.rerun()
 
 

@@ -27,14 +27,6 @@ def owner() -> str:
     return st.session_state[OWNER]
 
 
-def become(owner_id: str) -> None:
-    """This session is `owner_id` from now on (a class member's rejoin code names their first browser's id), and the
-    frame saves it in this browser's cookie where the browser keeps one."""
-    if owner_id != st.session_state.get(OWNER):
-        st.session_state[OWNER] = owner_id
-        st.session_state[OWNER_UNSAVED] = True
-
-
 def client_address() -> str:
     """The address this session connects from (`st.context.ip_address`; "local" for localhost), which
     the job queue takes turns by. Behind a proxy it is what docs/explorer.md's class-server paragraph says."""
