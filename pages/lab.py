@@ -141,7 +141,8 @@ instructor = joined is not None and joined.is_instructor(owner)
 
 # a returning student (a new session: a new tab, the home address again) at chapter 1: their first open chapter, once
 resume = next((k for k in NUMBERS if k not in locks), None)
-if registry.first_lab_run() and "chapter" not in st.query_params and number == 1 and locks and resume not in (None, 1):
+first = registry.first_time(registry.LAB_RESUME_ASKED)
+if first and "chapter" not in st.query_params and number == 1 and locks and resume not in (None, 1):
     cols = st.columns([3, 1], vertical_alignment="center")
     cols[0].info(f"Welcome back: you have revealed {len(locks)} of {len(NUMBERS)} chapters.",
                  icon=":material/bookmark:")

@@ -637,7 +637,7 @@ def _load(source, name, size_cap, n_heads, task, n, encoding, device, config_ove
     _check_shapes(model, header.tensors, name)
 
     task = get_task(task) if task is not None else known.task
-    notes, n_inferred = list(known.notes), False
+    notes, n_inferred, n_given = list(known.notes), False, n is not None
     if n is not None:
         n = check_int("n", n)
     elif known.n is not None:
@@ -647,7 +647,7 @@ def _load(source, name, size_cap, n_heads, task, n, encoding, device, config_ove
         notes.append(f"n={n} was inferred from the positional table's length; pass n (--n) for another input length")
     if n is not None and n > config.max_len:
         raise CheckpointError(f"{name}: n={n} is outside the model's positional range 1..{config.max_len}")
-    if layout == "authors" and not n_inferred and n is not None and n < config.max_len:
+    if layout == "authors" and n_given and n < config.max_len:  # a length the caller gave, not the file's own
         notes.append(f"n={n} is less than the positional table's {config.max_len} positions, the length the authors' "
                      "configuration trains at (conf/train_config.yaml: model.max_len = basic.max_len = min_len): "
                      "check that n is the length this model was trained at")
@@ -697,7 +697,7 @@ def convert_torch_file(pt_path, out_path, n_heads: int, task: Task | str | None 
     named.name = str(pt_path)  # messages name the file, not "<upload>"
     checkpoint = load_checkpoint(named, n_heads=n_heads, task=task, n=n)
     return save_checkpoint(checkpoint.model, out_path, task=checkpoint.task, n=checkpoint.n,
-                           training={"converted_from": str(pt_path)})
+                           training={"converted_from": str(pt_path), "notes": checkpoint.notes})
 
 
 def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:

@@ -227,7 +227,8 @@ def _dump(ck, path: str) -> None:
 
 def _convert(args) -> dict:
     path = convert_torch_file(args.source, args.out, n_heads=args.n_heads, task=args.task, n=args.n)
-    return {"written": str(path)}
+    training = load_checkpoint(path).metadata.get("training") or {}
+    return {"written": str(path), "notes": training.get("notes", [])}  # what reading the .pt noted (an n, say)
 
 
 def _train(args) -> dict:

@@ -430,7 +430,11 @@ def trend_words(ns, means) -> str:
 
 def gap_words(gaps: dict[str, float], directions: int) -> str:
     """Where each curve's smallest-ρ point lies from its exact dashed limit (`sharpness.limit_gap`, in standard
-    errors, by name): within two standard errors when every |gap| ≤ 2, else which lie further."""
+    errors, by name): within two standard errors when every |gap| ≤ 2, else which lie further ('' when no gap is
+    finite: a standard error of 0)."""
+    gaps = {name: gap for name, gap in gaps.items() if np.isfinite(gap)}  # no standard error: nothing to say
+    if not gaps:
+        return ""
     listed = ", ".join(f"{name} {gap:+.1f}" for name, gap in gaps.items())
     far = [name for name, gap in gaps.items() if abs(gap) > 2]
     if not far:
@@ -826,10 +830,11 @@ def slope_words(low: float, high: float) -> str:
 
 def single_words(zoo: pd.DataFrame) -> str:
     """What the pretrained single models (one per n: `n`, `value`) do over n (`trend_words`), said as a scatter
-    unless they rise at every step."""
+    unless they rise or fall at every step (or stand at one length)."""
     trend = trend_words(zoo["n"], zoo["value"])
     said = f"the pretrained ones' proxy ×4 {trend}"
-    return upper_first(said) if trend.startswith("rises") else f"One model per n scatters: {said}"
+    steady = trend.startswith(("rises", "falls", "has one length"))
+    return upper_first(said) if steady else f"One model per n scatters: {said}"
 
 
 def _length_present(data: Data, tasks, yours: pd.DataFrame | None = None) -> Built:

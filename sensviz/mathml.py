@@ -53,11 +53,15 @@ class _Parser:
         return token
 
     def row(self, closing: str | None = None) -> str:
-        parts = []
+        parts, spaced = [], False
         while self.peek()[0] is not None and self.peek() != ("ch", closing):
             if self.peek() == ("ch", "}") and closing is None:
                 self.take()
                 continue
+            if spaced and self.peek() != ("ch", "("):  # "lim inf L", as TeX spaces an operator; "log(x)" not
+                parts.append('<mspace width="0.17em"/>')
+            kind, name = self.peek()
+            spaced = kind == "cmd" and name in FUNCTIONS
             parts.append(self.scripted())
         if closing is not None:
             self.take()
@@ -70,12 +74,8 @@ class _Parser:
         return self.atom()
 
     def scripted(self) -> str:
-        kind, name = self.peek()
-        spaced = self._scripts(kind == "cmd" and name in LIMITS)
-        return spaced + '<mspace width="0.17em"/>' if kind == "cmd" and name in FUNCTIONS else spaced  # "lim inf L"
-
-    def _scripts(self, under: bool) -> str:
-        """The next atom with its `_` and `^` scripts: beside it, or under and over it (`under`)."""
+        """The next atom with its `_` and `^` scripts: beside it, or under and over it for `LIMITS`."""
+        under = self.peek()[0] == "cmd" and self.peek()[1] in LIMITS
         base = self.atom()
         sub = sup = None
         while self.peek() in (("ch", "_"), ("ch", "^")):

@@ -115,7 +115,7 @@ def show_class_link(code: str, warn: bool = True) -> None:
         st.code(link, language=None)
         return
     bound = st.get_option("server.address") or ""
-    only_here = bool(bound) and url_state.loopback(f"http://{bound}/")
+    only_here = url_state.loopback_host(bound)
     others = [] if only_here else url_state.elsewhere(link, url_state.network_addresses())
     st.code(others[0] if others else link, language=None)
     if not warn:
@@ -597,9 +597,9 @@ def chart_section(found: Class, projector: bool = False) -> None:
     me = member(found)
     st.markdown(f"**{escape_markdown(a.title)}**")
     if a.lab_chapter in found.held and (projector or not is_instructor(found)):
-        finished = int((runs["status"] == "finished").sum()) if "status" in runs else 0
+        finished = len(assignments.counted(runs)) if "status" in runs else 0  # the runs the chart would draw
         st.info(f"The chart and its verdict wait for the reveal of the Lab's chapter {a.lab_chapter}, whose question "
-                f"they answer ({finished} run{'s' if finished != 1 else ''} finished so far).",
+                f"they answer ({finished} run{'s' if finished != 1 else ''} in so far).",
                 icon=":material/visibility_off:")
         return
     if a.lab_chapter in found.held:

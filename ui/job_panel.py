@@ -24,7 +24,7 @@ def draw() -> str | None:
     job_id = registry.followed_job() or manager.active(owner)
     # once a session: their run that ended while no page of theirs was open (a model named by a link comes first;
     # the owner's next session without one says it)
-    if job_id is None and registry.first_ask_for_away_run() and registry.selected() is None:
+    if job_id is None and registry.first_time(registry.AWAY_ASKED) and registry.selected() is None:
         job_id = manager.unseen(owner)
     if job_id is None:
         return None
@@ -79,7 +79,9 @@ def offer_rerun(status: jobs.JobStatus) -> None:
         st.error(f"Cannot run it again: {quoted(err, 300)}")
         return
     _shown(status.id, owner)
-    classroom.job_started(job_id, request)  # a class's run again, the assignment's when it was
+    found = classroom.visible()
+    if found is not None and status.id in found.jobs:  # the class's run again (the assignment's when it fits its cell)
+        classroom.job_started(job_id, request)
     registry.follow_job(job_id)
     st.rerun()
 

@@ -131,17 +131,11 @@ def mark_job_done(job_id: str) -> None:
     st.session_state.setdefault(JOB_DONE, set()).add(job_id)
 
 
-def first_ask_for_away_run() -> bool:
-    """True once a session: whether to ask the server for the owner's run that ended while they were away."""
-    asked = st.session_state.get(AWAY_ASKED, False)
-    st.session_state[AWAY_ASKED] = True
-    return not asked
-
-
-def first_lab_run() -> bool:
-    """True once a session: whether the Lab may offer a returning student their first chapter not yet revealed."""
-    asked = st.session_state.get(LAB_RESUME_ASKED, False)
-    st.session_state[LAB_RESUME_ASKED] = True
+def first_time(key: str) -> bool:
+    """True once a session for each of `AWAY_ASKED` (whether to ask the server for the owner's run that ended while
+    they were away) and `LAB_RESUME_ASKED` (whether the Lab may offer a returning student their first open chapter)."""
+    asked = st.session_state.get(key, False)
+    st.session_state[key] = True
     return not asked
 
 

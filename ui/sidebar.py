@@ -286,8 +286,8 @@ def _choose_compare(ref: ModelRef, n: int) -> tuple[ModelRef | None, int | None]
         part for name, part in parts.items() if part and name not in waiting)
     st.caption(f"Compared with **{escape_markdown(current.label)}** at n={compare_n}: {numbers}")
     if cache.same_weights(ref, current):
-        st.info("These two are the same model, weight for weight: the same settings and seed train the same model. "
-                "For two runs that differ, train with another **seed**.", icon=":material/content_copy:")
+        st.info("These two are the same model, weight for weight (two training runs of the same settings and seed "
+                "are: for two that differ, train with another **seed**).", icon=":material/content_copy:")
     return current, compare_n
 
 

@@ -162,7 +162,8 @@ def form(note=None) -> TrainRequest | None:
     would not be the class's assignment run."""
     _defaults()
     chosen = st.session_state.get(registry.TRAIN_PRESET)
-    if chosen in PRESETS and any(st.session_state.get(k) != v for k, v in _fields(PRESETS[chosen]).items()):
+    filled = _fields({**form_defaults(), **PRESETS[chosen]}) if chosen in PRESETS else {}  # what apply_preset filled
+    if any(st.session_state.get(k) != v for k, v in filled.items()):
         st.session_state[registry.TRAIN_PRESET] = None  # edited since, or a new session's defaults: not that preset
     st.selectbox("Preset", list(PRESETS), index=None, key=registry.TRAIN_PRESET, on_change=_apply_preset,
                  placeholder="Start from a preset (fills in the form)…", persist_state="session",

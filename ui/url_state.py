@@ -74,7 +74,11 @@ LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
 def loopback(link: str) -> bool:
     """Whether an absolute link names this computer to itself only (localhost, 127.0.0.1, ::1): another computer
     that opens it reaches itself."""
-    host = urlsplit(link).hostname or ""
+    return loopback_host(urlsplit(link).hostname or "")
+
+
+def loopback_host(host: str) -> bool:
+    """Whether a host name or address (a link's, or `server.address`) is this computer's loopback."""
     if host in LOOPBACK_NAMES:
         return True
     try:

@@ -337,6 +337,9 @@ def test_a_preset_fills_the_form_over_the_defaults():
     assert at.selectbox(key=registry.TRAIN_PRESET).value == "PARITY, n = 12 (slow: minutes)"  # the form holds it
     at.number_input(key="sv_w_train_n").set_value(10).run()
     assert at.selectbox(key=registry.TRAIN_PRESET).value is None  # edited: the label no longer names what Train runs
+    at.selectbox(key=registry.TRAIN_PRESET).select("FIRST, n = 8").run()
+    at.number_input(key="sv_w_train_weight_decay").set_value(0.5).run()  # a field the preset leaves at the default
+    assert at.selectbox(key=registry.TRAIN_PRESET).value is None
 
 
 # ----------------------------------------------------------------------------- uploads and kept models

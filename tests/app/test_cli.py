@@ -541,3 +541,19 @@ def test_the_cli_decides_the_shipped_dynamics_tables(capsys):
         assert claim["power_design"] >= 0.8  # the seeds were sized for 80 % at the smallest effect
         assert claim["primary"]["test"].startswith("one-sample t")
         assert not math.isnan(claim["primary"]["estimate"])
+
+
+def test_convert_prints_what_reading_the_pt_noted(capsys, tmp_path):
+    """An n below the authors' positional table is noted when the .pt is read: convert prints the note (the converted
+    file records its n, so a later reading has nothing left to note)."""
+    from helpers.core import authors_file
+
+    reference, _ = authors_file(tmp_path)  # a table of 10 positions
+    pt = tmp_path / "model.pt"
+    torch.save(reference.state_dict(), pt)
+    out = tmp_path / "model.safetensors"
+    code, said, _ = run(capsys, "convert", str(pt), str(out), "--n-heads", "2", "--task", "first", "--n", "6")
+    assert code == 0 and said["written"] == str(out)
+    assert len(said["notes"]) == 1 and "less than the positional table's 10 positions" in said["notes"][0]
+    code, said, _ = run(capsys, "convert", str(pt), str(out), "--n-heads", "2", "--task", "first", "--n", "10")
+    assert code == 0 and said["notes"] == []

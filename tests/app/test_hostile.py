@@ -234,7 +234,8 @@ def test_a_foreign_file_loads_with_its_plain_string_task(foreign_file):
 def test_arguments_override_a_foreign_files_metadata(foreign_file):
     _, path = foreign_file
     ck = load_checkpoint(path, n_heads=2, task="first", n=6)
-    assert ck.task == sv.get_task("first") and ck.n == 6 and not ck.n_inferred and ck.notes == []
+    assert ck.task == sv.get_task("first") and ck.n == 6 and not ck.n_inferred
+    assert len(ck.notes) == 1 and "n=6 is less than the positional table's 10 positions" in ck.notes[0]  # no other
 
 
 def test_heads_and_n_are_read_from_a_foreign_files_strings_and_bad_ones_ignored(tmp_path):
@@ -263,7 +264,8 @@ def test_inspect_a_foreign_file_with_and_without_flags(foreign_file, capsys):
     assert main(["inspect", str(path), "--n-heads", "2", "--task", "first", "--n", "5", "--measure-inputs", "32",
                  "--directions", "4"]) == 0
     out, err = capsys.readouterr()
-    assert json.loads(out)["task"] == "first" and json.loads(out)["n"] == 5 and err == ""
+    assert json.loads(out)["task"] == "first" and json.loads(out)["n"] == 5
+    assert err.count("\n") == 1 and "note: n=5 is less than the positional table's 10 positions" in err
 
 
 def test_python_dash_m_sensviz():

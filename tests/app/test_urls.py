@@ -234,6 +234,7 @@ def test_a_class_link_that_names_localhost_is_given_at_the_servers_network_addre
         assert url_state.loopback(link), link
     for link in ("http://10.0.0.5:8501/lab", "https://lab.example.org/lab", "/lab?class=AB12"):
         assert not url_state.loopback(link), link
+    assert url_state.loopback_host("::1") and url_state.loopback_host("127.0.0.1")  # server.address forms
+    assert not url_state.loopback_host("0.0.0.0") and not url_state.loopback_host("")
     assert url_state.elsewhere("http://localhost:8621/lab?class=AB12", ["10.0.0.5", "192.168.1.9"]) == [
         "http://10.0.0.5:8621/lab?class=AB12", "http://192.168.1.9:8621/lab?class=AB12"]
-    assert all(not url_state.loopback(f"http://{a}/") for a in url_state.network_addresses())

@@ -279,6 +279,15 @@ def test_two_browsers_train_at_once_with_a_cap_of_one_and_a_run_outlives_its_pag
     first.close()
 
 
+def refused(page, said: str, timeout: int) -> None:
+    """A refused upload's line, in the sidebar under the uploader and above the page's content (a laptop's window
+    shows the sidebar's below its fold)."""
+    page.locator('[data-testid="stSidebar"]').get_by_text(said).wait_for(timeout=timeout)
+    main = page.locator('[data-testid="stMain"]')
+    main.get_by_text("Your upload was not used").wait_for(timeout=timeout)
+    assert said in main.inner_text()
+
+
 def test_a_corrupt_upload_in_the_browser(server, visitor, tmp_path):
     page = visitor.new_page()
     page.goto(f"{server}/?model={MODEL}", wait_until="domcontentloaded")
@@ -288,7 +297,7 @@ def test_a_corrupt_upload_in_the_browser(server, visitor, tmp_path):
     page.locator('[data-testid="stSidebar"] button').filter(has_text="Upload").click()
     wait_until_done(page)
     page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(broken))
-    page.get_by_text("cannot be used").wait_for(timeout=APPEARS_MS)
+    refused(page, "cannot be used", APPEARS_MS)
     check_page(page, "upload-corrupt")
     assert "broken.safetensors" in sidebar_text(page) and f"Still showing {MODEL}" in sidebar_text(page)
     page.close()
@@ -417,7 +426,7 @@ def test_a_refused_upload_leaves_the_servers_memory(server, visitor, tmp_path):
     big.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all" + b"\x00" * 20 * 2**20)
     before = uploaded_bytes(server)
     choose_upload(page, big)
-    page.get_by_text("cannot be used").wait_for(timeout=120_000)
+    refused(page, "cannot be used", 120_000)
     check_page(page, "upload-refused-big")
     assert uploaded_bytes(server) - before < 2**20  # the 20 MiB left the uploaded-file manager at once
     assert page.locator('[data-testid="stFileUploaderFile"]').count() == 0  # the uploader starts empty
@@ -436,7 +445,7 @@ def test_a_10000_character_file_name_is_one_line(server, visitor):
     wait_until_done(page)
     choose_upload(page, {"name": "n" * 10_000 + ".safetensors", "mimeType": "application/octet-stream",
                          "buffer": b"\x10\x00\x00\x00\x00\x00\x00\x00{not json"})
-    page.get_by_text("its name is over 255 bytes").wait_for(timeout=120_000)
+    refused(page, "its name is over 255 bytes", 120_000)
     wait_until_done(page)
     check_page(page, "upload-huge-name")
     assert "AxiosError" not in page.locator('[data-testid="stFileUploader"]').inner_text()

@@ -228,6 +228,7 @@ def test_chapter_4_says_how_far_each_curve_ends_from_its_exact_limit_from_the_ch
     assert "within two standard errors" in built.figures[0].caption  # the shipped gaps: -1.6 and -1.2
     off = altered(4, "radius", lambda t: t.assign(limit=np.where(t["model"] == "FIRST", t["limit"] * 2, t["limit"])))
     assert "FIRST lies more than two standard errors" in lab.chapter(4).present(off, 1.0).figures[0].caption
+    assert lab.gap_words({"PARITY": float("nan"), "FIRST": float("inf")}, 64) == ""  # no standard error: no claim
 
 
 # ----------------------------------------------------------------------------- chapter 5
@@ -505,6 +506,8 @@ def test_formulas_are_mathml():
     assert limit.startswith('<math xmlns="http://www.w3.org/1998/Math/MathML" display="block"><mrow><munder><mi>lim inf')
     assert '</munder><mspace width="0.17em"/><mi>L</mi><mo>−</mo>' in limit and "<mo>-</mo>" not in limit
     assert "<munderover><mo>∑</mo>" in mathml(r"\sum_{i=1}^{n} x_i")
+    assert "<msub><mi>a</mi><mi>max</mi></msub>" in mathml(r"a_{\max}")  # a script's function: no space, two children
+    assert "mspace" not in mathml(r"\log(x)") and "mspace" not in mathml(r"\max_i (1+N)")  # none before a bracket
     for ch in lab.CHAPTERS:
         assert all("\\" not in mathml(line) for line in ch.formula), ch.slug
 
@@ -927,3 +930,5 @@ def test_chapter_5s_caption_says_what_the_pretrained_single_models_do_from_their
     rising = altered(5, "zoo", lambda t: t.assign(value=t["n"] / 100))
     caption = lab.chapter(5).present(rising, "PARITY and FIRST").figures[0].caption
     assert "The pretrained ones' proxy ×4 rises with n at every step" in caption and "scatters" not in caption
+    falling = altered(5, "zoo", lambda t: t.assign(value=1 / t["n"]))
+    assert "scatters" not in lab.chapter(5).present(falling, "PARITY and FIRST").figures[0].caption
