@@ -42,6 +42,10 @@ DRAIN_S = 3  # a Ray node's drain on SIGTERM (see `Department.cluster_env`)
 READY_S = 300  # generous: a loaded machine starts a cluster and fresh interpreters
 
 
+BIND_TRIES = 3
+"""Starts of the proxy on a new free port when another process bound the one it was given first."""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -305,8 +309,24 @@ class Department:
         checked = subprocess.run([haproxy, "-c", "-q", "-f", str(config)], env=self.proxy_env(), capture_output=True, text=True)
         if checked.returncode:
             raise RuntimeError(f"haproxy refuses {config}: {checked.stdout}{checked.stderr}")
-        self.proxy = Started([haproxy, "-W", "-db", "-f", str(config)], self.proxy_env(), self.logs / "haproxy.log").start()
-        self.wait_until(self.socket.exists, "the proxy's runtime socket")
+        for _ in range(BIND_TRIES):
+            self.proxy = Started([haproxy, "-W", "-db", "-f", str(config)], self.proxy_env(), self.logs / "haproxy.log").start()
+            self.wait_until(lambda: self._answers() or not self.proxy.alive, "the proxy's runtime API")
+            if self.proxy.alive:
+                return
+            if "Address already in use" not in self.proxy.log.read_text(errors="replace"):
+                break
+            self.proxy_port = free_port()  # another process took the free port between its choice and the bind
+            self.socket.unlink(missing_ok=True)
+        raise RuntimeError(f"the proxy exited, see {self.proxy.log}")
+
+    def _answers(self) -> bool:
+        """Whether HAProxy's runtime API answers on its socket (the socket's file is there before its listeners)."""
+        try:
+            self.proxy_command("show info")
+        except OSError:
+            return False
+        return True
 
     def wait_until(self, condition, what: str, timeout: float = READY_S) -> float:
         """Poll `condition` until it holds (RuntimeError after `timeout`, naming `what`); the seconds it took."""

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import sys
 import time
 import urllib.request
@@ -241,3 +242,22 @@ def test_a_killed_replica_restart_reload_and_a_run_stopped_from_another_replica(
         return opened.texts
 
     assert not any("no kept model" in t for t in asyncio.run(stop_from_r2_then_open_on_r1()))
+
+
+@pytest.mark.server
+def test_the_proxy_starts_on_another_port_when_its_first_was_taken(tmp_path):
+    """Between choosing a free port and HAProxy's bind, another process (a test beside it) may take the port:
+    HAProxy exits with "Address already in use", and the proxy starts again on a new one (CI saw it once)."""
+    if shutil.which("haproxy") is None and not Path("/usr/sbin/haproxy").exists():
+        pytest.skip("needs Debian's haproxy (apt-get install -y haproxy; .ci/run installs it)")
+    d = Department(tmp_path, replicas=2)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", d.proxy_port))
+        taken.listen()
+        first = d.proxy_port
+        d.start_proxy()
+        try:
+            assert d.proxy.alive and d.proxy_port != first
+            assert "Address already in use" in d.proxy.log.read_text()  # the first start met the taken port
+        finally:
+            d.proxy.stop()
