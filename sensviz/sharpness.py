@@ -257,8 +257,10 @@ def limit_gap(curve: pd.DataFrame) -> float:
 
     L_rho / rho^2 -> E_x ||grad_theta T(x)||^2 / P as rho -> 0 in expectation over the directions; a curve measured
     with the same directions at every rho tends to those directions' own linearised value, so its gap at a small
-    rho is their sampling error, which the standard error measures."""
+    rho is their sampling error, which the standard error measures. NaN where the standard error is 0."""
     row = curve.loc[curve["rho"].idxmin()]
+    if not row["stderr"] > 0:  # no spread over the directions (a diverged model's): no distance to state
+        return math.nan
     return float((row["value"] - row["limit"] * row["rho"] ** 2) / row["stderr"])
 
 
