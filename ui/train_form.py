@@ -183,7 +183,7 @@ def form(note=None) -> TrainRequest | None:
         shown = [s for s in settings_of(TrainConfig) if s.name not in SERVER_SIDE | EARLY_STOP]
         train = {s.name: setting_widget(c, s, key(s.name)) for c, s in _grid(shown)}
         early = st.checkbox("stop early", key=key("early_stop"), persist_state="session",
-                                 help="at the targets on the right: the paper's convergence filter is 100 % accuracy "
+                                 help="at the targets below: the paper's convergence filter is 100 % accuracy "
                                  "and MSE < 0.001")
         cols = st.columns(3)
         for c, s in zip(cols[:2], [s for s in settings_of(TrainConfig) if s.name in EARLY_STOP]):
