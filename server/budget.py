@@ -302,14 +302,16 @@ def _forward(s: Shape, strings: int, n: int, calls: int = 1) -> tuple[float, flo
     return calls * OPS_PER_LAYER * s.layers, _matmul(s, strings, n) + FORWARD.flops(s, strings, n, calls)
 
 
-def _training(s: Shape, strings: int, n: int, calls: int = 1) -> tuple[float, float]:
-    """(ops, flops) of forward and backward passes over `strings` strings of length n in `calls` calls."""
-    return 3 * calls * OPS_PER_LAYER * s.layers, 3 * _matmul(s, strings, n) + TRAINING.flops(s, strings, n, calls)
+def _training(s: Shape, strings: int, n: int, calls: int = 1, cost: PassCost | None = None) -> tuple[float, float]:
+    """(ops, flops) of forward and backward passes over `strings` strings of length n in `calls` calls, the
+    elementwise work priced by `cost` (default `TRAINING`)."""
+    return (3 * calls * OPS_PER_LAYER * s.layers,
+            3 * _matmul(s, strings, n) + (cost or TRAINING).flops(s, strings, n, calls))
 
 
-def _step(s: Shape, batch: int, n: int) -> tuple[float, float]:
+def _step(s: Shape, batch: int, n: int, cost: PassCost | None = None) -> tuple[float, float]:
     """(ops, flops) of one training step on `batch` strings of length n: forward, backward, data, loss and AdamW."""
-    ops, flops = _training(s, batch, n)
+    ops, flops = _training(s, batch, n, cost=cost)
     return ops + TRAIN_OPS, flops + ADAM_FLOPS_PER_PARAM * s.params
 
 
@@ -468,8 +470,8 @@ def calibration_from(tiny_s: float, wide_s: float, training: PassCost | None = N
     tiny = Shape("encoder", 0, 8, 8, 1, 1, 8, 2)
     op_s = tiny_s / (_training(tiny, 1, 2)[0] + 2)
     wide = shape(ModelSettings(d_model=256, n_layers=1, n_heads=2), 16)
-    ops = _training(wide, 256, 16)[0]
-    flops = 3 * _matmul(wide, 256, 16) + (training or TRAINING).flops(wide, 256, 16) + ADAM_FLOPS_PER_PARAM * wide.params
+    ops, flops = _training(wide, 256, 16, cost=training)
+    flops += ADAM_FLOPS_PER_PARAM * wide.params  # `_step`'s flops; its ops' TRAIN_OPS are counted as 2 here (the fit's)
     return Calibration(op_s, max(wide_s - op_s * (ops + 2), wide_s / 10) / flops)
 
 
