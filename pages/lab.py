@@ -140,9 +140,10 @@ joined = services.class_store().view(code, owner) if code else None
 instructor = joined is not None and joined.is_instructor(owner)
 
 # a returning student (a new session: a new tab, the home address again) at chapter 1: their first open chapter, once
-resume = next((k for k in NUMBERS if k not in locks), None)
+still_open = [k for k in NUMBERS if k not in locks]  # the chapters not yet revealed
 first = registry.first_time(registry.LAB_RESUME_ASKED)
-if first and "chapter" not in st.query_params and number == 1 and locks and resume not in (None, 1):
+if first and "chapter" not in st.query_params and number == 1 and locks and still_open and still_open[0] != 1:
+    resume = still_open[0]
     cols = st.columns([3, 1], vertical_alignment="center")
     cols[0].info(f"Welcome back: you have revealed {len(locks)} of {len(NUMBERS)} chapters.",
                  icon=":material/bookmark:")
@@ -337,7 +338,6 @@ if number < len(NUMBERS):
     cols[2].button(f"Chapter {number + 1} →", help=lab.chapter(number + 1).title, on_click=turn, args=(number + 1,),
                    key=settings.key("next"), type="primary", width="stretch")
 else:
-    still_open = [k for k in NUMBERS if k not in locks]
     st.info(f"**The end of the Lab.** You revealed {len(locks)} of {len(NUMBERS)} chapters"
             + (f"; still open: {', '.join(f'chapter {k}' for k in still_open)}" if still_open else "")
             + ". To hand in your answers, open **My answers** above the chapter and send its link: it lists each "

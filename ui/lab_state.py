@@ -11,8 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from sensviz import lab
-from server import services
-from ui import owner_id, page, predictions, registry
+from ui import classroom, owner_id, page, predictions, registry
 
 LAB = "lab"
 ANSWERS = {"as_model": 1, "as_target": 1, "param_norm": 3, "blowup_mean": 3}
@@ -46,9 +45,8 @@ def started() -> bool:
     still its student's, before it opens the Lab again)."""
     if registry.LAB_PREDICTIONS in st.session_state or predictions.locked(owner_id.owner()):
         return True
-    code = registry.current_class()
-    found = services.class_store().get(code) if code else None
-    return found is not None and found.member_of(owner_id.owner()) is not None
+    found = classroom.visible()
+    return found is not None and classroom.member(found) is not None
 
 
 def withheld() -> dict[str, int]:
