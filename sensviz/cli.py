@@ -58,7 +58,7 @@ import numpy as np
 import torch
 
 from . import analysis, configs, cube, experiments, init_study, slices, sweeps, zoo
-from .checkpoints import CheckpointError, convert_torch_file, load_checkpoint
+from .checkpoints import CheckpointError, convert_torch_file, load_checkpoint, read_metadata
 from .files import check_file, check_folder, check_writable, write_atomic
 from .init_claim import decide_init_claim
 from .limits import check_float, check_int
@@ -227,7 +227,7 @@ def _dump(ck, path: str) -> None:
 
 def _convert(args) -> dict:
     path = convert_torch_file(args.source, args.out, n_heads=args.n_heads, task=args.task, n=args.n)
-    training = load_checkpoint(path).metadata.get("training") or {}
+    training = read_metadata(path).get("training") or {}  # the header only: the model was checked while converting
     return {"written": str(path), "notes": training.get("notes", [])}  # what reading the .pt noted (an n, say)
 
 
