@@ -8,6 +8,7 @@ one-line notice and the default."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import socket
 from collections.abc import Callable
@@ -87,19 +88,21 @@ def loopback_host(host: str) -> bool:
         return False
 
 
-def network_addresses() -> list[str]:
+@functools.lru_cache(maxsize=1)
+def network_addresses() -> tuple[str, ...]:
     """This computer's IPv4 addresses that others may reach it at: the one its default route leaves from (a UDP
-    socket's connect sends nothing) and its host name's; loopback ones left out."""
+    socket's connect sends nothing) and its host name's; loopback ones left out. Looked up once per server process
+    (the host name's lookup may wait on a resolver; the Class page draws the link on every run)."""
     found = []
     with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         probe.connect(("192.0.2.1", 9))  # TEST-NET-1: only picks the interface
         found.append(probe.getsockname()[0])
     with contextlib.suppress(OSError):
         found += [info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)]
-    return [a for a in dict.fromkeys(found) if not ipaddress.ip_address(a).is_loopback]
+    return tuple(a for a in dict.fromkeys(found) if not ipaddress.ip_address(a).is_loopback)
 
 
-def elsewhere(link: str, addresses: list[str]) -> list[str]:
+def elsewhere(link: str, addresses) -> list[str]:
     """The same link at each of these addresses (its scheme, port, path and query kept)."""
     parts = urlsplit(link)
     port = f":{parts.port}" if parts.port else ""
