@@ -31,6 +31,8 @@ def draw(spec: PageSpec) -> None:
     url_state.keep_only(allowed)
     joining = classroom.joining()  # a class link opened by a non-member: its join form goes first
     with st.sidebar:
+        if owner_id.cookies_blocked():  # said first: the rest of the sidebar is what a reload would lose
+            st.warning(owner_id.COOKIES_BLOCKED)
         if joining:
             classroom.sidebar()
         job_id = job_panel.draw()

@@ -39,6 +39,20 @@ def network_address() -> str | None:
     return st.context.ip_address
 
 
+COOKIES_BLOCKED = ("This browser keeps no cookies for this site, so after a reload sensviz takes you for someone "
+                   "new: your models, your run and your place in a class stay with this tab. Allow cookies for this "
+                   "site to keep them.")
+
+
+def cookies_blocked() -> bool:
+    """Whether this browser keeps no cookies for the site: Streamlit's XSRF cookie, set with the page itself, did
+    not come back with the session's connection (a browser that keeps cookies sends it from its first visit on).
+    False where that cannot be told: XSRF protection switched off, or no browser (AppTest has no headers)."""
+    if not st.get_option("server.enableXsrfProtection"):
+        return False
+    return bool(st.context.headers) and not st.context.cookies
+
+
 def owner_cookie_script() -> str | None:
     """The script that stores a new owner id in the browser (None when it came from the cookie)."""
     if not st.session_state.get(OWNER_UNSAVED):

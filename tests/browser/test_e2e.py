@@ -8,12 +8,14 @@ chart at least 100 px tall and inside the window, no text cut short (the Lab's c
 as a student walks them, in test_lab_browser); a view's link copied with the Copy link button and
 opened in a new browser context; training as a server job (the run goes on across page switches, the
 finished model is selected, a reload keeps it) while a second browser's run waits in the queue
-behind it (a cap of one run; both finish); a corrupt upload. No page may show a Streamlit
+behind it (a cap of one run; both finish); a corrupt upload; a browser that blocks cookies is told
+what a reload loses. No page may show a Streamlit
 exception. Screenshots go to `artifacts/screenshots/` (override with SENSVIZ_SCREENSHOTS). Chromium
 is Debian's (`apt-get install -y chromium`; `.ci/run` installs it), driven by the Python Playwright
 package; no browser is downloaded.
 """
 
+import json
 import sys
 import time
 import urllib.request
@@ -25,6 +27,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from helpers.browser import (  # noqa: E402
     APPEARS_MS,
     PROJECTOR,
@@ -38,7 +41,7 @@ from helpers.browser import (  # noqa: E402
     wait_until_done,
 )
 
-from ui import nav, train_form  # noqa: E402
+from ui import nav, owner_id, train_form  # noqa: E402
 
 MODEL = "encoder-parity-n6"
 PRESET = "PARITY, n = 8 (converges in seconds)"
@@ -93,9 +96,31 @@ def test_every_page_opens_cold(server, visitor):
         page.goto(f"{server}/{spec.url_path}", wait_until="domcontentloaded")
         check_page(page, f"cold-{spec.key}")
         assert page.locator("h1").first.inner_text() == spec.heading
+        assert page.get_by_text(owner_id.COOKIES_BLOCKED).count() == 0  # this browser keeps cookies
         wrong[spec.key] = misfits(page)
     page.close()
     assert not {name: bad for name, bad in wrong.items() if bad}, wrong
+
+
+def test_a_browser_that_keeps_no_cookies_is_told_what_a_reload_loses(server, browser, tmp_path):
+    """A Chromium profile set to block every cookie (the content setting a school's managed browser may
+    have): the sidebar says first that a reload makes this browser someone new, also after a reload."""
+    profile = tmp_path / "profile"
+    (profile / "Default").mkdir(parents=True)
+    (profile / "Default" / "Preferences").write_text(
+        json.dumps({"profile": {"default_content_setting_values": {"cookies": 2}}}))  # 2: block
+    context = browser.browser_type.launch_persistent_context(
+        str(profile), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, viewport=WIDE)
+    try:
+        page = context.new_page()
+        for _ in range(2):  # the first visit, then a reload
+            page.goto(f"{server}/", wait_until="domcontentloaded")
+            wait_until_done(page)
+            warning = page.locator('[data-testid="stSidebar"] [data-testid="stAlert"]').first
+            assert warning.inner_text().strip() == owner_id.COOKIES_BLOCKED
+        assert context.cookies() == []  # the profile did block them
+    finally:
+        context.close()
 
 
 def test_a_copied_link_opens_the_same_view_in_another_browser(server, browser):
