@@ -120,6 +120,7 @@ class JobStatus:
     steps: int | None = None
     seconds: float | None = None
     seen: bool = False  # its owner was shown how it ended (`JobManager.mark_seen`)
+    rerun: str | None = None  # the job that ran it again after a server restart ended it (`JobManager.rerun`)
 
     def __post_init__(self):
         self.name = short_label(str(self.name))
@@ -317,6 +318,29 @@ class JobManager:
             self._order_queue()
             self._start_queued()
         return job_id
+
+    def rerun(self, job_id: str, owner: str, address: str | None = None) -> str:
+        """Queue `owner`'s run `job_id`, which a server restart ended, again with the settings it had (its
+        `request.json`; it starts from step 0); the new job's id. Once per run: the new id is written on the ended
+        run (`JobStatus.rerun`), so a second tab's click queues nothing. JobRefused for a run that is not theirs,
+        not ended by a restart, already run again, or whose settings were not kept; `submit`'s refusals."""
+        with self.lock:
+            job = self.jobs.get(job_id)
+            if job is None:
+                status = self._from_disk(job_id)
+                job = _Job(status, self.root / job_id) if status is not None else None
+            if job is None or job.status.owner != owner or not job.status.ended_by_restart:
+                raise JobRefused("only your own run that a server restart ended can be run again")
+            if job.status.rerun is not None:
+                raise JobRefused("this run was already run again (from another tab or window); see My models")
+            request = self.request(job_id)
+            if request is None:
+                raise JobRefused("this run's settings were not kept; fill in the Train form")
+            new_id = self.submit(owner, request, address)
+            job.status.rerun = new_id
+            with contextlib.suppress(OSError):  # a full disk: a second click could queue it once more
+                self._write_state(job)
+        return new_id
 
     def status(self, job_id: str) -> JobStatus | None:
         """A snapshot of a job (None for an unknown id)."""
@@ -783,8 +807,8 @@ class _Queue:
 
 
 class RayJobManager:
-    """The calls of `JobManager` (submit, status, active, unseen, mark_seen, records, request, stop, close), answered by the data
-    folder's queue on the Ray cluster at `address`: a detached actor named after the folder, started by
+    """The calls of `JobManager` (submit, rerun, status, active, unseen, mark_seen, records, request, stop, close),
+    answered by the data folder's queue on the Ray cluster at `address`: a detached actor named after the folder, started by
     the first web server that asks and shared by all of them; this process only serves pages.
     `options`: `JobManager`'s (capacity, threads, job_budget, max_queue, per_address, calibration),
     used by the web server that starts the actor. Records and kept models are read from the shared folder.
@@ -847,6 +871,9 @@ class RayJobManager:
 
     def mark_seen(self, job_id: str, owner: str) -> None:
         self._call("mark_seen", job_id, owner)
+
+    def rerun(self, job_id: str, owner: str, address: str | None = None) -> str:
+        return self._call("rerun", job_id, owner, address)
 
     def records(self, job_id: str) -> list[dict]:
         return read_records(self.root, job_id)

@@ -61,20 +61,19 @@ def draw() -> str | None:
 
 
 def offer_rerun(status: jobs.JobStatus) -> None:
-    """A run of this owner's that a server restart ended: one click queues it again with the settings it had (its
-    `request.json`); the Train form of the session after a restart holds its defaults, not that run's settings."""
+    """A run of this owner's that a server restart ended: one click queues it again with the settings it had
+    (`JobManager.rerun`); the Train form of the session after a restart holds its defaults, not that run's settings.
+    Once: a run already run again (from another tab) is not offered."""
     owner = owner_id.owner()
-    if status.owner != owner or not status.ended_by_restart:
+    if status.owner != owner or not status.ended_by_restart or status.rerun is not None:
         return
     if not st.button("Run it again with the same settings", key=registry.JOB_RERUN, type="primary",
                      help="Queues a new run with this run's settings; it starts from step 0"):
         return
     manager = services.job_manager()
     try:
-        request = manager.request(status.id)
-        if request is None:
-            raise ValueError("this run's settings were not kept; fill in the Train form")
-        job_id = manager.submit(owner, request, owner_id.client_address())
+        job_id = manager.rerun(status.id, owner, owner_id.client_address())
+        request = manager.request(job_id)
     except (jobs.JobRefused, ValueError) as err:
         st.error(f"Cannot run it again: {quoted(err, 300)}")
         return

@@ -699,6 +699,17 @@ def test_a_run_a_restart_stopped_runs_again_with_its_own_settings_at_one_click()
     assert again not in (None, job_id) and manager.status(again).owner == owner
     assert manager.request(again).to_dict() == asked.to_dict()  # the stopped run's settings, not the form's
     wait_until(at, lambda at: not manager.status(again).active)  # it trains (and ends) as any run does
+    assert manager.status(job_id).rerun == again
+    with pytest.raises(jobs.JobRefused, match="already run again"):  # a second tab's click, drawn before the first's
+        manager.rerun(job_id, owner)
+    other_tab = AppTest.from_file(APP, default_timeout=300)  # a tab still following the stopped run
+    other_tab.session_state[registry.OWNER] = owner
+    other_tab.query_params["job"] = job_id
+    other_tab.switch_page(PAGE["sensitivity"].file)
+    other_tab.run()
+    assert not other_tab.exception and not [b for b in other_tab.sidebar.button if b.key == registry.JOB_RERUN]
+    states = [json.loads(f.read_text()) for f in (data_dir() / "jobs").glob("*/state.json")]
+    assert sorted(d["id"] for d in states if d.get("owner") == owner) == sorted([job_id, again])  # no third run
 
 
 def test_comparing_a_model_with_its_twin_says_they_are_one_model():

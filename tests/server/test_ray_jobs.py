@@ -6,6 +6,7 @@ a Cancel pressed on the other app; a Ray worker killed mid-job fails its job wit
 keeps its last measurement; a local manager on the shared folder is refused; the queue's actor
 killed is started again by the next call, and the job records on the folder survive it."""
 
+import inspect
 import json
 import os
 import secrets
@@ -21,7 +22,7 @@ from conftest import signal_handlers_restored
 from helpers.server import wait_for as jobs_wait_for
 
 from sensviz.executors import training_task_options
-from server.jobs import RAY_ADDRESS, JobStatus
+from server.jobs import RAY_ADDRESS, JobManager, JobStatus, RayJobManager
 from server.worker import TrainRequest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -253,3 +254,13 @@ def test_a_server_on_ray_ends_on_sigterm_with_one_line(cluster, tmp_path):
         process.wait(timeout=60)
     text = log.read_text()
     assert process.returncode == 0 and "SIGTERM received, the server stops now" in text and "Traceback" not in text, text[-3000:]
+
+
+def test_the_ray_queue_answers_every_call_a_page_makes_of_a_local_one():
+    """The pages call one manager's methods whichever queue serves them: RayJobManager has each public method of
+    JobManager (less `tick`, the local manager's own loop), with the same parameters."""
+    local = {name: f for name, f in vars(JobManager).items() if callable(f) and not name.startswith("_")}
+    remote = vars(RayJobManager)
+    assert set(local) - {"tick"} <= set(remote), set(local) - set(remote)
+    for name in set(local) - {"tick", "close"}:
+        assert inspect.signature(local[name]) == inspect.signature(remote[name]), name
