@@ -644,6 +644,20 @@ def members_table(found: Class) -> None:
                  hide_index=True)
 
 
+RUNS_COLUMNS = {"member": 90, "setting": 115, "state": 105, "reason": 245}
+"""The runs table's columns and their widths in px: together they fit the main area of a 1024-px window beside the
+sidebar (562 px), and a reason wraps onto up to three lines (`RUNS_ROW_HEIGHT`) instead of running past the edge."""
+RUNS_ROW_HEIGHT = 66
+
+
+def _run_row(row: dict) -> dict:
+    """A row of `ClassStore.job_rows` as the runs table shows it: the setting and the state each in one column."""
+    seed = f" seed {row['seed']}" if row["seed"] is not None else ""
+    step = f", step {row['step']}" if row["step"] else ""
+    return {"member": row["member"], "setting": f"{row['task']} n={row['n']}{seed}", "state": row["state"] + step,
+            "reason": row["reason"]}
+
+
 def jobs_table(found: Class) -> None:
     """The instructor's view of the class's jobs: member, setting, state, progress, reason, and Stop."""
     rows = store().job_rows(found.code, services.job_manager())
@@ -652,7 +666,9 @@ def jobs_table(found: Class) -> None:
         return
     states = pd.Series([row["state"] for row in rows]).value_counts()
     st.caption(f"{len(rows)} run{'s' if len(rows) != 1 else ''}: " + ", ".join(f"{k} {v}" for k, v in states.items()))
-    st.dataframe(pd.DataFrame(rows).drop(columns=["job"]), hide_index=True)
+    st.dataframe(pd.DataFrame([_run_row(row) for row in rows], columns=list(RUNS_COLUMNS)), hide_index=True,
+                 row_height=RUNS_ROW_HEIGHT, column_config={name: st.column_config.TextColumn(width=width)
+                                                            for name, width in RUNS_COLUMNS.items()})
     for row in rows:
         if row["state"] in jobs.ACTIVE:
             label = f"Stop {row['member']}'s run ({row['task']}, n = {row['n']}, {row['state']})"

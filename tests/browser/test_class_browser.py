@@ -7,6 +7,7 @@ clicks (open, compare) put them side by side in the URL. The instructor's view a
 fits the window, in projector mode above the gallery."""
 
 import io
+import json
 import re
 import tempfile
 import time
@@ -17,7 +18,7 @@ from helpers.app import write_class_runs
 from helpers.browser import APPEARS_MS, ROOT, WIDE, choose_upload, cut_short, load, screenshot, wait_until_done
 from PIL import Image
 
-from server import assignments
+from server import assignments, jobs
 from server.classes import ClassStore
 
 DATA_DIR = Path(tempfile.mkdtemp(prefix="sensviz-class-e2e-"))
@@ -172,6 +173,19 @@ def test_the_instructors_view_is_live_and_fits_1024_by_768(server, browser):
     side.get_by_text("Ada · parity · n = 6").wait_for(timeout=APPEARS_MS)  # no reload: the sidebar's gallery
     main.get_by_text("1 member joined").wait_for(timeout=APPEARS_MS)  # the members table
     main.get_by_text("1 run: gone 1").wait_for(timeout=APPEARS_MS)  # the runs table (the job is no server's)
+    stopped = DATA_DIR / "jobs" / "ada-restarted-run"  # a run a restart ended: the longest reason a class sees
+    stopped.mkdir(parents=True)
+    reason = f"{jobs.STOPPED_BY_RESTART} at step 1,200; the weights of the last measurement (step 1,200) are kept"
+    (stopped / "state.json").write_text(json.dumps({"id": stopped.name, "owner": "ada-browser", "name": "parity n=6",
+                                                    "state": "stopped", "created": 1.0, "reason": reason}))
+    store.add_job(code, "ada-browser", stopped.name, "parity", 6, assignments.LENGTH_SCALING.deal(1))
+    main.get_by_text("2 runs:").wait_for(timeout=APPEARS_MS)
+    table = main.locator('[data-testid="stDataFrame"]').last  # the runs table: inside the window, nothing scrolled off
+    teacher.wait_for_timeout(500)  # the grid's first frame
+    assert table.bounding_box()["x"] + table.bounding_box()["width"] <= SCREEN["width"]
+    screenshot(teacher, "class-runs-1024x768")
+    widths = table.evaluate("t => { const s = t.querySelector('.dvn-scroller'); return [s.scrollWidth, s.clientWidth] }")
+    assert widths[0] <= widths[1] + 1, widths
     write_class_runs(store, code)
     main.get_by_text("Verdict: the class reproduced the paper's claim.").wait_for(timeout=APPEARS_MS)
     for name, url in (("class-chart-1024x768", None), ("class-projector-1024x768", f"/class?class={code}&projector=1")):
