@@ -399,10 +399,12 @@ def predictions_view(code: str, projector: bool = False) -> None:
         total = int(rows["count"].sum())
         st.markdown(f"**Chapter {number}.** {escape_markdown(rows['question'].iloc[0])} ({total} prediction"
                     f"{'s' if total != 1 else ''})")
+        ink = PROJECTOR_INK if projector else {}
         bars = alt.Chart(rows).mark_bar().encode(
             y=alt.Y("answer:N", sort=list(rows["answer"]), title=None, axis=alt.Axis(labelFontSize=16 if projector else 12,
-                                                                                   labelLimit=400, labelOverlap=False)),
-            x=alt.X("count:Q", title="predictions", axis=alt.Axis(tickMinStep=1, labelFontSize=16 if projector else 12)),
+                                                                                   labelLimit=400, labelOverlap=False, **ink)),
+            x=alt.X("count:Q", title="predictions", axis=alt.Axis(tickMinStep=1, labelFontSize=16 if projector else 12,
+                                                                  **ink)),
             color=alt.condition("datum.right", alt.value("#009E73"), alt.value("#56B4E9")))
         st.altair_chart(bars.properties(height=alt.Step(44 if projector else 32)))  # a band per answer, each labelled
         # (a total height was shared with the axis: its bands grew too thin, and Vega dropped every other label)
@@ -533,6 +535,8 @@ PROJECTOR_TYPE = {"label": 16, "title": 18, "height": 400, "point": 140}
 """Projector mode's chart at 1024×768, read from the back row: tick and legend labels of 16 px, titles of 18
 px, a plot 400 px high (with its axes, legend and title line it fills over half the screen, above the fold)."""
 SCREEN_TYPE = {"label": 12, "title": 13, "height": 420, "point": 50}
+PROJECTOR_INK = {"labelColor": "#000000", "titleColor": "#000000"}
+"""Axis and legend text in black on the room's screen: the theme's grey washes out on a projector."""
 PROJECTED_VERDICT = {stats.REPRODUCED: "reproduced", stats.DIFFERS: "differs", stats.UNRESOLVED: "not resolved yet"}
 """The verdict in the few words a projector shows in large type (the sentence follows in normal type)."""
 
@@ -552,12 +556,13 @@ def chart(a: assignments.Assignment, runs: pd.DataFrame, projector: bool = False
     done["kept"] = done["converged"].fillna(False).astype(bool).map({True: "converged", False: "not converged"})
     tasks = [t for t in a.tasks if t in TASK_STYLE] + [t for t in a.tasks if t not in TASK_STYLE]
     style = [TASK_STYLE.get(t, ("#444444", "square", [2, 2])) for t in tasks]
-    axis = {"labelFontSize": look["label"], "titleFontSize": look["title"]}
+    ink = PROJECTOR_INK if projector else {}
+    axis = {"labelFontSize": look["label"], "titleFontSize": look["title"], **ink}
     x = alt.X("n:Q", scale=alt.Scale(domain=[min(a.lengths) - 1, max(a.lengths) + 1]), title="input length n",
               axis=alt.Axis(values=list(a.lengths), format="d", **axis))
     y = alt.Y(f"{a.quantity}:Q", title="sharpness L_ρ", axis=alt.Axis(tickCount=5, **axis))
     legend = alt.Legend(orient="top", titleOrient="left", labelFontSize=look["label"], titleFontSize=look["label"],
-                        symbolSize=look["point"] * 2)  # one line above: the plot keeps the width and the height
+                        symbolSize=look["point"] * 2, **ink)  # one line above: the plot keeps the width and the height
     color = alt.Color("task:N", title="task", legend=legend, scale=alt.Scale(domain=tasks, range=[c for c, _, _ in style]))
     shape = alt.Shape("task:N", title="task", legend=legend, scale=alt.Scale(domain=tasks, range=[m for _, m, _ in style]))
     dash = alt.StrokeDash("task:N", title="task", legend=None,  # merged into the legend, it drew FIRST's circle dashed

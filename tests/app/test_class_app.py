@@ -209,6 +209,8 @@ def test_the_class_chart_shows_the_verdict_of_the_class_table():
     layers = {layer["mark"]["type"]: layer["encoding"] for layer in spec["layer"]}
     assert layers["point"]["shape"]["field"] == "task" and layers["line"]["strokeDash"]["field"] == "task"  # not colour alone
     assert min(layers["point"][axis]["axis"]["labelFontSize"] for axis in ("x", "y")) >= 16  # read from the back row
+    assert all(layers["point"][axis]["axis"][part] == "#000000" for axis in ("x", "y") for part in ("labelColor", "titleColor"))
+    assert layers["point"]["color"]["legend"]["labelColor"] == "#000000"  # not the theme's grey, washed out
     assert spec["params"] == [{"name": classroom.YOU, "value": ""}]  # the instructor is no member: no point marked
     shown = [m.value for m in teacher.markdown]
     assert "### Verdict: reproduced" in shown and escape_markdown("The class reproduced the paper's claim") + "." in shown
