@@ -197,7 +197,7 @@ def _summary(ref: ModelRef, ck: sv.Checkpoint) -> Selection:
     if lab_state.question_open():  # the Lab's question is open: its answer may be among these numbers
         st.caption(WAITING)
     else:
-        shown = {"param_norm": ("param_norm", page.figure(info["param_norm"], 3), None),
+        shown = {"param_norm": ("param_norm", page.figure(info["param_norm"]), None),
                  "as_model": ("as_n model", f"{info['as_model']:.3f}", "average sensitivity of the model (thresholded)"),
                  "as_target": ("as_n target", "—" if info["as_target"] is None else f"{info['as_target']:.3f}", None),
                  "blowup_mean": ("mean Blowup", page.figure(info["blowup_mean"]),

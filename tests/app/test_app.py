@@ -168,6 +168,7 @@ def test_summary_metrics_match_the_core():
     assert metrics["accuracy"] == f"{report.accuracy:.1%}"
     assert metrics["as_n target"] == f"{report.target.avg_sensitivity:.3f}"
     assert metrics["mean Blowup"] == f"{sv.blowup.blowup_summary(ck.model, 6).mean:.4g}"
+    assert metrics["param_norm"] == f"{ck.model.param_norm():.4g}"  # four digits, as the others: 16.98, not 17
 
 
 def test_attention_page_input_choices():
