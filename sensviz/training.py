@@ -33,7 +33,9 @@ kernels' rounding depends on the number of models in the job and on the CPU's in
 PARITY's training amplifies a last-bit difference (`docs/pairing.md`).
 
 The loop knows nothing of the UI: `Callback`s see every step and every evaluation, and may ask a
-run to stop (the result keeps the weights learned so far). A non-finite loss ends the run with the
+run to stop (the result keeps the weights learned so far). A one-model run's callback may take a
+snapshot after a step (`RunState.snapshot`, `sensviz.snapshots`): `train(..., resume=snapshot)` in
+another process goes on from it exactly as the run would have (a server restart costs no steps). A non-finite loss ends the run with the
 reason in `stop_reason` and the last weights that gave a finite loss. Same model, task, config:
 same run, bit for bit on a CPU. Randomness: the data stream is seeded by `seed` (and the restricted
 set by `train_set_seed`), the evaluation sample by `eval_seed`; the model's initialisation is the
@@ -61,6 +63,7 @@ from .checkpoints import save_checkpoint
 from .files import write_atomic
 from .losses import loss_value
 from .settings import PER_MEMBER_STOPPING, PER_MODEL_FIELDS, TrainConfig  # noqa: F401  (defined torch-free, re-exported)
+from .snapshots import Snapshot
 from .tasks import TargetEncoding, Task, get_task
 
 HISTORY_METADATA_CAP = 64 * 1024
@@ -140,10 +143,18 @@ class RunState:
         self.loss: float | None = None
         self.history: list[dict] = []
         self.started = time.perf_counter()
+        self._snapshot = None  # set by the loop of a one-model run
 
     @property
     def model(self) -> TracedModel:
         return self._learner.model(self.member)
+
+    def snapshot(self) -> Snapshot:
+        """Where the run stands after this step (`sensviz.snapshots`): `train(..., resume=)` goes on from it exactly.
+        In `on_step` of a one-model run (`train`); ValueError elsewhere."""
+        if self._snapshot is None:
+            raise ValueError("a snapshot is taken in on_step of a one-model run (train, not train_many)")
+        return self._snapshot()
 
     @property
     def elapsed(self) -> float:
@@ -304,6 +315,20 @@ class _SingleLearner:
 
     def finish(self) -> None:
         self._optimizer.zero_grad(set_to_none=True)
+
+    def state(self) -> tuple[dict, list[torch.Tensor]]:
+        """Copies of the optimizer's state and of the weights before the last step."""
+        return copy.deepcopy(self._optimizer.state_dict()), [good.detach().clone() for good in self._good]
+
+    @torch.no_grad()
+    def load(self, weights: dict[str, torch.Tensor], optimizer: dict, before: list[torch.Tensor]) -> None:
+        """Weights, optimizer state and the weights before the last step, as `state` (and the model's state_dict) gave them."""
+        self._model.load_state_dict(weights)
+        self._optimizer.load_state_dict(optimizer)
+        if len(before) != len(self._good):
+            raise ValueError(f"the snapshot has {len(before)} tensors of earlier weights; the model has {len(self._good)}")
+        for good, value in zip(self._good, before):
+            good.copy_(value)
 
 
 class _TrainingView(nn.Module):
@@ -509,24 +534,63 @@ class _Loop:
     non-finite loss (`diverged`, weights restored) or a callback — while the others go on. Each member
     is evaluated at step 0, every `eval_interval` steps, at its last step and on its relaxed weights."""
 
-    def __init__(self, learner, models, tasks, configs, callbacks):
+    def __init__(self, learner, models, tasks, configs, callbacks, resume: Snapshot | None = None):
         self.learner, self.models, self.tasks, self.configs, self.callbacks = learner, models, tasks, configs, callbacks
         self.config = configs[0]  # the fields all members share
         self.template = models[0]
+        self.resume = resume
         self.members = []
         for k, (c, t) in enumerate(zip(configs, tasks)):
             data = TrainingData(c)
             self.members.append(_Member(RunState(learner, k, c, t), data, data.eval_sets()))
+        if isinstance(learner, _SingleLearner):
+            m = self.members[0]
+            m.state._snapshot = lambda: self.snapshot(m)
+            if resume is not None:
+                self.restore(m, resume)
         first = self.members[0].eval_sets
         self.eval_sets = {name: [torch.stack([m.eval_sets[name][i] for m in self.members]) for i in range(len(sets))]
                           for name, sets in first.items()}  # name -> per length [K, E, n]
 
+    def snapshot(self, m: _Member) -> Snapshot:
+        """Member `m` of a one-model run after its current step, before the evaluations due after it."""
+        optimizer, before = self.learner.state()
+        state = m.state
+        weights = {name: value.detach().clone() for name, value in self.learner.model(0).state_dict().items()}
+        return Snapshot(step=m.done, n=state.n, loss=state.loss, config=state.config.to_dict(), weights=weights,
+                        optimizer=optimizer, before=before, generator=m.data.generator.get_state(),
+                        history=copy.deepcopy(state.history), window=list(m.window), converged=m.converged,
+                        seconds=state.elapsed)
+
+    def restore(self, m: _Member, snap: Snapshot) -> None:
+        """Member `m` where `snap` left it (ValueError when it is another run's: other settings or shapes)."""
+        if snap.config != m.state.config.to_dict():
+            differ = sorted(k for k in {**snap.config, **m.state.config.to_dict()}
+                            if snap.config.get(k) != m.state.config.to_dict().get(k))
+            raise ValueError(f"the snapshot is of a run with other settings ({', '.join(differ)})")
+        if not 0 < snap.step <= m.state.config.steps:
+            raise ValueError(f"the snapshot's step {snap.step} is not within the run's 1..{m.state.config.steps}")
+        try:
+            self.learner.load(snap.weights, snap.optimizer, snap.before)
+            m.data.generator.set_state(snap.generator)
+        except (RuntimeError, KeyError, TypeError) as err:
+            raise ValueError(f"the snapshot does not fit this model ({type(err).__name__})") from None
+        m.done, m.window, m.converged = snap.step, list(snap.window), snap.converged
+        state = m.state
+        state.step, state.n, state.loss, state.history = snap.step, snap.n, snap.loss, copy.deepcopy(snap.history)
+        state.started = time.perf_counter() - snap.seconds
+
     def run(self) -> list[TrainResult]:
-        for m in self.members:
-            for cb in self.callbacks:
-                cb.on_start(m.state)
-        self.evaluate(self.members)
-        for step in range(1, max(c.steps for c in self.configs) + 1):
+        if self.resume is None:
+            for m in self.members:
+                for cb in self.callbacks:
+                    cb.on_start(m.state)
+            self.evaluate(self.members)
+            first = 1
+        else:  # the snapshot was taken after its step's training, before that step's evaluations
+            first = self.resume.step + 1
+            self.after_step(self.resume.step, self.members)
+        for step in range(first, max(c.steps for c in self.configs) + 1):
             active = [m for m in self.members if self.running(m)]
             if not active:
                 break
@@ -622,9 +686,9 @@ class _Loop:
         return result
 
 
-def _run(learner, models, tasks, configs, callbacks) -> list[TrainResult]:
-    """Train the members of one run to their ends (`_Loop`)."""
-    return _Loop(learner, models, tasks, configs, callbacks).run()
+def _run(learner, models, tasks, configs, callbacks, resume: Snapshot | None = None) -> list[TrainResult]:
+    """Train the members of one run to their ends (`_Loop`), a one-model run from `resume` when given."""
+    return _Loop(learner, models, tasks, configs, callbacks, resume).run()
 
 
 def _prepare(model: TracedModel, task, config: TrainConfig) -> Task:
@@ -639,10 +703,13 @@ def _prepare(model: TracedModel, task, config: TrainConfig) -> Task:
     return task
 
 
-def train(model: TracedModel, task: Task | str, config: TrainConfig, callbacks: Sequence[Callback] = ()) -> TrainResult:
-    """Train `model` in place on `task`; returns the `TrainResult` (see the module docstring)."""
+def train(model: TracedModel, task: Task | str, config: TrainConfig, callbacks: Sequence[Callback] = (),
+          resume: Snapshot | None = None) -> TrainResult:
+    """Train `model` in place on `task`; returns the `TrainResult` (see the module docstring). `resume`: go on from
+    a `RunState.snapshot` of this run (same model, task and config) exactly as it would have gone on; the callbacks'
+    `on_start` is not called again (ValueError for another run's snapshot)."""
     task = _prepare(model, task, config)
-    result = _run(_SingleLearner(model, config), [model], [task], [config], list(callbacks))[0]
+    result = _run(_SingleLearner(model, config), [model], [task], [config], list(callbacks), resume)[0]
     model.eval()
     return result
 
