@@ -103,7 +103,7 @@ class MeasurementCallback(Callback):
 
     def on_end(self, state: RunState, result: TrainResult) -> None:
         measured = [r["step"] for r in self.records if r["member"] == state.member]
-        if measured[-1] != result.steps:  # the final weights (possibly restored) were not measured yet
+        if not measured or measured[-1] != result.steps:  # the final weights (possibly restored) were not measured yet
             self._record(state, result.model, result.steps)
 
     def frame(self):

@@ -121,6 +121,7 @@ class JobStatus:
     seconds: float | None = None
     seen: bool = False  # its owner was shown how it ended (`JobManager.mark_seen`)
     rerun: str | None = None  # the job that ran it again after a server restart ended it (`JobManager.rerun`)
+    resume_step: int | None = None  # a run a restart stopped: the step its snapshot lets it go on from
 
     def __post_init__(self):
         self.name = short_label(str(self.name))
@@ -288,6 +289,11 @@ class JobManager:
         a job over the server's budget (both checked here, before queueing); JobRefused when the owner
         has a job queued or running, the address is at its cap, or the queue is full and the address
         has as many jobs waiting as any other (each message says when to try again)."""
+        return self._queue(owner, request, address)
+
+    def _queue(self, owner: str, request: worker.TrainRequest, address: str | None, resume: Path | None = None) -> str:
+        """`submit`; `resume`: the folder of a run a restart stopped, whose snapshot and records (those up to the
+        snapshot's step) the new job's folder gets before it can start, to go on from there (`worker.SNAPSHOT`)."""
         task, settings, config = worker.check(request)
         found = budget.estimate(settings, config, request.measure_every, self._calibration or calibration(), task)
         budget.check(found, self.budget)
@@ -309,6 +315,8 @@ class JobManager:
             folder = self.root / job_id
             folder.mkdir(parents=True)
             write_atomic(folder / "request.json", json.dumps(request.to_dict()).encode())
+            if resume is not None:
+                _carry_snapshot(resume, folder)
             status = JobStatus(job_id, owner, request.name, "queued", time.time())
             self.jobs[job_id] = _Job(status, folder, address=address, seq=self._seq, estimate_s=found.seconds,
                                      device=config.device,
@@ -321,7 +329,8 @@ class JobManager:
 
     def rerun(self, job_id: str, owner: str, address: str | None = None) -> str:
         """Queue `owner`'s run `job_id`, which a server restart ended, again with the settings it had (its
-        `request.json`; it starts from step 0); the new job's id. Once per run: the new id is written on the ended
+        `request.json`): from its snapshot's step where it has one (`JobStatus.resume_step`; it goes on exactly as
+        it would have), else from step 0; the new job's id. Once per run: the new id is written on the ended
         run (`JobStatus.rerun`), so a second tab's click queues nothing. JobRefused for a run that is not theirs,
         not ended by a restart, already run again, or whose settings were not kept; `submit`'s refusals."""
         with self.lock:
@@ -336,7 +345,9 @@ class JobManager:
             request = self.request(job_id)
             if request is None:
                 raise JobRefused("this run's settings were not kept; fill in the Train form")
-            new_id = self.submit(owner, request, address)
+            resume = job.folder if job.status.resume_step is not None and (job.folder / worker.SNAPSHOT).is_file() else None
+            new_id = self._queue(owner, request, address, resume)
+            (job.folder / worker.SNAPSHOT).unlink(missing_ok=True)  # carried over: not counted twice in the quota
             job.status.rerun = new_id
             with contextlib.suppress(OSError):  # a full disk: a second click could queue it once more
                 self._write_state(job)
@@ -552,6 +563,8 @@ class JobManager:
         fails this job alone, with one line, and its temporaries and the owner's surplus folders are
         removed either way."""
         done = replace(job, status=JobStatus(**asdict(job.status)))
+        # it ended here: nothing to go on from, and the snapshot must not count against the quota its model is kept in
+        (job.folder / worker.SNAPSHOT).unlink(missing_ok=True)
         try:
             self._finish(done)
         except KeptRefused as err:
@@ -665,6 +678,7 @@ class JobManager:
             if status.state == "queued":
                 status.state, status.reason = "cancelled", CANCELLED_BY_RESTART
             else:
+                status.resume_step = _snapshot_step(folder)
                 try:
                     self._keep_last(job, STOPPED_BY_RESTART)
                 except KeptRefused as err:
@@ -705,19 +719,7 @@ class JobManager:
 
 def read_records(root: Path, job_id: str) -> list[dict]:
     """The measurement records of the job `job_id` in the jobs folder `root` so far."""
-    if not JOB_ID.fullmatch(job_id or ""):
-        return []
-    try:
-        lines = (Path(root) / job_id / "records.jsonl").read_text().splitlines()
-    except OSError:
-        return []
-    records = []
-    for line in lines:
-        try:
-            records.append(json.loads(line))
-        except ValueError:  # a line still being written
-            break
-    return records
+    return worker.read_records(Path(root) / job_id) if JOB_ID.fullmatch(job_id or "") else []
 
 
 def read_request(root: Path, job_id: str) -> worker.TrainRequest | None:
@@ -754,6 +756,32 @@ def _folder_size(folder: Path, skip: set[Path] | frozenset = frozenset()) -> int
             with contextlib.suppress(OSError):
                 total += entry.stat(follow_symlinks=False).st_size
     return total
+
+
+def _snapshot_step(folder: Path) -> int | None:
+    """The step of the snapshot in a job folder a restart stopped (`worker.SNAPSHOT`); None without one, and an
+    unreadable one is removed."""
+    from sensviz.snapshots import Snapshot
+
+    path = folder / worker.SNAPSHOT
+    if not path.is_file():
+        return None
+    try:
+        return Snapshot.load(path).step
+    except ValueError:
+        path.unlink(missing_ok=True)
+        return None
+
+
+def _carry_snapshot(source: Path, folder: Path) -> None:
+    """A stopped run's snapshot and its records up to the snapshot's step (a record written after it would come
+    twice), copied into the new job's `folder`."""
+    step = _snapshot_step(source)
+    if step is None:
+        return
+    shutil.copyfile(source / worker.SNAPSHOT, folder / worker.SNAPSHOT)
+    lines = [json.dumps(r) + "\n" for r in worker.read_records(source) if isinstance(r.get("step"), int) and r["step"] <= step]
+    write_atomic(folder / "records.jsonl", "".join(lines).encode())
 
 
 def _remove_temporaries(folder: Path) -> None:

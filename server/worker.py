@@ -21,6 +21,10 @@ Files in the job folder (`server.jobs` reads them; every write is atomic or an a
 - `progress.json`  step, steps, training loss, the last evaluation, seconds (about 4 times a second)
 - `records.jsonl`  one measurement record per line (`sensviz.monitor.MeasurementCallback`)
 - `last.safetensors`  the weights of the last measurement (what Stop keeps), with its job's id
+- `resume.snapshot`  where the run stood at its last measurement (`sensviz.snapshots`; models of at most
+                   `SNAPSHOT_MAX_BYTES`): a job folder that holds one when its process starts goes on from it
+                   (a run a server restart stopped, continued by `JobManager.rerun`), bit for bit as the run
+                   would have gone on
 - `result.safetensors`  the final checkpoint, with its training history, its request and its job's id
 - `outcome.json`   how the run ended: finished (stop reason, steps, seconds) or failed (the error)
 
@@ -60,6 +64,12 @@ SMALL_WORK = 5e7
 per-operation overhead, and a second thread made PARITY n = 8 (d = 32, batch 256) slower here
 (19 ms a step on two threads, 13 ms on one); larger models use every thread the manager gives."""
 PROGRESS_EVERY_S = 0.25
+SNAPSHOT = "resume.snapshot"
+"""The file in a job folder a run goes on from (see the module docstring)."""
+SNAPSHOT_MAX_BYTES = 16 * 2**20
+"""Largest snapshot a run writes at its measurements (about four copies of its parameters,
+`sensviz.snapshots.bytes_for`: models of up to about a million parameters; the class's have tens of thousands).
+A larger model's run is run again from step 0 after a restart: its job folder counts in its owner's quota."""
 
 
 LIVE_INPUTS = 256
@@ -188,6 +198,21 @@ def write_json(path: Path, value) -> None:
     write_atomic(path, json.dumps(value).encode())
 
 
+def read_records(folder: Path) -> list[dict]:
+    """The measurement records in the job folder `folder` so far (`records.jsonl`; a line still being written ends them)."""
+    try:
+        lines = (folder / "records.jsonl").read_text().splitlines()
+    except OSError:
+        return []
+    records = []
+    for line in lines:
+        try:
+            records.append(json.loads(line))
+        except ValueError:  # a line still being written
+            break
+    return records
+
+
 def _live_callback(folder: Path, request: TrainRequest):
     """The callback that measures (within the time budget) and writes progress and records."""
     from sensviz.checkpoints import checkpoint_bytes
@@ -200,7 +225,27 @@ def _live_callback(folder: Path, request: TrainRequest):
             self.measuring_s = 0.0
             self.last_progress = 0.0
             self.last_eval: dict = {}
+            self.snapshots = None  # whether this run's model is small enough (`SNAPSHOT_MAX_BYTES`), known at its start
             self.records_file = open(folder / "records.jsonl", "a")  # noqa: SIM115 - appended to until on_end
+
+        def resume(self, snapshot) -> None:
+            """Go on from `snapshot`: the records so far (copied into the folder with it) and the time measured."""
+            self.records = read_records(folder)
+            self.measuring_s = float(snapshot.extra.get("measuring_s", 0.0))
+
+        def _snapshot(self, state) -> None:
+            """Where the run stands, for a restart (`SNAPSHOT`), when its model is small enough; its time counts as
+            measuring."""
+            from sensviz.snapshots import bytes_for
+
+            if self.snapshots is None:
+                self.snapshots = bytes_for(state.model.n_params()) <= SNAPSHOT_MAX_BYTES
+            if self.snapshots:
+                start = time.perf_counter()
+                snapshot = state.snapshot()
+                snapshot.extra["measuring_s"] = self.measuring_s
+                snapshot.save(folder / SNAPSHOT)
+                self.measuring_s += time.perf_counter() - start
 
         def _record(self, state, model, step):
             start = time.perf_counter()
@@ -218,6 +263,7 @@ def _live_callback(folder: Path, request: TrainRequest):
             training_s = state.elapsed - self.measuring_s
             if state.step % self.every == 0 and self.measuring_s <= training_s:
                 self._record(state, state.model, state.step)
+                self._snapshot(state)  # after the record: a continued run's records are those up to its step
             now = time.perf_counter()
             if now - self.last_progress >= PROGRESS_EVERY_S or state.step == state.total_steps:
                 self.last_progress = now
@@ -361,6 +407,7 @@ def run(folder: str, threads: int, parent_pid: int, max_mib: float | None = None
         import sensviz.monitor  # noqa: F401 - loaded before the memory cap, with the rest of the trainer
         from sensviz.checkpoints import checkpoint_bytes
         from sensviz.files import write_atomic
+        from sensviz.snapshots import Snapshot
         from sensviz.training import train
 
         if max_mib is not None:
@@ -370,10 +417,14 @@ def run(folder: str, threads: int, parent_pid: int, max_mib: float | None = None
         model, task, config = prepare(request)
         torch.set_num_threads(run_threads(model.n_params(), config.batch_size, threads))
         live = _live_callback(folder, request)
-        result = train(model, task, config, [live])
+        resume = Snapshot.load(folder / SNAPSHOT) if (folder / SNAPSHOT).is_file() else None
+        if resume is not None:
+            live.resume(resume)
+        result = train(model, task, config, [live], resume=resume)
         summary = result.summary(with_history=True)
         data = checkpoint_bytes(result.model, task=task, n=config.n, encoding=config.encoding,
-                                training={**summary, "request": request.to_dict(), "job": folder.name})
+                                training={**summary, "request": request.to_dict(), "job": folder.name,
+                                          **({"continued_from": resume.step} if resume is not None else {})})
         write_atomic(folder / "result.safetensors", data)
         write_json(folder / "outcome.json", {"state": "finished", "reason": result.stop_reason, "steps": result.steps,
                                              "seconds": result.wall_time, "measuring_seconds": live.measuring_s,

@@ -480,10 +480,15 @@ def _matches(a: assignments.Assignment, cell: dict, request: TrainRequest) -> bo
     return request == canonical_request(a, cell)
 
 
-def job_started(job_id: str, request) -> None:
-    """A job this session started: the class's, when the session is a member of an open class (an
-    assignment run when its settings are the member's cell)."""
-    found = visible()
+def class_of_job(job_id: str) -> Class | None:
+    """The class of this owner's that counts the job `job_id` (opened with or without its class link)."""
+    return next((c for c in store().classes_of(owner_id.owner()) if job_id in c.jobs), None)
+
+
+def job_started(job_id: str, request, found: Class | None = None) -> None:
+    """A job this session started: the class's, when the session is a member of an open class (`found`, by default
+    the session's: `visible`), an assignment run when its settings are the member's cell."""
+    found = found or visible()
     if found is None or found.closed or member(found) is None:
         return
     cell = assignment_cell(found)

@@ -62,13 +62,18 @@ def draw() -> str | None:
 
 def offer_rerun(status: jobs.JobStatus) -> None:
     """A run of this owner's that a server restart ended: one click queues it again with the settings it had
-    (`JobManager.rerun`); the Train form of the session after a restart holds its defaults, not that run's settings.
-    Once: a run already run again (from another tab) is not offered."""
+    (`JobManager.rerun`), from the step its snapshot holds where it has one; the Train form of the session after a
+    restart holds its defaults, not that run's settings. Once: a run already run again (from another tab) is not
+    offered."""
     owner = owner_id.owner()
     if status.owner != owner or not status.ended_by_restart or status.rerun is not None:
         return
-    if not st.button("Run it again with the same settings", key=registry.JOB_RERUN, type="primary",
-                     help="Queues a new run with this run's settings; it starts from step 0"):
+    if status.resume_step is not None:
+        label = f"Continue from step {status.resume_step:,}"
+        note = "Goes on from the last measurement's step exactly as the run would have gone on without the restart"
+    else:
+        label, note = "Run it again with the same settings", "Queues a new run with this run's settings; it starts from step 0"
+    if not st.button(label, key=registry.JOB_RERUN, type="primary", help=note):
         return
     manager = services.job_manager()
     try:
@@ -78,9 +83,9 @@ def offer_rerun(status: jobs.JobStatus) -> None:
         st.error(f"Cannot run it again: {quoted(err, 300)}")
         return
     _shown(status.id, owner)
-    found = classroom.visible()
-    if found is not None and status.id in found.jobs:  # the class's run again (the assignment's when it fits its cell)
-        classroom.job_started(job_id, request)
+    found = classroom.class_of_job(status.id)  # the class's run again (the assignment's when it fits its cell)
+    if found is not None:
+        classroom.job_started(job_id, request, found)
     registry.follow_job(job_id)
     st.rerun()
 

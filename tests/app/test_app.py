@@ -31,7 +31,7 @@ from helpers.app import (  # noqa: I001
 import sensviz as sv  # noqa: E402
 from sensviz import findings, sweeps  # noqa: E402
 from sensviz.files import data_dir  # noqa: E402
-from server import services  # noqa: E402
+from server import services, worker  # noqa: E402
 from ui import memo, model_refs, nav, registry, sidebar, train_form  # noqa: E402
 
 
@@ -667,15 +667,31 @@ def test_two_kept_models_of_one_name_are_two_choices():
         assert not at.exception and selected(at).key == token
 
 
-def test_a_run_a_restart_stopped_runs_again_with_its_own_settings_at_one_click():
+class _SnapshotAt(sv.training.Callback):
+    """Writes the run's snapshot after step `at` into `folder` (as a job's worker does at a measurement), then stops."""
+
+    def __init__(self, at, folder):
+        self.at, self.folder = at, folder
+
+    def on_step(self, state):
+        if state.step == self.at:
+            state.snapshot().save(self.folder / worker.SNAPSHOT)
+
+    def should_stop(self, state):
+        return state.step >= self.at
+
+
+@pytest.mark.parametrize("snapshot", [False, True])
+def test_a_run_a_restart_stopped_runs_again_with_its_own_settings_at_one_click(snapshot):
     """After a restart the Train form of a new session holds its defaults: a student who pressed Train as told
-    trained something else. The stopped run's message offers to run it again from its request.json instead."""
+    trained something else. The stopped run's message offers to run it again from its request.json instead: from
+    its snapshot's step where it has one."""
     from streamlit.testing.v1 import AppTest
 
     from server import jobs
     from server.worker import TrainRequest
 
-    owner, job_id = "owner-whose-run-a-restart-stopped", "restartstop00000"
+    owner, job_id = f"owner-whose-run-a-restart-stopped-{snapshot}", f"restartstop0000{int(snapshot)}"
     asked = TrainRequest(task="first", model={"arch": "encoder", "d_model": 8, "n_layers": 1, "n_heads": 2},
                          train={"n": 4, "steps": 30, "batch_size": 32, "lr": 3e-3, "eval_interval": 10, "seed": 7},
                          measure_every=10)
@@ -687,13 +703,18 @@ def test_a_run_a_restart_stopped_runs_again_with_its_own_settings_at_one_click()
     (folder / "state.json").write_text(json.dumps({
         "id": job_id, "owner": owner, "name": asked.name, "state": "stopped", "created": 1.0, "kept": kept.token,
         "reason": f"{jobs.STOPPED_BY_RESTART} at step 20; the weights of the last measurement (step 20) are kept",
-        "steps": 20, "seen": False}))
+        "steps": 20, "seen": False, "resume_step": 20 if snapshot else None}))
+    if snapshot:
+        stopped, task, config = worker.prepare(asked)
+        sv.training.train(stopped, task, config, [_SnapshotAt(20, folder)])
     at = AppTest.from_file(APP, default_timeout=300)
     at.session_state[registry.OWNER] = owner
     at.switch_page(PAGE["sensitivity"].file)
     at.run()
     assert not at.exception and selected(at).key == kept.token
-    at.sidebar.button(key=registry.JOB_RERUN).click().run()
+    button = at.sidebar.button(key=registry.JOB_RERUN)
+    assert button.label == ("Continue from step 20" if snapshot else "Run it again with the same settings")
+    button.click().run()
     assert not at.exception and not at.sidebar.error, [e.value for e in at.sidebar.error]
     again = at.query_params.get("job")  # the new run, followed
     manager = services.job_manager()
@@ -701,6 +722,9 @@ def test_a_run_a_restart_stopped_runs_again_with_its_own_settings_at_one_click()
     assert manager.request(again).to_dict() == asked.to_dict()  # the stopped run's settings, not the form's
     wait_until(at, lambda at: not manager.status(again).active)  # it trains (and ends) as any run does
     assert manager.status(job_id).rerun == again
+    done = sv.load_checkpoint(services.kept_store().data(manager.status(again).kept))
+    assert done.metadata["training"].get("continued_from") == (20 if snapshot else None)
+    assert done.metadata["training"]["steps"] == 30
     with pytest.raises(jobs.JobRefused, match="already run again"):  # a second tab's click, drawn before the first's
         manager.rerun(job_id, owner)
     other_tab = AppTest.from_file(APP, default_timeout=300)  # a tab still following the stopped run

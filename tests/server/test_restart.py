@@ -21,10 +21,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "deploy"))
 
 import load  # noqa: E402
+import torch  # noqa: E402
 from department import student  # noqa: E402
 
 import sensviz as sv  # noqa: E402
-from server import assignments, owners  # noqa: E402
+from sensviz.training import train  # noqa: E402
+from server import assignments, owners, worker  # noqa: E402
 from server.classes import ClassStore  # noqa: E402
 from server.kept import KeptStore  # noqa: E402
 from ui.moved import NOTICE, NOTICE_LOCAL  # noqa: E402
@@ -116,10 +118,34 @@ def _train_a_class_run(base: str, data: Path) -> tuple[str, str, str]:
     job = asyncio.run(press(cookies[0]))
     queued = asyncio.run(press(cookies[1]))
     deadline = time.monotonic() + CEILING_S
-    while not (data / "jobs" / job / "records.jsonl").is_file() or not (data / "jobs" / job / "last.safetensors").is_file():
+    files = ("records.jsonl", "last.safetensors", worker.SNAPSHOT)  # a measurement after step 0 wrote its snapshot
+    while not all((data / "jobs" / job / name).is_file() for name in files):
         assert time.monotonic() < deadline, "the run never measured"
         time.sleep(0.2)
-    return found.code, job, queued
+    return found.code, job, queued, cookies[0]
+
+
+def _continue(base: str, cookie: str, job: str, step: int) -> str:
+    """The run's owner opens its link after the restart and presses "Continue from step …"; the new job's id."""
+    async def press() -> str:
+        async with load.Session(base, cookies={"sensviz_owner": cookie}) as session:
+            opened = await session.open(f"train?job={job}")
+            pressed = await session.press(opened.buttons[f"Continue from step {step:,}"])
+            return parse_qs(pressed.query_string)["job"][0]
+
+    return asyncio.run(press())
+
+
+def _trained_alone(request: dict) -> list[torch.Tensor]:
+    """The weights the run's request trains to in one process, never interrupted (on one thread, as the job)."""
+    model, task, config = worker.prepare(worker.TrainRequest.from_dict(request))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train(model, task, config)
+    finally:
+        torch.set_num_threads(threads)
+    return [p.detach() for p in model.parameters()]
 
 
 class _NoneRunning:
@@ -146,7 +172,7 @@ def test_a_server_stopped_while_a_class_run_trains_starts_again_and_keeps_the_ru
     log_path = ROOT / "artifacts" / f"streamlit-restart-{stop.name}.log"
     env = {"SENSVIZ_DATA_DIR": str(tmp_path), "SENSVIZ_MAX_JOBS": "1"}
     with load.served(log_path, env=env) as (base, process):
-        code, job, queued = _train_a_class_run(base, tmp_path)
+        code, job, queued, alice = _train_a_class_run(base, tmp_path)
         stopped = time.monotonic()
         process.send_signal(stop)
         process.wait(timeout=CEILING_S)
@@ -185,4 +211,23 @@ def test_a_server_stopped_while_a_class_run_trains_starts_again_and_keeps_the_ru
 
         moved = asyncio.run(reconnect())
         assert moved.ok and NOTICE_LOCAL in moved.texts and NOTICE not in moved.texts, moved.texts  # no "goes on"
+
+        # the owner continues the run from its snapshot: it ends as the run would have without the restart
+        assert status["resume_step"] in (500, 1000), status  # the assignment measures every 500 of 1,200 steps
+        again = _continue(base, alice, job, status["resume_step"])
+        while (ended := json.loads((tmp_path / "jobs" / again / "state.json").read_text()))["state"] in ("queued", "running"):
+            assert time.monotonic() < deadline + CEILING_S, ended
+            time.sleep(0.2)
+        assert ended["state"] == "finished" and ended["steps"] == 1200, ended
+        assert json.loads((tmp_path / "jobs" / job / "state.json").read_text())["rerun"] == again
+        assert not (tmp_path / "jobs" / job / worker.SNAPSHOT).exists()  # carried over, not counted twice
+        continued = sv.load_checkpoint(KeptStore(tmp_path / "kept", cap=1024 * 2**20).data(ended["kept"]))
+        request = json.loads((tmp_path / "jobs" / again / "request.json").read_text())
+        assert request == json.loads((tmp_path / "jobs" / job / "request.json").read_text())
+        alone = _trained_alone(request)
+        assert all(torch.equal(p, q) for p, q in zip(continued.model.parameters(), alone))  # bit for bit
+        assert continued.metadata["training"]["continued_from"] == status["resume_step"]  # not trained from step 0
+        steps = [r["step"] for r in worker.read_records(tmp_path / "jobs" / again)]
+        assert steps == sorted(set(steps)) and steps[0] == 0 and steps[-1] == 1200  # the records once each, all of them
+        assert store.get(code).jobs[again]["assignment"] == found.jobs[job]["assignment"]  # the class's run, its cell
     print(f"{stop.name}: ended in {ended_s:.1f} s, ready again in {ready_s:.1f} s")
