@@ -27,7 +27,8 @@ NOTICE = _MOVED + "Your training run goes on (runs train on the cluster, not in 
 """What a moved session is told where the runs train on a Ray cluster ($SENSVIZ_RAY_ADDRESS)."""
 
 NOTICE_LOCAL = (_MOVED + "A training run that was going stopped with it and keeps its last measurement (its page says "
-                "so, with a button that runs it again with the same settings). " + _LOST)
+                "so, with a button that continues it from there, or runs it again from step 0 where it could not "
+                "be saved). " + _LOST)
 """The same where the runs train in the server's own processes (no Ray cluster): they end with it."""
 
 
