@@ -67,7 +67,15 @@ class Snapshot:
         names = {f.name for f in fields(cls)}
         if not isinstance(data, dict) or data.get("format") != FORMAT or not names <= set(data):
             raise ValueError(f"not a training snapshot of format {FORMAT}")
+        wrong = [name for name, kind in KINDS.items() if not isinstance(data[name], kind)]
+        if wrong or isinstance(data["step"], bool):
+            raise ValueError(f"not a training snapshot: wrong types of {', '.join(wrong or ['step'])}")
         return cls(**{name: data[name] for name in names})
+
+
+KINDS = {"step": int, "n": int, "config": dict, "weights": dict, "optimizer": dict, "before": list,
+         "generator": torch.Tensor, "history": list, "window": list, "seconds": (int, float), "extra": dict}
+"""The types of a snapshot's fields that a file must have (`Snapshot.load`)."""
 
 
 def bytes_for(n_params: int) -> int:

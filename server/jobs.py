@@ -271,6 +271,7 @@ class JobManager:
                                "SENSVIZ_DATA_DIR") from None
         store.elsewhere = self.folder_bytes
         self._keeping: set[Path] = set()  # weights being moved into the store, not counted in `folder_bytes`
+        self._rerunning: set[str] = set()  # ended runs being queued again (`rerun`), outside the lock
         earlier = self._folders()  # an earlier server's jobs, recovered by the background thread
         # what the first submit would wait for (seconds), from now on in the background
         for ahead in (_check_ahead, *([] if calibration else [_calibrate_ahead])):
@@ -291,9 +292,10 @@ class JobManager:
         has as many jobs waiting as any other (each message says when to try again)."""
         return self._queue(owner, request, address)
 
-    def _queue(self, owner: str, request: worker.TrainRequest, address: str | None, resume: Path | None = None) -> str:
-        """`submit`; `resume`: the folder of a run a restart stopped, whose snapshot and records (those up to the
-        snapshot's step) the new job's folder gets before it can start, to go on from there (`worker.SNAPSHOT`)."""
+    def _queue(self, owner: str, request: worker.TrainRequest, address: str | None,
+               resume: tuple[Path, int] | None = None) -> str:
+        """`submit`; `resume`: the folder of a run a restart stopped and its snapshot's step, whose snapshot and
+        records up to that step the new job's folder gets before it can start, to go on from there (`worker.SNAPSHOT`)."""
         task, settings, config = worker.check(request)
         found = budget.estimate(settings, config, request.measure_every, self._calibration or calibration(), task)
         budget.check(found, self.budget)
@@ -316,7 +318,11 @@ class JobManager:
             folder.mkdir(parents=True)
             write_atomic(folder / "request.json", json.dumps(request.to_dict()).encode())
             if resume is not None:
-                _carry_snapshot(resume, folder)
+                try:
+                    _carry_snapshot(*resume, folder)
+                except OSError as err:
+                    shutil.rmtree(folder, ignore_errors=True)
+                    raise JobRefused(f"the run's snapshot could not be copied ({_one_line(err)}); try again") from None
             status = JobStatus(job_id, owner, request.name, "queued", time.time())
             self.jobs[job_id] = _Job(status, folder, address=address, seq=self._seq, estimate_s=found.seconds,
                                      device=config.device,
@@ -332,7 +338,8 @@ class JobManager:
         `request.json`): from its snapshot's step where it has one (`JobStatus.resume_step`; it goes on exactly as
         it would have), else from step 0; the new job's id. Once per run: the new id is written on the ended
         run (`JobStatus.rerun`), so a second tab's click queues nothing. JobRefused for a run that is not theirs,
-        not ended by a restart, already run again, or whose settings were not kept; `submit`'s refusals."""
+        not ended by a restart, already run again, or whose settings were not kept; `submit`'s refusals. The
+        settings are checked and priced without the manager's lock, as `submit`'s are."""
         with self.lock:
             job = self.jobs.get(job_id)
             if job is None:
@@ -340,17 +347,24 @@ class JobManager:
                 job = _Job(status, self.root / job_id) if status is not None else None
             if job is None or job.status.owner != owner or not job.status.ended_by_restart:
                 raise JobRefused("only your own run that a server restart ended can be run again")
-            if job.status.rerun is not None:
+            if job.status.rerun is not None or job_id in self._rerunning:
                 raise JobRefused("this run was already run again (from another tab or window); see My models")
+            self._rerunning.add(job_id)
+        try:
             request = self.request(job_id)
             if request is None:
                 raise JobRefused("this run's settings were not kept; fill in the Train form")
-            resume = job.folder if job.status.resume_step is not None and (job.folder / worker.SNAPSHOT).is_file() else None
-            new_id = self._queue(owner, request, address, resume)
-            (job.folder / worker.SNAPSHOT).unlink(missing_ok=True)  # carried over: not counted twice in the quota
-            job.status.rerun = new_id
-            with contextlib.suppress(OSError):  # a full disk: a second click could queue it once more
-                self._write_state(job)
+            carried = job.status.resume_step is not None and (job.folder / worker.SNAPSHOT).is_file()
+            new_id = self._queue(owner, request, address, (job.folder, job.status.resume_step) if carried else None)
+            with self.lock:
+                if carried:  # carried over: not counted twice in the quota
+                    (job.folder / worker.SNAPSHOT).unlink(missing_ok=True)
+                job.status.rerun = new_id
+                with contextlib.suppress(OSError):  # a full disk: a second click could queue it once more
+                    self._write_state(job)
+        finally:
+            with self.lock:
+                self._rerunning.discard(job_id)
         return new_id
 
     def status(self, job_id: str) -> JobStatus | None:
@@ -532,6 +546,7 @@ class JobManager:
 
     def _cancel(self, job: _Job, reason: str) -> None:
         self.queue.remove(job.status.id)
+        (job.folder / worker.SNAPSHOT).unlink(missing_ok=True)  # a continuation that never ran: nothing to go on from
         job.status.state, job.status.reason = "cancelled", reason
         self._write_state(job)
         self._order_queue()
@@ -675,16 +690,20 @@ class JobManager:
                 continue
             job = _Job(status, folder)
             status.seen = False  # it ends now, with its owner away
+            status.resume_step = _snapshot_step(folder)  # a continued run that waited still has the snapshot it carried
             if status.state == "queued":
                 status.state, status.reason = "cancelled", CANCELLED_BY_RESTART
             else:
-                status.resume_step = _snapshot_step(folder)
+                snapshot = folder / worker.SNAPSHOT
+                self._keeping.add(snapshot)  # kept for the owner to go on from: not counted against the model it keeps
                 try:
                     self._keep_last(job, STOPPED_BY_RESTART)
                 except KeptRefused as err:
                     self._fail(job, f"{STOPPED_BY_RESTART}, and its model was not kept: {err}")
                 except Exception as err:  # noqa: BLE001 - one job's files must not stop the server's start
                     self._fail(job, f"{STOPPED_BY_RESTART} and could not recover it ({_one_line(err)})")
+                finally:
+                    self._keeping.discard(snapshot)
             with contextlib.suppress(OSError):
                 self._write_state(job)
             self._ended(status.id)
@@ -759,26 +778,30 @@ def _folder_size(folder: Path, skip: set[Path] | frozenset = frozenset()) -> int
 
 
 def _snapshot_step(folder: Path) -> int | None:
-    """The step of the snapshot in a job folder a restart stopped (`worker.SNAPSHOT`); None without one, and an
-    unreadable one is removed."""
+    """The step of the snapshot in a job folder a restart ended (`worker.SNAPSHOT`) when this server's code can go
+    on from it: the job's request, checked again, gives the snapshot's settings and a model of its shapes (an
+    upgrade may have changed either). None without one; one that is unreadable or does not fit is removed (the
+    run is then run again from step 0)."""
     from sensviz.snapshots import Snapshot
 
     path = folder / worker.SNAPSHOT
     if not path.is_file():
         return None
     try:
-        return Snapshot.load(path).step
+        snapshot = Snapshot.load(path)
+        request = read_request(folder.parent, folder.name)
+        if request is None:
+            raise ValueError("no request")
+        worker.check_snapshot(request, snapshot)
+        return snapshot.step
     except ValueError:
         path.unlink(missing_ok=True)
         return None
 
 
-def _carry_snapshot(source: Path, folder: Path) -> None:
-    """A stopped run's snapshot and its records up to the snapshot's step (a record written after it would come
-    twice), copied into the new job's `folder`."""
-    step = _snapshot_step(source)
-    if step is None:
-        return
+def _carry_snapshot(source: Path, step: int, folder: Path) -> None:
+    """A stopped run's snapshot (of step `step`) and its records up to that step (a record written after it would
+    come twice), copied into the new job's `folder`."""
     shutil.copyfile(source / worker.SNAPSHOT, folder / worker.SNAPSHOT)
     lines = [json.dumps(r) + "\n" for r in worker.read_records(source) if isinstance(r.get("step"), int) and r["step"] <= step]
     write_atomic(folder / "records.jsonl", "".join(lines).encode())

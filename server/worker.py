@@ -183,6 +183,20 @@ def _check_measurements(request: TrainRequest, model) -> None:
             raise ValueError(f"a live run measures cheap quantities of its model only, not '{name}'")
 
 
+def check_snapshot(request: TrainRequest, snapshot) -> None:
+    """ValueError unless this code trains `request` as the run that wrote `snapshot` (`sensviz.snapshots`) did: the
+    same settings, a step within them, and weights of the same names and shapes (built on torch's meta device)."""
+    import torch
+
+    _, settings, config = check(request)
+    if snapshot.config != config.to_dict() or not 0 < snapshot.step <= config.steps:
+        raise ValueError("the snapshot is of other settings")
+    with torch.device("meta"):
+        shapes = {name: tuple(value.shape) for name, value in settings.build(config.n).state_dict().items()}
+    if shapes != {name: tuple(value.shape) for name, value in snapshot.weights.items()}:
+        raise ValueError("the snapshot's weights are not this model's")
+
+
 def prepare(request: TrainRequest):
     """The model (built, its initial parameters scaled by `init_scale`), task and training config of a request,
     after `check`."""
@@ -232,6 +246,8 @@ def _live_callback(folder: Path, request: TrainRequest):
             """Go on from `snapshot`: the records so far (copied into the folder with it) and the time measured."""
             self.records = read_records(folder)
             self.measuring_s = float(snapshot.extra.get("measuring_s", 0.0))
+            if snapshot.history:
+                self.on_eval(None, snapshot.history[-1])  # the progress shows the last evaluation until the next
 
         def _snapshot(self, state) -> None:
             """Where the run stands, for a restart (`SNAPSHOT`), when its model is small enough; its time counts as

@@ -485,13 +485,13 @@ def class_of_job(job_id: str) -> Class | None:
     return next((c for c in store().classes_of(owner_id.owner()) if job_id in c.jobs), None)
 
 
-def job_started(job_id: str, request, found: Class | None = None) -> None:
+def job_started(job_id: str, request, found: Class | None = None, cell: dict | None = None) -> None:
     """A job this session started: the class's, when the session is a member of an open class (`found`, by default
-    the session's: `visible`), an assignment run when its settings are the member's cell."""
+    the session's: `visible`), an assignment run when its settings are `cell`'s (by default the member's cell now)."""
     found = found or visible()
     if found is None or found.closed or member(found) is None:
         return
-    cell = assignment_cell(found)
+    cell = cell or assignment_cell(found)
     a = assignments.ASSIGNMENTS.get(found.assignment or "")
     fits = cell is not None and a is not None and _matches(a, cell, request)
     store().add_job(found.code, owner_id.owner(), job_id, request.task, request.train.get("n"), cell if fits else None)

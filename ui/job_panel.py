@@ -15,10 +15,14 @@ from sensviz.text import escape_markdown, quoted
 from server import jobs, services
 from ui import cache, classroom, model_refs, owner_id, registry
 
+RERUN_HOPS = 8
+"""How many continuations of a run (`JobStatus.rerun`: one per restart) a page following it goes along."""
+
 
 def draw() -> str | None:
-    """The job this session follows (its own, or one named in the URL), while it runs and once it
-    ended; returns its id while it is worth keeping in the URL."""
+    """The job this session follows (its own, or one named in the URL; the owner's run that a restart ended and
+    that was continued: the continuation), while it runs and once it ended; returns its id while it is worth
+    keeping in the URL."""
     manager = services.job_manager()
     owner = owner_id.owner()
     job_id = registry.followed_job() or manager.active(owner)
@@ -29,6 +33,10 @@ def draw() -> str | None:
     if job_id is None:
         return None
     status = manager.status(job_id)
+    for _ in range(RERUN_HOPS):  # their run went on as another (continued after a restart, maybe from another tab)
+        if status is None or status.rerun is None or status.owner != owner:
+            break
+        job_id, status = status.rerun, manager.status(status.rerun)
     if status is None:
         registry.follow_job(None)
         return None
@@ -83,9 +91,9 @@ def offer_rerun(status: jobs.JobStatus) -> None:
         st.error(f"Cannot run it again: {quoted(err, 300)}")
         return
     _shown(status.id, owner)
-    found = classroom.class_of_job(status.id)  # the class's run again (the assignment's when it fits its cell)
+    found = classroom.class_of_job(status.id)  # the class's run again, in the cell it trained (dealt again since)
     if found is not None:
-        classroom.job_started(job_id, request, found)
+        classroom.job_started(job_id, request, found, found.jobs[status.id].get("assignment"))
     registry.follow_job(job_id)
     st.rerun()
 

@@ -45,8 +45,9 @@ COOKIES_BLOCKED = ("This browser keeps no cookies for this site, so after a relo
 
 
 def cookies_blocked() -> bool:
-    """Whether this browser keeps no cookies for the site: Streamlit's XSRF cookie, set with the page itself, did
-    not come back with the session's connection (a browser that keeps cookies sends it from its first visit on).
+    """Whether this browser keeps no cookies for the site: Streamlit's XSRF cookie, set by the server's answers before
+    the session connects, did not come back with the connection (a browser that keeps cookies sends it from its
+    first visit on).
     False where that cannot be told: XSRF protection switched off, or no browser (AppTest has no headers)."""
     if not st.get_option("server.enableXsrfProtection"):
         return False

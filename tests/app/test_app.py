@@ -733,6 +733,7 @@ def test_a_run_a_restart_stopped_runs_again_with_its_own_settings_at_one_click(s
     other_tab.switch_page(PAGE["sensitivity"].file)
     other_tab.run()
     assert not other_tab.exception and not [b for b in other_tab.sidebar.button if b.key == registry.JOB_RERUN]
+    assert selected(other_tab).key == manager.status(again).kept  # it follows the run that went on: its model
     states = [json.loads(f.read_text()) for f in (data_dir() / "jobs").glob("*/state.json")]
     assert sorted(d["id"] for d in states if d.get("owner") == owner) == sorted([job_id, again])  # no third run
 

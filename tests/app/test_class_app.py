@@ -436,3 +436,38 @@ def test_the_assignments_chart_waits_with_the_lab_chapter_it_answers():
     assert not charts(teacher) and any("wait for the reveal" in i.value for i in teacher.info)
     store.hold(code, owner(teacher), 5, held=False)  # revealed to the class: the chart is the room's
     assert charts(teacher.run()) and charts(member.run())
+
+
+def test_a_run_continued_after_a_restart_counts_in_the_cell_it_trains():
+    """A restart ends Bob's run, so its cell is free and dealt again, to Ada (who joined first and has no run); Bob
+    is dealt another. Bob's continuation of his run still counts in the cell it trains, not in his new one."""
+    from sensviz.files import data_dir
+    from server import jobs
+
+    code, teacher = new_class()
+    teacher.switch_page("pages/class.py").run()
+    teacher.button(key=registry.CLASS_ASSIGN).click().run()
+    ada, bob = join(code, "Ada"), join(code, "Bob")
+    store, manager, a = services.class_store(), services.job_manager(), assignments.LENGTH_SCALING
+    found = store.get(code)
+    ada_id = found.member_of(owner(ada)).id
+    cell = store.deal(code, manager)[ada_id]  # the cell Ada is dealt while Bob's run is not running
+    job_id = f"bobsrun{secrets.token_hex(6)}"
+    folder = data_dir() / "jobs" / job_id
+    folder.mkdir(parents=True)
+    (folder / "request.json").write_text(json.dumps(classroom.canonical_request(a, cell).to_dict()))
+    (folder / "state.json").write_text(json.dumps({
+        "id": job_id, "owner": owner(bob), "name": "bob's run", "state": "stopped", "created": 1.0,
+        "reason": f"{jobs.STOPPED_BY_RESTART} before the first measurement; there are no weights to keep"}))
+    store.add_job(code, owner(bob), job_id, cell["task"], cell["n"], cell)
+    assert store.deal(code, manager)[found.member_of(owner(bob)).id] != cell  # dealt another by now
+    back = AppTest.from_file(APP, default_timeout=300)  # Bob's page after the restart, following his run
+    back.session_state[registry.OWNER] = owner(bob)
+    back.query_params.update({"job": job_id, "class": code})
+    back.switch_page("pages/train.py").run()
+    back.sidebar.button(key=registry.JOB_RERUN).click().run()
+    again = back.query_params["job"]
+    try:
+        assert again != job_id and store.get(code).jobs[again]["assignment"] == cell
+    finally:
+        manager.stop(again, owner(bob))

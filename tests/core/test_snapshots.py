@@ -100,3 +100,12 @@ def test_a_stacked_run_has_no_snapshot():
     config = TrainConfig(n=4, batch_size=8, steps=3, lr=1e-3, eval_interval=1)
     with pytest.raises(ValueError, match="one-model run"):
         train_many([small(4, 0), small(4, 1)], "first", seeded(config, [0, 1]), [Ask()])
+
+
+def test_a_snapshot_file_of_the_wrong_types_is_refused(tmp_path):
+    config = TrainConfig(n=5, batch_size=32, steps=20, lr=2e-3, eval_interval=5)
+    train(small(), "majority", config, [StopWithSnapshot(8, tmp_path / "run.snapshot")])
+    data = torch.load(tmp_path / "run.snapshot", weights_only=True)
+    torch.save({**data, "step": "8"}, tmp_path / "odd.snapshot")
+    with pytest.raises(ValueError, match="wrong types of step"):
+        Snapshot.load(tmp_path / "odd.snapshot")

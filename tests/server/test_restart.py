@@ -94,6 +94,84 @@ def test_the_manager_answers_before_it_recovers_an_earlier_servers_run(tmp_path,
         manager.close()
 
 
+class _SnapshotAt(sv.training.Callback):
+    def __init__(self, at, path):
+        self.at, self.path = at, path
+
+    def on_step(self, state):
+        if state.step == self.at:
+            state.snapshot().save(self.path)
+
+    def should_stop(self, state):
+        return state.step >= self.at
+
+
+def _stopped_with_snapshot(data: Path, job_id: str, state: str, request: worker.TrainRequest, at: int = 20) -> Path:
+    """A job folder a restart left `state` ("running", or "queued": a continuation that waited), with the
+    snapshot of its request's run after step `at`, and its records."""
+    folder = interrupted_run(data, job_id=job_id)
+    (folder / "request.json").write_text(json.dumps(request.to_dict()))
+    state_file = json.loads((folder / "state.json").read_text())
+    (folder / "state.json").write_text(json.dumps({**state_file, "state": state}))
+    model, task, config = worker.prepare(request)
+    train(model, task, config, [_SnapshotAt(at, folder / worker.SNAPSHOT)])
+    return folder
+
+
+def test_a_restart_keeps_each_snapshot_this_code_can_go_on_from_and_no_other(tmp_path, monkeypatch):
+    """After a restart: a running run's snapshot gives its step to go on from, and a continuation that was still
+    waiting keeps the snapshot it carried (a second restart loses no steps); a snapshot this code cannot go on from
+    (here: of other settings, as after an upgrade) is removed, and its run is run again from step 0. While the run's
+    last measurement is kept, its snapshot does not count against the owner's quota."""
+    from sensviz.executors import LocalExecutor
+    from server.jobs import JobManager
+
+    monkeypatch.setattr(LocalExecutor, "warm", lambda self: None)
+    asked = worker.TrainRequest(task="first", model={"arch": "encoder", "d_model": 8, "n_layers": 1, "n_heads": 2},
+                                train={"n": 4, "steps": 30, "batch_size": 16, "lr": 3e-3, "eval_interval": 10},
+                                measure_every=10)
+    running = _stopped_with_snapshot(tmp_path, "runningjob000000", "running", asked)
+    waiting = _stopped_with_snapshot(tmp_path, "waitingjob000000", "queued", asked, at=10)
+    upgraded = _stopped_with_snapshot(tmp_path, "upgradedjob00000", "running", asked)
+    other = worker.TrainRequest(**{**asked.to_dict(), "train": {**asked.train, "lr": 1e-3}})
+    (upgraded / "request.json").write_text(json.dumps(other.to_dict()))  # the snapshot's settings differ now
+    manager = JobManager(tmp_path / "jobs", KeptStore(tmp_path / "kept", cap=50 * 2**20), capacity=1)
+    try:
+        assert manager.recovered.wait(CEILING_S)
+        first, second, third = (manager.status(f.name) for f in (running, waiting, upgraded))
+        assert (first.state, first.resume_step) == ("stopped", 20) and first.kept, first
+        assert (second.state, second.resume_step) == ("cancelled", 10) and second.ended_by_restart
+        assert third.resume_step is None and third.kept and not (upgraded / worker.SNAPSHOT).exists()
+        assert (running / worker.SNAPSHOT).exists() and (waiting / worker.SNAPSHOT).exists()
+    finally:
+        manager.close()
+
+
+def test_keeping_a_stopped_runs_measurement_does_not_count_its_snapshot(tmp_path, monkeypatch):
+    """The owner's quota counts their job folders; while a restart keeps a run's last measurement, neither those
+    weights (moving into the store) nor the run's snapshot (kept to go on from) count against it."""
+    from sensviz.executors import LocalExecutor
+    from server.jobs import JobManager
+
+    monkeypatch.setattr(LocalExecutor, "warm", lambda self: None)
+    asked = worker.TrainRequest(task="first", model={"arch": "encoder", "d_model": 8, "n_layers": 1, "n_heads": 2},
+                                train={"n": 4, "steps": 30, "batch_size": 16, "lr": 3e-3, "eval_interval": 10},
+                                measure_every=10)
+    folder = _stopped_with_snapshot(tmp_path, "runningjob000000", "running", asked)
+    sizes = {path.name: path.stat().st_size for path in folder.iterdir()}
+    expected = sum(sizes.values()) - sizes["last.safetensors"] - sizes[worker.SNAPSHOT]
+    store, held = KeptStore(tmp_path / "kept", cap=50 * 2**20), []
+    keep = store.keep
+    monkeypatch.setattr(store, "keep", lambda *args, **kw: (held.append(store.elsewhere("alice")), keep(*args, **kw))[1])
+    manager = JobManager(tmp_path / "jobs", store, capacity=1)
+    try:
+        assert manager.recovered.wait(CEILING_S)
+        assert held == [expected] and manager.status(folder.name).resume_step == 20
+        assert manager.folder_bytes("alice") >= sizes[worker.SNAPSHOT]  # afterwards it counts, until continued
+    finally:
+        manager.close()
+
+
 def _train_a_class_run(base: str, data: Path) -> tuple[str, str, str]:
     """A class whose member (holding a kept model already) presses Train on the assignment, and a second
     member whose run waits behind it (one run at a time); returns the class code, the running job's id
@@ -231,3 +309,31 @@ def test_a_server_stopped_while_a_class_run_trains_starts_again_and_keeps_the_ru
         assert steps == sorted(set(steps)) and steps[0] == 0 and steps[-1] == 1200  # the records once each, all of them
         assert store.get(code).jobs[again]["assignment"] == found.jobs[job]["assignment"]  # the class's run, its cell
     print(f"{stop.name}: ended in {ended_s:.1f} s, ready again in {ready_s:.1f} s")
+
+
+def test_a_snapshot_that_cannot_be_copied_refuses_the_continuation_in_one_line_and_leaves_no_folder(tmp_path,
+                                                                                                    monkeypatch):
+    from sensviz.executors import LocalExecutor
+    from server import budget, jobs
+
+    monkeypatch.setattr(LocalExecutor, "warm", lambda self: None)
+    asked = worker.TrainRequest(task="first", model={"arch": "encoder", "d_model": 8, "n_layers": 1, "n_heads": 2},
+                                train={"n": 4, "steps": 30, "batch_size": 16, "lr": 3e-3, "eval_interval": 10},
+                                measure_every=10)
+    folder = _stopped_with_snapshot(tmp_path, "runningjob000000", "running", asked)
+    manager = jobs.JobManager(tmp_path / "jobs", KeptStore(tmp_path / "kept", cap=50 * 2**20), capacity=1,
+                              calibration=budget.Calibration(op_s=1e-6, flop_s=1e-12))
+    try:
+        assert manager.recovered.wait(CEILING_S) and manager.status(folder.name).resume_step == 20
+        before = {p.name for p in (tmp_path / "jobs").iterdir()}
+
+        def full_disk(*args, **kwargs):
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(jobs.shutil, "copyfile", full_disk)
+        with pytest.raises(jobs.JobRefused, match="could not be copied .*No space left"):
+            manager.rerun(folder.name, "alice")
+        assert {p.name for p in (tmp_path / "jobs").iterdir()} == before  # no half-made job folder
+        assert manager.status(folder.name).rerun is None and (folder / worker.SNAPSHOT).exists()  # it can try again
+    finally:
+        manager.close()
