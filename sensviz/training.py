@@ -37,9 +37,9 @@ run to stop (the result keeps the weights learned so far). A one-model run's cal
 snapshot after a step (`RunState.snapshot`, `sensviz.snapshots`): `train(..., resume=snapshot)` in
 another process goes on from it exactly as the run would have (a server restart costs no steps).
 A non-finite loss ends the run with the reason in `stop_reason` and the last weights that gave a
-finite loss. Same model, task, config: same run, bit for bit on a CPU. Randomness: the data stream is seeded by `seed` (and the restricted
-set by `train_set_seed`), the evaluation sample by `eval_seed`; the model's initialisation is the
-caller's (`build_model(..., seed=...)`).
+finite loss. Same model, task, config: same run, bit for bit on a CPU. Randomness: the data stream
+is seeded by `seed` (and the restricted set by `train_set_seed`), the evaluation sample by
+`eval_seed`; the model's initialisation is the caller's (`build_model(..., seed=...)`).
 """
 
 from __future__ import annotations

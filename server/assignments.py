@@ -100,13 +100,21 @@ class Assignment:
         cell["seed"] += (seat // len(cells)) * max(self.seeds.values())
         return cell
 
-    def deal_open(self, seats: list[str], done: list[dict], held: dict[str, dict]) -> dict[str, dict]:
-        """Cells for members (`seats`: their ids in the order they joined) when `done` cells are finished
-        and `held` ones (member id -> cell) are queued or running: a member holding a cell keeps it, each
-        other member in turn gets the next cell in dealing order that is neither done nor held, beyond
-        the grid the grid again with new seeds (`deal`)."""
+    def deal_open(self, seats: dict[str, int], done: list[dict], held: dict[str, dict]) -> dict[str, dict]:
+        """Cells for members (`seats`: member id -> seat, in the order they joined) when `done` cells are finished
+        and `held` ones (member id -> cell) are queued or running: a member holding a cell keeps it; a member whose
+        own cell (`deal(seat)`) is neither done nor held gets that one, so the run a member was told to train does
+        not change while others finish theirs (or after a restart stopped it); each other member in turn gets the
+        next cell in dealing order that is neither done, held nor dealt, beyond the grid the grid again with new
+        seeds."""
         taken = {_key(c) for c in done} | {_key(c) for c in held.values()}
-        dealt, turn = dict(held), 0
+        dealt = dict(held)
+        for member, seat in seats.items():
+            own = self.deal(seat)
+            if member not in dealt and _key(own) not in taken:
+                dealt[member] = own
+                taken.add(_key(own))
+        turn = 0
         for member in seats:
             if member in dealt:
                 continue

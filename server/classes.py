@@ -625,11 +625,13 @@ class ClassStore:
 
     def deal(self, code: str, manager) -> dict[str, dict]:
         """Each member's cell of the running assignment (member id -> cell; {} without one). A member
-        whose assignment run is queued or running keeps its cell; every other member, in the order they
-        joined, gets the next cell nobody holds (`Assignment.deal_open`): not finished by a member, nor
-        queued or running. So a member who finished takes the next unclaimed run, a removed or absent
-        member's unfinished cell goes to the next member who asks, and a class of any size completes
-        the grid (a larger one gets more seeds)."""
+        whose assignment run is queued or running keeps its cell; a member keeps the cell of their seat while
+        nobody finished or holds it (the run they were told to train stays theirs while others finish); every
+        other member, in the order they joined, gets the next cell nobody holds (`Assignment.deal_open`): not
+        finished by a member, nor queued or running, nor another's. So a member who finished takes the next
+        unclaimed run, a removed member's unfinished cell goes to the next member who asks, and a class of any
+        size completes the grid (a larger one gets more seeds; an absent member's cell waits for them, and the
+        instructor's Remove frees it)."""
         found = self.get(code)
         if found is None or found.assignment not in assignments.ASSIGNMENTS or found.ended:
             return {}
@@ -642,7 +644,7 @@ class ClassStore:
                 done.append(cell)
             elif not entry["recorded"] and (status := manager.status(job_id)) is not None and status.active:
                 held[entry["member"]] = cell
-        seats = [m.id for m in sorted(found.member_list(), key=lambda m: m.seat)]
+        seats = {m.id: m.seat for m in sorted(found.member_list(), key=lambda m: m.seat)}
         return assignments.ASSIGNMENTS[found.assignment].deal_open(seats, done, held)
 
     def _write_run(self, code: str, job_id: str, a, row: dict) -> None:

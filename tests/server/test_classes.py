@@ -454,11 +454,12 @@ def test_a_removed_members_running_cell_is_dealt_again_and_their_run_counts_for_
     manager.statuses["job-aaaaaaaaaaaa"] = JobStatus("job-aaaaaaaaaaaa", "s1", "run", "running", 0.0)
     assert store.deal(made.code, manager)[ada.id] == first[ada.id]  # a running member keeps their cell
     store.remove(made.code, "teacher", ada.id)
-    assert store.deal(made.code, manager)[bob.id] == first[ada.id]  # the removed member's cell goes to the next who asks
+    assert store.deal(made.code, manager)[bob.id] == first[bob.id]  # Bob keeps the run he was told to train
     manager.statuses["job-aaaaaaaaaaaa"] = JobStatus("job-aaaaaaaaaaaa", "s1", "run", "finished", 0.0, steps=1200)
     store.record_ended("job-aaaaaaaaaaaa", manager)
     assert _class_table(store, made.code).empty  # it ended after the removal: no row, no verdict
-    assert store.deal(made.code, manager)[bob.id] == first[ada.id]
+    _finish(store, manager, made.code, "s2", "job-bbbbbbbbbbbb", first[bob.id])
+    assert store.deal(made.code, manager)[bob.id] == first[ada.id]  # the removed member's cell goes to the next who asks
 
 
 def test_a_run_is_recorded_when_its_job_ends_not_when_a_page_looks(store):
@@ -597,3 +598,20 @@ def test_the_class_tally_counts_the_members_latest_predictions_and_names_nobody(
     assert store.get(made.code).held == [1] and store.get(made.code).released == []
     store.hold(made.code, "teacher", 1, held=False)
     assert store.get(made.code).held == [] and store.get(made.code).released == [1]
+
+
+def test_the_run_a_member_was_told_to_train_stays_theirs_while_others_finish(store):
+    """Bob reads his cell in the Lab; Ada finishes hers first, then a restart stops Bob's run: Bob's cell stays his
+    (the old deal gave it to Ada, who had finished, and Bob another), and Ada is dealt one nobody else was."""
+    made = store.create("Lab", "teacher")
+    ada, _ = store.join(made.code, "Ada", "s1")
+    bob, _ = store.join(made.code, "Bob", "s2")
+    store.start_assignment(made.code, "teacher", "length_scaling")
+    manager = _Manager()
+    told = store.deal(made.code, manager)
+    _finish(store, manager, made.code, "s1", "job-aaaaaaaaaaaa", told[ada.id])
+    after = store.deal(made.code, manager)
+    assert after[bob.id] == told[bob.id] and after[ada.id] not in (told[ada.id], told[bob.id])
+    _finish(store, manager, made.code, "s2", "job-bbbbbbbbbbbb", told[bob.id], state="stopped")  # a restart stopped it
+    again = store.deal(made.code, manager)
+    assert again[bob.id] == told[bob.id] and again[ada.id] == after[ada.id]
