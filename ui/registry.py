@@ -41,6 +41,7 @@ LAB_RESUME_ASKED = "sv_lab_resume_asked"  # the Lab offered to continue at the f
 PAGE = "sv_page"  # the url_path of the page this run draws, set by the router before the frame (ui.lab_state reads it)
 UPLOAD_REFUSED = "sv_upload_refused"  # the one line about the last upload refused in this session
 MOVED = "sv_moved"  # this session started on a server that did not hold the browser's earlier session (ui.moved)
+MOVED_DISMISS = "sv_w_moved_dismiss"  # the moved notice read: not shown again in this session
 UPLOAD_ROUND = "sv_upload_round"  # bumped when an upload is refused: the uploader starts empty again
 INIT_REFUSED = "sv_init_refused"  # the one line about the Before training page's job the server just refused
 

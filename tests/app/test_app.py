@@ -761,3 +761,22 @@ def test_comparing_a_model_with_its_twin_says_they_are_one_model():
     assert not twins.exception and any("same model, weight for weight" in i.value for i in twins.sidebar.info)
     other = comparing("encoder-first-n4")
     assert not other.exception and not any("weight for weight" in i.value for i in other.sidebar.info)
+
+
+def test_the_notice_of_a_reconnected_page_goes_when_it_is_dismissed():
+    """A page that reconnected to another server process says so on every run (what the move cost) until its user
+    dismisses it: the projector's page would otherwise say it to the room all lesson, above the class chart."""
+    from streamlit.testing.v1 import AppTest
+
+    from ui.moved import NOTICE_LOCAL
+
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.session_state[registry.MOVED] = True  # as a session of another server process finds itself
+    at.switch_page(PAGE["class"].file)
+    at.run()
+    at.run()
+    assert [i.value for i in at.info].count(NOTICE_LOCAL) == 1
+    at.button(key=registry.MOVED_DISMISS).click().run()
+    assert NOTICE_LOCAL not in [i.value for i in at.info] and not at.exception
+    at.run()
+    assert NOTICE_LOCAL not in [i.value for i in at.info]
