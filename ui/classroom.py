@@ -116,7 +116,7 @@ def show_class_link(code: str, warn: bool = True) -> None:
         return
     bound = st.get_option("server.address") or ""
     only_here = url_state.loopback_host(bound)
-    others = [] if only_here else url_state.elsewhere(link, url_state.network_addresses())
+    others = _elsewhere(link)
     st.code(others[0] if others else link, language=None)
     if not warn:
         return
@@ -132,9 +132,21 @@ def show_class_link(code: str, warn: bool = True) -> None:
     st.warning(said, icon=":material/lan:")
 
 
+def _elsewhere(link: str) -> list[str]:
+    """A link that names localhost at each of this server's network addresses: none where it listens on this
+    computer only (`server.address`) or shows none."""
+    if url_state.loopback_host(st.get_option("server.address") or ""):
+        return []
+    return url_state.elsewhere(link, url_state.network_addresses())
+
+
 def instructor_link(code: str, private: str) -> str:
-    """The instructor link (absolute), with the private code that `take_instructor_code` exchanges."""
-    return url_state.link("class", {"class": code, INSTRUCTOR_PARAM: private})
+    """The instructor link (absolute), with the private code that `take_instructor_code` exchanges; at this server's
+    network address where the instructor opened it as localhost (a co-instructor's or the projector's computer
+    reads localhost as itself)."""
+    link = url_state.link("class", {"class": code, INSTRUCTOR_PARAM: private})
+    others = _elsewhere(link) if url_state.loopback(link) else []
+    return others[0] if others else link
 
 
 def instructors(found: Class) -> None:

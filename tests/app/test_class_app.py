@@ -471,3 +471,15 @@ def test_a_run_continued_after_a_restart_counts_in_the_cell_it_trains():
         assert again != job_id and store.get(code).jobs[again]["assignment"] == cell
     finally:
         manager.stop(again, owner(bob))
+
+
+def test_an_instructor_link_made_on_localhost_is_given_at_the_servers_network_address(monkeypatch):
+    """The one-time instructor link is for another computer (a co-instructor's, the projector's): made in a browser
+    that opened the app as localhost, it names this server's network address, as the class link does."""
+    from ui import url_state
+
+    monkeypatch.setattr(url_state, "network_addresses", lambda: ("10.0.0.5",))
+    code, teacher = new_class()
+    teacher.context = {"url": "http://localhost:8621/home"}
+    link = instructor_link(teacher)
+    assert link.startswith("http://10.0.0.5:8621/class?") and f"class={code}" in link, link
