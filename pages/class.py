@@ -130,6 +130,11 @@ if classroom.is_instructor(found) and not projector:
                               help="Tick the box above first."):
                 store.remove(found.code, owner_id.owner(), chosen)
                 st.rerun()
+            if cols[0].button("New rejoin code", key=registry.CLASS_MEMBER_REJOIN,
+                              help="For a member who lost theirs (a browser that keeps no cookies was reloaded): typed "
+                                   "in the class's join form, it makes a browser this member again. The code before it dies."):
+                st.caption(f"Give it to {escape_markdown(by_id[chosen])} privately (shown only now):")
+                st.code(store.new_rejoin_code(found.code, owner_id.owner(), chosen), language=None)
         except (ValueError, ClassRefused) as err:
             st.error(quoted(err, 200))
     if found.removed and st.button(f"Let the removed members join again ({len(found.removed)} browsers)",

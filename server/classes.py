@@ -466,17 +466,19 @@ class ClassStore:
         self._edit(code, owner, change)
         return self.get(code).member(match["id"])
 
-    def new_rejoin_code(self, code: str, owner: str) -> str:
-        """A new rejoin code for the member whose browser `owner` is (the one before it is dead from now on)."""
+    def new_rejoin_code(self, code: str, owner: str, member_id: str | None = None) -> str:
+        """A new rejoin code for the member whose browser `owner` is, or, asked by the instructor `owner`, for the
+        member `member_id` (one who lost theirs: a browser without cookies that was reloaded); the one before it is
+        dead from now on."""
         rejoin = secrets.token_urlsafe(12)
 
         def change(c: Class) -> None:
-            me = c.member_of(owner)
+            me = c.member(member_id) if member_id is not None else c.member_of(owner)
             if me is None:
-                raise ClassRefused("only the class's members have a rejoin code")
+                raise ClassRefused("no such member" if member_id is not None else "only the class's members have a rejoin code")
             next(m for m in c.members if m["id"] == me.id)["rejoin"] = owners.sign(self.secret, "rejoin", rejoin)
 
-        self._edit(code, owner, change)
+        self._edit(code, owner, change, instructor=member_id is not None)
         return rejoin
 
     def view(self, code: object, owner: str) -> Class | None:

@@ -224,8 +224,11 @@ def sidebar() -> None:
     st.caption(f"**{escape_markdown(found.name)}**" + (" · closed" if found.closed else ""))
     rejoin = st.session_state.get(registry.CLASS_REJOIN, {}).get(found.code)
     if rejoin:
-        st.caption("Your rejoin code, for another browser (shown in this session only; a browser that keeps no "
-                   "cookies needs it after every reload):")
+        if owner_id.cookies_blocked():
+            st.warning("Write this rejoin code down now: this browser keeps no cookies, so after a reload you are "
+                       "someone new here, and this code (typed in the join form) makes you yourself again.")
+        else:
+            st.caption("Your rejoin code, for another browser (shown in this session only):")
         st.code(rejoin, language=None)
     live_gallery(found.code, compact=True)
     st.page_link("pages/class.py", label="Class gallery and chart", icon=":material/groups:",

@@ -172,6 +172,7 @@ CLASS_MEMBER = "sv_w_class_member"  # the instructor's chosen member (rename, re
 CLASS_RENAME = "sv_w_class_rename"
 CLASS_RENAME_BUTTON = "sv_w_class_rename_button"
 CLASS_REMOVE = "sv_w_class_remove"
+CLASS_MEMBER_REJOIN = "sv_w_class_member_rejoin"  # the instructor makes a new rejoin code for the chosen member
 CLASS_CLOSE = "sv_w_class_close"
 CLASS_DELETE = "sv_w_class_delete"
 CLASS_READMIT = "sv_w_class_readmit"  # the instructor's "let the removed members join again"

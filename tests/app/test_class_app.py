@@ -23,6 +23,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from sensviz.text import escape_markdown  # noqa: E402
 from server import assignments, services  # noqa: E402
+from server.classes import ClassRefused  # noqa: E402
 from server.jobs import JobStatus  # noqa: E402
 from ui import cache, classroom, registry, train_form  # noqa: E402
 
@@ -483,3 +484,32 @@ def test_an_instructor_link_made_on_localhost_is_given_at_the_servers_network_ad
     teacher.context = {"url": "http://localhost:8621/home"}
     link = instructor_link(teacher)
     assert link.startswith("http://10.0.0.5:8621/class?") and f"class={code}" in link, link
+
+
+def test_a_member_whose_browser_keeps_no_cookies_is_told_to_keep_the_code_and_the_instructor_can_make_a_new_one(
+        monkeypatch):
+    """A browser that keeps no cookies is someone new after a reload: its member is told to write the rejoin code
+    down, and one who did not gets a new code from the instructor, which makes a browser them again (the old code
+    is dead)."""
+    from ui import owner_id
+
+    code, teacher = new_class()
+    monkeypatch.setattr(owner_id, "cookies_blocked", lambda: True)
+    bo = join(code, "Bo")
+    assert any("Write this rejoin code down now" in w.value for w in bo.sidebar.warning)
+    old = bo.session_state[registry.CLASS_REJOIN][code]
+    member = services.class_store().get(code).member_of(owner(bo))
+    teacher.switch_page("pages/class.py").run()
+    teacher.selectbox(key=registry.CLASS_MEMBER).set_value(member.id).run()
+    teacher.button(key=registry.CLASS_MEMBER_REJOIN).click().run()
+    new = [c.value for c in teacher.code if c.value not in (old,) and "://" not in c.value]
+    assert len(new) == 1, [c.value for c in teacher.code]
+    reloaded = session("class", **{"class": code})  # Bo's browser after a reload: someone new
+    reloaded.sidebar.text_input(key=registry.CLASS_REJOIN_CODE).input(old).run()
+    reloaded.sidebar.button(key=registry.CLASS_REJOIN_BUTTON).click().run()
+    assert services.class_store().get(code).member_of(owner(reloaded)) is None  # the old code is dead
+    reloaded.sidebar.text_input(key=registry.CLASS_REJOIN_CODE).input(new[0]).run()
+    reloaded.sidebar.button(key=registry.CLASS_REJOIN_BUTTON).click().run()
+    assert services.class_store().get(code).member_of(owner(reloaded)).id == member.id
+    with pytest.raises(ClassRefused, match="only the class's instructor"):  # a member cannot make another's
+        services.class_store().new_rejoin_code(code, owner(reloaded), member.id)
