@@ -674,7 +674,8 @@ class ClassStore:
     def notices(self, code: str, owner: str, manager) -> list[Notice]:
         """What the room must be told, for the browser `owner` (shown on every page, without a reload):
         that the instructor removed them, closed the class, stopped their latest run, or started the
-        assignment while they have not trained for it yet (with their cell)."""
+        assignment, with their cell, while no run of theirs for it trains (after one: their next cell, which the
+        Class page shows too)."""
         found = self.get(code)
         if found is None:
             return []
@@ -689,11 +690,15 @@ class ClassStore:
         if mine and mine[-1][1].get("stopped_by"):
             entry = mine[-1][1]
             told.append(Notice("stopped", f"Your run ({entry['task']}, n = {entry['n']}) was stopped by {entry['stopped_by']}."))
-        if found.assignment in assignments.ASSIGNMENTS and not any(e["assignment"] for _, e in mine):
+        ran = [job_id for job_id, e in mine if e["assignment"]]
+        training = any((status := manager.status(job_id)) is not None and status.active for job_id in ran)
+        if found.assignment in assignments.ASSIGNMENTS and not training:
             cell = self.deal(code, manager).get(me.id)
             if cell is not None:
-                told.append(Notice("assignment", f"The instructor started the assignment: your run is {cell['task']} at "
-                                                 f"n = {cell['n']} with seed {cell['seed']}.", cell))
+                said = ("The class's assignment takes more runs: your next" if ran else
+                        "The instructor started the assignment: your run")
+                told.append(Notice("assignment", f"{said} is {cell['task']} at n = {cell['n']} with seed {cell['seed']}.",
+                                   cell))
         return told
 
     def job_rows(self, code: str, manager) -> list[dict]:

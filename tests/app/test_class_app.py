@@ -335,9 +335,12 @@ def test_the_room_is_told_the_assignment_a_stopped_run_the_removal_and_the_closi
         def stop(self, job_id, owner):
             return True
 
+    assert not [n for n in store.notices(code, owner(ada), Running()) if n.kind == "assignment"]  # while it trains
     assert store.stop(code, owner(teacher), "job-aaaaaaaaaaaa", Running())
     ada.run()
     assert any("was stopped by the instructor" in w.value for w in ada.warning)
+    nextone = [i.value for i in ada.info if "your next is parity at n" in i.value]  # once it ended: the next
+    assert nextone and ada.button(key=registry.class_key("notice", "train")), [i.value for i in ada.info]
     store.close(code, owner(teacher))
     ada.run()
     assert any("is closed" in w.value for w in ada.warning)
