@@ -189,6 +189,12 @@ def check_class_name(name: object) -> str:
     return text
 
 
+def _continued_as(model: dict, job_id: str, manager) -> bool:
+    """Whether the gallery's `model` is of a run that the job `job_id` continued (`JobManager.rerun`)."""
+    status = manager.status(model["job"]) if model.get("job") else None
+    return status is not None and status.rerun == job_id
+
+
 def _gallery_room(c: Class, member: Member) -> bool:
     """Whether `member` may add a model to the gallery: it is not full, or it is and the network address
     (a member on the server's own machine: the member) holding the most of it, holding more than the
@@ -600,6 +606,8 @@ class ClassStore:
                 records = manager.records(job_id)
                 accuracy = records[-1].get("accuracy") if records else None  # the final weights' measurement
                 member = found.member(entry["member"])
+                if status.kept:  # a run that went on after a restart: its stopped part leaves the gallery
+                    found.models = [m for m in found.models if not _continued_as(m, job_id, manager)]
                 if status.kept and member and not any(m["token"] == status.kept for m in found.models) \
                         and sum(m["member"] == member.id for m in found.models) < LIMITS["class_models_per_member"].high \
                         and _gallery_room(found, member):
@@ -712,7 +720,7 @@ class ClassStore:
             progress = status.progress if status else {}
             rows.append({"job": job_id, "member": names.get(entry["member"], "(removed)"), "task": entry["task"],
                          "n": entry["n"], "seed": (entry["assignment"] or {}).get("seed"),
-                         "state": status.state if status else "gone",
+                         "state": ("continued" if status.rerun else status.state) if status else "gone",
                          "step": f"{progress.get('step', 0)} of {progress.get('steps', '?')}" if progress else "",
                          "reason": (status.error or status.reason or "") if status else ""})
         return rows

@@ -615,3 +615,23 @@ def test_the_run_a_member_was_told_to_train_stays_theirs_while_others_finish(sto
     _finish(store, manager, made.code, "s2", "job-bbbbbbbbbbbb", told[bob.id], state="stopped")  # a restart stopped it
     again = store.deal(made.code, manager)
     assert again[bob.id] == told[bob.id] and again[ada.id] == after[ada.id]
+
+
+def test_a_run_continued_after_a_restart_reads_continued_and_its_model_leaves_the_gallery(store):
+    """The instructor's table says a run a restart stopped was continued (not only "stopped"), and when the
+    continuation ends with its model, the stopped part's model leaves the class's gallery (one run, one model)."""
+    made = store.create("Lab", "teacher")
+    ada, _ = store.join(made.code, "Ada", "s1")
+    store.start_assignment(made.code, "teacher", "length_scaling")
+    manager, cell = _Manager(), store.deal(made.code, _Manager())[ada.id]
+    store.add_job(made.code, "s1", "job-stoppedrun00", cell["task"], cell["n"], cell)
+    manager.statuses["job-stoppedrun00"] = JobStatus("job-stoppedrun00", "s1", "run", "stopped", 0.0, kept="tok-stopped")
+    store.record_ended("job-stoppedrun00", manager)
+    assert [m["job"] for m in store.get(made.code).models] == ["job-stoppedrun00"]
+    manager.statuses["job-stoppedrun00"].rerun = "job-continued000"
+    store.add_job(made.code, "s1", "job-continued000", cell["task"], cell["n"], cell)
+    manager.statuses["job-continued000"] = JobStatus("job-continued000", "s1", "run", "finished", 0.0, kept="tok-done",
+                                                     steps=1200)
+    store.record_ended("job-continued000", manager)
+    assert [m["job"] for m in store.get(made.code).models] == ["job-continued000"]
+    assert [r["state"] for r in store.job_rows(made.code, manager)] == ["continued", "finished"]

@@ -308,6 +308,8 @@ def test_a_server_stopped_while_a_class_run_trains_starts_again_and_keeps_the_ru
         steps = [r["step"] for r in worker.read_records(tmp_path / "jobs" / again)]
         assert steps == sorted(set(steps)) and steps[0] == 0 and steps[-1] == 1200  # the records once each, all of them
         assert store.get(code).jobs[again]["assignment"] == found.jobs[job]["assignment"]  # the class's run, its cell
+        gallery = {m["job"] for m in store.get(code).models}
+        assert again in gallery and job not in gallery  # the stopped part left the gallery when the run went on
     print(f"{stop.name}: ended in {ended_s:.1f} s, ready again in {ready_s:.1f} s")
 
 
