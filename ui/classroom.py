@@ -36,10 +36,13 @@ GALLERY_EVERY_S = 3.0
 """How often the gallery and the class chart look for new models and runs (seconds)."""
 PROJECTOR_CSS = ("<style>section[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'] {display: none;} "
                  "html, .stMarkdown, .stCaption, .stDataFrame {font-size: 150% !important;} "
+                 "[data-testid='stCaptionContainer'] {color: #222222 !important;} "
+                 "[data-testid='stMain'] button:disabled {visibility: hidden;} "
                  "[data-testid='stMainBlockContainer'] {padding-top: 1rem !important;} "
                  "[data-testid='stMain'] h1 {display: none;}</style>")
-"""Projector mode: no sidebar, large type, the page's own title and top margin gone (the class's name stays), so the
-class chart sits above the fold of a 1024×768 screen."""
+"""Projector mode: no sidebar, large type, captions near black (the theme's grey washes out), no greyed-out buttons
+(the gallery's "compare" with nothing open), the page's own title and top margin gone (the class's name stays), so
+the class chart sits above the fold of a 1024×768 screen."""
 
 INSTRUCTOR_PARAM = "instructor"
 """The instructor link's parameter (its private code): taken on the first run, never kept in the URL."""
@@ -551,9 +554,10 @@ def class_runs(found: Class) -> pd.DataFrame:
 TASK_STYLE = {"parity": ("#D55E00", "triangle-up", [1, 0]), "first": ("#0072B2", "circle", [8, 5])}
 """Each task's colour (an orange and a blue apart for colour-blind readers), point shape and line dash: the
 tasks stay apart in greyscale and on a washed-out projector."""
-PROJECTOR_TYPE = {"label": 16, "title": 18, "height": 400, "point": 140}
-"""Projector mode's chart at 1024×768, read from the back row: tick and legend labels of 16 px, titles of 18
-px, a plot 400 px high (with its axes, legend and title line it fills over half the screen, above the fold)."""
+PROJECTOR_TYPE = {"label": 20, "title": 22, "height": 400, "point": 140}
+"""Projector mode's chart at 1024×768, read from the back row: tick and legend labels of 20 px (the room's body text
+is 24), titles of 22 px, a plot 400 px high (with its axes, legend and title line it fills over half the screen,
+above the fold)."""
 SCREEN_TYPE = {"label": 12, "title": 13, "height": 420, "point": 50}
 PROJECTOR_INK = {"labelColor": "#000000", "titleColor": "#000000"}
 """Axis and legend text in black on the room's screen: the theme's grey washes out on a projector."""
