@@ -31,7 +31,8 @@ Modules, by job (every module of the package):
   `hooks` (the instrumented forward pass), `models` (registry), `checkpoints` (safetensors I/O);
 - measuring and training: `settings` (a run's model, training and measurement settings, torch-free),
   `measure` (every quantity of one model through one set of settings; a quantity is one registry
-  entry), `training` (the trainer, multi-model batches), `monitor` (measurements while training),
+  entry), `training` (the trainer, multi-model batches), `snapshots` (where a run stands, to go on from
+  it exactly after its process ended), `monitor` (measurements while training),
   `zoo` (the pretrained checkpoints);
 - the model before training: `init_study` (M random initialisations on the cube), `init_claim` (its
   claim, decided by a stated rule), `init_training` (where training goes from one of them),
