@@ -586,7 +586,8 @@ def chart(a: assignments.Assignment, runs: pd.DataFrame, projector: bool = False
               axis=alt.Axis(values=list(a.lengths), format="d", **axis))
     y = alt.Y(f"{a.quantity}:Q", title="sharpness L_ρ", axis=alt.Axis(tickCount=5, **axis))
     legend = alt.Legend(orient="top", titleOrient="left", labelFontSize=look["label"], titleFontSize=look["label"],
-                        symbolSize=look["point"] * 2, **ink)  # one line above: the plot keeps the width and the height
+                        symbolSize=look["point"] * 2, symbolStrokeWidth=0,  # FIRST's dash made its circle ragged
+                        **ink)  # one line above: the plot keeps the width and the height
     color = alt.Color("task:N", title="task", legend=legend, scale=alt.Scale(domain=tasks, range=[c for c, _, _ in style]))
     shape = alt.Shape("task:N", title="task", legend=legend, scale=alt.Scale(domain=tasks, range=[m for _, m, _ in style]))
     dash = alt.StrokeDash("task:N", title="task", legend=None,  # merged into the legend, it drew FIRST's circle dashed

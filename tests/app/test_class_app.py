@@ -212,6 +212,7 @@ def test_the_class_chart_shows_the_verdict_of_the_class_table():
     assert min(layers["point"][axis]["axis"]["labelFontSize"] for axis in ("x", "y")) >= 16  # read from the back row
     assert all(layers["point"][axis]["axis"][part] == "#000000" for axis in ("x", "y") for part in ("labelColor", "titleColor"))
     assert layers["point"]["color"]["legend"]["labelColor"] == "#000000"  # not the theme's grey, washed out
+    assert layers["point"]["color"]["legend"]["symbolStrokeWidth"] == 0  # FIRST's line dash drew its circle's edge ragged
     assert spec["params"] == [{"name": classroom.YOU, "value": ""}]  # the instructor is no member: no point marked
     shown = [m.value for m in teacher.markdown]
     assert "### Verdict: reproduced" in shown and escape_markdown("The class reproduced the paper's claim") + "." in shown
