@@ -213,10 +213,12 @@ class Budget:
     seconds: float
     mib: float
 
-    def over(self, wall_s: float, process) -> bool:
+    def over(self, wall_s: float, process, before_s: float = 0.0) -> bool:
         """Whether a running job is past its time: `wall_s` seconds since it started, or its process's CPU time
-        (`cpu_seconds`: a run on two threads spends two CPU seconds a second) above `seconds`."""
-        return wall_s > self.seconds or cpu_seconds(getattr(process, "pid", None)) > self.seconds
+        (`cpu_seconds`: a run on two threads spends two CPU seconds a second), each with the `before_s` seconds the
+        run trained before a restart (a continuation's), above `seconds`."""
+        return (wall_s + before_s > self.seconds
+                or cpu_seconds(getattr(process, "pid", None)) + before_s > self.seconds)
 
     @classmethod
     def parse(cls, text: str) -> Budget:

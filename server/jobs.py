@@ -146,6 +146,7 @@ class _Job:
     seq: int = 0  # the order of submission
     estimate_s: float = 0.0  # the budget estimate of its time
     started: float | None = None  # time.monotonic() when it started running
+    before_s: float = 0.0  # a continuation's: the seconds its run trained before the restart (its snapshot's)
     stop_why: str | None = None  # why the manager stopped it (over its time budget)
     device: str | None = None  # the device its request trains on (None: the model's default)
     collecting: bool = False  # its process ended and the manager's thread is keeping its model (`_collect`)
@@ -299,6 +300,7 @@ class JobManager:
         task, settings, config = worker.check(request)
         found = budget.estimate(settings, config, request.measure_every, self._calibration or calibration(), task)
         budget.check(found, self.budget)
+        before_s = _snapshot_seconds(resume[0]) if resume is not None else 0.0  # the run's time limit goes on
         address = address or "local"
         with self.lock:
             active = self.active(owner)
@@ -325,7 +327,7 @@ class JobManager:
                     raise JobRefused(f"the run's snapshot could not be copied ({_one_line(err)}); try again") from None
             status = JobStatus(job_id, owner, request.name, "queued", time.time())
             self.jobs[job_id] = _Job(status, folder, address=address, seq=self._seq, estimate_s=found.seconds,
-                                     device=config.device,
+                                     device=config.device, before_s=before_s,
                                      threads=worker.run_threads(found.params, config.batch_size, self.threads))
             self._write_state(self.jobs[job_id])
             self.queue.append(job_id)
@@ -562,7 +564,8 @@ class JobManager:
         """Stop every running job past the server's time budget (its last measurement is kept)."""
         now = time.monotonic()
         for job in list(self.jobs.values()):
-            if job.status.state == "running" and job.started is not None and self.budget.over(now - job.started, job.process):
+            running = job.status.state == "running" and job.started is not None
+            if running and self.budget.over(now - job.started, job.process, job.before_s):
                 job.stop_requested = True
                 limit = budget.duration(self.budget.seconds)
                 job.stop_why = f"stopped at the server's time limit per run ({limit}; SENSVIZ_JOB_BUDGET)"
@@ -797,6 +800,16 @@ def _snapshot_step(folder: Path) -> int | None:
     except ValueError:
         path.unlink(missing_ok=True)
         return None
+
+
+def _snapshot_seconds(folder: Path) -> float:
+    """The seconds the run of a job folder had trained when it wrote its snapshot (0 for one it cannot read)."""
+    from sensviz.snapshots import Snapshot
+
+    try:
+        return float(Snapshot.load(folder / worker.SNAPSHOT).seconds)
+    except ValueError:
+        return 0.0
 
 
 def _carry_snapshot(source: Path, step: int, folder: Path) -> None:
