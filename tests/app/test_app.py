@@ -27,6 +27,7 @@ from helpers.app import (  # noqa: I001
     upload,
     wait_until,
 )
+from helpers.core import SnapshotAt
 
 import sensviz as sv  # noqa: E402
 from sensviz import findings, sweeps  # noqa: E402
@@ -667,20 +668,6 @@ def test_two_kept_models_of_one_name_are_two_choices():
         assert not at.exception and selected(at).key == token
 
 
-class _SnapshotAt(sv.training.Callback):
-    """Writes the run's snapshot after step `at` into `folder` (as a job's worker does at a measurement), then stops."""
-
-    def __init__(self, at, folder):
-        self.at, self.folder = at, folder
-
-    def on_step(self, state):
-        if state.step == self.at:
-            state.snapshot().save(self.folder / worker.SNAPSHOT)
-
-    def should_stop(self, state):
-        return state.step >= self.at
-
-
 @pytest.mark.parametrize("snapshot", [False, True])
 def test_a_run_a_restart_stopped_runs_again_with_its_own_settings_at_one_click(snapshot):
     """After a restart the Train form of a new session holds its defaults: a student who pressed Train as told
@@ -706,7 +693,7 @@ def test_a_run_a_restart_stopped_runs_again_with_its_own_settings_at_one_click(s
         "steps": 20, "seen": False, "resume_step": 20 if snapshot else None}))
     if snapshot:
         stopped, task, config = worker.prepare(asked)
-        sv.training.train(stopped, task, config, [_SnapshotAt(20, folder)])
+        sv.training.train(stopped, task, config, [SnapshotAt(20, folder / worker.SNAPSHOT)])
     at = AppTest.from_file(APP, default_timeout=300)
     at.session_state[registry.OWNER] = owner
     at.switch_page(PAGE["sensitivity"].file)

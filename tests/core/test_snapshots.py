@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+from helpers.core import SnapshotAt
 
 import sensviz as sv
 from sensviz.snapshots import Snapshot
@@ -33,20 +34,6 @@ class Steps(Callback):
         self.calls.append(("end", result.steps))
 
 
-class StopWithSnapshot(Callback):
-    """Takes the run's snapshot after step `at`, writes it to `path` and stops the run there (a process that ends)."""
-
-    def __init__(self, at, path):
-        self.at, self.path = at, path
-
-    def on_step(self, state):
-        if state.step == self.at:
-            state.snapshot().save(self.path)
-
-    def should_stop(self, state):
-        return state.step >= self.at
-
-
 CASES = {
     "between evaluations": ("majority", TrainConfig(n=5, batch_size=32, steps=40, lr=2e-3, eval_interval=10), 17),
     "at an evaluation": ("majority", TrainConfig(n=5, batch_size=32, steps=40, lr=2e-3, eval_interval=10), 20),
@@ -64,7 +51,7 @@ def test_a_resumed_run_is_the_uninterrupted_run_bit_for_bit(case, tmp_path):
     whole, seen = small(config.n), Steps()
     expected = train(whole, task, config, [seen])
     at = at or expected.converged_step + 20  # relaxing: after the targets were met, before the run ends
-    train(small(config.n), task, config, [StopWithSnapshot(at, tmp_path / "run.snapshot")])  # ends after step `at`
+    train(small(config.n), task, config, [SnapshotAt(at, tmp_path / "run.snapshot")])  # ends after step `at`
     resumed, seen_again = small(config.n, seed=99), Steps()  # other initial weights: the snapshot's replace them
     got = train(resumed, task, config, [seen_again], resume=Snapshot.load(tmp_path / "run.snapshot"))
     assert all(torch.equal(p, q) for p, q in zip(whole.parameters(), resumed.parameters()))
@@ -78,7 +65,7 @@ def test_a_resumed_run_is_the_uninterrupted_run_bit_for_bit(case, tmp_path):
 
 def test_a_snapshot_of_another_run_or_another_file_is_refused(tmp_path):
     config = TrainConfig(n=5, batch_size=32, steps=20, lr=2e-3, eval_interval=5)
-    train(small(), "majority", config, [StopWithSnapshot(8, tmp_path / "run.snapshot")])
+    train(small(), "majority", config, [SnapshotAt(8, tmp_path / "run.snapshot")])
     snap = Snapshot.load(tmp_path / "run.snapshot")
     with pytest.raises(ValueError, match=r"other settings \(lr\)"):
         train(small(), "majority", replace(config, lr=1e-3), resume=snap)
@@ -104,7 +91,7 @@ def test_a_stacked_run_has_no_snapshot():
 
 def test_a_snapshot_file_of_the_wrong_types_is_refused(tmp_path):
     config = TrainConfig(n=5, batch_size=32, steps=20, lr=2e-3, eval_interval=5)
-    train(small(), "majority", config, [StopWithSnapshot(8, tmp_path / "run.snapshot")])
+    train(small(), "majority", config, [SnapshotAt(8, tmp_path / "run.snapshot")])
     data = torch.load(tmp_path / "run.snapshot", weights_only=True)
     torch.save({**data, "step": "8"}, tmp_path / "odd.snapshot")
     with pytest.raises(ValueError, match="wrong types of step"):

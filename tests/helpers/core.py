@@ -1,5 +1,5 @@
 """Small fixed data for the library's tests: tiny sweep runs and zoo recipes, a result table for the
-figures, a walk through a chart's spec, a folder made read-only."""
+figures, a walk through a chart's spec, a folder made read-only, a run that stops with its snapshot."""
 
 import contextlib
 import fcntl
@@ -15,7 +15,7 @@ import torch
 from reference import AuthorsModel
 
 from sensviz import experiments, sweeps, tasks, zoo
-from sensviz.training import TrainConfig
+from sensviz.training import Callback, TrainConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKPOINTS = ROOT / "checkpoints"
@@ -187,3 +187,21 @@ def authors_file(tmp_path, n_layers=2, d=16, heads=2, max_len=10):
     path = tmp_path / "authors.safetensors"
     safetensors.torch.save_file({k: v.contiguous() for k, v in model.state_dict().items()}, path)
     return model, path
+
+
+class SnapshotAt(Callback):
+    """Writes the run's snapshot after step `at` to `path` (as a job's worker does at a measurement; `seconds`, when
+    given, as the time it had trained), then stops the run there: a process that ended."""
+
+    def __init__(self, at: int, path, seconds: float | None = None):
+        self.at, self.path, self.seconds = at, path, seconds
+
+    def on_step(self, state):
+        if state.step == self.at:
+            snapshot = state.snapshot()
+            if self.seconds is not None:
+                snapshot.seconds = self.seconds
+            snapshot.save(self.path)
+
+    def should_stop(self, state):
+        return state.step >= self.at

@@ -443,11 +443,17 @@ def _class_table(store, code) -> pd.DataFrame:
         return pd.DataFrame()
 
 
-def test_a_removed_members_running_cell_is_dealt_again_and_their_run_counts_for_nothing(store):
+def _assigned(store, *names):
+    """A class "Lab" whose members `names` joined from the browsers s1, s2, ... and whose teacher started the
+    length-scaling assignment: the class and its members."""
     made = store.create("Lab", "teacher")
-    ada, _ = store.join(made.code, "Ada", "s1")
-    bob, _ = store.join(made.code, "Bob", "s2")
+    members = [store.join(made.code, name, f"s{k}")[0] for k, name in enumerate(names, start=1)]
     store.start_assignment(made.code, "teacher", "length_scaling")
+    return made, members
+
+
+def test_a_removed_members_running_cell_is_dealt_again_and_their_run_counts_for_nothing(store):
+    made, (ada, bob) = _assigned(store, "Ada", "Bob")
     manager = _Manager()
     first = store.deal(made.code, manager)
     store.add_job(made.code, "s1", "job-aaaaaaaaaaaa", first[ada.id]["task"], first[ada.id]["n"], first[ada.id])
@@ -463,9 +469,7 @@ def test_a_removed_members_running_cell_is_dealt_again_and_their_run_counts_for_
 
 
 def test_a_run_is_recorded_when_its_job_ends_not_when_a_page_looks(store):
-    made = store.create("Lab", "teacher")
-    ada, _ = store.join(made.code, "Ada", "s1")
-    store.start_assignment(made.code, "teacher", "length_scaling")
+    made, (ada,) = _assigned(store, "Ada")
     manager = _Manager()
     _finish(store, manager, made.code, "s1", "job-aaaaaaaaaaaa", store.deal(made.code, manager)[ada.id])
     runs = _class_table(store, made.code)
@@ -603,10 +607,7 @@ def test_the_class_tally_counts_the_members_latest_predictions_and_names_nobody(
 def test_the_run_a_member_was_told_to_train_stays_theirs_while_others_finish(store):
     """Bob reads his cell in the Lab; Ada finishes hers first, then a restart stops Bob's run: Bob's cell stays his
     (the old deal gave it to Ada, who had finished, and Bob another), and Ada is dealt one nobody else was."""
-    made = store.create("Lab", "teacher")
-    ada, _ = store.join(made.code, "Ada", "s1")
-    bob, _ = store.join(made.code, "Bob", "s2")
-    store.start_assignment(made.code, "teacher", "length_scaling")
+    made, (ada, bob) = _assigned(store, "Ada", "Bob")
     manager = _Manager()
     told = store.deal(made.code, manager)
     _finish(store, manager, made.code, "s1", "job-aaaaaaaaaaaa", told[ada.id])
@@ -620,9 +621,7 @@ def test_the_run_a_member_was_told_to_train_stays_theirs_while_others_finish(sto
 def test_a_run_continued_after_a_restart_reads_continued_and_its_model_leaves_the_gallery(store):
     """The instructor's table says a run a restart stopped was continued (not only "stopped"), and when the
     continuation ends with its model, the stopped part's model leaves the class's gallery (one run, one model)."""
-    made = store.create("Lab", "teacher")
-    ada, _ = store.join(made.code, "Ada", "s1")
-    store.start_assignment(made.code, "teacher", "length_scaling")
+    made, (ada,) = _assigned(store, "Ada")
     manager, cell = _Manager(), store.deal(made.code, _Manager())[ada.id]
     store.add_job(made.code, "s1", "job-stoppedrun00", cell["task"], cell["n"], cell)
     manager.statuses["job-stoppedrun00"] = JobStatus("job-stoppedrun00", "s1", "run", "stopped", 0.0, kept="tok-stopped")

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.core import SnapshotAt
 from helpers.server import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -640,26 +641,16 @@ def test_a_run_that_has_not_ended_when_the_wait_runs_out_is_killed():
 def test_a_run_continued_after_a_restart_keeps_the_time_it_had_trained_against_its_time_limit(make_manager):
     """The time limit per run holds for the run, not for each of its parts: a continuation starts with the seconds
     its snapshot had trained (here, beyond the limit already), so a restart does not buy a run a second budget."""
-    from sensviz.training import Callback, train
+    from sensviz.training import train
 
     manager = make_manager(capacity=1, threads=1, calibration=FAST)
-    asked = request(steps=400, every=20)
+    asked = request(steps=400, every=20)  # its snapshot: after step 20, past the limit already before the restart
     folder = manager.root / "stoppedbyrestart0"
     folder.mkdir(parents=True)
     (folder / "request.json").write_text(json.dumps(asked.to_dict()))
 
-    class SnapshotAt(Callback):
-        def on_step(self, state):
-            if state.step == 20:
-                snapshot = state.snapshot()
-                snapshot.seconds = manager.budget.seconds + 60  # it had trained past the limit before the restart
-                snapshot.save(folder / worker.SNAPSHOT)
-
-        def should_stop(self, state):
-            return state.step >= 20
-
     model, task, config = worker.prepare(asked)
-    train(model, task, config, [SnapshotAt()])
+    train(model, task, config, [SnapshotAt(20, folder / worker.SNAPSHOT, seconds=manager.budget.seconds + 60)])
     (folder / "state.json").write_text(json.dumps({
         "id": folder.name, "owner": "alice", "name": asked.name, "state": "stopped", "created": 1.0,
         "reason": f"{jobs.STOPPED_BY_RESTART} at step 25; the weights of the last measurement (step 20) are kept",

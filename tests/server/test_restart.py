@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT / "deploy"))
 import load  # noqa: E402
 import torch  # noqa: E402
 from department import student  # noqa: E402
+from helpers.core import SnapshotAt  # noqa: E402
 
 import sensviz as sv  # noqa: E402
 from sensviz.training import train  # noqa: E402
@@ -94,18 +95,6 @@ def test_the_manager_answers_before_it_recovers_an_earlier_servers_run(tmp_path,
         manager.close()
 
 
-class _SnapshotAt(sv.training.Callback):
-    def __init__(self, at, path):
-        self.at, self.path = at, path
-
-    def on_step(self, state):
-        if state.step == self.at:
-            state.snapshot().save(self.path)
-
-    def should_stop(self, state):
-        return state.step >= self.at
-
-
 def _stopped_with_snapshot(data: Path, job_id: str, state: str, request: worker.TrainRequest, at: int = 20) -> Path:
     """A job folder a restart left `state` ("running", or "queued": a continuation that waited), with the
     snapshot of its request's run after step `at`, and its records."""
@@ -114,7 +103,7 @@ def _stopped_with_snapshot(data: Path, job_id: str, state: str, request: worker.
     state_file = json.loads((folder / "state.json").read_text())
     (folder / "state.json").write_text(json.dumps({**state_file, "state": state}))
     model, task, config = worker.prepare(request)
-    train(model, task, config, [_SnapshotAt(at, folder / worker.SNAPSHOT)])
+    train(model, task, config, [SnapshotAt(at, folder / worker.SNAPSHOT)])
     return folder
 
 
