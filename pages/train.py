@@ -6,7 +6,7 @@ import streamlit as st
 from sensviz import charts
 from sensviz.text import escape_markdown, quoted
 from server import jobs, services
-from ui import cache, classroom, job_panel, owner_id, page, registry, router, train_form
+from ui import cache, classroom, job_panel, page, registry, router, train_form
 
 router.require_router()
 
@@ -33,8 +33,7 @@ if cell is not None:
     st.info(f"Your class assignment is filled in: {escape_markdown(cell['task'])}, n = {cell['n']}, seed {cell['seed']}.")
 try:
     request = train_form.form(note=classroom.assignment_note)
-    job_id = (services.job_manager().submit(owner_id.owner(), request, owner_id.client_address())
-              if request is not None else None)
+    job_id = job_panel.submit(request) if request is not None else None
     if job_id is not None:
         classroom.job_started(job_id, request)
 except (jobs.JobRefused, ValueError) as err:

@@ -204,6 +204,17 @@ def member(found: Class):
     return found.member_of(owner_id.owner())
 
 
+def browsers() -> tuple[str, ...]:
+    """This session's owner id, then the other browsers' of the same member of the session's class (those that
+    joined or rejoined with the member's rejoin code): their training runs are this person's here, to follow, stop
+    and continue. So a browser that keeps no cookies, someone new after a reload or a server restart, gets its run
+    back with its rejoin code."""
+    me = owner_id.owner()
+    found = visible()
+    mine = found.member_of(me) if found is not None else None
+    return (me, *(o for o in (mine.owners if mine is not None else ()) if o != me))
+
+
 # ----------------------------------------------------------------------------- the sidebar
 
 
@@ -229,7 +240,7 @@ def sidebar() -> None:
     if rejoin:
         if owner_id.cookies_blocked():
             st.warning("Write this rejoin code down now: this browser keeps no cookies, so after a reload you are "
-                       "someone new here, and this code (typed in the join form) makes you yourself again.")
+                       "someone new here, and this code (typed in the join form) makes you yourself again, with your run.")
         else:
             st.caption("Your rejoin code, for another browser (shown in this session only):")
         st.code(rejoin, language=None)

@@ -24,17 +24,18 @@ def draw() -> str | None:
     that was continued: the continuation), while it runs and once it ended; returns its id while it is worth
     keeping in the URL."""
     manager = services.job_manager()
-    owner = owner_id.owner()
-    job_id = registry.followed_job() or manager.active(owner)
-    # once a session: their run that ended while no page of theirs was open (a model named by a link comes first;
-    # the owner's next session without one says it)
-    if job_id is None and registry.first_time(registry.AWAY_ASKED) and registry.selected() is None:
-        job_id = manager.unseen(owner)
+    mine = classroom.browsers()
+    job_id = registry.followed_job() or _first(manager.active, mine)
+    # once a session for each owner id: their run that ended while no page of theirs was open (a model named by a
+    # link comes first; the owner's next session without one says it)
+    if job_id is None:
+        new = registry.not_asked_away(mine)
+        job_id = _first(manager.unseen, new) if registry.selected() is None else None
     if job_id is None:
         return None
     status = manager.status(job_id)
     for _ in range(RERUN_HOPS):  # their run went on as another (continued after a restart, maybe from another tab)
-        if status is None or status.rerun is None or status.owner != owner:
+        if status is None or status.rerun is None or status.owner not in mine:
             break
         job_id, status = status.rerun, manager.status(status.rerun)
     if status is None:
@@ -46,14 +47,14 @@ def draw() -> str | None:
         return job_id
     if status.kept:
         if not registry.job_done(job_id):  # once: the user may pick another model afterwards
-            _shown(job_id, owner)
+            _shown(status)
             try:
                 ref = model_refs.kept_ref("trained", status.kept)
             except ValueError as err:  # evicted since (the server keeps a limited total)
                 st.warning(f"**{escape_markdown(status.name)}** ended, but its model is gone: {quoted(err, 300)}.")
                 return None
             registry.select(ref, show=True)
-            if status.owner != owner:  # a run someone shared by its link
+            if status.owner not in mine:  # a run someone shared by its link
                 registry.add_shared(ref)
         current = registry.selected()
         if current is not None and current.key == status.kept:
@@ -63,9 +64,33 @@ def draw() -> str | None:
         show_outcome(status)
         offer_rerun(status)
         if st.button("Dismiss", key=registry.JOB_STOP):
-            _shown(job_id, owner)
+            _shown(status)
             st.rerun()
     return None
+
+
+def submit(request) -> str:
+    """Queue the Train form's run for this session's owner; its id. `JobManager.submit`'s refusals, and a
+    JobRefused while a run of this person's other browsers (`classroom.browsers`) is queued or running: one run
+    per person, as per owner."""
+    manager = services.job_manager()
+    other = _first(manager.active, classroom.browsers()[1:])
+    if other is not None:
+        status = manager.status(other)
+        raise jobs.JobRefused(f"You already have a training run {status.state} ({status.name}), started in another "
+                              "browser: stop or cancel it first (in the sidebar).")
+    return manager.submit(owner_id.owner(), request, owner_id.client_address())
+
+
+def _first(ask, owners: tuple[str, ...]) -> str | None:
+    """The first job id `ask` (`JobManager.active` or `.unseen`) names for one of `owners`."""
+    return next((job_id for job_id in map(ask, owners) if job_id is not None), None)
+
+
+def _mine(status: jobs.JobStatus) -> bool:
+    """Whether the job is this person's (`classroom.browsers`): theirs to stop, cancel or continue. The manager is
+    then asked as the job's owner."""
+    return status.owner in classroom.browsers()
 
 
 def offer_rerun(status: jobs.JobStatus) -> None:
@@ -73,8 +98,7 @@ def offer_rerun(status: jobs.JobStatus) -> None:
     (`JobManager.rerun`), from the step its snapshot holds where it has one; the Train form of the session after a
     restart holds its defaults, not that run's settings. Once: a run already run again (from another tab) is not
     offered."""
-    owner = owner_id.owner()
-    if status.owner != owner or not status.ended_by_restart or status.rerun is not None:
+    if not _mine(status) or not status.ended_by_restart or status.rerun is not None:
         return
     if status.resume_step is not None:
         label = f"Continue from step {status.resume_step:,}"
@@ -85,12 +109,12 @@ def offer_rerun(status: jobs.JobStatus) -> None:
         return
     manager = services.job_manager()
     try:
-        job_id = manager.rerun(status.id, owner, owner_id.client_address())
+        job_id = manager.rerun(status.id, status.owner, owner_id.client_address())
         request = manager.request(job_id)
     except (jobs.JobRefused, ValueError) as err:
         st.error(f"Cannot run it again: {quoted(err, 300)}")
         return
-    _shown(status.id, owner)
+    _shown(status)
     found = classroom.class_of_job(status.id)  # the class's run again, in the cell it trained (dealt again since)
     if found is not None:
         classroom.job_started(job_id, request, found, found.jobs[status.id].get("assignment"))
@@ -98,12 +122,13 @@ def offer_rerun(status: jobs.JobStatus) -> None:
     st.rerun()
 
 
-def _shown(job_id: str, owner: str) -> None:
+def _shown(status: jobs.JobStatus) -> None:
     """This session has shown how the job ended: not again in it, nor in the owner's next (`JobManager.unseen`;
     best effort: a queue that does not answer now leaves it to be said once more)."""
-    registry.mark_job_done(job_id)
-    with contextlib.suppress(jobs.JobRefused):
-        services.job_manager().mark_seen(job_id, owner)
+    registry.mark_job_done(status.id)
+    if _mine(status):
+        with contextlib.suppress(jobs.JobRefused):
+            services.job_manager().mark_seen(status.id, status.owner)
 
 
 def job_of_selected() -> str | None:
@@ -142,13 +167,13 @@ def _queued_job() -> None:
 
 def show_progress(status: jobs.JobStatus, key: str) -> None:
     """A job's progress (or its place in the queue) and the button that stops or cancels it."""
-    mine = status.owner == owner_id.owner()
+    mine = _mine(status)
     if status.state == "queued":
         manager = services.job_manager()
         st.info(f"**{escape_markdown(status.name)}** waits in the queue: **{_ordinal(status.position)}** in line "
                 f"(the server trains up to {manager.capacity} model{'s' if manager.capacity > 1 else ''} at a time).")
         if mine and st.button("Cancel", key=key):
-            services.job_manager().stop(status.id, owner_id.owner())
+            services.job_manager().stop(status.id, status.owner)
             st.rerun()
         return
     progress = status.progress
@@ -164,7 +189,7 @@ def show_progress(status: jobs.JobStatus, key: str) -> None:
         st.progress(0.0, text=f"**{escape_markdown(status.name)}**: starting (a fresh process loads the trainer)…")
     if mine and st.button("Stop and keep what was learned", key=key,
                           help="Ends the run now; the weights of its last measurement become the selected model."):
-        services.job_manager().stop(status.id, owner_id.owner())
+        services.job_manager().stop(status.id, status.owner)
         st.rerun()
 
 

@@ -39,9 +39,9 @@ def network_address() -> str | None:
     return st.context.ip_address
 
 
-COOKIES_BLOCKED = ("This browser keeps no cookies for this site, so after a reload sensviz takes you for someone "
-                   "new: your models, your run and your place in a class stay with this tab. Allow cookies for this "
-                   "site to keep them.")
+COOKIES_BLOCKED = ("This browser keeps no cookies for this site, so after a reload (or a restart of the server) "
+                   "sensviz takes you for someone new: your models and your run stay with this tab; in a class, your "
+                   "rejoin code brings back your place and your run. Allow cookies for this site to keep them all.")
 
 
 def cookies_blocked() -> bool:

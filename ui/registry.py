@@ -31,7 +31,7 @@ PAGE_SETTINGS = "sv_settings"  # {(page id, param): (value, its default then)} t
 NOTICES = "sv_notices"  # this run's one-line notices about the URL
 JOB = "sv_job"  # id of the training job this session follows
 JOB_DONE = "sv_job_done"  # ids of finished jobs whose model this session has selected
-AWAY_ASKED = "sv_away_asked"  # the server was asked for a run of this owner that ended while they were away
+AWAY_ASKED = "sv_away_asked"  # owner ids the server was asked about: a run of theirs that ended while they were away
 UPLOADS = "sv_uploads"  # {(digest, overrides): token} uploads kept in this session
 SHARED = "sv_shared"  # kept models of other owners opened by a link in this session
 SHOW_SOURCE = "sv_show_source"  # the sidebar switches to this model source on its next run
@@ -133,11 +133,20 @@ def mark_job_done(job_id: str) -> None:
 
 
 def first_time(key: str) -> bool:
-    """True once a session for each of `AWAY_ASKED` (whether to ask the server for the owner's run that ended while
-    they were away) and `LAB_RESUME_ASKED` (whether the Lab may offer a returning student their first open chapter)."""
+    """True once a session for `LAB_RESUME_ASKED` (whether the Lab may offer a returning student their first open
+    chapter)."""
     asked = st.session_state.get(key, False)
     st.session_state[key] = True
     return not asked
+
+
+def not_asked_away(owners: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of `owners` this session has not yet asked the server about (`AWAY_ASKED`: whether a run of theirs
+    ended while they were away), now counted as asked: once a session for each owner id, so a browser that rejoined
+    its class (`ui.classroom.browsers`) is asked about its other browsers' runs too."""
+    asked = st.session_state.get(AWAY_ASKED, ())
+    st.session_state[AWAY_ASKED] = (*asked, *(o for o in owners if o not in asked))
+    return tuple(o for o in owners if o not in asked)
 
 
 def shared_refs() -> list[ModelRef]:

@@ -517,3 +517,51 @@ def test_a_member_whose_browser_keeps_no_cookies_is_told_to_keep_the_code_and_th
     assert services.class_store().get(code).member_of(owner(reloaded)).id == member.id
     with pytest.raises(ClassRefused, match="only the class's instructor"):  # a member cannot make another's
         services.class_store().new_rejoin_code(code, owner(reloaded), member.id)
+
+
+def test_a_browser_that_rejoins_gets_the_members_run_back_to_continue_and_stop(monkeypatch):
+    """A browser that keeps no cookies is someone new after a server restart. Its rejoin code brings back the run
+    the restart ended: offered to continue (before the rejoin it is offered nothing), the continuation is the
+    member's to stop from that browser, and while it runs that browser trains nothing else (one run per person)."""
+    from sensviz.files import data_dir
+    from server import jobs
+    from ui import owner_id
+
+    code, teacher = new_class()
+    teacher.switch_page("pages/class.py").run()
+    teacher.button(key=registry.CLASS_ASSIGN).click().run()
+    monkeypatch.setattr(owner_id, "cookies_blocked", lambda: True)
+    bo = join(code, "Bo")
+    rejoin = bo.session_state[registry.CLASS_REJOIN][code]
+    store, manager = services.class_store(), services.job_manager()
+    cell = store.deal(code, manager)[store.get(code).member_of(owner(bo)).id]
+    job_id = f"bosrun{secrets.token_hex(6)}"
+    folder = data_dir() / "jobs" / job_id
+    folder.mkdir(parents=True)
+    request = classroom.canonical_request(assignments.LENGTH_SCALING, cell).to_dict()
+    request["train"]["steps"] = 20_000  # long enough to be stopped
+    (folder / "request.json").write_text(json.dumps(request))
+    (folder / "state.json").write_text(json.dumps({
+        "id": job_id, "owner": owner(bo), "name": "bo's run", "state": "stopped", "created": time.time(), "seen": False,
+        "reason": f"{jobs.STOPPED_BY_RESTART} before the first measurement; there are no weights to keep"}))
+    store.add_job(code, owner(bo), job_id, cell["task"], cell["n"], cell)
+    back = session("train", **{"class": code})  # Bo's tab after the restart: a new owner id, not in the class
+    assert owner(back) != owner(bo)
+    assert registry.JOB_RERUN not in [b.key for b in back.sidebar.button]
+    back.sidebar.text_input(key=registry.CLASS_REJOIN_CODE).input(rejoin).run()
+    back.sidebar.button(key=registry.CLASS_REJOIN_BUTTON).click().run()
+    assert not back.exception, back.exception
+    back.sidebar.button(key=registry.JOB_RERUN).click().run()
+    again = back.query_params["job"]
+    try:
+        assert again != job_id and manager.status(again).owner == owner(bo) and manager.status(again).active
+        assert store.get(code).jobs[again]["member"] == store.get(code).member_of(owner(bo)).id  # the class's run
+        back.run().button(key=registry.TRAIN_BUTTON).click().run()  # the Train form: a second run of Bo's is refused
+        assert any("started in another browser" in e.value for e in back.error), [e.value for e in back.error]
+        assert manager.active(owner(back)) is None
+        stranger = session("train", job=again)  # someone the link reaches: follows it, cannot stop it
+        assert registry.JOB_STOP not in [b.key for b in stranger.sidebar.button]
+        back.sidebar.button(key=registry.JOB_STOP).click().run()
+        assert not manager.status(again).active
+    finally:
+        manager.stop(again, owner(bo))

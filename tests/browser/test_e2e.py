@@ -15,7 +15,6 @@ is Debian's (`apt-get install -y chromium`; `.ci/run` installs it), driven by th
 package; no browser is downloaded.
 """
 
-import json
 import sys
 import time
 import urllib.request
@@ -27,7 +26,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from helpers.browser import (  # noqa: E402
     APPEARS_MS,
     PROJECTOR,
@@ -35,6 +33,7 @@ from helpers.browser import (  # noqa: E402
     WIDE,
     chart_boxes,
     choose_upload,
+    cookieless_context,
     load,
     misfits,
     screenshot,
@@ -105,12 +104,7 @@ def test_every_page_opens_cold(server, visitor):
 def test_a_browser_that_keeps_no_cookies_is_told_what_a_reload_loses(server, browser, tmp_path):
     """A Chromium profile set to block every cookie (the content setting a school's managed browser may
     have): the sidebar says first that a reload makes this browser someone new, also after a reload."""
-    profile = tmp_path / "profile"
-    (profile / "Default").mkdir(parents=True)
-    (profile / "Default" / "Preferences").write_text(
-        json.dumps({"profile": {"default_content_setting_values": {"cookies": 2}}}))  # 2: block
-    context = browser.browser_type.launch_persistent_context(
-        str(profile), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, viewport=WIDE)
+    context = cookieless_context(browser, tmp_path / "profile")
     try:
         page = context.new_page()
         for _ in range(2):  # the first visit, then a reload

@@ -19,6 +19,20 @@ APPEARS_MS = 180_000  # a ceiling for something to appear: the live parts look e
 # machine (the full suite beside a niced sweep) has taken over a minute; a passing test never waits it out
 
 
+def cookieless_context(browser, profile: Path):
+    """A Chromium context whose profile (made in the folder `profile`) blocks every cookie: the content setting
+    a school's managed browser may have. Close it when done."""
+    import json
+
+    from conftest import CHROMIUM, CHROMIUM_ARGS
+
+    (profile / "Default").mkdir(parents=True)
+    (profile / "Default" / "Preferences").write_text(
+        json.dumps({"profile": {"default_content_setting_values": {"cookies": 2}}}))  # 2: block
+    return browser.browser_type.launch_persistent_context(
+        str(profile), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, viewport=WIDE)
+
+
 def wait_until_done(page, timeout_ms: int = 240_000) -> None:
     """The script run has ended and every lazily loaded element is drawn. A freshly loaded page reads
     "notRunning" before its first run starts, so the page's title (every page's first element, drawn by
