@@ -41,6 +41,16 @@ def create_class() -> None:
     with st.expander("Create a class", icon=":material/groups:", expanded=registry.CLASS_CREATED in st.session_state):
         st.caption("For a lab: the students open the class link, pick a display name, and see each other's models; the "
                    "length-scaling assignment deals each of them one run of the paper's experiment.")
+        created = st.session_state.get(registry.CLASS_CREATED)
+        if created:  # made: its link, not the form again (a second click would be refused: the name is taken)
+            st.markdown("**The class link** (for the students):")
+            classroom.show_class_link(created["code"])
+            st.caption("You are the class's instructor in this browser. For another browser of yours or a co-instructor, "
+                       "make a one-time instructor link on the Class page.")
+            if st.button("Create another class", key=registry.CLASS_CREATE_ANOTHER):
+                del st.session_state[registry.CLASS_CREATED]
+                st.rerun()
+            return
         name = st.text_input("Class name", key=registry.CLASS_NAME, max_chars=80)
         if st.button("Create the class", key=registry.CLASS_CREATE):
             try:
@@ -51,12 +61,5 @@ def create_class() -> None:
                 st.session_state[registry.CLASS_CREATED] = {"code": made.code}
                 registry.enter_class(made.code)
                 st.rerun()  # the frame, drawn before this page, puts the class in the URL and the sidebar
-        created = st.session_state.get(registry.CLASS_CREATED)
-        if created:
-            st.markdown("**The class link** (for the students):")
-            classroom.show_class_link(created["code"])
-            st.caption("You are the class's instructor in this browser. For another browser of yours or a co-instructor, "
-                       "make a one-time instructor link on the Class page.")
-
 
 create_class()

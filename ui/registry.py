@@ -170,6 +170,7 @@ CLASS_CODE_PENDING = "sv_class_code_pending"  # the instructor code was taken; i
 CLASS_FILLED = "sv_class_filled"  # the assignment cell last filled into the Train form
 CLASS_NAME = "sv_w_class_name"  # Home: the new class's name
 CLASS_CREATE = "sv_w_class_create"
+CLASS_CREATE_ANOTHER = "sv_w_class_create_another"  # Home, after a class was made: the form again
 CLASS_JOIN_NAME = "sv_w_class_join_name"
 CLASS_JOIN = "sv_w_class_join"
 CLASS_REJOIN_CODE = "sv_w_class_rejoin_code"

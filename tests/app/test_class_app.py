@@ -68,6 +68,7 @@ def new_class(name: str | None = None) -> tuple[str, AppTest]:
     created = at.session_state[registry.CLASS_CREATED]
     assert [c.value for c in at.code] == [f"https://lab.example.org:8443/lab?class={created['code']}"]
     assert "instructor=" not in texts(at)
+    assert registry.CLASS_CREATE not in [b.key for b in at.button]  # made: no second click to be refused
     assert at.query_params["class"] == created["code"]
     assert "Class" in [h.value for h in at.sidebar.header]
     assert any(c.value.startswith(f"**{escape_markdown(name)}**") for c in at.sidebar.caption)
@@ -565,3 +566,15 @@ def test_a_browser_that_rejoins_gets_the_members_run_back_to_continue_and_stop(m
         assert not manager.status(again).active
     finally:
         manager.stop(again, owner(bo))
+
+
+def test_after_making_a_class_the_form_comes_back_only_when_asked():
+    """Made: Home shows the class link, not the form whose second click the taken name would refuse; "Create
+    another class" brings the form back, empty, and a second class is made from it."""
+    code, teacher = new_class()
+    teacher.run().button(key=registry.CLASS_CREATE_ANOTHER).click().run()  # (AppTest: a run after an st.rerun)
+    teacher.run()
+    assert "?class=" not in "".join(c.value for c in teacher.main.code) and teacher.text_input(key=registry.CLASS_NAME).value == ""
+    teacher.text_input(key=registry.CLASS_NAME).input(f"Lab {secrets.randbelow(10**9)}").run()
+    teacher.button(key=registry.CLASS_CREATE).click().run()
+    assert teacher.session_state[registry.CLASS_CREATED]["code"] not in (code, None)
