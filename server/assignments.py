@@ -268,6 +268,23 @@ def describe(found: dict) -> str:
             f"({found['power_half']:.0%} at half of it).")
 
 
+def dealing(a: Assignment, members: int) -> str:
+    """How the assignment's runs fall to a class of `members` (`Assignment.deal_open`: one run at a time each, the
+    next cell to whoever finished), in one sentence for the instructor."""
+    runs = len(a.cells())
+    what = (f"The assignment is {runs} runs ({' and '.join(t.upper() for t in a.tasks)} at n = "
+            f"{' and '.join(map(str, a.lengths))}), dealt one at a time: each member trains one, then the next free one")
+    if members == 0:
+        return what + "; nobody has joined yet."
+    if members == 1:
+        return what + "; the one member trains all of them."
+    if members >= runs:
+        return what + f"; with {members} members, each trains one (runs beyond {runs} repeat the grid with new seeds)."
+    low, high = runs // members, -(-runs // members)
+    each = f"{low}" if low == high else f"{low} or {high}"
+    return what + f"; with {members} members, each trains about {each} (whoever finishes first takes the next)."
+
+
 @functools.lru_cache(maxsize=1)
 def _tables() -> tuple[pd.DataFrame, pd.DataFrame]:
     return read_tables()

@@ -574,7 +574,17 @@ def test_after_making_a_class_the_form_comes_back_only_when_asked():
     code, teacher = new_class()
     teacher.run().button(key=registry.CLASS_CREATE_ANOTHER).click().run()  # (AppTest: a run after an st.rerun)
     teacher.run()
-    assert "?class=" not in "".join(c.value for c in teacher.main.code) and teacher.text_input(key=registry.CLASS_NAME).value == ""
+    assert "?class=" not in "".join(c.value for c in teacher.main.code)
+    assert teacher.text_input(key=registry.CLASS_NAME).value == ""
     teacher.text_input(key=registry.CLASS_NAME).input(f"Lab {secrets.randbelow(10**9)}").run()
     teacher.button(key=registry.CLASS_CREATE).click().run()
     assert teacher.session_state[registry.CLASS_CREATED]["code"] not in (code, None)
+
+
+def test_the_instructor_reads_how_the_runs_fall_to_the_members_who_joined():
+    """Before the assignment starts, the Class page says how its 30 runs fall to the class as it is now."""
+    code, teacher = new_class()
+    teacher.switch_page("pages/class.py").run()
+    assert "30 runs" in texts(teacher) and "nobody has joined yet" in texts(teacher)
+    join(code, "Ada"), join(code, "Bob")
+    assert "with 2 members, each trains about 15 " in texts(teacher.run())

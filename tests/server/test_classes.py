@@ -251,6 +251,39 @@ def test_the_deal_covers_the_grid_before_repeating():
     assert a.deal(30) != a.deal(0) and (a.deal(30)["task"], a.deal(30)["n"]) == (cells[0]["task"], cells[0]["n"])
 
 
+@pytest.mark.parametrize("members", [0, 1, 2, 7, 12, 30, 45])
+def test_the_instructors_sentence_on_dealing_says_what_the_deal_does(members):
+    """`dealing`'s runs per member, against the deal itself (`deal_open`): every member starts the run they are dealt,
+    then they finish in turn, each taking the cell dealt to them then, until the grid is done."""
+    a = assignments.LENGTH_SCALING
+    said = assignments.dealing(a, members)
+    assert said.startswith(f"The assignment is {len(a.cells())} runs (PARITY and FIRST at n = 4 and 8)")
+    if members == 0:
+        assert said.endswith("nobody has joined yet.")
+        return
+    seats, done, held = {f"m{i}": i for i in range(members)}, [], {}
+    for member in seats:  # everyone starts a run
+        held[member] = a.deal_open(seats, done, held)[member]
+    grid = a.cells()
+    if members >= len(grid):  # one run each: the grid once, then the grid again with new seeds
+        assert sorted(map(str, list(held.values())[:len(grid)])) == sorted(map(str, grid))
+        assert len({str(c) for c in held.values()}) == members and "each trains one" in said
+        return
+    trained, turn = dict.fromkeys(seats, 0), 0
+    while any(c not in done for c in grid):
+        member = f"m{turn % members}"
+        done.append(held.pop(member))
+        trained[member] += 1
+        held[member] = a.deal_open(seats, done, held)[member]
+        turn += 1
+    assert len(done) == len(grid)  # nothing trained twice
+    counts = sorted(set(trained.values()))
+    if members == 1:
+        assert counts == [30] and "the one member trains all of them" in said
+    else:
+        assert f"each trains about {' or '.join(map(str, counts))} " in said, (counts, said)
+
+
 @pytest.mark.parametrize("tables", [assignments.TABLES, assignments.TABLES[:1]], ids=["both tables", "standard"])
 def test_the_plan_fits_5_minutes_with_80_percent_power_at_half_the_effect(tables):
     found = assignments.plan(folders=tables)  # the decide table grows while its sweep runs: the rule, not the digits
