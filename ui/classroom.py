@@ -611,7 +611,7 @@ def chart(a: assignments.Assignment, runs: pd.DataFrame, projector: bool = False
         size=alt.condition(yours, alt.value(look["point"] * 4), alt.value(look["point"])),
         stroke=alt.condition(yours, alt.value("black"), alt.value(None)),
         tooltip=["member", "task", "n", "seed", alt.Tooltip(a.quantity, format=".4f", title="sharpness L_ρ (the live monitor's)"),
-                 "kept"])
+                 alt.Tooltip("kept:N", title="the run")])  # "converged" or "not converged", not the column's name
     means = alt.Chart(done[done["kept"] == "converged"]).mark_line(strokeWidth=4 if projector else 3).encode(
         x=x, y=alt.Y(f"mean({a.quantity}):Q"), color=color, strokeDash=dash)
     # axes and legend included (Streamlit fits the chart); a margin keeps the y title's ρ off the canvas's edge

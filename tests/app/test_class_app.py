@@ -227,6 +227,8 @@ def test_every_member_sees_their_own_point_marked_on_one_spec_converted_once():
     points = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "point")
     assert points["encoding"]["size"]["condition"]["test"] == f"datum.member === {classroom.YOU}"
     assert points["encoding"]["stroke"]["condition"]["value"] == "black"
+    titles = [tip.get("title", tip["field"]) for tip in points["encoding"]["tooltip"]]  # what a hovering student reads
+    assert titles == ["member", "task", "n", "seed", "sharpness L_ρ (the live monitor's)", "the run"], titles
     mine = classroom.for_member(spec, "member 3")
     assert mine["params"] == [{"name": classroom.YOU, "value": "member 3"}] and mine["layer"] is spec["layer"]
     assert spec["params"] == [{"name": classroom.YOU, "value": ""}]  # the shared spec is left as it was
