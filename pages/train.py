@@ -44,13 +44,18 @@ else:
         st.rerun()
 
 
-def show_records(job_id: str, log_loss: bool):
-    records = services.job_manager().records(job_id)
+def show_records(status: jobs.JobStatus, log_loss: bool):
+    records = services.job_manager().records(status.id)
     if not records:
         st.caption("The first measurement is on its way…")
         return
     history, degrees = cache.training_tables(records)
-    st.altair_chart(charts.training_curves(history, "measurements during training", log_loss=log_loss))
+    marks = {}
+    if status.continued_from is not None:
+        marks[status.continued_from] = "the server restarted; the run went on from here"
+        st.caption(f"The server restarted during this run: it went on from step {status.continued_from:,} (the dashed "
+                   "line), from a snapshot of that step, exactly as it would have gone on without the restart.")
+    st.altair_chart(charts.training_curves(history, "measurements during training", log_loss=log_loss, marks=marks))
     if not degrees.empty:
         st.altair_chart(charts.degree_history(degrees, "Fourier degree profile of the model: which degrees are learned when"))
     return history
@@ -62,7 +67,7 @@ def live(job_id: str, log_loss: bool) -> None:
     if status is None or not status.active:
         st.rerun()
     job_panel.show_progress(status, key=registry.TRAIN_STOP)
-    show_records(job_id, log_loss)
+    show_records(status, log_loss)
 
 
 job_id = registry.followed_job() or job_panel.job_of_selected()  # after a reload: the run of the selected model
@@ -75,6 +80,6 @@ if status is not None:
         live(job_id, log_loss)
     else:
         job_panel.show_outcome(status)
-        history = show_records(job_id, log_loss)
+        history = show_records(status, log_loss)
         if history is not None:
             page.download(history, "training_measurements.csv")

@@ -595,9 +595,11 @@ def sensitivity_strip(table: pd.DataFrame) -> alt.Chart:
     ), 130)
 
 
-def training_curves(table: pd.DataFrame, title: str = "", columns: int = 3, log_loss: bool = False) -> alt.ConcatChart:
+def training_curves(table: pd.DataFrame, title: str = "", columns: int = 3, log_loss: bool = False,
+                    marks: dict[int, str] | None = None) -> alt.ConcatChart:
     """Each measurement over the training steps (`step`, `metric`, `value`, `stderr`), one small panel per
-    metric with its own y axis (the loss on a log axis with `log_loss`); with a `run` column, one line per run."""
+    metric with its own y axis (the loss on a log axis with `log_loss`); with a `run` column, one line per run;
+    `marks` (step -> what happened there, e.g. where a run went on after a restart): a dashed rule in each panel."""
     width = (WIDTH - 60 * columns) // columns
     tooltip = ["metric:N", "step:Q", alt.Tooltip("value:Q", format=VALUE), alt.Tooltip("stderr:Q", format=".2~g")]
     runs = {} if "run" not in table else {"color": alt.Color("run:N", title="", legend=alt.Legend(orient="top"))}
@@ -610,6 +612,11 @@ def training_curves(table: pd.DataFrame, title: str = "", columns: int = 3, log_
                       .encode(x=alt.X("step:Q", title="training step"), y=y, tooltip=tooltip + (["run:N"] if runs else []),
                               **runs)
                       .properties(width=width, height=140))
+    if marks:
+        notes = pd.DataFrame({"step": list(marks), "note": list(marks.values())})
+        rule = alt.Chart(notes).mark_rule(color="#555555", strokeDash=[4, 3], strokeWidth=1.5).encode(
+            x="step:Q", tooltip=["note:N", "step:Q"])
+        panels = [panel + rule for panel in panels]
     return alt.concat(*panels, columns=columns, title=title)
 
 

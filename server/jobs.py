@@ -122,6 +122,7 @@ class JobStatus:
     seen: bool = False  # its owner was shown how it ended (`JobManager.mark_seen`)
     rerun: str | None = None  # the job that ran it again after a server restart ended it (`JobManager.rerun`)
     resume_step: int | None = None  # a run a restart stopped: the step its snapshot lets it go on from
+    continued_from: int | None = None  # a continuation (`JobManager.rerun`): the step its snapshot went on from
 
     def __post_init__(self):
         self.name = short_label(str(self.name))
@@ -325,7 +326,8 @@ class JobManager:
                 except OSError as err:
                     shutil.rmtree(folder, ignore_errors=True)
                     raise JobRefused(f"the run's snapshot could not be copied ({_one_line(err)}); try again") from None
-            status = JobStatus(job_id, owner, request.name, "queued", time.time())
+            status = JobStatus(job_id, owner, request.name, "queued", time.time(),
+                               continued_from=resume[1] if resume is not None else None)
             self.jobs[job_id] = _Job(status, folder, address=address, seq=self._seq, estimate_s=found.seconds,
                                      device=config.device, before_s=before_s,
                                      threads=worker.run_threads(found.params, config.batch_size, self.threads))

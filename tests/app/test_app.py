@@ -712,6 +712,14 @@ def test_a_run_a_restart_stopped_runs_again_with_its_own_settings_at_one_click(s
     done = sv.load_checkpoint(services.kept_store().data(manager.status(again).kept))
     assert done.metadata["training"].get("continued_from") == (20 if snapshot else None)
     assert done.metadata["training"]["steps"] == 30
+    assert manager.status(again).continued_from == (20 if snapshot else None)
+    goto(at, "train")  # its curves mark where it went on (a dashed rule in every panel), and say why
+    said = [c.value for c in at.caption if "The server restarted during this run" in c.value]
+    assert said == (["The server restarted during this run: it went on from step 20 (the dashed line), from a snapshot "
+                     "of that step, exactly as it would have gone on without the restart."] if snapshot else [])
+    curves = json.loads((at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart"))[0].proto.spec)
+    rules = [layer for panel in curves["concat"] for layer in panel.get("layer", []) if layer["mark"]["type"] == "rule"]
+    assert len(rules) == (len(curves["concat"]) if snapshot else 0)
     with pytest.raises(jobs.JobRefused, match="already run again"):  # a second tab's click, drawn before the first's
         manager.rerun(job_id, owner)
     other_tab = AppTest.from_file(APP, default_timeout=300)  # a tab still following the stopped run
