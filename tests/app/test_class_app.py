@@ -419,6 +419,11 @@ def test_peer_instruction_counts_the_rooms_predictions_holds_the_reveal_and_show
     students[2].run()
     assert not next(b for b in students[2].button if b.label == "Reveal the answer").disabled
     assert not any("predictions" in m.value.lower() and "###" in m.value for m in students[0].markdown)  # never the room's
+    next(t for t in teacher.toggle if t.label == "Projector mode").set_value(True).run()  # the room's screen
+    histogram = json.loads((teacher.get("arrow_vega_lite_chart") or teacher.get("vega_lite_chart"))[-1].proto.spec)
+    axes = [histogram["encoding"][c]["axis"] for c in ("x", "y")]
+    assert all(a["labelColor"] == "#000000" and a["labelFontSize"] == 16 for a in axes), axes  # black, large
+    assert histogram["encoding"]["y"]["field"] == "answer"
 
 
 def test_the_assignments_chart_waits_with_the_lab_chapter_it_answers():

@@ -203,6 +203,11 @@ def test_the_instructors_view_is_live_and_fits_1024_by_768(server, browser):
         assert not cut_short(teacher), (name, cut_short(teacher))  # no label or button text cut with an ellipsis
     gallery = main.get_by_role("heading", name="Gallery").bounding_box()
     assert chart.bounding_box()["y"] < gallery["y"]  # projector mode: the chart first
+    captions = main.locator('[data-testid="stCaptionContainer"]').evaluate_all(
+        "cs => cs.map(c => getComputedStyle(c).color)")
+    assert captions and set(captions) == {"rgb(34, 34, 34)"}, captions  # near black, not the theme's washed-out grey
+    greyed = main.locator("button:disabled").evaluate_all("bs => bs.map(b => getComputedStyle(b).visibility)")
+    assert greyed and set(greyed) == {"hidden"}, greyed  # the gallery's compare with nothing open: not on the screen
     teacher.evaluate("window.scrollTo(0, 0)")
     box = chart.bounding_box()
     assert box["y"] >= 0 and box["y"] + box["height"] <= SCREEN["height"], box  # above the fold of 1024×768
