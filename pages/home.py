@@ -40,7 +40,7 @@ def create_class() -> None:
     instructor link for another browser is made on the Class page, once, when asked for)."""
     with st.expander("Create a class", icon=":material/groups:", expanded=registry.CLASS_CREATED in st.session_state):
         st.caption("For a lab: the students open the class link, pick a display name, and see each other's models; the "
-                   "length-scaling assignment deals each of them one run of the paper's experiment.")
+                   "length-scaling assignment deals the class the runs of the paper's experiment, one at a time each.")
         created = st.session_state.get(registry.CLASS_CREATED)
         if created:  # made: its link, not the form again (a second click would be refused: the name is taken)
             st.markdown("**The class link** (for the students):")
@@ -48,7 +48,7 @@ def create_class() -> None:
             st.caption("You are the class's instructor in this browser. For another browser of yours or a co-instructor, "
                        "make a one-time instructor link on the Class page.")
             if st.button("Create another class", key=registry.CLASS_CREATE_ANOTHER):
-                del st.session_state[registry.CLASS_CREATED]
+                st.session_state[registry.CLASS_CREATED] = {}  # the form, in the expander left open
                 st.rerun()
             return
         name = st.text_input("Class name", key=registry.CLASS_NAME, max_chars=80)

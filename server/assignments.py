@@ -269,8 +269,9 @@ def describe(found: dict) -> str:
 
 
 def dealing(a: Assignment, members: int) -> str:
-    """How the assignment's runs fall to a class of `members` (`Assignment.deal_open`: one run at a time each, the
-    next cell to whoever finished), in one sentence for the instructor."""
+    """How the grid's runs fall to a class of `members` (`Assignment.deal_open`: one run at a time each, the next
+    cell to whoever finished), in one sentence for the instructor: until the grid is covered once (the deal goes on
+    with new seeds after it)."""
     runs = len(a.cells())
     what = (f"The assignment is {runs} runs ({' and '.join(t.upper() for t in a.tasks)} at n = "
             f"{' and '.join(map(str, a.lengths))}), dealt one at a time: each member trains one, then the next free one")
@@ -279,10 +280,11 @@ def dealing(a: Assignment, members: int) -> str:
     if members == 1:
         return what + "; the one member trains all of them."
     if members >= runs:
-        return what + f"; with {members} members, each trains one (runs beyond {runs} repeat the grid with new seeds)."
+        return what + f"; with {members} members, one run each covers them (runs beyond {runs} repeat the grid with new seeds)."
     low, high = runs // members, -(-runs // members)
     each = f"{low}" if low == high else f"{low} or {high}"
-    return what + f"; with {members} members, each trains about {each} (whoever finishes first takes the next)."
+    return what + (f"; with {members} members, each trains about {each} of them (whoever finishes first takes the next; "
+                   "then the grid again with new seeds).")
 
 
 @functools.lru_cache(maxsize=1)

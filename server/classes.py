@@ -61,6 +61,9 @@ _NAME_OK = re.compile(r"^[\w .'-]+$")  # \w: any script's letters and digits, an
 EXPERIMENT = "length_scaling"
 MAX_CHAPTER = 99  # a Lab chapter's number
 MAX_ANSWER_CHARS = 200  # a prediction is one of the chapter's options
+MEMBER_BROWSERS = 8
+"""The browsers (owner ids) one member is at once: the one that joined, and the newest that rejoined with the code
+(a browser that keeps no cookies is a new one after each reload; the joining one may own the member's run)."""
 
 
 class ClassRefused(Exception):
@@ -466,8 +469,8 @@ class ClassStore:
 
         def change(c: Class) -> None:
             for m in c.members:
-                if m["id"] == match["id"] and owner not in m["owners"]:
-                    m["owners"] = (m["owners"] + [owner])[-8:]
+                if m["id"] == match["id"] and owner not in m["owners"]:  # the joining browser stays, and the newest
+                    m["owners"] = m["owners"][:1] + (m["owners"][1:] + [owner])[1 - MEMBER_BROWSERS:]
 
         self._edit(code, owner, change)
         return self.get(code).member(match["id"])

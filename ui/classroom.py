@@ -14,6 +14,7 @@ this module is its Streamlit glue, used by the frame, the sidebar, the Home, Tra
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import altair as alt
@@ -204,15 +205,34 @@ def member(found: Class):
     return found.member_of(owner_id.owner())
 
 
-def browsers() -> tuple[str, ...]:
-    """This session's owner id, then the other browsers' of the same member of the session's class (those that
-    joined or rejoined with the member's rejoin code): their training runs are this person's here, to follow, stop
-    and continue. So a browser that keeps no cookies, someone new after a reload or a server restart, gets its run
-    back with its rejoin code."""
+@dataclass(frozen=True)
+class Runs:
+    """Whose training runs a session takes as its own: its owner id's (`me`), and the class runs of its member in the
+    session's class started from the member's other browsers (`others`: those that joined or rejoined with the
+    member's rejoin code). So a browser that keeps no cookies, someone new after a reload or a server restart, gets
+    its class run back with its rejoin code; the member's other runs (outside the class) stay with their browser."""
+
+    me: str
+    others: tuple[str, ...] = ()
+    class_runs: frozenset[str] = frozenset()
+
+    @property
+    def owners(self) -> tuple[str, ...]:
+        return (self.me, *self.others)
+
+    def owns(self, job_id: str, owner: str) -> bool:
+        return owner == self.me or (owner in self.others and job_id in self.class_runs)
+
+
+def my_runs() -> Runs:
+    """This session's `Runs` (its class: `visible`)."""
     me = owner_id.owner()
     found = visible()
     mine = found.member_of(me) if found is not None else None
-    return (me, *(o for o in (mine.owners if mine is not None else ()) if o != me))
+    if mine is None:
+        return Runs(me)
+    return Runs(me, tuple(o for o in mine.owners if o != me),
+                frozenset(job for job, entry in found.jobs.items() if entry["member"] == mine.id))
 
 
 # ----------------------------------------------------------------------------- the sidebar

@@ -14,7 +14,7 @@ from sensviz.models import ModelSettings
 from sensviz.text import quoted
 from server import jobs, services
 from server.worker import TrainRequest
-from ui import job_panel, owner_id, registry
+from ui import job_panel, registry
 
 
 def request(arch: str, d_model: int, n_layers: int, n: int, task: str, steps: int) -> TrainRequest:
@@ -39,7 +39,7 @@ def submit(wanted: TrainRequest) -> None:
     """The Train button's callback (before the page runs, so the sidebar and the URL show the job at once): queue
     the job and follow it, or keep the one line saying why the server refused it (`refusal`)."""
     try:
-        job_id = services.job_manager().submit(owner_id.owner(), wanted, owner_id.client_address())
+        job_id = job_panel.submit(wanted)
     except (jobs.JobRefused, ValueError) as err:
         st.session_state[registry.INIT_REFUSED] = f"Cannot train this initialisation now: {quoted(err, 300)}"
         return

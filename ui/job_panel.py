@@ -20,22 +20,23 @@ RERUN_HOPS = 8
 
 
 def draw() -> str | None:
-    """The job this session follows (its own, or one named in the URL; the owner's run that a restart ended and
-    that was continued: the continuation), while it runs and once it ended; returns its id while it is worth
-    keeping in the URL."""
+    """The job this session follows (its own, or one named in the URL; this person's run that a restart ended and
+    that was continued: the continuation; their run queued or running, before a finished one followed), while it
+    runs and once it ended; returns its id while it is worth keeping in the URL. This person: `classroom.my_runs`."""
     manager = services.job_manager()
-    mine = classroom.browsers()
-    job_id = registry.followed_job() or _first(manager.active, mine)
+    mine = classroom.my_runs()
+    job_id = registry.followed_job()
+    if job_id is None or not _active(job_id):
+        job_id = _first(manager.active, mine.owners, mine) or job_id
     # once a session for each owner id: their run that ended while no page of theirs was open (a model named by a
     # link comes first; the owner's next session without one says it)
-    if job_id is None:
-        new = registry.not_asked_away(mine)
-        job_id = _first(manager.unseen, new) if registry.selected() is None else None
+    if job_id is None and registry.selected() is None:
+        job_id = _first(manager.unseen, registry.not_asked_away(mine.owners), mine, mark=registry.asked_away)
     if job_id is None:
         return None
     status = manager.status(job_id)
     for _ in range(RERUN_HOPS):  # their run went on as another (continued after a restart, maybe from another tab)
-        if status is None or status.rerun is None or status.owner not in mine:
+        if status is None or status.rerun is None or not mine.owns(status.id, status.owner):
             break
         job_id, status = status.rerun, manager.status(status.rerun)
     if status is None:
@@ -54,7 +55,7 @@ def draw() -> str | None:
                 st.warning(f"**{escape_markdown(status.name)}** ended, but its model is gone: {quoted(err, 300)}.")
                 return None
             registry.select(ref, show=True)
-            if status.owner not in mine:  # a run someone shared by its link
+            if status.owner != mine.me:  # a run someone shared by its link, or one of this member's other browsers
                 registry.add_shared(ref)
         current = registry.selected()
         if current is not None and current.key == status.kept:
@@ -70,31 +71,48 @@ def draw() -> str | None:
 
 
 def submit(request) -> str:
-    """Queue the Train form's run for this session's owner; its id. `JobManager.submit`'s refusals, and a
-    JobRefused while a run of this person's other browsers (`classroom.browsers`) is queued or running: one run
-    per person, as per owner."""
-    manager = services.job_manager()
-    other = _first(manager.active, classroom.browsers()[1:])
+    """Queue a run (the Train form's, the Init page's) for this session's owner; its id. `JobManager.submit`'s
+    refusals, and a JobRefused while a class run of this member's other browsers (`classroom.my_runs`) is queued
+    or running: one run per person, as per owner."""
+    _refuse_a_second()
+    return services.job_manager().submit(owner_id.owner(), request, owner_id.client_address())
+
+
+def _refuse_a_second() -> None:
+    """JobRefused while a run of this person's from another browser is queued or running."""
+    manager, mine = services.job_manager(), classroom.my_runs()
+    other = _first(manager.active, mine.others, mine)
     if other is not None:
         status = manager.status(other)
         raise jobs.JobRefused(f"You already have a training run {status.state} ({status.name}), started in another "
                               "browser: stop or cancel it first (in the sidebar).")
-    return manager.submit(owner_id.owner(), request, owner_id.client_address())
 
 
-def _first(ask, owners: tuple[str, ...]) -> str | None:
-    """The first job id `ask` (`JobManager.active` or `.unseen`) names for one of `owners`."""
-    return next((job_id for job_id in map(ask, owners) if job_id is not None), None)
+def _active(job_id: str) -> bool:
+    status = services.job_manager().status(job_id)
+    return status is not None and status.active
+
+
+def _first(ask, owners: tuple[str, ...], mine: classroom.Runs, mark=None) -> str | None:
+    """The first job id `ask` (`JobManager.active` or `.unseen`) names for one of `owners` that is this person's
+    (`mine`); `mark(owner)` for each owner asked."""
+    for owner in owners:
+        if mark is not None:
+            mark(owner)
+        job_id = ask(owner)
+        if job_id is not None and mine.owns(job_id, owner):
+            return job_id
+    return None
 
 
 def _mine(status: jobs.JobStatus) -> bool:
-    """Whether the job is this person's (`classroom.browsers`): theirs to stop, cancel or continue. The manager is
+    """Whether the job is this person's (`classroom.my_runs`): theirs to stop, cancel or continue. The manager is
     then asked as the job's owner."""
-    return status.owner in classroom.browsers()
+    return classroom.my_runs().owns(status.id, status.owner)
 
 
 def offer_rerun(status: jobs.JobStatus) -> None:
-    """A run of this owner's that a server restart ended: one click queues it again with the settings it had
+    """A run of this person's (`_mine`) that a server restart ended: one click queues it again with the settings it had
     (`JobManager.rerun`), from the step its snapshot holds where it has one; the Train form of the session after a
     restart holds its defaults, not that run's settings. Once: a run already run again (from another tab) is not
     offered."""
@@ -109,6 +127,8 @@ def offer_rerun(status: jobs.JobStatus) -> None:
         return
     manager = services.job_manager()
     try:
+        if status.owner != owner_id.owner() and manager.active(owner_id.owner()) is not None:  # one run per person
+            raise jobs.JobRefused("you have a training run going in this browser: stop or cancel it first")
         job_id = manager.rerun(status.id, status.owner, owner_id.client_address())
         request = manager.request(job_id)
     except (jobs.JobRefused, ValueError) as err:

@@ -142,11 +142,14 @@ def first_time(key: str) -> bool:
 
 def not_asked_away(owners: tuple[str, ...]) -> tuple[str, ...]:
     """Those of `owners` this session has not yet asked the server about (`AWAY_ASKED`: whether a run of theirs
-    ended while they were away), now counted as asked: once a session for each owner id, so a browser that rejoined
-    its class (`ui.classroom.browsers`) is asked about its other browsers' runs too."""
+    ended while they were away; `asked_away` marks one): once a session for each owner id, so a browser that
+    rejoined its class (`ui.classroom.my_runs`) is asked about its other browsers' runs too."""
     asked = st.session_state.get(AWAY_ASKED, ())
-    st.session_state[AWAY_ASKED] = (*asked, *(o for o in owners if o not in asked))
     return tuple(o for o in owners if o not in asked)
+
+
+def asked_away(owner: str) -> None:
+    st.session_state[AWAY_ASKED] = (*st.session_state.get(AWAY_ASKED, ()), owner)
 
 
 def shared_refs() -> list[ModelRef]:
@@ -165,7 +168,8 @@ def add_shared(ref: ModelRef) -> None:
 
 CLASS = "sv_class"  # the code of the class this session is in (from `class=` in the URL, or chosen)
 CLASS_REJOIN = "sv_class_rejoin"  # {class code: the member's rejoin code}, shown after joining
-CLASS_CREATED = "sv_class_created"  # {"code"} of the class this session just created (Home shows its class link)
+CLASS_CREATED = "sv_class_created"  # {"code"} of the class this session just created (Home shows its class link);
+# {} after "Create another class" (the form again)
 CLASS_CODE_PENDING = "sv_class_code_pending"  # the instructor code was taken; it leaves st.query_params next run
 CLASS_FILLED = "sv_class_filled"  # the assignment cell last filled into the Train form
 CLASS_NAME = "sv_w_class_name"  # Home: the new class's name

@@ -568,7 +568,7 @@ def test_a_browser_that_rejoins_gets_the_members_run_back_to_continue_and_stop(m
         assert any("started in another browser" in e.value for e in back.error), [e.value for e in back.error]
         assert manager.active(owner(back)) is None
         stranger = session("train", job=again)  # someone the link reaches: follows it, cannot stop it
-        assert registry.JOB_STOP not in [b.key for b in stranger.sidebar.button]
+        assert stranger.sidebar.get("progress") and registry.JOB_STOP not in [b.key for b in stranger.sidebar.button]
         back.sidebar.button(key=registry.JOB_STOP).click().run()
         assert not manager.status(again).active
     finally:
@@ -594,4 +594,34 @@ def test_the_instructor_reads_how_the_runs_fall_to_the_members_who_joined():
     teacher.switch_page("pages/class.py").run()
     assert "30 runs" in texts(teacher) and "nobody has joined yet" in texts(teacher)
     join(code, "Ada"), join(code, "Bob")
-    assert "with 2 members, each trains about 15 " in texts(teacher.run())
+    assert "with 2 members, each trains about 15 of them " in texts(teacher.run())
+
+
+def test_a_rejoin_code_brings_the_members_class_runs_and_none_of_their_others():
+    """A browser that rejoins with a member's code (the instructor's New rejoin code, or a code that leaked) becomes
+    the member in the class: it gets their class runs, never their runs outside the class (here one that ended
+    while they were away, which their own browser is told of)."""
+    from sensviz.files import data_dir
+
+    code, teacher = new_class()
+    bo = join(code, "Bo")
+    store = services.class_store()
+    job_id = f"bosprivate{secrets.token_hex(6)}"  # trained outside the class, ended while Bo was away
+    folder = data_dir() / "jobs" / job_id
+    folder.mkdir(parents=True)
+    (folder / "state.json").write_text(json.dumps({
+        "id": job_id, "owner": owner(bo), "name": "private experiment 7", "state": "failed", "created": time.time(),
+        "seen": False, "error": "out of memory"}))
+    code_for_bo = store.new_rejoin_code(code, owner(teacher), store.get(code).member_of(owner(bo)).id)
+    intruder = session("home", **{"class": code})  # the instructor's private window
+    intruder.sidebar.text_input(key=registry.CLASS_REJOIN_CODE).input(code_for_bo).run()
+    intruder.sidebar.button(key=registry.CLASS_REJOIN_BUTTON).click().run()
+    intruder.run()
+    assert store.get(code).member_of(owner(intruder)).name == "Bo"  # in the class as Bo
+    assert "private experiment 7" not in " ".join(w.value for w in intruder.sidebar.warning)
+    assert registry.JOB not in intruder.session_state or intruder.session_state[registry.JOB] is None
+    assert services.job_manager().unseen(owner(bo)) == job_id  # Bo's own browser is still told of it
+    back = session("home")
+    back.session_state[registry.OWNER] = owner(bo)
+    back.run()
+    assert any("private experiment 7" in w.value for w in back.sidebar.warning)
