@@ -6,7 +6,7 @@ the sidebar."""
 import streamlit as st
 
 from sensviz.text import escape_markdown, quoted
-from server import assignments
+from server import assignments, services
 from server.classes import ClassRefused
 from ui import classroom, owner_id, page, registry, router
 
@@ -84,13 +84,20 @@ for part in (class_chart, lab_predictions, gallery) if projector else (gallery, 
     part()  # the room's screen: the chart and the predictions first
 
 cell = classroom.assignment_cell(found)
+waiting = classroom.waiting_to_continue(found) if cell is not None else None
 if cell is not None and not projector and not found.closed:
     st.markdown("### Your assignment")
-    st.markdown(f"Train **{escape_markdown(cell['task'])}** at **n = {cell['n']}** with seed **{cell['seed']}** "
-                "(the form arrives filled in; every other setting is the class's).")
-    if st.button("Open the Train form with my assignment", key=registry.CLASS_TRAIN, type="primary"):
-        classroom.fill_train_form(force=True)
-        st.switch_page("pages/train.py")
+    if waiting is not None:  # its cell waits for it: the sidebar's button goes on, the Train form would start over
+        go_on = f"Continue from step {waiting.resume_step:,}" if waiting.resume_step is not None else "Run it again"
+        st.markdown(f"Your run of **{escape_markdown(cell['task'])}** at **n = {cell['n']}** with seed "
+                    f"**{cell['seed']}** was stopped by a restart of the server: press **{go_on}** at the top of the "
+                    "page to go on with it.")
+    else:
+        st.markdown(f"Train **{escape_markdown(cell['task'])}** at **n = {cell['n']}** with seed **{cell['seed']}** "
+                    "(the form arrives filled in; every other setting is the class's).")
+        if st.button("Open the Train form with my assignment", key=registry.CLASS_TRAIN, type="primary"):
+            classroom.fill_train_form(force=True)
+            st.switch_page("pages/train.py")
 
 if classroom.is_instructor(found) and not projector:
     st.markdown("### Instructor")
@@ -125,11 +132,12 @@ if classroom.is_instructor(found) and not projector:
             if cols[0].button("Rename", key=registry.CLASS_RENAME_BUTTON) and new_name:
                 store.rename(found.code, owner_id.owner(), chosen, new_name)
                 st.rerun()
-            sure = cols[1].checkbox(f"Yes, remove {escape_markdown(by_id[chosen])}", key=registry.CLASS_REMOVE_SURE,
-                                    help="Their models leave the gallery and their running assignment run stops counting.")
+            sure = cols[1].checkbox(f"Yes, remove {escape_markdown(by_id[chosen])}",  # one box per member: ticked
+                                    key=registry.class_key("remove-sure", chosen),  # for one, it is not for the next
+                                    help="Their models leave the gallery and their run that is training stops.")
             if cols[1].button("Remove from the class", key=registry.CLASS_REMOVE, disabled=not sure,
                               help="Tick the box above first."):
-                store.remove(found.code, owner_id.owner(), chosen)
+                store.remove(found.code, owner_id.owner(), chosen, services.job_manager())
                 st.rerun()
             if cols[0].button("New rejoin code", key=registry.CLASS_MEMBER_REJOIN,
                               help="For a member who lost theirs (a browser that keeps no cookies was reloaded): typed "
@@ -138,7 +146,8 @@ if classroom.is_instructor(found) and not projector:
                 st.code(store.new_rejoin_code(found.code, owner_id.owner(), chosen), language=None)
         except (ValueError, ClassRefused) as err:
             st.error(quoted(err, 200))
-    if found.removed and st.button(f"Let the removed members join again ({len(found.removed)} browsers)",
+    if found.removed and st.button(f"Let the removed members join again ({len(found.removed)} browser"
+                                   f"{'s' if len(found.removed) != 1 else ''})",
                                    key=registry.CLASS_READMIT):
         store.readmit(found.code, owner_id.owner())
         st.rerun()

@@ -47,7 +47,8 @@ else:
 def show_records(status: jobs.JobStatus, log_loss: bool):
     records = services.job_manager().records(status.id)
     if not records:
-        st.caption("The first measurement is on its way…")
+        if status.active:  # an ended run without one says how it ended above
+            st.caption("The first measurement is on its way…")
         return
     history, degrees = cache.training_tables(records)
     marks = {}

@@ -47,12 +47,16 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sensviz import sweeps
 from sensviz.files import FolderLock, write_atomic
 from server import assignments, owners
 from server.limits import LIMITS, class_idle_seconds
 from server.names import check_visible, skeleton
+
+if TYPE_CHECKING:
+    from server.jobs import JobStatus
 
 CODE = re.compile(r"[A-Za-z0-9_-]{16,64}")  # fullmatch: a trailing newline is no code
 """What a class code, an instructor code or a rejoin code looks like (checked before any file is opened)."""
@@ -101,9 +105,10 @@ class ClassModel:
 class Notice:
     """Something a member is told on every page (`ClassStore.notices`): its kind, the sentence, the cell to train."""
 
-    kind: str  # removed, closed, stopped, assignment
+    kind: str  # removed, closed, stopped, continue, assignment
     text: str
     cell: dict | None = None
+    job: str | None = None  # continue: the run to continue
 
 
 @dataclass
@@ -375,16 +380,20 @@ class ClassStore:
 
         self._edit(code, owner, change, instructor=True)
 
-    def remove(self, code: str, owner: str, member_id: str) -> None:
+    def remove(self, code: str, owner: str, member_id: str, manager=None) -> None:
         """The instructor removes a member (their models leave the gallery; their kept models stay theirs; their
-        browsers cannot join again, under any name, until the instructor lets them: `readmit`)."""
+        browsers cannot join again, under any name, until the instructor lets them: `readmit`); with the job
+        `manager`, their class runs still queued or running are stopped (they would count for nothing)."""
         def change(c: Class):
             gone = c.member(member_id)
             c.removed = (c.removed + list(gone.owners if gone else ()))[-int(LIMITS["class_members"].high):]
             c.members = [m for m in c.members if m["id"] != member_id]
             c.models = [m for m in c.models if m["member"] != member_id]
+            return [job_id for job_id, entry in c.jobs.items() if entry["member"] == member_id and not entry["recorded"]]
 
-        self._edit(code, owner, change, instructor=True)
+        for job_id in self._edit(code, owner, change, instructor=True):
+            if manager is not None:
+                self.stop(code, owner, job_id, manager)
 
     def readmit(self, code: str, owner: str) -> None:
         """The instructor lets the removed members' browsers join again."""
@@ -644,21 +653,40 @@ class ClassStore:
         finished by a member, nor queued or running, nor another's. So a member who finished takes the next
         unclaimed run, a removed member's unfinished cell goes to the next member who asks, and a class of any
         size completes the grid (a larger one gets more seeds; an absent member's cell waits for them, and the
-        instructor's Remove frees it)."""
+        instructor's Remove frees it). A finished cell stays done when its member was removed afterwards (its row is
+        in the class's table); a member's run that a server restart ended holds its cell for them until they
+        continue it (`waiting_to_continue`), so they are not dealt it again from step 0."""
         found = self.get(code)
         if found is None or found.assignment not in assignments.ASSIGNMENTS or found.ended:
             return {}
         names, held, done = found.names(), {}, []
         for job_id, entry in found.jobs.items():
             cell = entry["assignment"]
-            if not cell or entry["member"] not in names:
+            if not cell:
                 continue
             if entry.get("finished"):
                 done.append(cell)
-            elif not entry["recorded"] and (status := manager.status(job_id)) is not None and status.active:
+            elif (entry["member"] in names and not entry["recorded"] and (status := manager.status(job_id)) is not None
+                  and status.active):
                 held[entry["member"]] = cell
+        for member_id in names:
+            waiting = self.waiting_to_continue(found, member_id, manager) if member_id not in held else None
+            if waiting is not None and found.jobs[waiting.id]["assignment"] not in done:
+                held[member_id] = found.jobs[waiting.id]["assignment"]
         seats = {m.id: m.seat for m in sorted(found.member_list(), key=lambda m: m.seat)}
         return assignments.ASSIGNMENTS[found.assignment].deal_open(seats, done, held)
+
+    @staticmethod
+    def waiting_to_continue(found: Class, member_id: str, manager) -> JobStatus | None:
+        """The member's latest assignment run when a server restart ended it and it was not run again: it waits for
+        them to continue it (`JobManager.rerun`, the button their sidebar shows). Read from the manager only for a
+        run the class recorded as stopped or cancelled."""
+        latest = next((job_id for job_id, entry in reversed(found.jobs.items())
+                       if entry["member"] == member_id and entry["assignment"]), None)
+        if latest is None or found.jobs[latest].get("ended") not in ("stopped", "cancelled"):
+            return None
+        status = manager.status(latest)
+        return status if status is not None and status.ended_by_restart and status.rerun is None else None
 
     def _write_run(self, code: str, job_id: str, a, row: dict) -> None:
         """One row per job: the run id is the cell's settings and the job, so a rerun of a cell adds a row."""
@@ -703,7 +731,14 @@ class ClassStore:
             told.append(Notice("stopped", f"Your run ({entry['task']}, n = {entry['n']}) was stopped by {entry['stopped_by']}."))
         ran = [job_id for job_id, e in mine if e["assignment"]]
         training = any((status := manager.status(job_id)) is not None and status.active for job_id in ran)
-        if found.assignment in assignments.ASSIGNMENTS and not training:
+        waiting = self.waiting_to_continue(found, me.id, manager) if ran and not training else None
+        if waiting is not None and not found.ended and found.assignment in assignments.ASSIGNMENTS:
+            entry = found.jobs[waiting.id]
+            where = (f"from step {waiting.resume_step:,}, exactly as it would have gone on" if waiting.resume_step is not None
+                     else "again from step 0 (it had no snapshot to go on from)")
+            told.append(Notice("continue", f"A restart of the server stopped your run ({entry['task']}, n = {entry['n']}): "
+                               f"the button below runs it {where}.", entry["assignment"], waiting.id))
+        elif found.assignment in assignments.ASSIGNMENTS and not training:
             cell = self.deal(code, manager).get(me.id)
             if cell is not None:
                 said = ("The class's assignment takes more runs: your next" if ran else
@@ -721,8 +756,8 @@ class ClassStore:
         for job_id, entry in found.jobs.items():
             status = manager.status(job_id)
             progress = status.progress if status else {}
-            rows.append({"job": job_id, "member": names.get(entry["member"], "(removed)"), "task": entry["task"],
-                         "n": entry["n"], "seed": (entry["assignment"] or {}).get("seed"),
+            rows.append({"job": job_id, "member": names.get(entry["member"], "(removed)"), "member_id": entry["member"],
+                         "task": entry["task"], "n": entry["n"], "seed": (entry["assignment"] or {}).get("seed"),
                          "state": ("continued" if status.rerun else status.state) if status else "gone",
                          "step": f"{progress.get('step', 0)} of {progress.get('steps', '?')}" if progress else "",
                          "reason": (status.error or status.reason or "") if status else ""})

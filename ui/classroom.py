@@ -37,7 +37,7 @@ GALLERY_EVERY_S = 3.0
 """How often the gallery and the class chart look for new models and runs (seconds)."""
 PROJECTOR_CSS = ("<style>section[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'] {display: none;} "
                  "html, .stMarkdown, .stCaption, .stDataFrame {font-size: 150% !important;} "
-                 "[data-testid='stCaptionContainer'] {color: #222222 !important;} "
+                 "[data-testid='stCaptionContainer'] {color: #222222 !important; opacity: 1 !important;} "
                  "[data-testid='stMain'] button:disabled {visibility: hidden;} "
                  "[data-testid='stMainBlockContainer'] {padding-top: 1rem !important;} "
                  "[data-testid='stMain'] h1 {display: none;}</style>")
@@ -369,12 +369,22 @@ def gallery(found: Class, compact: bool = False) -> None:
 
 
 @st.fragment(run_every=GALLERY_EVERY_S)
-def notices(code: str) -> None:
-    """What the room is told (`ClassStore.notices`: removed, closed, a stopped run, the assignment started),
-    looked at again every `GALLERY_EVERY_S` seconds on its own (a fragment), so it arrives without a reload.
-    Every name in it is shown as text."""
+def notices(code: str, train_page: bool = False) -> None:
+    """What the room is told (`ClassStore.notices`: removed, closed, a stopped run, one to continue, the assignment
+    started), looked at again every `GALLERY_EVERY_S` seconds on its own (a fragment), so it arrives without a
+    reload. Every name in it is shown as text. The Train page (`train_page`) says the assignment itself, in the form
+    it fills: not here again, with a button that leads to that page."""
     for notice in store().notices(code, owner_id.owner(), services.job_manager()):
-        if notice.kind == "assignment":
+        if notice.kind == "assignment" and train_page:
+            continue
+        if notice.kind == "continue":  # the button here too: the sidebar offers it only while its model is selected
+            from ui import job_panel  # (it uses this module)
+
+            st.warning(escape_markdown(notice.text), icon=":material/restart_alt:")
+            status = services.job_manager().status(notice.job)
+            if status is not None:
+                job_panel.offer_rerun(status, key=registry.class_key("notice", "continue"))
+        elif notice.kind == "assignment":
             st.info(escape_markdown(notice.text), icon=":material/assignment:")
             if st.button("Open the Train form with my assignment", key=registry.class_key("notice", "train"), type="primary"):
                 fill_train_form(force=True)
@@ -473,6 +483,13 @@ def predictions_view(code: str, projector: bool = False) -> None:
 
 
 # ----------------------------------------------------------------------------- the assignment
+
+
+def waiting_to_continue(found: Class):
+    """This member's assignment run that a server restart ended, waiting to be continued (`ClassStore.waiting_to_continue`),
+    or None."""
+    me = member(found)
+    return store().waiting_to_continue(found, me.id, services.job_manager()) if me is not None else None
 
 
 def assignment_cell(found: Class) -> dict | None:
@@ -732,7 +749,8 @@ def jobs_table(found: Class) -> None:
                                                             for name, width in RUNS_COLUMNS.items()})
     for row in rows:
         if row["state"] in jobs.ACTIVE:
-            label = f"Stop {row['member']}'s run ({row['task']}, n = {row['n']}, {row['state']})"
+            who = f"{row['member']}'s run" if row["member_id"] in found.names() else "the run of a removed member"
+            label = f"Stop {who} ({row['task']}, n = {row['n']}, {row['state']})"
             if st.button(escape_markdown(label), key=registry.class_key("stop", row["job"])):
                 store().stop(found.code, owner_id.owner(), row["job"], services.job_manager())
                 st.rerun(scope="fragment")

@@ -56,7 +56,7 @@ def draw(spec: PageSpec) -> None:
     if joining:
         classroom.joining_hint(joining)
     elif registry.current_class():
-        classroom.notices(registry.current_class())  # what the room is told, live
+        classroom.notices(registry.current_class(), spec.file == "pages/train.py")  # what the room is told, live
     refused = uploads.refused_upload() if st.session_state.get(registry.SOURCE) == "Upload" else None
     if refused is not None:  # said here too, while the sidebar shows the upload: its line sits below a laptop's fold
         st.error(f"Your upload was not used. {refused}")

@@ -111,7 +111,7 @@ def _mine(status: jobs.JobStatus) -> bool:
     return classroom.my_runs().owns(status.id, status.owner)
 
 
-def offer_rerun(status: jobs.JobStatus) -> None:
+def offer_rerun(status: jobs.JobStatus, key: str = registry.JOB_RERUN) -> None:
     """A run of this person's (`_mine`) that a server restart ended: one click queues it again with the settings it had
     (`JobManager.rerun`), from the step its snapshot holds where it has one; the Train form of the session after a
     restart holds its defaults, not that run's settings. Once: a run already run again (from another tab) is not
@@ -123,7 +123,7 @@ def offer_rerun(status: jobs.JobStatus) -> None:
         note = "Goes on from the last measurement's step exactly as the run would have gone on without the restart"
     else:
         label, note = "Run it again with the same settings", "Queues a new run with this run's settings; it starts from step 0"
-    if not st.button(label, key=registry.JOB_RERUN, type="primary", help=note):
+    if not st.button(label, key=key, type="primary", help=note):
         return
     manager = services.job_manager()
     try:
@@ -222,7 +222,7 @@ def outcome_message(status: jobs.JobStatus) -> str:
         return f"**{name}** failed: {quoted(status.error, 300)}"
     if status.state == "cancelled":
         return f"**{name}** was cancelled: {quoted(status.reason, 300)}."
-    text = f"**{name}** {reason}"
+    text = f"**{name}** {reason}" if status.reason in ("early_stop", "completed") else f"**{name}**: {reason}"
     if status.state == "finished":
         text += f" after {status.steps:,} steps" + (f" in {status.seconds:.1f} s" if status.seconds else "")
     if status.kept:

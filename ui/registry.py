@@ -190,7 +190,6 @@ CLASS_MEMBER_REJOIN = "sv_w_class_member_rejoin"  # the instructor makes a new r
 CLASS_CLOSE = "sv_w_class_close"
 CLASS_DELETE = "sv_w_class_delete"
 CLASS_READMIT = "sv_w_class_readmit"  # the instructor's "let the removed members join again"
-CLASS_REMOVE_SURE = "sv_w_class_remove_sure"  # the instructor's "yes, remove" before Remove
 CLASS_INSTRUCTOR_LINK = "sv_w_class_instructor_link"  # the instructor's "make a one-time instructor link"
 CLASS_NEW_REJOIN = "sv_w_class_new_rejoin"  # a member's "show a rejoin code for another browser"
 

@@ -625,3 +625,40 @@ def test_a_rejoin_code_brings_the_members_class_runs_and_none_of_their_others():
     back.session_state[registry.OWNER] = owner(bo)
     back.run()
     assert any("private experiment 7" in w.value for w in back.sidebar.warning)
+
+
+
+def test_a_member_whose_run_a_restart_stopped_is_told_to_continue_it_not_to_start_over():
+    """After a restart the page said "your run is parity at n = 4" with the Train form's button, while the sidebar
+    offered to continue: a student who followed the page trained the run again from step 0. Now the run's cell waits
+    for it, and every page says to continue it, with the button that does."""
+    from sensviz.files import data_dir
+    from server import jobs
+
+    code, teacher = new_class()
+    teacher.switch_page("pages/class.py").run()
+    teacher.button(key=registry.CLASS_ASSIGN).click().run()
+    bo = join(code, "Bo")
+    store, manager = services.class_store(), services.job_manager()
+    cell = store.deal(code, manager)[store.get(code).member_of(owner(bo)).id]
+    job_id = f"bosrestart{secrets.token_hex(6)}"
+    folder = data_dir() / "jobs" / job_id
+    folder.mkdir(parents=True)
+    request = classroom.canonical_request(assignments.LENGTH_SCALING, cell).to_dict()
+    (folder / "request.json").write_text(json.dumps(request))
+    (folder / "state.json").write_text(json.dumps({
+        "id": job_id, "owner": owner(bo), "name": "bo's run", "state": "stopped", "created": time.time(), "seen": True,
+        "reason": f"{jobs.STOPPED_BY_RESTART} before the first measurement; there are no weights to keep"}))
+    store.add_job(code, owner(bo), job_id, cell["task"], cell["n"], cell)
+    store.sync(code, manager)
+    page = bo.switch_page("pages/class.py").run()
+    assert any("A restart of the server stopped your run" in w.value for w in page.warning)
+    assert any("was stopped by a restart of the server" in m.value for m in page.markdown)
+    assert registry.CLASS_TRAIN not in [b.key for b in page.button]  # not the Train form: it starts over
+    assert not any("your run is" in i.value for i in page.info)
+    page.button(key=registry.class_key("notice", "continue")).click().run()
+    again = page.query_params["job"]
+    try:
+        assert manager.status(job_id).rerun == again and store.get(code).jobs[again]["assignment"] == cell
+    finally:
+        manager.stop(again, owner(bo))

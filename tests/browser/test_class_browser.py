@@ -203,9 +203,9 @@ def test_the_instructors_view_is_live_and_fits_1024_by_768(server, browser):
         assert not cut_short(teacher), (name, cut_short(teacher))  # no label or button text cut with an ellipsis
     gallery = main.get_by_role("heading", name="Gallery").bounding_box()
     assert chart.bounding_box()["y"] < gallery["y"]  # projector mode: the chart first
-    captions = main.locator('[data-testid="stCaptionContainer"]').evaluate_all(
-        "cs => cs.map(c => getComputedStyle(c).color)")
-    assert captions and set(captions) == {"rgb(34, 34, 34)"}, captions  # near black, not the theme's washed-out grey
+    captions = main.locator('[data-testid="stCaptionContainer"]').evaluate_all(  # the ink as drawn: colour, and the
+        "cs => cs.map(c => [getComputedStyle(c).color, getComputedStyle(c).opacity])")  # theme's see-through grey
+    assert captions and {tuple(c) for c in captions} == {("rgb(34, 34, 34)", "1")}, captions  # near black
     greyed = main.locator("button:disabled").evaluate_all("bs => bs.map(b => getComputedStyle(b).visibility)")
     assert greyed and set(greyed) == {"hidden"}, greyed  # the gallery's compare with nothing open: not on the screen
     teacher.evaluate("window.scrollTo(0, 0)")
@@ -233,12 +233,19 @@ def test_an_open_page_is_told_the_assignment_and_the_removal_without_a_reload(se
     ada.get_by_text("The instructor started the assignment").wait_for(timeout=APPEARS_MS)
     told_s = time.monotonic() - started
     assert ada.get_by_role("button", name="Open the Train form with my assignment").count() == 1
-    teacher.get_by_text("1 member joined").wait_for(timeout=APPEARS_MS)
+    ClassStore(DATA_DIR / "classes", b"test").join(code, "Bo", "bo-browser")
+    teacher.get_by_text("2 members joined").wait_for(timeout=APPEARS_MS)
+    teacher.reload(wait_until="domcontentloaded")  # the Member box lists Bo too
+    wait_until_done(teacher)
     teacher.get_by_text("Yes, remove Ada").click()
     wait_until_done(teacher)
     teacher.get_by_role("button", name="Remove from the class").click()
     ada.get_by_text("The instructor removed you").wait_for(timeout=APPEARS_MS)
     assert ada.evaluate("performance.getEntriesByType('navigation').length") == loads  # no reload
+    box = teacher.get_by_role("checkbox", name="Yes, remove Bo")  # the box moved on to Bo: not ticked for him
+    box.wait_for(state="attached", timeout=APPEARS_MS)
+    wait_until_done(teacher)
+    assert not box.is_checked() and teacher.get_by_role("button", name="Remove from the class").is_disabled()
     print(f"the assignment reached the open page {told_s:.1f} s after the click")
     for context in (ada_context, teacher.context):
         context.close()

@@ -506,6 +506,58 @@ def test_a_removed_members_running_cell_is_dealt_again_and_their_run_counts_for_
     assert store.deal(made.code, manager)[bob.id] == first[ada.id]  # the removed member's cell goes to the next who asks
 
 
+def test_removing_a_member_stops_their_class_run_that_trains(store):
+    made, (ana, ben) = _assigned(store, "Ana", "Ben")
+    manager = _Manager()
+    cell = store.deal(made.code, manager)[ben.id]
+    store.add_job(made.code, "s2", "job-bbbbbbbbbbbb", cell["task"], cell["n"], cell)
+    manager.statuses["job-bbbbbbbbbbbb"] = JobStatus("job-bbbbbbbbbbbb", "s2", "run", "running", 0.0)
+    store.remove(made.code, "teacher", ben.id, manager)
+    assert manager.stopped == [("job-bbbbbbbbbbbb", "s2")]
+    row = store.job_rows(made.code, manager)[0]
+    assert row["member"] == "(removed)" and row["member_id"] == ben.id
+
+
+def test_a_removed_members_finished_run_stays_done_and_is_not_dealt_again(store):
+    """Ben finished his cell, then the instructor removed him: his row stays in the class's table, so the cell is
+    done; Ana, who finishes hers next, is dealt a cell nobody has (not Ben's again)."""
+    made, (ana, ben) = _assigned(store, "Ana", "Ben")
+    manager = _Manager()
+    first = store.deal(made.code, manager)
+    _finish(store, manager, made.code, "s2", "job-bbbbbbbbbbbb", first[ben.id])
+    store.remove(made.code, "teacher", ben.id)
+    assert len(_class_table(store, made.code)) == 1  # his run is the class's
+    _finish(store, manager, made.code, "s1", "job-aaaaaaaaaaaa", first[ana.id])
+    assert store.deal(made.code, manager)[ana.id] not in (first[ana.id], first[ben.id])
+
+
+def test_a_run_a_restart_stopped_keeps_its_cell_for_its_member_until_continued(store):
+    """A restart stopped Bo's run: his cell is not dealt to anyone (him included) as a new run from step 0; he is
+    told to continue it, with the run to continue; once continued, the continuation holds the cell as any run does."""
+    from server import jobs
+
+    made, (ana, bo) = _assigned(store, "Ana", "Bo")
+    manager = _Manager()
+    cell = store.deal(made.code, manager)[bo.id]
+    store.add_job(made.code, "s2", "job-bbbbbbbbbbbb", cell["task"], cell["n"], cell)
+    manager.statuses["job-bbbbbbbbbbbb"] = JobStatus("job-bbbbbbbbbbbb", "s2", "run", "stopped", 0.0, resume_step=500,
+                                                     reason=f"{jobs.STOPPED_BY_RESTART} at step 500")
+    store.record_ended("job-bbbbbbbbbbbb", manager)
+    _finish(store, manager, made.code, "s1", "job-aaaaaaaaaaaa", store.deal(made.code, manager)[ana.id])
+    dealt = store.deal(made.code, manager)
+    assert dealt[bo.id] == cell and dealt[ana.id] != cell  # his, and nobody else's
+    told = store.notices(made.code, "s2", manager)
+    assert [(n.kind, n.job) for n in told] == [("continue", "job-bbbbbbbbbbbb")]
+    assert "from step 500, exactly as it would have gone on" in told[0].text
+    manager.statuses["job-bbbbbbbbbbbb"].rerun = "job-cccccccccccc"  # continued
+    store.add_job(made.code, "s2", "job-cccccccccccc", cell["task"], cell["n"], cell)
+    manager.statuses["job-cccccccccccc"] = JobStatus("job-cccccccccccc", "s2", "run", "running", 0.0)
+    assert store.deal(made.code, manager)[bo.id] == cell and store.notices(made.code, "s2", manager) == []
+    manager.statuses["job-cccccccccccc"].state = "finished"
+    store.record_ended("job-cccccccccccc", manager)
+    assert store.deal(made.code, manager)[bo.id] != cell  # done: his next is another
+
+
 def test_a_run_is_recorded_when_its_job_ends_not_when_a_page_looks(store):
     made, (ada,) = _assigned(store, "Ada")
     manager = _Manager()
