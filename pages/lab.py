@@ -273,9 +273,13 @@ with figures_at:
 if lock is not None:
     asked = built if choice == control.default else cache.lab_chapter(number, control.default, yours)  # the question's setting
     scored = lock["answer"]
-    verdict = (" You skipped the prediction." if scored == SKIP else " Your prediction was right." if scored == asked.correct
-               else f" You predicted “{scored}”.")
-    st.success(f"**Answer: {asked.correct}.**{verdict}", icon=":material/check_circle:")
+    if scored == asked.correct:
+        st.success(f"**Answer: {asked.correct}.** Your prediction was right.", icon=":material/check_circle:")
+    elif scored == SKIP:
+        st.info(f"**Answer: {asked.correct}.** You skipped the prediction.", icon=":material/help:")
+    else:  # not dressed as a right one: the surprise is the lesson
+        st.warning(f"**Answer: {asked.correct}.** You predicted “{scored}”: the charts below show why it is not.",
+                   icon=":material/cancel:")
     st.markdown(f"**What to look for** (at the question's setting: {control.fmt(control.default)}). {asked.look_for}")
     st.markdown(asked.answer)
     st.markdown(f"**The rule that decides the answer.** {upper_first(chapter.rule)}")

@@ -48,7 +48,7 @@ def test_a_prediction_hides_the_answer_until_it_is_made_and_the_reveal_shows_it(
     assert built.look_for not in shown_text(at) and built.answer not in shown_text(at)
     at.button(key="sv_w_lab_reveal_4").click().run()
     assert len(charts(at)) == 2 and built.look_for in shown_text(at) and built.answer in shown_text(at)
-    assert any(s.value.startswith(f"**Answer: {built.correct}.** You predicted") for s in at.success)
+    assert any(w.value.startswith(f"**Answer: {built.correct}.** You predicted") for w in at.warning)
 
 
 def test_skipping_reveals_the_charts_and_a_blind_chart_leaves_out_the_asked_quantity():
