@@ -278,7 +278,7 @@ if lock is not None:
     elif scored == SKIP:
         st.info(f"**Answer: {asked.correct}.** You skipped the prediction.", icon=":material/help:")
     else:  # not dressed as a right one: the surprise is the lesson
-        st.warning(f"**Answer: {asked.correct}.** You predicted “{scored}”: the charts below show why it is not.",
+        st.warning(f"**Answer: {asked.correct}.** You predicted “{scored}”.",
                    icon=":material/cancel:")
     st.markdown(f"**What to look for** (at the question's setting: {control.fmt(control.default)}). {asked.look_for}")
     st.markdown(asked.answer)
