@@ -425,9 +425,12 @@ def vote(chapter: int, answer: str) -> None:
 
 
 def reveal_held(chapter: int) -> bool:
-    """Whether the instructor holds this chapter's reveal for the session's class (a member waits for it)."""
-    found = visible()
-    return found is not None and member(found) is not None and chapter in found.held
+    """Whether the instructor holds this chapter's reveal for the session's class: for everyone who opened the Lab
+    with the class's link but its instructors (a member waits for it; so does a browser the class forgot after a
+    reload or a restart, before it rejoins)."""
+    code = registry.current_class()
+    found = store().get(code) if code else None
+    return found is not None and not found.is_instructor(owner_id.owner()) and chapter in found.held
 
 
 def predictions_table(found: Class) -> pd.DataFrame:

@@ -411,6 +411,9 @@ def test_peer_instruction_counts_the_rooms_predictions_holds_the_reveal_and_show
     students[2].run()
     reveal = next(b for b in students[2].button if b.label == "Reveal the answer")
     assert reveal.disabled and any("reveal this answer to the whole class" in c.value for c in students[2].caption)
+    forgotten = session("lab", **{"class": code})  # a browser the class forgot (no cookies, a reload): held too
+    forgotten.radio(key=f"sv_w_lab_predict_{chapter.number}").set_value(options[0]).run()
+    assert next(b for b in forgotten.button if b.label == "Reveal the answer").disabled
     teacher.button(key=registry.class_key("hold", str(chapter.number))).click().run()  # revealed to the class
     right = [m.value for m in teacher.markdown if m.value.startswith("Right:")]
     correct = cache.lab_chapter(chapter.number, chapter.control.default).correct
