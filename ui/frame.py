@@ -51,7 +51,7 @@ def draw(spec: PageSpec) -> None:
         "class": classroom.url_value(),
     })
     st.title(spec.heading)
-    moved.notice()
+    moved.notice(room=spec.file == "pages/class.py" and st.query_params.get("projector") == "1")
     page.notices_here()
     if joining:
         classroom.joining_hint(joining)

@@ -45,14 +45,15 @@ def was_moved(protocol: str | None, session_id: str | None) -> bool:
     return previous is not None and session_id is not None and previous != session_id
 
 
-def notice() -> None:
+def notice(room: bool = False) -> None:
     """Say, on every run of a moved session until its user dismisses it (a projector's room must not read it all
-    lesson long), that it moved and what that cost (read once per session)."""
+    lesson long), that it moved and what that cost (read once per session); not on the room's screen (`room`: the
+    Class page in projector mode), where nobody has lost anything to be told of."""
     if registry.MOVED not in st.session_state:
         ctx = get_script_run_ctx()
         st.session_state[registry.MOVED] = was_moved(st.context.headers.get("Sec-Websocket-Protocol"),
                                                      ctx.session_id if ctx else None)
-    if st.session_state[registry.MOVED]:
+    if st.session_state[registry.MOVED] and not room:
         st.info(NOTICE if os.environ.get(jobs.RAY_ADDRESS) else NOTICE_LOCAL, icon=":material/sync_problem:")
         st.button("Dismiss", key=registry.MOVED_DISMISS, on_click=st.session_state.__setitem__,
                   args=(registry.MOVED, False))

@@ -775,3 +775,9 @@ def test_the_notice_of_a_reconnected_page_goes_when_it_is_dismissed():
     assert NOTICE_LOCAL not in [i.value for i in at.info] and not at.exception
     at.run()
     assert NOTICE_LOCAL not in [i.value for i in at.info]
+    room = AppTest.from_file(APP, default_timeout=300)  # the room's screen (projector mode): not said there at all
+    room.session_state[registry.MOVED] = True
+    room.query_params["projector"] = "1"
+    room.switch_page(PAGE["class"].file)
+    room.run()
+    assert NOTICE_LOCAL not in [i.value for i in room.info] and registry.MOVED_DISMISS not in [b.key for b in room.button]
