@@ -65,6 +65,23 @@ _NAME_OK = re.compile(r"^[\w .'-]+$")  # \w: any script's letters and digits, an
 EXPERIMENT = "length_scaling"
 MAX_CHAPTER = 99  # a Lab chapter's number
 MAX_ANSWER_CHARS = 200  # a prediction is one of the chapter's options
+REJOIN_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
+"""A rejoin code's characters: lower case, without the ones read for another (i l o 0 1): typed from paper, read
+aloud, in any case (`_rejoin_forms`). 16 of them (79 bits), shown in groups of four."""
+
+
+def new_rejoin_code() -> str:
+    """A fresh rejoin code, as its member is shown it: "abcd-efgh-jkmn-pqrs"."""
+    chars = "".join(secrets.choice(REJOIN_ALPHABET) for _ in range(16))
+    return "-".join(chars[i:i + 4] for i in range(0, 16, 4))
+
+
+def _rejoin_forms(typed: str) -> tuple[str, ...]:
+    """What a typed rejoin code may have been signed as: as typed (a code made before `new_rejoin_code`: mixed case),
+    and its canonical form (lower case, without spaces and hyphens: how a new code is signed)."""
+    return typed.strip(), "".join(typed.split()).replace("-", "").lower()
+
+
 MEMBER_BROWSERS = 8
 """The browsers (owner ids) one member is at once: the one that joined, and the newest that rejoined with the code
 (a browser that keeps no cookies is a new one after each reload; the joining one may own the member's run)."""
@@ -301,6 +318,10 @@ class ClassStore:
 
     # ------------------------------------------------------------------ the instructor
 
+    def _rejoin_signature(self, rejoin: str) -> str:
+        """What the store keeps of a rejoin code: the signature of its canonical form (`_rejoin_forms`)."""
+        return owners.sign(self.secret, "rejoin", _rejoin_forms(rejoin)[1])
+
     def address_key(self, address: str | None) -> str:
         """A network address as the store keeps it: signed with the server's secret (so the files name no one's
         address), "" when unknown (a script, the operator)."""
@@ -440,7 +461,7 @@ class ClassStore:
         rejoin code. `ClassRefused` for a closed class, a taken name, a full class, an owner already in it, or
         an address over `class_members_per_address` or `class_joins_per_address_minute`."""
         name = check_display_name(name)
-        rejoin = secrets.token_urlsafe(12)
+        rejoin = new_rejoin_code()
         key = self.address_key(address)
 
         def change(c: Class) -> Member:
@@ -457,7 +478,7 @@ class ClassStore:
                 _within(sum(self.clock() - t < 60 for t in mine), "class_joins_per_address_minute",
                         "members joined this class from your network address in the last minute")
             seat = max((m["seat"] for m in c.members), default=-1) + 1
-            member = Member(secrets.token_urlsafe(9), name, (owner,), owners.sign(self.secret, "rejoin", rejoin),
+            member = Member(secrets.token_urlsafe(9), name, (owner,), self._rejoin_signature(rejoin),
                             self.clock(), seat, key)
             c.members.append({**asdict(member), "owners": [owner]})
             return member
@@ -467,9 +488,11 @@ class ClassStore:
     def rejoin(self, code: str, rejoin: object, owner: str) -> Member:
         """Another browser (`owner`) of the member whose rejoin code this is; `ClassRefused` when it is no member's."""
         found = self.get(code)
-        if found is None or not isinstance(rejoin, str) or not CODE.fullmatch(rejoin):
+        forms = _rejoin_forms(rejoin) if isinstance(rejoin, str) and len(rejoin) <= 200 else ()
+        if found is None or not any(CODE.fullmatch(form) for form in forms):
             raise ClassRefused("that is not a rejoin code of this class")
-        match = next((m for m in found.members if owners.verify(self.secret, "rejoin", rejoin, m["rejoin"])), None)
+        match = next((m for m in found.members if any(owners.verify(self.secret, "rejoin", form, m["rejoin"])
+                                                      for form in forms if CODE.fullmatch(form))), None)
         if match is None:
             raise ClassRefused("that is not a rejoin code of this class")
         current = found.member_of(owner)
@@ -488,13 +511,13 @@ class ClassStore:
         """A new rejoin code for the member whose browser `owner` is, or, asked by the instructor `owner`, for the
         member `member_id` (one who lost theirs: a browser without cookies that was reloaded); the one before it is
         dead from now on."""
-        rejoin = secrets.token_urlsafe(12)
+        rejoin = new_rejoin_code()
 
         def change(c: Class) -> None:
             me = c.member(member_id) if member_id is not None else c.member_of(owner)
             if me is None:
                 raise ClassRefused("no such member" if member_id is not None else "only the class's members have a rejoin code")
-            next(m for m in c.members if m["id"] == me.id)["rejoin"] = owners.sign(self.secret, "rejoin", rejoin)
+            next(m for m in c.members if m["id"] == me.id)["rejoin"] = self._rejoin_signature(rejoin)
 
         self._edit(code, owner, change, instructor=member_id is not None)
         return rejoin

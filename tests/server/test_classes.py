@@ -5,6 +5,7 @@ given as `JobStatus` values)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -60,6 +61,28 @@ def test_create_join_rejoin_and_survive_a_restart(store, tmp_path):
     owners = again.get(made.code).member(member.id).owners
     assert len(owners) == classes.MEMBER_BROWSERS and owners[0] == "browser-1"  # the joining one stays (its run)
     assert owners[-1] == f"browser-{3 + 2 * classes.MEMBER_BROWSERS}" and "browser-3" not in owners
+
+
+def test_a_rejoin_code_is_read_as_a_person_types_it_and_older_codes_still_work(store):
+    """A rejoin code is lower case without look-alike characters, in groups of four; typed in capitals, with spaces
+    for the hyphens, or around it, it is the same code. A code made before (mixed case, signed as it is) still
+    works; one character off is no code."""
+    made = store.create("Lab", "teacher")
+    ada, rejoin = store.join(made.code, "Ada", "browser-1")
+    assert re.fullmatch(r"([a-z2-9]{4}-){3}[a-z2-9]{4}", rejoin) and not set(rejoin) & set("ilo01")
+    for typed in (rejoin.upper(), f"  {rejoin.replace('-', ' ')} ", rejoin.replace("-", "")):
+        assert store.rejoin(made.code, typed, f"browser-{typed}").id == ada.id, typed
+    wrong = rejoin[:-1] + ("a" if rejoin[-1] != "a" else "b")
+    with pytest.raises(ClassRefused, match="not a rejoin code"):
+        store.rejoin(made.code, wrong, "browser-x")
+    old = "Ab3_-xYz9QrStUvW"  # secrets.token_urlsafe(12), as codes were made before
+    with store.lock:
+        found = store._to_change(made.code)
+        found.members[0]["rejoin"] = owners.sign(store.secret, "rejoin", old)
+        store._save(found)
+    assert store.rejoin(made.code, f" {old} ", "browser-old").id == ada.id
+    with pytest.raises(ClassRefused):
+        store.rejoin(made.code, old.lower(), "browser-older")  # a code made before is read as it was made
 
 
 def test_members_joined_from_two_processes_at_once_are_all_kept(store):
