@@ -187,6 +187,12 @@ def joining() -> Class | None:
 
 def joining_hint(found: Class) -> None:
     """The main area's line for a session that opened a class link: where to join."""
+    if owner_id.cookies_blocked():  # after a reload or a restart a member is someone new here: say so first
+        st.warning(f"**Joined {escape_markdown(found.name)} before?** This browser keeps no cookies, so after a reload "
+                   "or a restart of the server the class no longer knows it: type your rejoin code in the sidebar "
+                   "(under the display name) to be yourself again, with your run. New here? Choose a display name "
+                   "there.", icon=":material/groups:")
+        return
     st.info(f"This is the class link of **{escape_markdown(found.name)}**: choose a display name in the sidebar, "
             "under the list of pages, to join, or give your rejoin code there.", icon=":material/groups:")
 

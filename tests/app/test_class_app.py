@@ -88,7 +88,8 @@ def instructor_link(teacher: AppTest) -> str:
 
 def join(code: str, name: str) -> AppTest:
     at = session("lab", **{"class": code})
-    assert "class link" in at.info[0].value  # in the main area, above the page: where to join
+    hint = (at.warning if at.warning else at.info)[0].value  # in the main area, above the page: where to join
+    assert "class link" in hint or "type your rejoin code in the sidebar" in hint, hint  # (no cookies: how to rejoin)
     assert at.sidebar.text_input[0].key == registry.CLASS_JOIN_NAME  # the join form comes first in the sidebar
     at.sidebar.text_input(key=registry.CLASS_JOIN_NAME).input(name).run()
     at.sidebar.button(key=registry.CLASS_JOIN).click().run()
@@ -519,7 +520,8 @@ def test_a_member_whose_browser_keeps_no_cookies_is_told_to_keep_the_code_and_th
     teacher.button(key=registry.CLASS_MEMBER_REJOIN).click().run()
     new = [c.value for c in teacher.code if c.value not in (old,) and "://" not in c.value]
     assert len(new) == 1, [c.value for c in teacher.code]
-    reloaded = session("class", **{"class": code})  # Bo's browser after a reload: someone new
+    reloaded = session("class", **{"class": code})  # Bo's browser after a reload: someone new, told how to come back
+    assert any("Joined" in w.value and "type your rejoin code in the sidebar" in w.value for w in reloaded.warning)
     reloaded.sidebar.text_input(key=registry.CLASS_REJOIN_CODE).input(old).run()
     reloaded.sidebar.button(key=registry.CLASS_REJOIN_BUTTON).click().run()
     assert services.class_store().get(code).member_of(owner(reloaded)) is None  # the old code is dead
