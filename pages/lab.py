@@ -163,6 +163,8 @@ tools_at = st.container()  # "My answers" and the handout, under the chapters (f
 # ---------------------------------------------------------------- ask
 
 made = st.session_state.setdefault(registry.LAB_PREDICTIONS, {})
+for ticked, answer in classroom.my_votes().items():  # a class member's ticks, kept by the class: after a reload too
+    made.setdefault(ticked, answer)
 by_slug = {slug(o): o for o in (*chapter.predict.options, SKIP)}
 if not settings.kept("predict"):  # the first run: a link's prediction
     def parse(raw: str) -> str:

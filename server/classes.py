@@ -550,6 +550,15 @@ class ClassStore:
 
         self._edit(code, owner, change, open_only=True)
 
+    def votes_of(self, code: str, owner: str) -> dict[int, str]:
+        """The predictions of the member whose browser `owner` is, per chapter (their own, for their Lab to show again
+        after a reload or a restart; nobody else's)."""
+        found = self.get(code)
+        me = found.member_of(owner) if found is not None else None
+        if me is None:
+            return {}
+        return {int(chapter): answers[me.id] for chapter, answers in found.votes.items() if me.id in answers}
+
     def tally(self, code: str) -> dict[int, dict[str, int]]:
         """Each chapter's predictions as counts per answer (who predicted what is never given out)."""
         found = self.get(code)

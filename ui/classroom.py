@@ -430,6 +430,13 @@ def vote(chapter: int, answer: str) -> None:
         store().vote(found.code, owner_id.owner(), chapter, answer)
 
 
+def my_votes() -> dict[int, str]:
+    """This member's predictions in the session's class, per chapter (`ClassStore.votes_of`): what their Lab ticked
+    before a reload or a restart."""
+    found = visible()
+    return store().votes_of(found.code, owner_id.owner()) if found is not None else {}
+
+
 def reveal_held(chapter: int) -> bool:
     """Whether the instructor holds this chapter's reveal for the session's class: for everyone who opened the Lab
     with the class's link but its instructors (a member waits for it; so does a browser the class forgot after a

@@ -403,6 +403,11 @@ def test_peer_instruction_counts_the_rooms_predictions_holds_the_reveal_and_show
     for at, answer in zip(students, (options[0], options[0], options[-1])):
         at.switch_page("pages/lab.py").run()
         at.radio(key=f"sv_w_lab_predict_{chapter.number}").set_value(answer).run()
+    again = AppTest.from_file(APP, default_timeout=300)  # Cy's browser after a reload (or a restart): the tick is back
+    again.session_state[registry.OWNER] = owner(students[2])
+    again.query_params["class"] = code
+    again.switch_page("pages/lab.py").run()
+    assert again.radio(key=f"sv_w_lab_predict_{chapter.number}").value == options[-1]
     teacher.switch_page("pages/class.py").run()
     table = classroom.predictions_table(services.class_store().get(code))
     counts = dict(zip(table["answer"], table["count"]))
