@@ -475,14 +475,17 @@ def predictions_view(code: str, projector: bool = False) -> None:
         st.markdown(f"**Chapter {number}.** {escape_markdown(rows['question'].iloc[0])} ({total} prediction"
                     f"{'s' if total != 1 else ''})")
         ink = PROJECTOR_INK if projector else {}
+        size = PROJECTOR_TYPE["label"] if projector else 12
         bars = alt.Chart(rows).mark_bar().encode(
-            y=alt.Y("answer:N", sort=list(rows["answer"]), title=None, axis=alt.Axis(labelFontSize=16 if projector else 12,
+            y=alt.Y("answer:N", sort=list(rows["answer"]), title=None, axis=alt.Axis(labelFontSize=size,
                                                                                    labelLimit=400, labelOverlap=False, **ink)),
-            x=alt.X("count:Q", title="predictions", axis=alt.Axis(tickMinStep=1, labelFontSize=16 if projector else 12,
+            x=alt.X("count:Q", title="predictions", axis=alt.Axis(tickMinStep=1, labelFontSize=size, titleFontSize=size,
                                                                   **ink)),
             color=alt.condition("datum.right", alt.value("#009E73"), alt.value("#56B4E9")))
-        st.altair_chart(bars.properties(height=alt.Step(44 if projector else 32)))  # a band per answer, each labelled
-        # (a total height was shared with the axis: its bands grew too thin, and Vega dropped every other label)
+        st.altair_chart(bars.properties(height=alt.Step(44 if projector else 32),  # a band per answer, each labelled
+                                        padding={"left": 8, "top": 4, "right": 16, "bottom": 4}))
+        # (a total height was shared with the axis: its bands grew too thin, and Vega dropped every other label; the
+        # right margin keeps the longest bar and its count's label off the canvas's edge)
         if number in found.released:
             right = int(rows.loc[rows["right"].fillna(False).astype(bool), "count"].sum())
             st.markdown(f"Right: **{right} of {total}** ({right / total:.0%})." if total else "")

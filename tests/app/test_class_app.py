@@ -431,7 +431,7 @@ def test_peer_instruction_counts_the_rooms_predictions_holds_the_reveal_and_show
     next(t for t in teacher.toggle if t.label == "Projector mode").set_value(True).run()  # the room's screen
     histogram = json.loads((teacher.get("arrow_vega_lite_chart") or teacher.get("vega_lite_chart"))[-1].proto.spec)
     axes = [histogram["encoding"][c]["axis"] for c in ("x", "y")]
-    assert all(a["labelColor"] == "#000000" and a["labelFontSize"] == 16 for a in axes), axes  # black, large
+    assert all(a["labelColor"] == "#000000" and a["labelFontSize"] == classroom.PROJECTOR_TYPE["label"] for a in axes)
     assert histogram["encoding"]["y"]["field"] == "answer"
 
 

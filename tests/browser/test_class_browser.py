@@ -274,6 +274,17 @@ def test_the_instructors_histogram_fills_as_the_room_predicts(server, browser):
     bands = len(chapter.predict.options)  # a band of 32 px per answer: none too thin to be labelled
     assert chart.bounding_box()["height"] >= 32 * bands + 30, chart.bounding_box()  # and the count axis below
     screenshot(teacher, "class-predictions")
+    teacher.goto(f"{server}/class?class={code}&projector=1", wait_until="domcontentloaded")  # the room's screen
+    wait_until_done(teacher)
+    chart = teacher.locator('[data-testid="stVegaLiteChart"]').last
+    drawn = chart.locator("canvas, svg.marks").first
+    drawn.wait_for(timeout=APPEARS_MS)
+    teacher.mouse.move(0, 0)
+    teacher.wait_for_timeout(500)  # Vega's first frame
+    screenshot(teacher, "class-predictions-projector-1024x768")
+    assert not ink_at_the_edge(drawn), ink_at_the_edge(drawn)  # no answer or count cut at the chart's edge
+    box = drawn.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= SCREEN["width"], box
     for context, _, _ in members:
         context.close()
     teacher.context.close()
