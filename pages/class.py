@@ -87,10 +87,11 @@ cell = classroom.assignment_cell(found)
 waiting = classroom.waiting_to_continue(found) if cell is not None else None
 if cell is not None and not projector and not found.closed:
     st.markdown("### Your assignment")
-    if waiting is not None:  # its cell waits for it: the sidebar's button goes on, the Train form would start over
-        go_on = f"Continue from step {waiting.resume_step:,}" if waiting.resume_step is not None else "Run it again"
-        st.markdown(f"Your run of **{escape_markdown(cell['task'])}** at **n = {cell['n']}** with seed "
-                    f"**{cell['seed']}** was stopped by a restart of the server: press **{go_on}** at the top of the "
+    if waiting is not None:  # its cell waits for it: the notice's button goes on, the Train form would start over
+        step, stopped = waiting["restart"]["step"], waiting["assignment"]
+        go_on = f"Continue from step {step:,}" if step is not None else "Run it again with the same settings"
+        st.markdown(f"Your run of **{escape_markdown(stopped['task'])}** at **n = {stopped['n']}** with seed "
+                    f"**{stopped['seed']}** was stopped by a restart of the server: press **{go_on}** at the top of the "
                     "page to go on with it.")
     else:
         st.markdown(f"Train **{escape_markdown(cell['task'])}** at **n = {cell['n']}** with seed **{cell['seed']}** "

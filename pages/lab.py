@@ -163,8 +163,7 @@ tools_at = st.container()  # "My answers" and the handout, under the chapters (f
 # ---------------------------------------------------------------- ask
 
 made = st.session_state.setdefault(registry.LAB_PREDICTIONS, {})
-for ticked, answer in classroom.my_votes().items():  # a class member's ticks, kept by the class: after a reload too
-    made.setdefault(ticked, answer)
+made.update(classroom.my_votes())  # a class member's ticks, kept by the class (its tally): after a reload too
 by_slug = {slug(o): o for o in (*chapter.predict.options, SKIP)}
 if not settings.kept("predict"):  # the first run: a link's prediction
     def parse(raw: str) -> str:
@@ -280,7 +279,7 @@ if lock is not None:
     elif scored == SKIP:
         st.info(f"**Answer: {asked.correct}.** You skipped the prediction.", icon=":material/help:")
     else:  # not dressed as a right one: the surprise is the lesson
-        st.warning(f"**Answer: {asked.correct}.** You predicted “{scored}”.",
+        st.warning(f"**Answer: {asked.correct}.** You predicted “{escape_markdown(scored)}”.",
                    icon=":material/cancel:")
     st.markdown(f"**What to look for** (at the question's setting: {control.fmt(control.default)}). {asked.look_for}")
     st.markdown(asked.answer)

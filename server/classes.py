@@ -36,6 +36,7 @@ Refusals raise `ClassRefused` with one line for the user.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import re
@@ -47,16 +48,12 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from sensviz import sweeps
 from sensviz.files import FolderLock, write_atomic
 from server import assignments, owners
 from server.limits import LIMITS, class_idle_seconds
 from server.names import check_visible, skeleton
-
-if TYPE_CHECKING:
-    from server.jobs import JobStatus
 
 CODE = re.compile(r"[A-Za-z0-9_-]{16,64}")  # fullmatch: a trailing newline is no code
 """What a class code, an instructor code or a rejoin code looks like (checked before any file is opened)."""
@@ -70,14 +67,14 @@ REJOIN_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 aloud, in any case (`_rejoin_forms`). 16 of them (79 bits), shown in groups of four."""
 
 
-def new_rejoin_code() -> str:
+def make_rejoin_code() -> str:
     """A fresh rejoin code, as its member is shown it: "abcd-efgh-jkmn-pqrs"."""
     chars = "".join(secrets.choice(REJOIN_ALPHABET) for _ in range(16))
     return "-".join(chars[i:i + 4] for i in range(0, 16, 4))
 
 
 def _rejoin_forms(typed: str) -> tuple[str, ...]:
-    """What a typed rejoin code may have been signed as: as typed (a code made before `new_rejoin_code`: mixed case),
+    """What a typed rejoin code may have been signed as: as typed (a code made before `make_rejoin_code`: mixed case),
     and its canonical form (lower case, without spaces and hyphens: how a new code is signed)."""
     return typed.strip(), "".join(typed.split()).replace("-", "").lower()
 
@@ -404,7 +401,9 @@ class ClassStore:
     def remove(self, code: str, owner: str, member_id: str, manager=None) -> None:
         """The instructor removes a member (their models leave the gallery; their kept models stay theirs; their
         browsers cannot join again, under any name, until the instructor lets them: `readmit`); with the job
-        `manager`, their class runs still queued or running are stopped (they would count for nothing)."""
+        `manager`, their class runs still queued or running are stopped (an assignment run would count for nothing,
+        and no model of theirs enters the gallery now). A run that does not stop (a queue that does not answer) leaves
+        the others stopped and the removal done: the runs table's Stop is there for it."""
         def change(c: Class):
             gone = c.member(member_id)
             c.removed = (c.removed + list(gone.owners if gone else ()))[-int(LIMITS["class_members"].high):]
@@ -414,7 +413,8 @@ class ClassStore:
 
         for job_id in self._edit(code, owner, change, instructor=True):
             if manager is not None:
-                self.stop(code, owner, job_id, manager)
+                with contextlib.suppress(Exception):  # noqa: BLE001 - one run that does not stop must not keep the others
+                    self.stop(code, owner, job_id, manager)
 
     def readmit(self, code: str, owner: str) -> None:
         """The instructor lets the removed members' browsers join again."""
@@ -461,7 +461,7 @@ class ClassStore:
         rejoin code. `ClassRefused` for a closed class, a taken name, a full class, an owner already in it, or
         an address over `class_members_per_address` or `class_joins_per_address_minute`."""
         name = check_display_name(name)
-        rejoin = new_rejoin_code()
+        rejoin = make_rejoin_code()
         key = self.address_key(address)
 
         def change(c: Class) -> Member:
@@ -511,7 +511,7 @@ class ClassStore:
         """A new rejoin code for the member whose browser `owner` is, or, asked by the instructor `owner`, for the
         member `member_id` (one who lost theirs: a browser without cookies that was reloaded); the one before it is
         dead from now on."""
-        rejoin = new_rejoin_code()
+        rejoin = make_rejoin_code()
 
         def change(c: Class) -> None:
             me = c.member(member_id) if member_id is not None else c.member_of(owner)
@@ -647,6 +647,9 @@ class ClassStore:
                 entry["ended"] = status.state if status is not None else "gone"  # how the run ended (the gallery says)
                 if status is None:
                     continue
+                if status.ended_by_restart:  # to be continued by one of its member's browsers (`waiting_to_continue`)
+                    entry["restart"] = {"owner": status.owner, "step": status.resume_step,
+                                        "settings_kept": manager.request(job_id) is not None}
                 records = manager.records(job_id)
                 accuracy = records[-1].get("accuracy") if records else None  # the final weights' measurement
                 member = found.member(entry["member"])
@@ -701,24 +704,36 @@ class ClassStore:
             elif (entry["member"] in names and not entry["recorded"] and (status := manager.status(job_id)) is not None
                   and status.active):
                 held[entry["member"]] = cell
-        for member_id in names:
-            waiting = self.waiting_to_continue(found, member_id, manager) if member_id not in held else None
-            if waiting is not None and found.jobs[waiting.id]["assignment"] not in done:
-                held[member_id] = found.jobs[waiting.id]["assignment"]
+        for member_id in names:  # in the order they joined: a cell held twice (dealt again before) goes to the first
+            waiting = self._stopped_by_restart(found, member_id) if member_id not in held else None
+            cell = found.jobs[waiting]["assignment"] if waiting is not None else None
+            if cell is not None and cell not in done and cell not in held.values():
+                held[member_id] = cell
         seats = {m.id: m.seat for m in sorted(found.member_list(), key=lambda m: m.seat)}
         return assignments.ASSIGNMENTS[found.assignment].deal_open(seats, done, held)
 
     @staticmethod
-    def waiting_to_continue(found: Class, member_id: str, manager) -> JobStatus | None:
-        """The member's latest assignment run when a server restart ended it and it was not run again: it waits for
-        them to continue it (`JobManager.rerun`, the button their sidebar shows). Read from the manager only for a
-        run the class recorded as stopped or cancelled."""
+    def _stopped_by_restart(found: Class, member_id: str) -> str | None:
+        """The id of the member's latest assignment run when a server restart ended it (`sync` recorded it so) and one
+        of the member's browsers can continue it (its owner is one, its settings were kept): nothing since, so not
+        continued either (a continuation is the member's next run). Read from the class alone: no job is asked."""
+        member = found.member(member_id)
         latest = next((job_id for job_id, entry in reversed(found.jobs.items())
                        if entry["member"] == member_id and entry["assignment"]), None)
-        if latest is None or found.jobs[latest].get("ended") not in ("stopped", "cancelled"):
+        restart = found.jobs[latest].get("restart") if latest is not None else None
+        if member is None or not restart or not restart["settings_kept"] or restart["owner"] not in member.owners:
             return None
-        status = manager.status(latest)
-        return status if status is not None and status.ended_by_restart and status.rerun is None else None
+        return latest
+
+    def waiting_to_continue(self, code: str, member_id: str, manager) -> str | None:
+        """The id of the member's run that a server restart ended and that waits for them to continue it
+        (`JobManager.rerun`): its cell is the one `deal` holds for them (not finished by another since, nor held by
+        another), so the notice, the Class page and the deal say the same."""
+        found = self.get(code)
+        job_id = self._stopped_by_restart(found, member_id) if found is not None else None
+        if job_id is None or self.deal(code, manager).get(member_id) != found.jobs[job_id]["assignment"]:
+            return None
+        return job_id
 
     def _write_run(self, code: str, job_id: str, a, row: dict) -> None:
         """One row per job: the run id is the cell's settings and the job, so a rerun of a cell adds a row."""
@@ -744,9 +759,10 @@ class ClassStore:
 
     def notices(self, code: str, owner: str, manager) -> list[Notice]:
         """What the room must be told, for the browser `owner` (shown on every page, without a reload):
-        that the instructor removed them, closed the class, stopped their latest run, or started the
-        assignment, with their cell, while no run of theirs for it trains (after one: their next cell, which the
-        Class page shows too)."""
+        that the instructor removed them, closed the class, stopped their latest run, that a restart stopped their
+        assignment run and it waits to be continued (`waiting_to_continue`, with the run), or that the instructor
+        started the assignment, with their cell, while no run of theirs for it trains (after one: their next cell,
+        which the Class page shows too)."""
         found = self.get(code)
         if found is None:
             return []
@@ -763,13 +779,14 @@ class ClassStore:
             told.append(Notice("stopped", f"Your run ({entry['task']}, n = {entry['n']}) was stopped by {entry['stopped_by']}."))
         ran = [job_id for job_id, e in mine if e["assignment"]]
         training = any((status := manager.status(job_id)) is not None and status.active for job_id in ran)
-        waiting = self.waiting_to_continue(found, me.id, manager) if ran and not training else None
-        if waiting is not None and not found.ended and found.assignment in assignments.ASSIGNMENTS:
-            entry = found.jobs[waiting.id]
-            where = (f"from step {waiting.resume_step:,}, exactly as it would have gone on" if waiting.resume_step is not None
+        waiting = self.waiting_to_continue(code, me.id, manager) if ran and not training else None
+        if waiting is not None:
+            entry = found.jobs[waiting]
+            step = entry["restart"]["step"]
+            where = (f"from step {step:,}, exactly as it would have gone on" if step is not None
                      else "again from step 0 (it had no snapshot to go on from)")
             told.append(Notice("continue", f"A restart of the server stopped your run ({entry['task']}, n = {entry['n']}): "
-                               f"the button below runs it {where}.", entry["assignment"], waiting.id))
+                               f"the button below runs it {where}.", entry["assignment"], waiting))
         elif found.assignment in assignments.ASSIGNMENTS and not training:
             cell = self.deal(code, manager).get(me.id)
             if cell is not None:
@@ -780,7 +797,8 @@ class ClassStore:
         return told
 
     def job_rows(self, code: str, manager) -> list[dict]:
-        """The class's jobs for the instructor: member, setting, state, progress, reason."""
+        """The class's jobs for the instructor: member (a removed one's "(removed)"; `member_id` the id), setting, state,
+        progress, reason."""
         found = self.get(code)
         if found is None:
             return []

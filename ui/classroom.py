@@ -375,21 +375,20 @@ def gallery(found: Class, compact: bool = False) -> None:
 
 
 @st.fragment(run_every=GALLERY_EVERY_S)
-def notices(code: str, train_page: bool = False) -> None:
+def notices(code: str, offer_rerun, train_page: bool = False) -> None:
     """What the room is told (`ClassStore.notices`: removed, closed, a stopped run, one to continue, the assignment
     started), looked at again every `GALLERY_EVERY_S` seconds on its own (a fragment), so it arrives without a
-    reload. Every name in it is shown as text. The Train page (`train_page`) says the assignment itself, in the form
-    it fills: not here again, with a button that leads to that page."""
+    reload. Every name in it is shown as text. `offer_rerun(status, key)` draws the button that continues a run
+    (`ui.job_panel.offer_rerun`). The Train page (`train_page`) says the assignment itself, in the form it fills:
+    not here again, with a button that leads to that page."""
     for notice in store().notices(code, owner_id.owner(), services.job_manager()):
         if notice.kind == "assignment" and train_page:
             continue
         if notice.kind == "continue":  # the button here too: the sidebar offers it only while its model is selected
-            from ui import job_panel  # (it uses this module)
-
             st.warning(escape_markdown(notice.text), icon=":material/restart_alt:")
             status = services.job_manager().status(notice.job)
             if status is not None:
-                job_panel.offer_rerun(status, key=registry.class_key("notice", "continue"))
+                offer_rerun(status, key=registry.class_key("notice", "continue"))
         elif notice.kind == "assignment":
             st.info(escape_markdown(notice.text), icon=":material/assignment:")
             if st.button("Open the Train form with my assignment", key=registry.class_key("notice", "train"), type="primary"):
@@ -432,9 +431,12 @@ def vote(chapter: int, answer: str) -> None:
 
 def my_votes() -> dict[int, str]:
     """This member's predictions in the session's class, per chapter (`ClassStore.votes_of`): what their Lab ticked
-    before a reload or a restart."""
+    before a reload or a restart; only answers that are one of their chapter's options (a skip comes with a lock,
+    which says it; a chapter's options may have changed since)."""
     found = visible()
-    return store().votes_of(found.code, owner_id.owner()) if found is not None else {}
+    votes = store().votes_of(found.code, owner_id.owner()) if found is not None else {}
+    return {number: answer for number, answer in votes.items()
+            if 1 <= number <= len(lab.CHAPTERS) and answer in lab.CHAPTERS[number - 1].predict.options}
 
 
 def reveal_held(chapter: int) -> bool:
@@ -443,7 +445,8 @@ def reveal_held(chapter: int) -> bool:
     reload or a restart, before it rejoins)."""
     code = registry.current_class()
     found = store().get(code) if code else None
-    return found is not None and not found.is_instructor(owner_id.owner()) and chapter in found.held
+    return (found is not None and not found.closed and not found.is_instructor(owner_id.owner())
+            and chapter in found.held)
 
 
 def predictions_table(found: Class) -> pd.DataFrame:
@@ -504,11 +507,12 @@ def predictions_view(code: str, projector: bool = False) -> None:
 # ----------------------------------------------------------------------------- the assignment
 
 
-def waiting_to_continue(found: Class):
-    """This member's assignment run that a server restart ended, waiting to be continued (`ClassStore.waiting_to_continue`),
-    or None."""
+def waiting_to_continue(found: Class) -> dict | None:
+    """This member's assignment run that a server restart ended, waiting to be continued
+    (`ClassStore.waiting_to_continue`): its class entry (task, n, the cell, the restart's step), or None."""
     me = member(found)
-    return store().waiting_to_continue(found, me.id, services.job_manager()) if me is not None else None
+    job_id = store().waiting_to_continue(found.code, me.id, services.job_manager()) if me is not None else None
+    return found.jobs.get(job_id) if job_id is not None else None
 
 
 def assignment_cell(found: Class) -> dict | None:

@@ -51,12 +51,12 @@ def draw(spec: PageSpec) -> None:
         "class": classroom.url_value(),
     })
     st.title(spec.heading)
-    moved.notice(room=spec.file == "pages/class.py" and st.query_params.get("projector") == "1")
+    moved.notice(room=spec.file == "pages/class.py" and page.Settings("class").flag_now("projector"))
     page.notices_here()
     if joining:
         classroom.joining_hint(joining)
     elif registry.current_class():
-        classroom.notices(registry.current_class(), spec.file == "pages/train.py")  # what the room is told, live
+        classroom.notices(registry.current_class(), job_panel.offer_rerun, spec.file == "pages/train.py")  # live
     refused = uploads.refused_upload() if st.session_state.get(registry.SOURCE) == "Upload" else None
     if refused is not None:  # said here too, while the sidebar shows the upload: its line sits below a laptop's fold
         st.error(f"Your upload was not used. {refused}")

@@ -247,6 +247,14 @@ class Settings:
         return self._bound(setting, bool(setting.default), parse, lambda v: "1" if v else "0", lambda v: isinstance(v, bool),
                            lambda key: bool(getattr(where, setting.widget)(label or setting.label, key=key, **kwargs)), "")
 
+    def flag_now(self, param: str) -> bool:
+        """An on/off setting's value before its widget is drawn on this run (the frame draws first): the widget's
+        state once it was drawn, else the URL's."""
+        value = st.session_state.get(self.key(param))
+        if isinstance(value, bool):
+            return value
+        return st.query_params.get(param, "").lower() in ("1", "true")
+
     def set_value(self, param: str, value, default=None, fmt: Callable = str, variant: object = "") -> None:
         """Change a setting from a callback (before its widget is drawn), e.g. after a click on a chart."""
         setting = self.spec.setting(param)

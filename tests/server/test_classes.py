@@ -356,6 +356,7 @@ class _Manager:
     def __init__(self):
         self.statuses: dict[str, JobStatus] = {}
         self.stopped: list[tuple[str, str]] = []
+        self.lost: set[str] = set()  # jobs whose settings were not kept
 
     def status(self, job_id):
         return self.statuses.get(job_id)
@@ -367,6 +368,9 @@ class _Manager:
     def stop(self, job_id, owner):
         self.stopped.append((job_id, owner))
         return True
+
+    def request(self, job_id):
+        return None if job_id in self.lost else {"settings": "kept"}
 
 
 def test_sync_fills_the_gallery_and_the_sweep_folder(store):
@@ -554,32 +558,64 @@ def test_a_removed_members_finished_run_stays_done_and_is_not_dealt_again(store)
     assert store.deal(made.code, manager)[ana.id] not in (first[ana.id], first[ben.id])
 
 
-def test_a_run_a_restart_stopped_keeps_its_cell_for_its_member_until_continued(store):
-    """A restart stopped Bo's run: his cell is not dealt to anyone (him included) as a new run from step 0; he is
-    told to continue it, with the run to continue; once continued, the continuation holds the cell as any run does."""
+def test_one_cell_stopped_by_a_restart_for_two_members_is_held_for_one(store):
+    """Two members' runs of one cell (dealt again before a restart stopped both) wait to be continued: the cell is held
+    for the first to have joined; the other is dealt another cell and told to train it."""
     from server import jobs
 
     made, (ana, bo) = _assigned(store, "Ana", "Bo")
     manager = _Manager()
-    cell = store.deal(made.code, manager)[bo.id]
+    cell = store.deal(made.code, manager)[ana.id]
+    for owner, job_id in (("s1", "job-aaaaaaaaaaaa"), ("s2", "job-bbbbbbbbbbbb")):
+        store.add_job(made.code, owner, job_id, cell["task"], cell["n"], cell)
+        manager.statuses[job_id] = JobStatus(job_id, owner, "run", "stopped", 0.0, resume_step=500,
+                                             reason=f"{jobs.STOPPED_BY_RESTART} at step 500")
+        store.record_ended(job_id, manager)
+    dealt = store.deal(made.code, manager)
+    assert dealt[ana.id] == cell and dealt[bo.id] != cell
+    assert store.waiting_to_continue(made.code, ana.id, manager) == "job-aaaaaaaaaaaa"
+    assert store.waiting_to_continue(made.code, bo.id, manager) is None
+    assert [n.kind for n in store.notices(made.code, "s2", manager)] == ["assignment"]
+
+
+def test_a_run_a_restart_stopped_keeps_its_cell_for_its_member_until_continued(store):
+    """A restart stopped Bo's second run (not his seat's cell): its cell is not dealt to anyone (him included) as a
+    new run from step 0; he is told to continue it, with the run to continue; once continued, the continuation holds
+    the cell as any run does. A run whose settings were not kept cannot be continued: its cell is dealt on."""
+    from server import jobs
+
+    made, (ana, bo) = _assigned(store, "Ana", "Bo")
+    manager = _Manager()
+    first = store.deal(made.code, manager)
+    _finish(store, manager, made.code, "s2", "job-bbbbbbbbbbb0", first[bo.id])
+    cell = store.deal(made.code, manager)[bo.id]  # his second: no seat of anyone's
+    assert cell not in (first[bo.id], first[ana.id])
     store.add_job(made.code, "s2", "job-bbbbbbbbbbbb", cell["task"], cell["n"], cell)
     manager.statuses["job-bbbbbbbbbbbb"] = JobStatus("job-bbbbbbbbbbbb", "s2", "run", "stopped", 0.0, resume_step=500,
                                                      reason=f"{jobs.STOPPED_BY_RESTART} at step 500")
     store.record_ended("job-bbbbbbbbbbbb", manager)
-    _finish(store, manager, made.code, "s1", "job-aaaaaaaaaaaa", store.deal(made.code, manager)[ana.id])
+    _finish(store, manager, made.code, "s1", "job-aaaaaaaaaaaa", first[ana.id])
     dealt = store.deal(made.code, manager)
-    assert dealt[bo.id] == cell and dealt[ana.id] != cell  # his, and nobody else's
+    assert dealt[bo.id] == cell and dealt[ana.id] != cell  # his, and nobody else's (Ana was dealt it before the fix)
     told = store.notices(made.code, "s2", manager)
     assert [(n.kind, n.job) for n in told] == [("continue", "job-bbbbbbbbbbbb")]
     assert "from step 500, exactly as it would have gone on" in told[0].text
-    manager.statuses["job-bbbbbbbbbbbb"].rerun = "job-cccccccccccc"  # continued
+    assert store.waiting_to_continue(made.code, bo.id, manager) == "job-bbbbbbbbbbbb"
+    manager.statuses["job-bbbbbbbbbbbb"].rerun = "job-cccccccccccc"  # continued: the member's next run
     store.add_job(made.code, "s2", "job-cccccccccccc", cell["task"], cell["n"], cell)
     manager.statuses["job-cccccccccccc"] = JobStatus("job-cccccccccccc", "s2", "run", "running", 0.0)
     assert store.deal(made.code, manager)[bo.id] == cell and store.notices(made.code, "s2", manager) == []
     manager.statuses["job-cccccccccccc"].state = "finished"
     store.record_ended("job-cccccccccccc", manager)
     assert store.deal(made.code, manager)[bo.id] != cell  # done: his next is another
-
+    nxt = store.deal(made.code, manager)[bo.id]  # a restart again, and this time its settings are lost
+    store.add_job(made.code, "s2", "job-dddddddddddd", nxt["task"], nxt["n"], nxt)
+    manager.lost.add("job-dddddddddddd")
+    manager.statuses["job-dddddddddddd"] = JobStatus("job-dddddddddddd", "s2", "run", "stopped", 0.0,
+                                                     reason=f"{jobs.STOPPED_BY_RESTART} at step 100")
+    store.record_ended("job-dddddddddddd", manager)
+    assert store.waiting_to_continue(made.code, bo.id, manager) is None
+    assert [n.kind for n in store.notices(made.code, "s2", manager)] == ["assignment"]  # the Train form's way
 
 def test_a_run_is_recorded_when_its_job_ends_not_when_a_page_looks(store):
     made, (ada,) = _assigned(store, "Ada")
