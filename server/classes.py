@@ -147,6 +147,7 @@ class Class:
     held: list[int] = field(default_factory=list)  # Lab chapters whose reveal the instructor holds for the class
     released: list[int] = field(default_factory=list)  # Lab chapters the instructor revealed to the class
     active: float = 0.0  # when it last changed (a join, a run, a prediction, the instructor's): `ClassStore.idle`
+    offered: dict[str, dict] = field(default_factory=dict)  # member id -> the spare cell they were dealt (`deal`)
 
     def member_list(self) -> list[Member]:
         return [Member(**{**m, "owners": tuple(m["owners"])}) for m in self.members]
@@ -688,9 +689,12 @@ class ClassStore:
         finished by a member, nor queued or running, nor another's. So a member who finished takes the next
         unclaimed run, a removed member's unfinished cell goes to the next member who asks, and a class of any
         size completes the grid (a larger one gets more seeds; an absent member's cell waits for them, and the
-        instructor's Remove frees it). A finished cell stays done when its member was removed afterwards (its row is
-        in the class's table); a member's run that a server restart ended holds its cell for them until they
-        continue it (`waiting_to_continue`), so they are not dealt it again from step 0."""
+        instructor's Remove frees it). A spare cell dealt to a member who finished (not their seat's) is kept as
+        theirs (`Class.offered`) until they train it or it is done: a member who joins later, whose seat's cell it
+        is, is dealt another, so the next run a member was told does not change under them. A finished cell stays
+        done when its member was removed afterwards (its row is in the class's table); a member's run that a server
+        restart ended holds its cell for them until they continue it (`waiting_to_continue`), so they are not dealt
+        it again from step 0."""
         found = self.get(code)
         if found is None or found.assignment not in assignments.ASSIGNMENTS or found.ended:
             return {}
@@ -709,8 +713,21 @@ class ClassStore:
             cell = found.jobs[waiting]["assignment"] if waiting is not None else None
             if cell is not None and cell not in done and cell not in held.values():
                 held[member_id] = cell
+        training = dict(held)
+        for member_id, cell in found.offered.items():  # a spare cell a member was told stays theirs
+            if member_id in names and member_id not in held and cell not in done and cell not in held.values():
+                held[member_id] = cell
+        a = assignments.ASSIGNMENTS[found.assignment]
         seats = {m.id: m.seat for m in sorted(found.member_list(), key=lambda m: m.seat)}
-        return assignments.ASSIGNMENTS[found.assignment].deal_open(seats, done, held)
+        dealt = a.deal_open(seats, done, held)
+        offered = {m: cell for m, cell in dealt.items() if m not in training and cell != a.deal(seats[m])}
+        if offered != found.offered:  # kept, so a member who joins later (whose seat's cell it may be) does not take it
+            with self.lock:
+                fresh = self._to_change(code)
+                if fresh is not None:
+                    fresh.offered = offered
+                    self._save(fresh)
+        return dealt
 
     @staticmethod
     def _stopped_by_restart(found: Class, member_id: str) -> str | None:

@@ -558,6 +558,24 @@ def test_a_removed_members_finished_run_stays_done_and_is_not_dealt_again(store)
     assert store.deal(made.code, manager)[ana.id] not in (first[ana.id], first[ben.id])
 
 
+def test_the_next_run_a_member_was_told_does_not_change_when_someone_joins_later(store):
+    """Ana finished and was told her next run (a spare: the cell of the next seat); Cleo joins after, in that seat.
+    Ana's next run stays hers; Cleo is dealt another (before, Cleo took it and Ana's form filled itself anew)."""
+    made, (ana, ben) = _assigned(store, "Ana", "Ben")
+    manager = _Manager()
+    first = store.deal(made.code, manager)
+    _finish(store, manager, made.code, "s1", "job-aaaaaaaaaaaa", first[ana.id])
+    told = store.deal(made.code, manager)[ana.id]
+    assert told == assignments.LENGTH_SCALING.deal(2)  # the cell of the seat a third member would take
+    cleo, _ = store.join(made.code, "Cleo", "s3")
+    dealt = store.deal(made.code, manager)
+    assert dealt[ana.id] == told and dealt[cleo.id] not in (told, first[ana.id], dealt[ben.id])
+    assert store.get(made.code).offered == {ana.id: told, cleo.id: dealt[cleo.id]}  # Cleo's is a spare too
+    store.add_job(made.code, "s1", "job-aaaaaaaaaaa2", told["task"], told["n"], told)  # she trains it
+    manager.statuses["job-aaaaaaaaaaa2"] = JobStatus("job-aaaaaaaaaaa2", "s1", "run", "running", 0.0)
+    assert store.deal(made.code, manager)[ana.id] == told and ana.id not in store.get(made.code).offered
+
+
 def test_one_cell_stopped_by_a_restart_for_two_members_is_held_for_one(store):
     """Two members' runs of one cell (dealt again before a restart stopped both) wait to be continued: the cell is held
     for the first to have joined; the other is dealt another cell and told to train it."""
