@@ -28,12 +28,6 @@ st.markdown(
     "Every view is a link: the sidebar's **Copy link** button copies one that opens the same model and settings "
     "in any browser. Models you train or upload are kept on the server for you."
 )
-rows = "\n".join(f"| **{p.title}** | {p.shows} |" for p in nav.PAGES if p.url_path)
-st.markdown(f"| page | shows |\n|---|---|\n{rows}")
-selected = registry.selected()
-if selected is not None:
-    st.success(f"Selected: **{escape_markdown(selected.label)}** — open a page on the left to look at it.")
-
 
 def create_class() -> None:
     """Create a class: its name -> the class link for the students (this browser is its instructor; an
@@ -62,4 +56,10 @@ def create_class() -> None:
                 registry.enter_class(made.code)
                 st.rerun()  # the frame, drawn before this page, puts the class in the URL and the sidebar
 
-create_class()
+
+create_class()  # near the top: an instructor opening Home finds it above the list of pages
+rows = "\n".join(f"| **{p.title}** | {p.shows} |" for p in nav.PAGES if p.url_path)
+st.markdown(f"| page | shows |\n|---|---|\n{rows}")
+selected = registry.selected()
+if selected is not None:
+    st.success(f"Selected: **{escape_markdown(selected.label)}** — open a page on the left to look at it.")

@@ -588,6 +588,14 @@ def test_a_browser_that_rejoins_gets_the_members_run_back_to_continue_and_stop(m
         manager.stop(again, owner(bo))
 
 
+def test_an_instructor_finds_create_a_class_above_the_list_of_pages():
+    home = session("home")
+    shown = [type(e).__name__ + ":" + str(getattr(e, "label", getattr(e, "value", "")))[:30] for e in home.main]
+    expander = next(i for i, e in enumerate(shown) if e.startswith("Expander:Create a class"))
+    table = next(i for i, e in enumerate(shown) if e.startswith("Markdown:| page | shows |"))
+    assert expander < table, shown
+
+
 def test_after_making_a_class_the_form_comes_back_only_when_asked():
     """Made: Home shows the class link, not the form whose second click the taken name would refuse; "Create
     another class" brings the form back, empty, and a second class is made from it."""
