@@ -109,13 +109,14 @@ if classroom.is_instructor(found) and not projector:
         if st.button("Start the length-scaling assignment", key=registry.CLASS_ASSIGN):
             store.start_assignment(found.code, owner_id.owner(), "length_scaling")
             st.rerun()
-        st.caption(assignments.dealing(assignments.LENGTH_SCALING, len(found.members)) + " "
-                   + assignments.describe_short(assignments.LENGTH_SCALING))
     elif found.assignment is not None and not found.ended and st.button(
             "End the assignment", key=registry.CLASS_END,
             help="Nobody is dealt another run; the verdict is decided on the runs that are in."):
         store.end_assignment(found.code, owner_id.owner())
         st.rerun()
+    if not found.closed and not found.ended:  # before it starts and while it runs: how the runs fall to the class now
+        st.caption(assignments.dealing(assignments.LENGTH_SCALING, len(found.members)) + " "
+                   + assignments.describe_short(assignments.LENGTH_SCALING))
     classroom.instructors(found)
     classroom.roster(found.code)
     members = found.member_list()

@@ -262,8 +262,9 @@ def plan(a: Assignment = LENGTH_SCALING, folders=TABLES) -> dict:
 def describe(found: dict) -> str:
     """The plan in one paragraph for people."""
     steps = ", ".join(f"n = {n}: {s * 1000:.1f} ms" for n, s in found["seconds_per_step"].items())
-    return (f"{found['runs']} runs take about {found['seconds'] / 60:.1f} minutes on this server, {RUNS_AT_ONCE} at a time "
-            f"(within {found['limit_s'] / 60:.0f}; CPU seconds per step of a class run measured here, "
+    return (f"{found['runs']} runs take about {found['seconds'] / 60:.1f} minutes of this server's time, training "
+            f"{RUNS_AT_ONCE} runs at once (the plan's limit: {found['limit_s'] / 60:.0f} minutes; CPU seconds per step of a "
+            "class run measured here, "
             f"{steps}); the class's slope comparison has {found['power']:.1%} power at the effect the tables measured "
             f"({found['power_half']:.0%} at half of it).")
 

@@ -765,8 +765,11 @@ def jobs_table(found: Class) -> None:
     if not rows:
         st.caption("No runs yet.")
         return
-    states = pd.Series([row["state"] for row in rows]).value_counts()
-    st.caption(f"{len(rows)} run{'s' if len(rows) != 1 else ''}: " + ", ".join(f"{k} {v}" for k, v in states.items()))
+    runs = [row for row in rows if row["state"] != "continued"]  # a run continued after a restart: one run, two rows
+    states = pd.Series([row["state"] for row in runs]).value_counts()
+    continued = len(rows) - len(runs)
+    st.caption(f"{len(runs)} run{'s' if len(runs) != 1 else ''}: " + ", ".join(f"{k} {v}" for k, v in states.items())
+               + (f" ({continued} of them continued after a restart)" if continued else ""))
     st.dataframe(pd.DataFrame([_run_row(row) for row in rows], columns=list(RUNS_COLUMNS)), hide_index=True,
                  row_height=RUNS_ROW_HEIGHT, column_config={name: st.column_config.TextColumn(width=width)
                                                             for name, width in RUNS_COLUMNS.items()})

@@ -494,6 +494,9 @@ def test_a_run_continued_after_a_restart_counts_in_the_cell_it_trains():
     again = back.query_params["job"]
     try:
         assert again != job_id and store.get(code).jobs[again]["assignment"] == cell
+        summary = [c.value for c in teacher.run().caption if " run" in c.value and "restart" in c.value]
+        assert len(summary) == 1 and summary[0].startswith("1 run: ") and summary[0].endswith(
+            "(1 of them continued after a restart)"), summary  # one run, two rows
     finally:
         manager.stop(again, owner(bob))
 
@@ -616,6 +619,9 @@ def test_the_instructor_reads_how_the_runs_fall_to_the_members_who_joined():
     assert "30 runs" in texts(teacher) and "nobody has joined yet" in texts(teacher)
     join(code, "Ada"), join(code, "Bob")
     assert "with 2 members, each trains about 15 of them " in texts(teacher.run())
+    teacher.button(key=registry.CLASS_ASSIGN).click().run()
+    assert "with 2 members, each trains about 15 of them " in texts(teacher.run())  # while it runs too
+    assert "training 2 runs at once (the plan's limit: 5 minutes" in texts(teacher)
 
 
 def test_a_rejoin_code_brings_the_members_class_runs_and_none_of_their_others():
