@@ -491,7 +491,7 @@ def holm(p_values: dict[str, float], alpha: float = 0.05) -> dict[str, tuple[boo
     found, going = {}, True
     for i, name in enumerate(order):
         level = alpha / (len(order) - i)
-        p = p_values[name] if math.isfinite(p_values[name]) else 1.0
+        p = float(p_values[name]) if math.isfinite(p_values[name]) else 1.0  # a NumPy p value gives a plain bool
         going = going and p <= level
         found[name] = (going, level)
     return found

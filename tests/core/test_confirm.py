@@ -2,6 +2,7 @@
 confirm scale's grid, its seeds (new), and its analysis applied before any row is in."""
 
 import io
+import json
 import math
 from pathlib import Path
 
@@ -28,6 +29,9 @@ def test_holm_steps_down_and_stops_at_the_first_miss():
     # where Holm rejects more than Bonferroni (alpha / 3 = 0.0167 for every test)
     assert all(v[0] for v in stats.holm({"x": 0.01, "y": 0.015, "z": 0.04}, 0.05).values())
     assert stats.holm({"x": 0.01, "y": math.nan}, 0.05) == {"x": (True, 0.025), "y": (False, 0.05)}
+    # p values computed with NumPy: plain bools out (`sensviz decide` writes them as JSON; a NumPy bool failed it)
+    found = stats.holm({"x": np.float64(0.001), "y": np.float64(0.9)}, 0.05)
+    assert all(type(v[0]) is bool for v in found.values()) and json.dumps(found)
 
 
 def test_p_values_agree_with_the_pre_registered_rule():
