@@ -781,3 +781,17 @@ def test_the_notice_of_a_reconnected_page_goes_when_it_is_dismissed():
     room.switch_page(PAGE["class"].file)
     room.run()
     assert NOTICE_LOCAL not in [i.value for i in room.info] and registry.MOVED_DISMISS not in [b.key for b in room.button]
+
+
+def test_a_runs_outcome_reads_as_a_sentence():
+    """"name reached the target"; a reason of its own after a colon ("name: the server stopped ..."), which read as
+    one run-on phrase before."""
+    from server import jobs
+    from ui import job_panel
+
+    def said(**status) -> str:
+        return job_panel.outcome_message(jobs.JobStatus("j", "o", "parity-n8", created=0.0, **status))
+
+    assert said(state="finished", reason="completed", steps=1200) == "**parity\\-n8** completed every step after 1,200 steps."
+    stopped = said(state="stopped", reason=f"{jobs.STOPPED_BY_RESTART} at step 777")
+    assert stopped.startswith(f"**parity\\-n8**: {jobs.STOPPED_BY_RESTART} at step 777"), stopped

@@ -689,3 +689,18 @@ def test_a_member_whose_run_a_restart_stopped_is_told_to_continue_it_not_to_star
         assert manager.status(job_id).rerun == again and store.get(code).jobs[again]["assignment"] == cell
     finally:
         manager.stop(again, owner(bo))
+
+
+def test_the_train_page_says_the_assignment_once_in_its_form_not_with_the_notice_and_its_button():
+    """Every page tells a member their assignment with a button to the Train form, but the Train page itself, which
+    fills its form with it and says so (the walk saw the button above the form it leads to)."""
+    code, teacher = new_class()
+    teacher.switch_page("pages/class.py").run()
+    teacher.button(key=registry.CLASS_ASSIGN).click().run()
+    ada = join(code, "Ada")
+    notice = registry.class_key("notice", "train")
+    assert notice in [b.key for b in ada.run().button]  # the Lab
+    train = ada.switch_page("pages/train.py").run()
+    assert notice not in [b.key for b in train.button]
+    assert [i.value for i in train.info if "assignment" in i.value] == [
+        next(i.value for i in train.info if i.value.startswith("Your class assignment is filled in"))]
