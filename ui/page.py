@@ -139,6 +139,10 @@ def my_models() -> list[ModelRef]:
 # ----------------------------------------------------------------------------- page settings in the URL
 
 
+FLAG_ON = ("1", "true")
+"""How an on/off setting reads as on in a URL (any case)."""
+
+
 class Settings:
     """The settings a page declares in its `PAGE` (`ui.nav.Setting`), drawn by the page and kept in
     the session (across page switches) and in the URL (a link restores them). The page passes its id
@@ -240,9 +244,9 @@ class Settings:
         setting = self._declared(param, "flag")
 
         def parse(raw: str):
-            if raw.lower() not in ("1", "0", "true", "false"):
+            if raw.lower() not in (*FLAG_ON, "0", "false"):
                 raise ValueError(f"{param} is 1 or 0")
-            return raw.lower() in ("1", "true")
+            return raw.lower() in FLAG_ON
 
         return self._bound(setting, bool(setting.default), parse, lambda v: "1" if v else "0", lambda v: isinstance(v, bool),
                            lambda key: bool(getattr(where, setting.widget)(label or setting.label, key=key, **kwargs)), "")
@@ -253,7 +257,7 @@ class Settings:
         value = st.session_state.get(self.key(param))
         if isinstance(value, bool):
             return value
-        return st.query_params.get(param, "").lower() in ("1", "true")
+        return st.query_params.get(param, "").lower() in FLAG_ON
 
     def set_value(self, param: str, value, default=None, fmt: Callable = str, variant: object = "") -> None:
         """Change a setting from a callback (before its widget is drawn), e.g. after a click on a chart."""

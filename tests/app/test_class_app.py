@@ -97,6 +97,28 @@ def join(code: str, name: str) -> AppTest:
     return at
 
 
+def restart_stopped(member_owner: str, name: str, cell: dict, steps: int | None = None, created: float | None = None,
+                    seen: bool | None = None) -> str:
+    """A class run of `cell` (its canonical request; `steps` to make it longer) that a server restart stopped before
+    its first measurement, as the restarted server leaves its job folder; its job id. `seen`: whether its owner was
+    told (left out: a state from before `seen` existed, taken as told)."""
+    from sensviz.files import data_dir
+    from server import jobs
+
+    job_id = f"restarted{secrets.token_hex(6)}"
+    folder = data_dir() / "jobs" / job_id
+    folder.mkdir(parents=True)
+    request = classroom.canonical_request(assignments.LENGTH_SCALING, cell).to_dict()
+    if steps is not None:
+        request["train"]["steps"] = steps
+    (folder / "request.json").write_text(json.dumps(request))
+    state = {"id": job_id, "owner": member_owner, "name": name, "state": "stopped",
+             "created": time.time() if created is None else created,
+             "reason": f"{jobs.STOPPED_BY_RESTART} before the first measurement; there are no weights to keep"}
+    (folder / "state.json").write_text(json.dumps(state if seen is None else {**state, "seen": seen}))
+    return job_id
+
+
 def keep(owner_id: str, stem: str) -> str:
     data = (ROOT / "checkpoints" / f"{stem}.safetensors").read_bytes()
     return services.kept_store().keep("trained", stem, data, owner_id).token
@@ -466,24 +488,16 @@ def test_the_assignments_chart_waits_with_the_lab_chapter_it_answers():
 def test_a_run_continued_after_a_restart_counts_in_the_cell_it_trains():
     """A restart ends Bob's run, so its cell is free and dealt again, to Ada (who joined first and has no run); Bob
     is dealt another. Bob's continuation of his run still counts in the cell it trains, not in his new one."""
-    from sensviz.files import data_dir
-    from server import jobs
 
     code, teacher = new_class()
     teacher.switch_page("pages/class.py").run()
     teacher.button(key=registry.CLASS_ASSIGN).click().run()
     ada, bob = join(code, "Ada"), join(code, "Bob")
-    store, manager, a = services.class_store(), services.job_manager(), assignments.LENGTH_SCALING
+    store, manager = services.class_store(), services.job_manager()
     found = store.get(code)
     ada_id = found.member_of(owner(ada)).id
     cell = store.deal(code, manager)[ada_id]  # the cell Ada is dealt while Bob's run is not running
-    job_id = f"bobsrun{secrets.token_hex(6)}"
-    folder = data_dir() / "jobs" / job_id
-    folder.mkdir(parents=True)
-    (folder / "request.json").write_text(json.dumps(classroom.canonical_request(a, cell).to_dict()))
-    (folder / "state.json").write_text(json.dumps({
-        "id": job_id, "owner": owner(bob), "name": "bob's run", "state": "stopped", "created": 1.0,
-        "reason": f"{jobs.STOPPED_BY_RESTART} before the first measurement; there are no weights to keep"}))
+    job_id = restart_stopped(owner(bob), "bob's run", cell, created=1.0)
     store.add_job(code, owner(bob), job_id, cell["task"], cell["n"], cell)
     assert store.deal(code, manager)[found.member_of(owner(bob)).id] != cell  # dealt another by now
     back = AppTest.from_file(APP, default_timeout=300)  # Bob's page after the restart, following his run
@@ -547,8 +561,6 @@ def test_a_browser_that_rejoins_gets_the_members_run_back_to_continue_and_stop(m
     """A browser that keeps no cookies is someone new after a server restart. Its rejoin code brings back the run
     the restart ended: offered to continue (before the rejoin it is offered nothing), the continuation is the
     member's to stop from that browser, and while it runs that browser trains nothing else (one run per person)."""
-    from sensviz.files import data_dir
-    from server import jobs
     from ui import owner_id
 
     code, teacher = new_class()
@@ -559,15 +571,7 @@ def test_a_browser_that_rejoins_gets_the_members_run_back_to_continue_and_stop(m
     rejoin = bo.session_state[registry.CLASS_REJOIN][code]
     store, manager = services.class_store(), services.job_manager()
     cell = store.deal(code, manager)[store.get(code).member_of(owner(bo)).id]
-    job_id = f"bosrun{secrets.token_hex(6)}"
-    folder = data_dir() / "jobs" / job_id
-    folder.mkdir(parents=True)
-    request = classroom.canonical_request(assignments.LENGTH_SCALING, cell).to_dict()
-    request["train"]["steps"] = 20_000  # long enough to be stopped
-    (folder / "request.json").write_text(json.dumps(request))
-    (folder / "state.json").write_text(json.dumps({
-        "id": job_id, "owner": owner(bo), "name": "bo's run", "state": "stopped", "created": time.time(), "seen": False,
-        "reason": f"{jobs.STOPPED_BY_RESTART} before the first measurement; there are no weights to keep"}))
+    job_id = restart_stopped(owner(bo), "bo's run", cell, steps=20_000, seen=False)  # long enough to be stopped
     store.add_job(code, owner(bo), job_id, cell["task"], cell["n"], cell)
     back = session("train", **{"class": code})  # Bo's tab after the restart: a new owner id, not in the class
     assert owner(back) != owner(bo)
@@ -659,8 +663,6 @@ def test_a_member_whose_run_a_restart_stopped_is_told_to_continue_it_not_to_star
     """After a restart the page said "your run is parity at n = 4" with the Train form's button, while the sidebar
     offered to continue: a student who followed the page trained the run again from step 0. Now the run's cell waits
     for it, and every page says to continue it, with the button that does."""
-    from sensviz.files import data_dir
-    from server import jobs
 
     code, teacher = new_class()
     teacher.switch_page("pages/class.py").run()
@@ -668,14 +670,7 @@ def test_a_member_whose_run_a_restart_stopped_is_told_to_continue_it_not_to_star
     bo = join(code, "Bo")
     store, manager = services.class_store(), services.job_manager()
     cell = store.deal(code, manager)[store.get(code).member_of(owner(bo)).id]
-    job_id = f"bosrestart{secrets.token_hex(6)}"
-    folder = data_dir() / "jobs" / job_id
-    folder.mkdir(parents=True)
-    request = classroom.canonical_request(assignments.LENGTH_SCALING, cell).to_dict()
-    (folder / "request.json").write_text(json.dumps(request))
-    (folder / "state.json").write_text(json.dumps({
-        "id": job_id, "owner": owner(bo), "name": "bo's run", "state": "stopped", "created": time.time(), "seen": True,
-        "reason": f"{jobs.STOPPED_BY_RESTART} before the first measurement; there are no weights to keep"}))
+    job_id = restart_stopped(owner(bo), "bo's run", cell, seen=True)
     store.add_job(code, owner(bo), job_id, cell["task"], cell["n"], cell)
     store.sync(code, manager)
     page = bo.switch_page("pages/class.py").run()
